@@ -1,0 +1,158 @@
+package ackwait
+
+import (
+	"cmp"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Defaults for Plan fields left at zero.
+const (
+	DeadlineDefault     = 10 * time.Second
+	BatchSizeDefault    = 100
+	BufferWaitDefault   = 2 * time.Second
+	CommitMarginDefault = 5 * time.Second
+	PerMessageDefault   = time.Millisecond
+	AckMarginDefault    = 2 * time.Second
+)
+
+// Plan is the timing budget of one batch. The zero value is the default plan.
+type Plan struct {
+	// Deadline bounds the handler work of one batch; a handler still running
+	// then is cancelled and rolled back. Default 10s.
+	Deadline time.Duration
+	// BatchSize is the most messages fetched and committed together. Default 100.
+	BatchSize int
+	// BufferWait is the longest a fetched message may wait on the client
+	// before its batch starts. Default 2s.
+	BufferWait time.Duration
+	// CommitMargin covers the COMMIT's fsync on slow storage. Default 5s.
+	CommitMargin time.Duration
+	// PerMessage is added per message of a full batch for its ledger write
+	// and ack. Default 1ms.
+	PerMessage time.Duration
+	// AckMargin covers the ack's trip to the server and clock skew. Default 2s.
+	AckMargin time.Duration
+}
+
+// WithDefaults returns p with zero fields set to their defaults.
+func (p Plan) WithDefaults() Plan {
+	p.Deadline = cmp.Or(p.Deadline, DeadlineDefault)
+	p.BatchSize = cmp.Or(p.BatchSize, BatchSizeDefault)
+	p.BufferWait = cmp.Or(p.BufferWait, BufferWaitDefault)
+	p.CommitMargin = cmp.Or(p.CommitMargin, CommitMarginDefault)
+	p.PerMessage = cmp.Or(p.PerMessage, PerMessageDefault)
+	p.AckMargin = cmp.Or(p.AckMargin, AckMarginDefault)
+	return p
+}
+
+// Check reports a plan with negative or absurd fields.
+func (p Plan) Check() error {
+	p = p.WithDefaults()
+	switch {
+	case p.Deadline < 0 || p.BufferWait < 0 || p.CommitMargin < 0 || p.PerMessage < 0 || p.AckMargin < 0:
+		return fmt.Errorf("%w: durations must not be negative", ErrInvalidPlan)
+	case p.BatchSize < 0 || p.BatchSize > 100_000:
+		return fmt.Errorf("%w: batch size %d: want 1 to 100000", ErrInvalidPlan, p.BatchSize)
+	}
+	return nil
+}
+
+// AckWait is the shortest AckWait that covers the worst case of one message:
+// it waits in the buffer, its batch runs to the deadline, commits and is acked.
+func (p Plan) AckWait() time.Duration {
+	p = p.WithDefaults()
+	return p.BufferWait + p.Deadline + p.commit() + p.AckMargin
+}
+
+func (p Plan) commit() time.Duration {
+	return p.CommitMargin + time.Duration(p.BatchSize)*p.PerMessage
+}
+
+// InProgressInterval is how often a batch still running tells the server it
+// is working on its messages, resetting their AckWait: three times per AckWait,
+// so one lost InProgress does not cost the message.
+func (p Plan) InProgressInterval() time.Duration {
+	return p.AckWait() / 3
+}
+
+// Admission says what to do with a buffered message about to be processed.
+type Admission uint8
+
+const (
+	// Process it: the plan's budget still holds.
+	Process Admission = iota + 1
+	// Refresh it with InProgress first: it waited longer than BufferWait but
+	// its AckWait has not run out, so resetting the timer restores the budget.
+	Refresh
+	// Skip it: its AckWait has (nearly) run out and the server may already
+	// have redelivered it. Leave it to redelivery instead of processing blind.
+	Skip
+)
+
+// Admit decides by how long a message has been on the client (since it was
+// received) whether it may be processed now (see nats.go issue 1929).
+func (p Plan) Admit(age time.Duration) Admission {
+	p = p.WithDefaults()
+	switch {
+	case age <= p.BufferWait:
+		return Process
+	case age < p.AckWait()-p.AckMargin:
+		return Refresh
+	default:
+		return Skip
+	}
+}
+
+// String spells out how AckWait is made up, for error messages and `check`.
+func (p Plan) String() string {
+	p = p.WithDefaults()
+	return fmt.Sprintf("buffer %s + deadline %s + commit %s + ack %s = %s",
+		p.BufferWait, p.Deadline, p.commit(), p.AckMargin, p.AckWait())
+}
+
+// TooShortError is returned by Validate when a wait is below the plan. It
+// wraps ErrAckWaitTooShort.
+type TooShortError struct {
+	Field string        // "AckWait" or "BackOff[i]"
+	Have  time.Duration // the consumer's value
+	Need  time.Duration // the plan's AckWait
+	Plan  Plan
+}
+
+func (e *TooShortError) Error() string {
+	return fmt.Sprintf("ackwait: consumer %s is %s but the plan needs at least %s (%s); "+
+		"raise the consumer's AckWait to %s or more (nats consumer edit --wait %s), or lower --deadline/--batch",
+		e.Field, e.Have, e.Need, e.Plan, e.Need, e.Need)
+}
+
+func (e *TooShortError) Unwrap() error { return ErrAckWaitTooShort }
+
+// Validate checks a live consumer's configuration against the plan: explicit
+// acks, an AckWait (and every BackOff step, which replaces AckWait on
+// redeliveries) at least the plan's AckWait, and room for a whole batch.
+func (p Plan) Validate(cfg jetstream.ConsumerConfig) error {
+	if err := p.Check(); err != nil {
+		return err
+	}
+	p = p.WithDefaults()
+	if cfg.AckPolicy != jetstream.AckExplicitPolicy {
+		return fmt.Errorf("%w: consumer %q has ack policy %s; recreate it with explicit acks", ErrAckPolicy, cfg.Durable, cfg.AckPolicy)
+	}
+	need := p.AckWait()
+	if cfg.AckWait < need {
+		return &TooShortError{Field: "AckWait", Have: cfg.AckWait, Need: need, Plan: p}
+	}
+	for i, b := range cfg.BackOff {
+		if b < need {
+			return &TooShortError{Field: fmt.Sprintf("BackOff[%d]", i), Have: b, Need: need, Plan: p}
+		}
+	}
+	if cfg.MaxAckPending > 0 && cfg.MaxAckPending < p.BatchSize {
+		return fmt.Errorf("%w: consumer %q has MaxAckPending %d, batch size is %d; raise MaxAckPending or lower --batch",
+			ErrMaxAckPending, cfg.Durable, cfg.MaxAckPending, p.BatchSize)
+	}
+	return nil
+}

@@ -1,0 +1,95 @@
+package ackwait_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestAckWaitIsSumOfBudget(t *testing.T) {
+	p := ackwait.Plan{Deadline: 10 * time.Second, BatchSize: 100, BufferWait: time.Second,
+		CommitMargin: 3 * time.Second, PerMessage: 10 * time.Millisecond, AckMargin: time.Second}
+	if got, want := p.AckWait(), 16*time.Second; got != want {
+		t.Fatalf("AckWait = %s, want %s", got, want)
+	}
+	if got := p.InProgressInterval(); got >= p.AckWait() || got <= 0 {
+		t.Fatalf("InProgressInterval = %s", got)
+	}
+	if def := (ackwait.Plan{}).AckWait(); def <= ackwait.DeadlineDefault {
+		t.Fatalf("default AckWait %s not above the default deadline", def)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	p := ackwait.Plan{Deadline: 5 * time.Second, BatchSize: 10}
+	need := p.AckWait()
+	ok := jetstream.ConsumerConfig{Durable: "d", AckPolicy: jetstream.AckExplicitPolicy, AckWait: need}
+	tests := []struct {
+		name    string
+		mod     func(c *jetstream.ConsumerConfig)
+		wantErr error
+	}{
+		{name: "exact", mod: func(c *jetstream.ConsumerConfig) {}},
+		{name: "longer", mod: func(c *jetstream.ConsumerConfig) { c.AckWait = time.Hour }},
+		{name: "short", mod: func(c *jetstream.ConsumerConfig) { c.AckWait = time.Second }, wantErr: ackwait.ErrAckWaitTooShort},
+		{name: "short backoff", mod: func(c *jetstream.ConsumerConfig) { c.BackOff = []time.Duration{need, time.Second} }, wantErr: ackwait.ErrAckWaitTooShort},
+		{name: "ack none", mod: func(c *jetstream.ConsumerConfig) { c.AckPolicy = jetstream.AckNonePolicy }, wantErr: ackwait.ErrAckPolicy},
+		{name: "ack all", mod: func(c *jetstream.ConsumerConfig) { c.AckPolicy = jetstream.AckAllPolicy }, wantErr: ackwait.ErrAckPolicy},
+		{name: "max ack pending", mod: func(c *jetstream.ConsumerConfig) { c.MaxAckPending = 5 }, wantErr: ackwait.ErrMaxAckPending},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := ok
+			tt.mod(&cfg)
+			if err := p.Validate(cfg); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestTooShortErrorNamesBothDurations(t *testing.T) {
+	p := ackwait.Plan{Deadline: 5 * time.Second, BatchSize: 10}
+	err := p.Validate(jetstream.ConsumerConfig{AckPolicy: jetstream.AckExplicitPolicy, AckWait: 1500 * time.Millisecond})
+	var tse *ackwait.TooShortError
+	if !errors.As(err, &tse) || tse.Have != 1500*time.Millisecond || tse.Need != p.AckWait() {
+		t.Fatalf("err = %v", err)
+	}
+	for _, s := range []string{"1.5s", p.AckWait().String(), "--wait"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("message %q lacks %q", err, s)
+		}
+	}
+}
+
+func TestAdmit(t *testing.T) {
+	p := ackwait.Plan{BufferWait: time.Second, Deadline: 10 * time.Second, AckMargin: time.Second}
+	tests := []struct {
+		age  time.Duration
+		want ackwait.Admission
+	}{
+		{0, ackwait.Process},
+		{time.Second, ackwait.Process},
+		{2 * time.Second, ackwait.Refresh},
+		{p.AckWait() - time.Second, ackwait.Skip},
+		{time.Hour, ackwait.Skip},
+	}
+	for _, tt := range tests {
+		if got := p.Admit(tt.age); got != tt.want {
+			t.Errorf("Admit(%s) = %d, want %d", tt.age, got, tt.want)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	if err := (ackwait.Plan{Deadline: -1}).Check(); !errors.Is(err, ackwait.ErrInvalidPlan) {
+		t.Fatalf("err = %v", err)
+	}
+	if err := (ackwait.Plan{BatchSize: 1_000_000}).Check(); !errors.Is(err, ackwait.ErrInvalidPlan) {
+		t.Fatalf("err = %v", err)
+	}
+}

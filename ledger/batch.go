@@ -1,0 +1,239 @@
+package ledger
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// Delivery is one message as the ledger sees it: its id, where it sits in the
+// stream, and its payload.
+type Delivery struct {
+	// MessageID is the publisher-assigned id (Nats-Msg-Id). Required.
+	MessageID string
+	Stream    string
+	Sequence  uint64 // stream sequence
+	Subject   string
+	Data      []byte
+	// Delivered counts deliveries of this message, 1 on the first.
+	Delivered uint64
+}
+
+// Outcome says what ApplyBatch did with one delivery.
+type Outcome uint8
+
+const (
+	// Applied: the ledger row was inserted and the handler's change committed.
+	Applied Outcome = iota + 1
+	// Duplicate: the id was already applied with the same payload; the
+	// handler was not run. Acknowledge it.
+	Duplicate
+	// Conflict: the id was already applied with a different payload; recorded
+	// in the conflicts table, handler not run. Result.Err wraps ErrConflict.
+	Conflict
+	// Failed: the handler (or the ledger insert) failed and this message's
+	// savepoint was rolled back. Result.Err is the handler's error.
+	Failed
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Applied:
+		return "applied"
+	case Duplicate:
+		return "duplicate"
+	case Conflict:
+		return "conflict"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("Outcome(%d)", uint8(o))
+}
+
+// Result is the outcome of one delivery in a batch.
+type Result struct {
+	Outcome Outcome
+	Err     error // set for Conflict and Failed
+}
+
+// Handler applies one message's local state change inside the batch
+// transaction. It must use tx for every write that belongs to the message and
+// honour ctx: when ctx ends, the message is rolled back whatever it returns.
+type Handler func(ctx context.Context, tx *Tx, d Delivery) error
+
+// Tx is the batch transaction as a handler sees it, positioned inside the
+// message's savepoint.
+type Tx struct {
+	tx *sql.Tx
+	d  *Delivery
+}
+
+// ExecContext runs a statement in the message's savepoint.
+func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	return t.tx.ExecContext(ctx, query, args...)
+}
+
+// QueryContext runs a query in the message's savepoint.
+func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return t.tx.QueryContext(ctx, query, args...)
+}
+
+// QueryRowContext runs a single-row query in the message's savepoint.
+func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	return t.tx.QueryRowContext(ctx, query, args...)
+}
+
+// ApplyBatch applies deliveries in one transaction, one savepoint each, and
+// commits once. Each message's ledger row and handler change commit together
+// or not at all. The handler runs under ctx; the COMMIT itself runs under
+// Config.CommitTimeout even if ctx has ended, so work finished in time is
+// not thrown away.
+//
+// The returned error is for the batch as a whole (database unusable); then
+// nothing was committed. Otherwise results[i] is the outcome of batch[i].
+func (s *Store) ApplyBatch(ctx context.Context, batch []Delivery, h Handler) ([]Result, error) {
+	results := make([]Result, len(batch))
+	skip := make([]bool, len(batch))
+	for {
+		lost, err := s.applyOnce(ctx, batch, h, results, skip)
+		if err != nil {
+			return nil, err
+		}
+		if lost < 0 {
+			return results, nil
+		}
+		// Everything before the culprit was rolled back with it; it keeps its
+		// Failed result and the rest is redone without it.
+		skip[lost] = true
+	}
+}
+
+// applyOnce returns the index of a message whose failure took the whole
+// transaction with it, or -1 when the batch committed.
+func (s *Store) applyOnce(ctx context.Context, batch []Delivery, h Handler, results []Result, skip []bool) (int, error) {
+	// The transaction must outlive ctx: database/sql rolls a Tx back when its
+	// context ends, and a handler overrunning its deadline must cost only its
+	// own savepoint.
+	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CommitTimeout+deadlineOf(ctx))
+	defer cancel()
+	tx, err := s.writer.BeginTx(txCtx, nil)
+	if err != nil {
+		return -1, fmt.Errorf("ledger: begin batch: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	now := s.cfg.Now().UnixMilli()
+	t := &Tx{tx: tx}
+	for i := range batch {
+		if skip[i] {
+			continue
+		}
+		res, lost, err := s.applyOne(ctx, txCtx, t, &batch[i], h, now)
+		if err != nil {
+			return -1, err
+		}
+		if lost {
+			results[i] = res
+			return i, nil
+		}
+		results[i] = res
+	}
+	if err := tx.Commit(); err != nil {
+		return -1, fmt.Errorf("ledger: commit batch of %d: %w", len(batch), err)
+	}
+	return -1, nil
+}
+
+// deadlineOf is the time left before ctx's deadline, 0 if none or past.
+func deadlineOf(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return max(time.Until(dl), 0)
+	}
+	return 0
+}
+
+// applyOne runs one message in its savepoint. lost reports that the whole
+// transaction is gone; err is a failure of the ledger itself.
+func (s *Store) applyOne(ctx, txCtx context.Context, t *Tx, d *Delivery, h Handler, now int64) (res Result, lost bool, err error) {
+	if d.MessageID == "" {
+		return Result{Outcome: Failed, Err: ErrEmptyMessageID}, false, nil
+	}
+	tx := t.tx
+	if _, err := tx.ExecContext(txCtx, "SAVEPOINT msg"); err != nil {
+		return Result{}, false, fmt.Errorf("ledger: savepoint for %s: %w", d.MessageID, err)
+	}
+	sum := sha256.Sum256(d.Data)
+	ins, err := tx.ExecContext(txCtx, `INSERT INTO processed_messages
+		(message_id, stream, stream_seq, subject, payload_sha256, processed_at)
+		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (message_id) DO NOTHING`,
+		d.MessageID, d.Stream, int64(d.Sequence), d.Subject, sum[:], now)
+	if err != nil {
+		return Result{}, false, fmt.Errorf("ledger: record %s: %w", d.MessageID, err)
+	}
+	if n, _ := ins.RowsAffected(); n == 0 {
+		res, err := s.seenBefore(txCtx, tx, d, sum[:], now)
+		if err != nil {
+			return Result{}, false, err
+		}
+		if _, err := tx.ExecContext(txCtx, "RELEASE msg"); err != nil {
+			return Result{}, false, fmt.Errorf("ledger: release savepoint for %s: %w", d.MessageID, err)
+		}
+		return res, false, nil
+	}
+
+	t.d = d
+	herr := h(ctx, t, *d)
+	t.d = nil
+	if herr == nil && ctx.Err() != nil {
+		// Finished after its deadline: the consumer may already have lost the
+		// message to AckWait, so the work is not kept.
+		herr = fmt.Errorf("handler overran its deadline: %w", context.Cause(ctx))
+	}
+	if herr == nil {
+		if _, err := tx.ExecContext(txCtx, "RELEASE msg"); err != nil {
+			return Result{}, false, fmt.Errorf("ledger: release savepoint for %s: %w", d.MessageID, err)
+		}
+		return Result{Outcome: Applied}, false, nil
+	}
+	failed := Result{Outcome: Failed, Err: herr}
+	if _, err := tx.ExecContext(txCtx, "ROLLBACK TO msg"); err != nil {
+		// SQLite rolls back the whole transaction on an interrupted write,
+		// SQLITE_FULL and some I/O errors; the savepoint went with it.
+		return failed, true, nil
+	}
+	if _, err := tx.ExecContext(txCtx, "RELEASE msg"); err != nil {
+		return failed, true, nil
+	}
+	return failed, false, nil
+}
+
+// seenBefore classifies a message whose id is already in the ledger.
+func (s *Store) seenBefore(ctx context.Context, tx *sql.Tx, d *Delivery, sum []byte, now int64) (Result, error) {
+	var have []byte
+	if err := tx.QueryRowContext(ctx, `SELECT payload_sha256 FROM processed_messages WHERE message_id = ?`, d.MessageID).Scan(&have); err != nil {
+		return Result{}, fmt.Errorf("ledger: look up %s: %w", d.MessageID, err)
+	}
+	if string(have) == string(sum) {
+		return Result{Outcome: Duplicate}, nil
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO conflicts
+		(message_id, stream, stream_seq, subject, existing_sha256, new_sha256, payload, seen_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (message_id, stream, stream_seq) DO NOTHING`,
+		d.MessageID, d.Stream, int64(d.Sequence), d.Subject, have, sum, d.Data, now); err != nil {
+		return Result{}, fmt.Errorf("ledger: record conflict for %s: %w", d.MessageID, err)
+	}
+	return Result{Outcome: Conflict, Err: &ConflictError{MessageID: d.MessageID, Existing: have, New: sum}}, nil
+}
+
+// ConflictError describes a reused message id. It wraps ErrConflict.
+type ConflictError struct {
+	MessageID     string
+	Existing, New []byte // payload SHA-256 of the applied and of the new message
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("ledger: message id %q reused with a different payload (applied sha256 %x, new %x)", e.MessageID, e.Existing, e.New)
+}
+
+func (e *ConflictError) Unwrap() error { return ErrConflict }

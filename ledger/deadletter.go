@@ -1,0 +1,128 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// DeadLetter is a message the consumer gave up on, kept with its headers and
+// payload so that it can be inspected and republished with its original id.
+type DeadLetter struct {
+	ID         int64
+	MessageID  string // empty when the message carried no Nats-Msg-Id
+	Stream     string
+	Sequence   uint64
+	Subject    string
+	Headers    map[string][]string
+	Payload    []byte
+	Reason     string
+	Deliveries uint64
+	CreatedAt  time.Time
+}
+
+// RecordDeadLetters stores dead letters in one transaction. A message that
+// is dead-lettered again (same stream and sequence) has its row updated.
+func (s *Store) RecordDeadLetters(ctx context.Context, dls []DeadLetter) error {
+	if len(dls) == 0 {
+		return nil
+	}
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("ledger: record dead letters: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	now := s.cfg.Now().UnixMilli()
+	for _, dl := range dls {
+		hdr, err := json.Marshal(cmpHeaders(dl.Headers))
+		if err != nil {
+			return fmt.Errorf("ledger: dead letter %s/%d headers: %w", dl.Stream, dl.Sequence, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO dead_letters
+			(message_id, stream, stream_seq, subject, headers, payload, reason, deliveries, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (stream, stream_seq) DO UPDATE SET
+				reason = excluded.reason, deliveries = excluded.deliveries, created_at = excluded.created_at`,
+			dl.MessageID, dl.Stream, int64(dl.Sequence), dl.Subject, string(hdr), dl.Payload,
+			dl.Reason, int64(dl.Deliveries), now); err != nil {
+			return fmt.Errorf("ledger: record dead letter %s/%d: %w", dl.Stream, dl.Sequence, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("ledger: record dead letters: %w", err)
+	}
+	return nil
+}
+
+func cmpHeaders(h map[string][]string) map[string][]string {
+	if h == nil {
+		return map[string][]string{}
+	}
+	return h
+}
+
+// DeadLetters lists dead letters, oldest first, at most limit (0: all).
+func (s *Store) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error) {
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT id, message_id, stream, stream_seq, subject, headers,
+		payload, reason, deliveries, created_at FROM dead_letters ORDER BY id LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list dead letters: %w", err)
+	}
+	defer rows.Close()
+	var out []DeadLetter
+	for rows.Next() {
+		var dl DeadLetter
+		var seq, deliveries, created int64
+		var hdr string
+		if err := rows.Scan(&dl.ID, &dl.MessageID, &dl.Stream, &seq, &dl.Subject, &hdr,
+			&dl.Payload, &dl.Reason, &deliveries, &created); err != nil {
+			return nil, fmt.Errorf("ledger: list dead letters: %w", err)
+		}
+		dl.Sequence, dl.Deliveries = uint64(seq), uint64(deliveries)
+		dl.CreatedAt = time.UnixMilli(created)
+		if err := json.Unmarshal([]byte(hdr), &dl.Headers); err != nil {
+			return nil, fmt.Errorf("ledger: dead letter %d headers: %w", dl.ID, err)
+		}
+		out = append(out, dl)
+	}
+	return out, rows.Err()
+}
+
+// ConflictRecord is a same-id-different-payload case from the conflicts table.
+type ConflictRecord struct {
+	MessageID      string
+	Stream         string
+	Sequence       uint64
+	Subject        string
+	ExistingSHA256 []byte
+	NewSHA256      []byte
+	SeenAt         time.Time
+}
+
+// Conflicts lists recorded conflicts, oldest first, at most limit (0: all).
+func (s *Store) Conflicts(ctx context.Context, limit int) ([]ConflictRecord, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := s.reader.QueryContext(ctx, `SELECT message_id, stream, stream_seq, subject,
+		existing_sha256, new_sha256, seen_at FROM conflicts ORDER BY id LIMIT ?`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: list conflicts: %w", err)
+	}
+	defer rows.Close()
+	var out []ConflictRecord
+	for rows.Next() {
+		var c ConflictRecord
+		var seq, seen int64
+		if err := rows.Scan(&c.MessageID, &c.Stream, &seq, &c.Subject, &c.ExistingSHA256, &c.NewSHA256, &seen); err != nil {
+			return nil, fmt.Errorf("ledger: list conflicts: %w", err)
+		}
+		c.Sequence, c.SeenAt = uint64(seq), time.UnixMilli(seen)
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}

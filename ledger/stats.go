@@ -1,0 +1,48 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// Stats is a snapshot of the ledger's contents.
+type Stats struct {
+	Path          string    `json:"path"`
+	SchemaVersion int       `json:"schema_version"`
+	SizeBytes     int64     `json:"size_bytes"` // database file, WAL excluded
+	Processed     int64     `json:"processed"`  // rows in processed_messages
+	Oldest        time.Time `json:"oldest,omitzero"`
+	Newest        time.Time `json:"newest,omitzero"`
+	Conflicts     int64     `json:"conflicts"`
+	DeadLetters   int64     `json:"dead_letters"`
+}
+
+// Stats reads counts and sizes. It does not block the writer.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	st := Stats{Path: s.path}
+	var oldest, newest sql.NullInt64
+	var pages, pageSize int64
+	err := s.reader.QueryRowContext(ctx, `SELECT
+		(SELECT count(*) FROM processed_messages),
+		(SELECT min(processed_at) FROM processed_messages),
+		(SELECT max(processed_at) FROM processed_messages),
+		(SELECT count(*) FROM conflicts),
+		(SELECT count(*) FROM dead_letters),
+		(SELECT page_count FROM pragma_page_count()),
+		(SELECT page_size FROM pragma_page_size()),
+		(SELECT user_version FROM pragma_user_version())`).Scan(
+		&st.Processed, &oldest, &newest, &st.Conflicts, &st.DeadLetters, &pages, &pageSize, &st.SchemaVersion)
+	if err != nil {
+		return Stats{}, fmt.Errorf("ledger: stats of %s: %w", s.path, err)
+	}
+	if oldest.Valid {
+		st.Oldest = time.UnixMilli(oldest.Int64)
+	}
+	if newest.Valid {
+		st.Newest = time.UnixMilli(newest.Int64)
+	}
+	st.SizeBytes = pages * pageSize
+	return st, nil
+}

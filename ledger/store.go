@@ -1,0 +1,202 @@
+package ledger
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // pure-Go driver, so CGO_ENABLED=0 builds work
+)
+
+// Defaults for Config fields left at their zero value.
+const (
+	BusyTimeoutDefault   = 10 * time.Second
+	CommitTimeoutDefault = 10 * time.Second
+)
+
+// Config configures a Store. The zero value is valid.
+type Config struct {
+	// BusyTimeout is how long a statement waits for another process's write
+	// lock before failing. Default 10s.
+	BusyTimeout time.Duration
+	// CommitTimeout bounds the final COMMIT of a batch, which runs after the
+	// handler deadline may already have passed. Default 10s.
+	CommitTimeout time.Duration
+	// Synchronous is SQLite's synchronous setting. Default "FULL": a commit
+	// is on disk before it returns, which "ack only after commit" relies on.
+	Synchronous string
+	// Logger receives warnings. Default slog.Default().
+	Logger *slog.Logger
+	// Now returns the current time; tests inject a clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Store is an open ledger database. It is safe for concurrent use; writes are
+// serialised through a single connection.
+type Store struct {
+	cfg    Config
+	path   string
+	writer *sql.DB // one connection: SQLite has one writer anyway
+	reader *sql.DB // query_only connections for listings and stats
+	log    *slog.Logger
+}
+
+//go:embed migrations/*.sql
+var migrationFS embed.FS
+
+// Open opens (creating if needed) the ledger database at path and brings its
+// schema up to date. The file is created with mode 0600.
+func Open(file string, cfg Config) (*Store, error) {
+	if file == "" || strings.ContainsAny(file, "?#") {
+		return nil, fmt.Errorf("%w: database path %q must be a plain file path", ErrInvalidConfig, file)
+	}
+	cfg.BusyTimeout = cmp.Or(cfg.BusyTimeout, BusyTimeoutDefault)
+	cfg.CommitTimeout = cmp.Or(cfg.CommitTimeout, CommitTimeoutDefault)
+	cfg.Synchronous = strings.ToUpper(cmp.Or(cfg.Synchronous, "FULL"))
+	switch cfg.Synchronous {
+	case "OFF", "NORMAL", "FULL", "EXTRA":
+	default:
+		return nil, fmt.Errorf("%w: synchronous %q: want OFF, NORMAL, FULL or EXTRA", ErrInvalidConfig, cfg.Synchronous)
+	}
+	if cfg.BusyTimeout < 0 || cfg.CommitTimeout < 0 {
+		return nil, fmt.Errorf("%w: timeouts must not be negative", ErrInvalidConfig)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	// Create the file ourselves so it is not world-readable: it holds payloads.
+	if f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
+		return nil, fmt.Errorf("ledger: open %s: %w", file, err)
+	} else {
+		f.Close()
+	}
+
+	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%s)&_pragma=foreign_keys(ON)",
+		cfg.BusyTimeout.Milliseconds(), cfg.Synchronous)
+	// BEGIN IMMEDIATE takes the write lock up front, so two processes sharing
+	// the file wait on busy_timeout instead of failing on a lock upgrade.
+	writer, err := sql.Open("sqlite", file+"?"+pragmas+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open %s: %w", file, err)
+	}
+	writer.SetMaxOpenConns(1)
+	writer.SetConnMaxIdleTime(0)
+	writer.SetConnMaxLifetime(0)
+	reader, err := sql.Open("sqlite", file+"?"+pragmas+"&_pragma=query_only(ON)")
+	if err != nil {
+		writer.Close()
+		return nil, fmt.Errorf("ledger: open %s: %w", file, err)
+	}
+	reader.SetMaxOpenConns(4)
+
+	s := &Store{cfg: cfg, path: file, writer: writer, reader: reader, log: cfg.Logger}
+	// Migrations wait at most for another process's lock, then a little more.
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.BusyTimeout+time.Minute)
+	defer cancel()
+	if err := s.migrate(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database.
+func (s *Store) Close() error {
+	return errors.Join(s.writer.Close(), s.reader.Close())
+}
+
+// DB returns the single writer connection pool, for callers that manage their
+// own tables in the same file (a handler's schema, say). Writes through it
+// are serialised with the ledger's own.
+func (s *Store) DB() *sql.DB { return s.writer }
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var ms []migration
+	for _, e := range entries {
+		var v int
+		if _, err := fmt.Sscanf(e.Name(), "%04d_", &v); err != nil {
+			return nil, fmt.Errorf("ledger: migration %s: name must start with a 4-digit number", e.Name())
+		}
+		b, err := migrationFS.ReadFile(path.Join("migrations", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	for i, m := range ms {
+		if m.version != i+1 {
+			return nil, fmt.Errorf("ledger: migration %s: expected number %d", m.name, i+1)
+		}
+	}
+	return ms, nil
+}
+
+// SchemaVersion is the schema version this build writes.
+func SchemaVersion() int {
+	ms, err := migrations()
+	if err != nil {
+		panic(err) // embedded at build time; a bad name is a build bug
+	}
+	return len(ms)
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	ms, err := migrations()
+	if err != nil {
+		return err
+	}
+	var have int
+	if err := s.writer.QueryRowContext(ctx, "PRAGMA user_version").Scan(&have); err != nil {
+		return fmt.Errorf("ledger: read schema version of %s: %w", s.path, err)
+	}
+	if have > len(ms) {
+		return fmt.Errorf("%w: %s has schema version %d, this build knows up to %d; use a newer jetledger",
+			ErrSchemaTooNew, s.path, have, len(ms))
+	}
+	for _, m := range ms[have:] {
+		tx, err := s.writer.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("ledger: migration %s: %w", m.name, err)
+		}
+		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("ledger: migration %s: %w", m.name, err)
+		}
+		// PRAGMA takes no bound parameters; the version is our own integer.
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.version)); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("ledger: migration %s: %w", m.name, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("ledger: migration %s: %w", m.name, err)
+		}
+	}
+	return nil
+}
