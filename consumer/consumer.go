@@ -1,0 +1,462 @@
+package consumer
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Ledger is what the consumer needs of the store.
+type Ledger interface {
+	ApplyBatch(ctx context.Context, batch []ledger.Delivery, h ledger.Handler) ([]ledger.Result, error)
+	RecordDeadLetters(ctx context.Context, dls []ledger.DeadLetter) error
+}
+
+var _ Ledger = (*ledger.Store)(nil)
+
+// JetStream is what the consumer needs of the JetStream client: consumer
+// management, and the connection to flush acks before it returns.
+type JetStream interface {
+	jetstream.StreamConsumerManager
+	Conn() *nats.Conn
+}
+
+// Defaults for Config fields left at zero.
+const (
+	DurableDefault     = "jetledger"
+	MaxDeliverDefault  = 5
+	BackoffBaseDefault = time.Second
+	BackoffMaxDefault  = time.Minute
+	FetchWaitDefault   = time.Second
+)
+
+// Config configures a Consumer.
+type Config struct {
+	// Stream is the stream to consume. Required.
+	Stream string
+	// Durable is the durable pull consumer's name. Default "jetledger".
+	Durable string
+	// FilterSubjects restricts a consumer this package creates. Default: all.
+	FilterSubjects []string
+	// Plan is the timing budget; AckWait of a created consumer is
+	// Plan.AckWait(), and an existing consumer must satisfy Plan.Validate.
+	Plan ackwait.Plan
+	// Handler applies one message inside the batch transaction. Required.
+	Handler ledger.Handler
+	// MaxDeliver is the delivery limit of a consumer this package creates;
+	// an existing consumer's own limit is used. Default 5; -1 is unlimited.
+	MaxDeliver int
+	// BackoffBase is the nak delay after the first failed delivery; it
+	// doubles per delivery up to BackoffMax. Defaults 1s and 1m.
+	BackoffBase, BackoffMax time.Duration
+	// FetchWait is how long an idle consumer's pull request waits for a
+	// message; it bounds how long shutdown waits. Default 1s.
+	FetchWait time.Duration
+	// AllowSequenceIDs makes a message without Nats-Msg-Id use
+	// "<stream>/<sequence>" as its id instead of being dead-lettered. Such
+	// an id catches redeliveries but not a publisher's retried publish.
+	AllowSequenceIDs bool
+	// AfterCommit, if set, is called after each batch commits and before
+	// its acks are sent.
+	AfterCommit func(BatchReport)
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// BatchReport describes a committed batch.
+type BatchReport struct {
+	Deliveries []ledger.Delivery
+	Results    []ledger.Result
+}
+
+// Counts are running totals since the Consumer was made.
+type Counts struct {
+	Applied     uint64 `json:"applied"`
+	Duplicates  uint64 `json:"duplicates"`
+	Conflicts   uint64 `json:"conflicts"`
+	Failed      uint64 `json:"failed"`
+	Naks        uint64 `json:"naks"`
+	Terms       uint64 `json:"terms"`
+	DeadLetters uint64 `json:"dead_letters"`
+	Stale       uint64 `json:"stale"` // left to redelivery: waited past AckWait in the buffer
+	Batches     uint64 `json:"batches"`
+}
+
+type counters struct {
+	applied, duplicates, conflicts, failed, naks, terms, deadLetters, stale, batches atomic.Uint64
+}
+
+// Consumer consumes one durable through the ledger.
+type Consumer struct {
+	cfg        Config
+	plan       ackwait.Plan
+	js         JetStream
+	cons       jetstream.Consumer
+	ledger     Ledger
+	log        *slog.Logger
+	maxDeliver int
+	n          counters
+	warnSeqIDs sync.Once
+}
+
+// New validates cfg, then binds to the durable consumer or creates it with
+// the plan's AckWait. An existing consumer that does not satisfy the plan is
+// refused with an error wrapping ackwait.ErrAckWaitTooShort (or another
+// ackwait sentinel) that names the durations and the fix.
+func New(ctx context.Context, js JetStream, l Ledger, cfg Config) (*Consumer, error) {
+	if cfg.Stream == "" {
+		return nil, fmt.Errorf("%w: Stream is required", ErrInvalidConfig)
+	}
+	if cfg.Handler == nil {
+		return nil, fmt.Errorf("%w: Handler is required", ErrInvalidConfig)
+	}
+	if cfg.MaxDeliver < -1 || cfg.BackoffBase < 0 || cfg.BackoffMax < 0 || cfg.FetchWait < 0 {
+		return nil, fmt.Errorf("%w: MaxDeliver must be -1 or more, durations not negative", ErrInvalidConfig)
+	}
+	if err := cfg.Plan.Check(); err != nil {
+		return nil, err
+	}
+	cfg.Durable = cmp.Or(cfg.Durable, DurableDefault)
+	cfg.MaxDeliver = cmp.Or(cfg.MaxDeliver, MaxDeliverDefault)
+	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, BackoffBaseDefault)
+	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, BackoffMaxDefault)
+	cfg.FetchWait = cmp.Or(cfg.FetchWait, FetchWaitDefault)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	c := &Consumer{cfg: cfg, plan: cfg.Plan.WithDefaults(), js: js, ledger: l, log: cfg.Logger}
+	cons, err := c.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.cons = cons
+	return c, nil
+}
+
+func (c *Consumer) bind(ctx context.Context) (jetstream.Consumer, error) {
+	cons, err := c.js.Consumer(ctx, c.cfg.Stream, c.cfg.Durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		cons, err = c.js.CreateConsumer(ctx, c.cfg.Stream, jetstream.ConsumerConfig{
+			Durable:        c.cfg.Durable,
+			AckPolicy:      jetstream.AckExplicitPolicy,
+			AckWait:        c.plan.AckWait(),
+			MaxDeliver:     c.cfg.MaxDeliver,
+			FilterSubjects: c.cfg.FilterSubjects,
+			MaxAckPending:  max(1000, 4*c.plan.BatchSize),
+			DeliverPolicy:  jetstream.DeliverAllPolicy,
+		})
+		if errors.Is(err, jetstream.ErrConsumerExists) { // another instance won the race
+			cons, err = c.js.Consumer(ctx, c.cfg.Stream, c.cfg.Durable)
+		}
+		if err == nil {
+			c.log.InfoContext(ctx, "created consumer", "stream", c.cfg.Stream, "durable", c.cfg.Durable, "ack_wait", c.plan.AckWait())
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("consumer: bind %s/%s: %w", c.cfg.Stream, c.cfg.Durable, err)
+	}
+	info := cons.CachedInfo()
+	if info.Config.DeliverSubject != "" {
+		return nil, fmt.Errorf("%w: %s/%s", ErrPushConsumer, c.cfg.Stream, c.cfg.Durable)
+	}
+	if err := c.plan.Validate(info.Config); err != nil {
+		return nil, fmt.Errorf("consumer %s/%s: %w", c.cfg.Stream, c.cfg.Durable, err)
+	}
+	c.maxDeliver = info.Config.MaxDeliver
+	return cons, nil
+}
+
+// Counts returns the running totals.
+func (c *Consumer) Counts() Counts {
+	return Counts{
+		Applied: c.n.applied.Load(), Duplicates: c.n.duplicates.Load(), Conflicts: c.n.conflicts.Load(),
+		Failed: c.n.failed.Load(), Naks: c.n.naks.Load(), Terms: c.n.terms.Load(),
+		DeadLetters: c.n.deadLetters.Load(), Stale: c.n.stale.Load(), Batches: c.n.batches.Load(),
+	}
+}
+
+// Run consumes until ctx ends, then finishes and commits the batch in hand,
+// sends its acks and returns nil. It returns an error when the ledger fails
+// (nothing of that batch is acked) or the consumer is deleted.
+func (c *Consumer) Run(ctx context.Context) error {
+	defer func() {
+		// Acks are fire-and-forget; make sure the last ones leave the process.
+		if err := c.js.Conn().FlushTimeout(5 * time.Second); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			c.log.Warn("flushing acks", "err", err)
+		}
+	}()
+	failures := 0
+	for ctx.Err() == nil {
+		msgs, err := c.fetch()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+				errors.Is(err, jetstream.ErrStreamNotFound) {
+				return fmt.Errorf("%w: %s/%s: %v", ErrConsumerGone, c.cfg.Stream, c.cfg.Durable, err)
+			}
+			failures++
+			c.log.WarnContext(ctx, "fetch failed", "stream", c.cfg.Stream, "durable", c.cfg.Durable, "err", err)
+			if !sleep(ctx, min(time.Duration(failures)*100*time.Millisecond, 5*time.Second)) {
+				return nil
+			}
+			continue
+		}
+		failures = 0
+		if len(msgs) == 0 {
+			continue
+		}
+		if err := c.process(ctx, msgs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type received struct {
+	msg jetstream.Msg
+	at  time.Time
+}
+
+// fetch takes what is available up to the batch size without waiting for a
+// full batch; when nothing is, it waits up to FetchWait for the first message.
+func (c *Consumer) fetch() ([]received, error) {
+	msgs, err := c.drain(c.cons.FetchNoWait(c.plan.BatchSize))
+	if err != nil || len(msgs) > 0 {
+		return msgs, err
+	}
+	msgs, err = c.drain(c.cons.Fetch(1, jetstream.FetchMaxWait(c.cfg.FetchWait)))
+	if err != nil || len(msgs) == 0 || c.plan.BatchSize == 1 {
+		return msgs, err
+	}
+	more, err := c.drain(c.cons.FetchNoWait(c.plan.BatchSize - 1))
+	return append(msgs, more...), err
+}
+
+func (c *Consumer) drain(b jetstream.MessageBatch, err error) ([]received, error) {
+	if err != nil {
+		return nil, err
+	}
+	var out []received
+	for m := range b.Messages() {
+		out = append(out, received{msg: m, at: time.Now()})
+	}
+	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+		// Messages already received are still ours to process.
+		if len(out) > 0 {
+			c.log.Warn("fetch ended early", "err", err)
+			return out, nil
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+type item struct {
+	msg  jetstream.Msg
+	meta *jetstream.MsgMetadata
+}
+
+func (c *Consumer) process(ctx context.Context, msgs []received) error {
+	now := time.Now()
+	work := make([]item, 0, len(msgs))
+	deliveries := make([]ledger.Delivery, 0, len(msgs))
+	var dead []deadLetter
+	for _, r := range msgs {
+		meta, err := r.msg.Metadata()
+		if err != nil {
+			// Not a JetStream delivery; nothing to ack against.
+			c.log.ErrorContext(ctx, "message without JetStream metadata", "subject", r.msg.Subject(), "err", err)
+			continue
+		}
+		switch c.plan.Admit(now.Sub(r.at)) {
+		case ackwait.Skip:
+			c.n.stale.Add(1)
+			c.log.WarnContext(ctx, "message waited past its AckWait budget; leaving it to redelivery",
+				"stream_seq", meta.Sequence.Stream, "waited", now.Sub(r.at))
+			continue
+		case ackwait.Refresh:
+			_ = r.msg.InProgress() // resets AckWait; if lost, the ledger still dedupes
+		}
+		id := r.msg.Headers().Get(jetstream.MsgIDHeader)
+		if id == "" {
+			if !c.cfg.AllowSequenceIDs {
+				dead = append(dead, deadLetter{item{r.msg, meta}, ErrMissingMsgID.Error()})
+				continue
+			}
+			c.warnSeqIDs.Do(func() {
+				c.log.WarnContext(ctx, "messages without Nats-Msg-Id get stream/sequence ids; publisher retries will not be caught",
+					"stream", meta.Stream)
+			})
+			id = fmt.Sprintf("%s/%d", meta.Stream, meta.Sequence.Stream)
+		}
+		work = append(work, item{r.msg, meta})
+		deliveries = append(deliveries, ledger.Delivery{
+			MessageID: id, Stream: meta.Stream, Sequence: meta.Sequence.Stream,
+			Subject: r.msg.Subject(), Data: r.msg.Data(), Delivered: meta.NumDelivered,
+		})
+	}
+
+	var results []ledger.Result
+	if len(work) > 0 {
+		stop := c.keepInProgress(work)
+		hctx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), c.plan.Deadline,
+			fmt.Errorf("batch deadline %s exceeded", c.plan.Deadline))
+		var err error
+		results, err = c.ledger.ApplyBatch(hctx, deliveries, c.cfg.Handler)
+		cancel()
+		stop()
+		if err != nil {
+			// Nothing committed, nothing acked: AckWait brings the batch back.
+			return fmt.Errorf("consumer: %w", err)
+		}
+		c.n.batches.Add(1)
+		faultPoint("after-commit")
+		if c.cfg.AfterCommit != nil {
+			c.cfg.AfterCommit(BatchReport{Deliveries: deliveries, Results: results})
+		}
+	}
+
+	var acks, naks []item
+	var nakDelays []time.Duration
+	var terms []deadLetter
+	for i, res := range results {
+		it := work[i]
+		switch res.Outcome {
+		case ledger.Applied:
+			c.n.applied.Add(1)
+			acks = append(acks, it)
+		case ledger.Duplicate:
+			c.n.duplicates.Add(1)
+			acks = append(acks, it)
+		case ledger.Conflict:
+			c.n.conflicts.Add(1)
+			c.log.WarnContext(ctx, "conflict: message id reused with a different payload; recorded, not applied",
+				"msg_id", deliveries[i].MessageID, "stream_seq", it.meta.Sequence.Stream)
+			terms = append(terms, deadLetter{it, res.Err.Error()})
+		case ledger.Failed:
+			c.n.failed.Add(1)
+			var term *TermError
+			var retry *RetryError
+			switch {
+			case errors.As(res.Err, &term):
+				dead = append(dead, deadLetter{it, res.Err.Error()})
+			case c.maxDeliver > 0 && it.meta.NumDelivered >= uint64(c.maxDeliver):
+				dead = append(dead, deadLetter{it, fmt.Sprintf("failed on delivery %d of %d: %v", it.meta.NumDelivered, c.maxDeliver, res.Err)})
+			case errors.As(res.Err, &retry):
+				naks, nakDelays = append(naks, it), append(nakDelays, retry.Delay)
+			default:
+				naks, nakDelays = append(naks, it), append(nakDelays, c.backoff(it.meta.NumDelivered))
+				c.log.WarnContext(ctx, "handler failed; will retry", "msg_id", deliveries[i].MessageID,
+					"delivery", it.meta.NumDelivered, "err", res.Err)
+			}
+		}
+	}
+	if err := c.recordDead(ctx, dead); err != nil {
+		return err
+	}
+	for _, it := range acks {
+		if err := it.msg.Ack(); err != nil {
+			c.log.WarnContext(ctx, "ack failed; the redelivery will be a no-op", "stream_seq", it.meta.Sequence.Stream, "err", err)
+		}
+	}
+	for i, it := range naks {
+		c.n.naks.Add(1)
+		if err := it.msg.NakWithDelay(nakDelays[i]); err != nil {
+			c.log.WarnContext(ctx, "nak failed", "stream_seq", it.meta.Sequence.Stream, "err", err)
+		}
+	}
+	for _, d := range append(terms, dead...) {
+		c.n.terms.Add(1)
+		if err := d.msg.TermWithReason(d.reason); err != nil {
+			c.log.WarnContext(ctx, "term failed", "stream_seq", d.meta.Sequence.Stream, "err", err)
+		}
+	}
+	return nil
+}
+
+type deadLetter struct {
+	item
+	reason string
+}
+
+// recordDead stores dead letters before their Term, so a message the server
+// stops delivering is never lost without a record.
+func (c *Consumer) recordDead(ctx context.Context, dead []deadLetter) error {
+	if len(dead) == 0 {
+		return nil
+	}
+	dls := make([]ledger.DeadLetter, len(dead))
+	for i, d := range dead {
+		dls[i] = ledger.DeadLetter{
+			MessageID: d.msg.Headers().Get(jetstream.MsgIDHeader), Stream: d.meta.Stream,
+			Sequence: d.meta.Sequence.Stream, Subject: d.msg.Subject(), Headers: d.msg.Headers(),
+			Payload: d.msg.Data(), Reason: d.reason, Deliveries: d.meta.NumDelivered,
+		}
+		c.log.WarnContext(ctx, "dead letter", "msg_id", dls[i].MessageID, "stream_seq", dls[i].Sequence, "reason", d.reason)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.plan.CommitMargin)
+	defer cancel()
+	if err := c.ledger.RecordDeadLetters(ctx, dls); err != nil {
+		return fmt.Errorf("consumer: %w", err)
+	}
+	c.n.deadLetters.Add(uint64(len(dls)))
+	return nil
+}
+
+// backoff is the nak delay after the given delivery: base·2^(n-1), capped.
+func (c *Consumer) backoff(delivered uint64) time.Duration {
+	d := c.cfg.BackoffBase
+	for i := uint64(1); i < delivered && d < c.cfg.BackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, c.cfg.BackoffMax)
+}
+
+// keepInProgress tells the server every InProgressInterval that the batch is
+// still being worked on, so a batch near its deadline is not redelivered.
+func (c *Consumer) keepInProgress(work []item) (stop func()) {
+	iv := c.plan.InProgressInterval()
+	if iv >= c.plan.Deadline {
+		return func() {} // the batch ends before the first refresh could matter
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(iv)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				for _, it := range work {
+					_ = it.msg.InProgress() // best effort; the ledger dedupes a redelivery
+				}
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

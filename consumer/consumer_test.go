@@ -1,0 +1,299 @@
+package consumer_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type env struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+	st *ledger.Store
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	s := consumertest.RunServer(t)
+	nc, js := consumertest.Connect(t, s)
+	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}})
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.DB().Exec(`CREATE TABLE seen (id TEXT PRIMARY KEY, n INTEGER NOT NULL DEFAULT 1)`); err != nil {
+		t.Fatal(err)
+	}
+	return &env{nc: nc, js: js, st: st}
+}
+
+func (e *env) publish(t *testing.T, id, data string) {
+	t.Helper()
+	m := &nats.Msg{Subject: "ev.x", Data: []byte(data), Header: nats.Header{}}
+	if id != "" {
+		m.Header.Set(jetstream.MsgIDHeader, id)
+	}
+	if _, err := e.js.PublishMsg(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// record inserts the message id into seen; a second insert would fail the PK.
+func record(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO seen (id) VALUES (?)`, d.MessageID)
+	return err
+}
+
+func (e *env) count(t *testing.T, q string) int {
+	t.Helper()
+	var n int
+	if err := e.st.DB().QueryRow(q).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// start runs a consumer until the test ends and returns it.
+func (e *env) start(t *testing.T, cfg consumer.Config) *consumer.Consumer {
+	t.Helper()
+	cfg.Stream = "EV"
+	if cfg.Handler == nil {
+		cfg.Handler = record
+	}
+	cfg.Plan.Deadline = cmpOr(cfg.Plan.Deadline, 2*time.Second)
+	cfg.BackoffBase = cmpOr(cfg.BackoffBase, 10*time.Millisecond)
+	cfg.FetchWait = 50 * time.Millisecond
+	c, err := consumer.New(context.Background(), e.js, e.st, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return c
+}
+
+func cmpOr[T comparable](a, b T) T {
+	var zero T
+	if a == zero {
+		return b
+	}
+	return a
+}
+
+func (e *env) waitAcked(t *testing.T, durable string, n uint64) {
+	t.Helper()
+	consumertest.Eventually(t, 10*time.Second, "all messages acked or terminated", func() bool {
+		cons, err := e.js.Consumer(context.Background(), "EV", durable)
+		if err != nil {
+			return false
+		}
+		info, err := cons.Info(context.Background())
+		return err == nil && info.AckFloor.Stream >= n && info.NumAckPending == 0
+	})
+}
+
+func TestAppliesOnceAndAcks(t *testing.T) {
+	e := newEnv(t)
+	for i := 0; i < 50; i++ {
+		e.publish(t, "id-"+string(rune('A'+i%26))+string(rune('a'+i/26)), `{}`)
+	}
+	c := e.start(t, consumer.Config{Plan: ackwait.Plan{BatchSize: 8}})
+	e.waitAcked(t, "jetledger", 50)
+	if got := e.count(t, `SELECT count(*) FROM seen`); got != 50 {
+		t.Fatalf("seen = %d, want 50", got)
+	}
+	if got := c.Counts(); got.Applied != 50 || got.Batches < 7 {
+		t.Fatalf("counts = %+v", got)
+	}
+}
+
+// A message redelivered after its commit (the ack was lost) is a duplicate:
+// acked, handler not run again.
+func TestRedeliveryAfterCommitIsDuplicate(t *testing.T) {
+	e := newEnv(t)
+	e.publish(t, "m1", `{"a":1}`)
+	// Apply it through the ledger directly, as a consumer that crashed before its ack would have.
+	if _, err := e.st.ApplyBatch(context.Background(), []ledger.Delivery{{MessageID: "m1", Stream: "EV", Sequence: 1, Subject: "ev.x", Data: []byte(`{"a":1}`)}}, record); err != nil {
+		t.Fatal(err)
+	}
+	c := e.start(t, consumer.Config{})
+	e.waitAcked(t, "jetledger", 1)
+	if got := c.Counts(); got.Duplicates != 1 || got.Applied != 0 {
+		t.Fatalf("counts = %+v", got)
+	}
+	if got := e.count(t, `SELECT count(*) FROM seen`); got != 1 {
+		t.Fatalf("seen = %d", got)
+	}
+}
+
+func TestHandlerOutcomes(t *testing.T) {
+	e := newEnv(t)
+	var retried atomic.Int32
+	handler := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+		switch d.MessageID {
+		case "term":
+			return consumer.Term(errors.New("bad payload"))
+		case "retry":
+			if d.Delivered == 1 {
+				retried.Add(1)
+				return consumer.RetryAfter(20*time.Millisecond, errors.New("not yet"))
+			}
+		case "always":
+			return errors.New("still broken")
+		}
+		return record(ctx, tx, d)
+	}
+	e.publish(t, "term", `{}`)
+	e.publish(t, "retry", `{}`)
+	e.publish(t, "always", `{}`)
+	e.publish(t, "", `{}`) // no Nats-Msg-Id
+	e.publish(t, "ok", `{}`)
+	c := e.start(t, consumer.Config{Handler: handler, MaxDeliver: 3})
+	e.waitAcked(t, "jetledger", 5)
+	consumertest.Eventually(t, 10*time.Second, "three dead letters", func() bool { return c.Counts().DeadLetters == 3 })
+	if got := e.count(t, `SELECT count(*) FROM seen`); got != 2 {
+		t.Fatalf("seen = %d, want retry and ok", got)
+	}
+	if retried.Load() != 1 {
+		t.Fatalf("retry handler saw %d first deliveries", retried.Load())
+	}
+	dls, err := e.st.DeadLetters(context.Background(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]string{}
+	for _, dl := range dls {
+		reasons[dl.MessageID] = dl.Reason
+	}
+	if !strings.Contains(reasons["term"], "bad payload") ||
+		!strings.Contains(reasons["always"], "delivery 3 of 3") ||
+		!strings.Contains(reasons[""], "Nats-Msg-Id") {
+		t.Fatalf("dead letter reasons = %q", reasons)
+	}
+}
+
+func TestSequenceIDFallback(t *testing.T) {
+	e := newEnv(t)
+	e.publish(t, "", `{}`)
+	c := e.start(t, consumer.Config{AllowSequenceIDs: true})
+	e.waitAcked(t, "jetledger", 1)
+	if c.Counts().Applied != 1 || e.count(t, `SELECT count(*) FROM seen WHERE id = 'EV/1'`) != 1 {
+		t.Fatalf("counts = %+v", c.Counts())
+	}
+}
+
+func TestConflictIsRecordedNotApplied(t *testing.T) {
+	e := newEnv(t)
+	// Same id, different payloads: only possible past the duplicate window, so
+	// use two stream positions by applying the first directly.
+	if _, err := e.st.ApplyBatch(context.Background(), []ledger.Delivery{{MessageID: "m1", Stream: "OLD", Sequence: 9, Subject: "ev.x", Data: []byte(`{"a":1}`)}}, record); err != nil {
+		t.Fatal(err)
+	}
+	e.publish(t, "m1", `{"a":2}`)
+	c := e.start(t, consumer.Config{})
+	e.waitAcked(t, "jetledger", 1)
+	if got := c.Counts(); got.Conflicts != 1 || got.Terms != 1 {
+		t.Fatalf("counts = %+v", got)
+	}
+	if got := e.count(t, `SELECT count(*) FROM conflicts WHERE message_id = 'm1'`); got != 1 {
+		t.Fatalf("conflicts = %d", got)
+	}
+}
+
+func TestRefusesShortAckWait(t *testing.T) {
+	e := newEnv(t)
+	if _, err := e.js.CreateConsumer(context.Background(), "EV", jetstream.ConsumerConfig{
+		Durable: "short", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := consumer.New(context.Background(), e.js, e.st, consumer.Config{Stream: "EV", Durable: "short", Handler: record})
+	if !errors.Is(err, ackwait.ErrAckWaitTooShort) {
+		t.Fatalf("err = %v, want ErrAckWaitTooShort", err)
+	}
+}
+
+func TestCreatesConsumerWithPlanAckWait(t *testing.T) {
+	e := newEnv(t)
+	plan := ackwait.Plan{Deadline: 3 * time.Second, BatchSize: 10}
+	if _, err := consumer.New(context.Background(), e.js, e.st, consumer.Config{Stream: "EV", Durable: "fresh", Handler: record, Plan: plan}); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := e.js.Consumer(context.Background(), "EV", "fresh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cons.CachedInfo().Config.AckWait; got != plan.AckWait() {
+		t.Fatalf("AckWait = %s, want %s", got, plan.AckWait())
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	e := newEnv(t)
+	tests := []struct {
+		name string
+		cfg  consumer.Config
+	}{
+		{name: "no stream", cfg: consumer.Config{Handler: record}},
+		{name: "no handler", cfg: consumer.Config{Stream: "EV"}},
+		{name: "negative backoff", cfg: consumer.Config{Stream: "EV", Handler: record, BackoffBase: -1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := consumer.New(context.Background(), e.js, e.st, tt.cfg); !errors.Is(err, consumer.ErrInvalidConfig) {
+				t.Fatalf("err = %v", err)
+			}
+		})
+	}
+}
+
+// Run returns nil on cancel after acking what it committed.
+func TestRunDrainsOnCancel(t *testing.T) {
+	e := newEnv(t)
+	for i := 0; i < 20; i++ {
+		e.publish(t, "d"+string(rune('a'+i)), `{}`)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var batches atomic.Int32
+	c, err := consumer.New(context.Background(), e.js, e.st, consumer.Config{
+		Stream: "EV", Handler: record, Plan: ackwait.Plan{BatchSize: 5}, FetchWait: 50 * time.Millisecond,
+		AfterCommit: func(consumer.BatchReport) {
+			if batches.Add(1) == 2 {
+				cancel() // shutdown arrives mid-stream
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	applied := e.count(t, `SELECT count(*) FROM seen`)
+	if applied != 10 {
+		t.Fatalf("applied %d, want the two batches in hand (10)", applied)
+	}
+	e.waitAcked(t, "jetledger", 10)
+}

@@ -1,0 +1,7 @@
+//go:build !jetledger_faults
+
+package consumer
+
+// faultPoint marks a place where tests built with -tags jetledger_faults can
+// kill the process. Release builds compile it to nothing.
+func faultPoint(string) {}

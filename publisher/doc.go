@@ -1,0 +1,13 @@
+// Package publisher publishes to JetStream with a stable Nats-Msg-Id on every
+// message, so that a retried publish is dropped by the stream's duplicate
+// window instead of being stored twice, and the consumer's ledger can tell a
+// redelivery from a new message.
+//
+//	p, err := publisher.New(js, publisher.Config{})
+//	ack, err := p.Publish(ctx, publisher.Message{Subject: "orders.created", Data: body})
+//	// ack.ID is the ULID sent as Nats-Msg-Id; ack.Duplicate reports a retry the stream dropped.
+//
+// Ids are ULIDs, monotonic within the process, unless the caller gives its
+// own (a webhook provider's event id, say): the same business event must
+// always carry the same id.
+package publisher

@@ -1,0 +1,226 @@
+package publisher
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/ulid/v2"
+)
+
+// Defaults for Config fields left at zero.
+const (
+	AttemptsDefault  = 5
+	TimeoutDefault   = 5 * time.Second
+	RetryWaitDefault = 250 * time.Millisecond
+	WindowDefault    = 512
+)
+
+// Config configures a Publisher. The zero value is valid.
+type Config struct {
+	// Attempts is how many times a publish is tried, the first included,
+	// on timeouts and no-responders. Every attempt carries the same id.
+	// Default 5.
+	Attempts int
+	// Timeout bounds one attempt's wait for the stream's ack. Default 5s.
+	Timeout time.Duration
+	// RetryWait is the pause before the second attempt; it doubles after
+	// each further one. Default 250ms.
+	RetryWait time.Duration
+	// Window is how many asynchronous publishes PublishBatch keeps in
+	// flight. Default 512.
+	Window int
+	// Logger receives retry warnings. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Message is one message to publish.
+type Message struct {
+	Subject string
+	Data    []byte
+	// ID becomes Nats-Msg-Id. Empty: a new ULID.
+	ID string
+	// Header holds extra headers; Nats-Msg-Id in it is overwritten by ID.
+	Header nats.Header
+}
+
+// Ack is the stream's answer to a publish.
+type Ack struct {
+	ID        string `json:"id"`
+	Stream    string `json:"stream"`
+	Sequence  uint64 `json:"seq"`
+	Duplicate bool   `json:"duplicate"` // the stream already had this id
+}
+
+// Publisher publishes messages with stable ids. Safe for concurrent use.
+type Publisher struct {
+	js  jetstream.Publisher
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	entropy io.Reader
+}
+
+// New returns a Publisher over js.
+func New(js jetstream.Publisher, cfg Config) (*Publisher, error) {
+	if cfg.Attempts < 0 || cfg.Timeout < 0 || cfg.RetryWait < 0 || cfg.Window < 0 {
+		return nil, fmt.Errorf("%w: attempts, timeout, retry wait and window must not be negative", ErrInvalidConfig)
+	}
+	cfg.Attempts = cmp.Or(cfg.Attempts, AttemptsDefault)
+	cfg.Timeout = cmp.Or(cfg.Timeout, TimeoutDefault)
+	cfg.RetryWait = cmp.Or(cfg.RetryWait, RetryWaitDefault)
+	cfg.Window = cmp.Or(cfg.Window, WindowDefault)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Publisher{js: js, cfg: cfg, log: cfg.Logger, entropy: ulid.Monotonic(rand.Reader, 0)}, nil
+}
+
+// NewID returns a new ULID, greater than every id this Publisher made before.
+func (p *Publisher) NewID() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return ulid.MustNew(ulid.Timestamp(time.Now()), p.entropy).String()
+}
+
+// RetryHorizon is the longest time from the first attempt of a publish to
+// its last; the stream's duplicate window must be at least this long.
+func (p *Publisher) RetryHorizon() time.Duration {
+	h := time.Duration(p.cfg.Attempts) * p.cfg.Timeout
+	wait := p.cfg.RetryWait
+	for i := 1; i < p.cfg.Attempts; i++ {
+		h += wait
+		wait *= 2
+	}
+	return h
+}
+
+// CheckDuplicateWindow returns ErrDuplicateWindowTooShort, with both
+// durations, when a stream's duplicate window is shorter than RetryHorizon.
+func (p *Publisher) CheckDuplicateWindow(window time.Duration) error {
+	if h := p.RetryHorizon(); window < h {
+		return fmt.Errorf("%w: duplicate window %s < retry horizon %s; raise the stream's duplicate window or lower the publisher's attempts/timeout",
+			ErrDuplicateWindowTooShort, window, h)
+	}
+	return nil
+}
+
+func (p *Publisher) natsMsg(m Message) (*nats.Msg, string, error) {
+	if m.Subject == "" {
+		return nil, "", ErrNoSubject
+	}
+	id := m.ID
+	if id == "" {
+		id = p.NewID()
+	}
+	h := nats.Header{}
+	for k, v := range m.Header {
+		h[k] = append([]string(nil), v...)
+	}
+	h.Set(jetstream.MsgIDHeader, id)
+	return &nats.Msg{Subject: m.Subject, Data: m.Data, Header: h}, id, nil
+}
+
+// retryable reports errors after which the message may or may not be stored:
+// retrying with the same id is safe and the only way to know.
+func retryable(err error) bool {
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
+// Publish publishes m and waits for the stream's ack, retrying timeouts and
+// no-responders with the same id up to Config.Attempts.
+func (p *Publisher) Publish(ctx context.Context, m Message) (Ack, error) {
+	msg, id, err := p.natsMsg(m)
+	if err != nil {
+		return Ack{}, err
+	}
+	return p.publish(ctx, msg, id)
+}
+
+func (p *Publisher) publish(ctx context.Context, msg *nats.Msg, id string) (Ack, error) {
+	wait := p.cfg.RetryWait
+	var last error
+	for attempt := 1; attempt <= p.cfg.Attempts; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+		pa, err := p.js.PublishMsg(actx, msg)
+		cancel()
+		if err == nil {
+			return Ack{ID: id, Stream: pa.Stream, Sequence: pa.Sequence, Duplicate: pa.Duplicate}, nil
+		}
+		if ctx.Err() != nil {
+			return Ack{}, fmt.Errorf("publisher: publish %s to %s: %w", id, msg.Subject, ctx.Err())
+		}
+		if !retryable(err) {
+			return Ack{}, fmt.Errorf("publisher: publish %s to %s: %w", id, msg.Subject, err)
+		}
+		last = err
+		if attempt == p.cfg.Attempts {
+			break
+		}
+		p.log.WarnContext(ctx, "publish failed, retrying with the same id",
+			"msg_id", id, "subject", msg.Subject, "attempt", attempt, "err", err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return Ack{}, fmt.Errorf("publisher: publish %s to %s: %w", id, msg.Subject, ctx.Err())
+		case <-t.C:
+		}
+		wait *= 2
+	}
+	return Ack{}, fmt.Errorf("publisher: publish %s to %s: gave up after %d attempts: %w", id, msg.Subject, p.cfg.Attempts, last)
+}
+
+// PublishBatch publishes msgs asynchronously, Config.Window at a time, and
+// returns their acks in order. A message whose asynchronous publish fails is
+// retried synchronously with the same id. On error the acks of the messages
+// before the failing one are returned with it.
+func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) ([]Ack, error) {
+	acks := make([]Ack, 0, len(msgs))
+	for start := 0; start < len(msgs); start += p.cfg.Window {
+		chunk := msgs[start:min(start+p.cfg.Window, len(msgs))]
+		natsMsgs := make([]*nats.Msg, len(chunk))
+		ids := make([]string, len(chunk))
+		futures := make([]jetstream.PubAckFuture, len(chunk))
+		for i, m := range chunk {
+			nm, id, err := p.natsMsg(m)
+			if err != nil {
+				return acks, fmt.Errorf("publisher: message %d: %w", start+i, err)
+			}
+			natsMsgs[i], ids[i] = nm, id
+			// A failed async publish (stalled, say) falls back to a sync one below.
+			futures[i], _ = p.js.PublishMsgAsync(nm)
+		}
+		for i, f := range futures {
+			if f != nil {
+				select {
+				case pa := <-f.Ok():
+					acks = append(acks, Ack{ID: ids[i], Stream: pa.Stream, Sequence: pa.Sequence, Duplicate: pa.Duplicate})
+					continue
+				case err := <-f.Err():
+					if !retryable(err) {
+						return acks, fmt.Errorf("publisher: publish %s to %s: %w", ids[i], natsMsgs[i].Subject, err)
+					}
+				case <-ctx.Done():
+					return acks, fmt.Errorf("publisher: publish batch: %w", ctx.Err())
+				}
+			}
+			ack, err := p.publish(ctx, natsMsgs[i], ids[i])
+			if err != nil {
+				return acks, err
+			}
+			acks = append(acks, ack)
+		}
+	}
+	return acks, nil
+}

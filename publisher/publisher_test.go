@@ -1,0 +1,113 @@
+package publisher_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/publisher"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func setup(t *testing.T) (jetstream.JetStream, *publisher.Publisher) {
+	t.Helper()
+	s := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, s)
+	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}, Duplicates: time.Minute})
+	p, err := publisher.New(js, publisher.Config{Timeout: time.Second, RetryWait: 10 * time.Millisecond, Attempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js, p
+}
+
+func TestPublishIDsAndDuplicates(t *testing.T) {
+	js, p := setup(t)
+	ctx := context.Background()
+	a1, err := p.Publish(ctx, publisher.Message{Subject: "ev.a", Data: []byte(`{"n":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a2, err := p.Publish(ctx, publisher.Message{Subject: "ev.a", Data: []byte(`{"n":2}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a1.ID == "" || a2.ID <= a1.ID || a1.Duplicate || a2.Sequence != a1.Sequence+1 {
+		t.Fatalf("acks = %+v %+v: want increasing ULIDs and sequences", a1, a2)
+	}
+	// Publishing the same id again is reported as a duplicate with the first sequence.
+	again, err := p.Publish(ctx, publisher.Message{Subject: "ev.a", Data: []byte(`{"n":1}`), ID: a1.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Duplicate || again.Sequence != a1.Sequence {
+		t.Fatalf("republish = %+v, want duplicate of seq %d", again, a1.Sequence)
+	}
+	msg, err := js.Stream(ctx, "EV")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := msg.GetMsg(ctx, a1.Sequence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := raw.Header.Get(jetstream.MsgIDHeader); got != a1.ID {
+		t.Fatalf("stored Nats-Msg-Id = %q, want %q", got, a1.ID)
+	}
+}
+
+func TestPublishBatch(t *testing.T) {
+	js, p := setup(t)
+	ctx := context.Background()
+	msgs := make([]publisher.Message, 2000)
+	for i := range msgs {
+		msgs[i] = publisher.Message{Subject: "ev.b", Data: []byte("x")}
+	}
+	msgs[10].ID = "fixed"
+	msgs[1500].ID = "fixed" // published twice: stored once
+	acks, err := p.PublishBatch(ctx, msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(acks) != len(msgs) || !acks[1500].Duplicate || acks[1500].Sequence != acks[10].Sequence {
+		t.Fatalf("acks: len %d, [10]=%+v [1500]=%+v", len(acks), acks[10], acks[1500])
+	}
+	st, _ := js.Stream(ctx, "EV")
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1999 {
+		t.Fatalf("stream holds %d messages, want 1999", info.State.Msgs)
+	}
+}
+
+func TestPublishNoStreamGivesUpWithAttempts(t *testing.T) {
+	_, p := setup(t)
+	_, err := p.Publish(context.Background(), publisher.Message{Subject: "nostream.x", Data: []byte("x")})
+	if !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) {
+		t.Fatalf("err = %v, want no responders", err)
+	}
+}
+
+func TestCheckDuplicateWindow(t *testing.T) {
+	_, p := setup(t)
+	if err := p.CheckDuplicateWindow(time.Second); !errors.Is(err, publisher.ErrDuplicateWindowTooShort) {
+		t.Fatalf("err = %v", err)
+	}
+	if err := p.CheckDuplicateWindow(2 * time.Minute); err != nil {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	if _, err := publisher.New(nil, publisher.Config{Attempts: -1}); !errors.Is(err, publisher.ErrInvalidConfig) {
+		t.Fatalf("err = %v", err)
+	}
+}
