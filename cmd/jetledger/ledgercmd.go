@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jetledger/jetledger/ledger"
+)
+
+const ledgerHelp = `
+Inspect the ledger database.
+
+Subcommands:
+  stats          rows, size, oldest and newest entries, conflicts, dead letters
+  conflicts      messages whose id was reused with a different payload
+  dead-letters   messages given up on, with the reason
+
+Each takes --db and --json.`
+
+func ledgerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintf(stdout, "Usage: jetledger ledger <stats|conflicts|dead-letters> [--db FILE] [--json]\n%s\n", ledgerHelp)
+		if len(args) == 0 {
+			return usagef("missing subcommand")
+		}
+		return nil
+	}
+	sub, rest := args[0], args[1:]
+	var db string
+	var asJSON bool
+	var limit int
+	fs := newFlags("ledger "+sub, "ledger "+sub+" [--db FILE] [--json]", ledgerHelp, stdout)
+	fs.StringVar(&db, "db", "jetledger.db", "SQLite ledger file")
+	fs.BoolVar(&asJSON, "json", false, "print JSON")
+	if sub != "stats" {
+		fs.IntVar(&limit, "limit", 100, "most rows to list (0: all)")
+	}
+	switch sub {
+	case "stats", "conflicts", "dead-letters":
+	default:
+		return usagef("unknown subcommand %q: want stats, conflicts or dead-letters", sub)
+	}
+	if err := parse(fs, rest); err != nil {
+		return err
+	}
+	if _, err := os.Stat(db); err != nil {
+		return fmt.Errorf("ledger %s: %w (give the database with --db)", db, err)
+	}
+	st, err := ledger.Open(db, ledger.Config{})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	defer tw.Flush()
+	switch sub {
+	case "stats":
+		s, err := st.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return enc.Encode(s)
+		}
+		fmt.Fprintf(tw, "database\t%s\nschema version\t%d\nsize\t%d bytes\nprocessed messages\t%d\n", s.Path, s.SchemaVersion, s.SizeBytes, s.Processed)
+		if s.Processed > 0 {
+			fmt.Fprintf(tw, "oldest\t%s\nnewest\t%s\n", s.Oldest.Format(time.RFC3339), s.Newest.Format(time.RFC3339))
+		}
+		fmt.Fprintf(tw, "conflicts\t%d\ndead letters\t%d\n", s.Conflicts, s.DeadLetters)
+	case "conflicts":
+		cs, err := st.Conflicts(ctx, limit)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return enc.Encode(cs)
+		}
+		fmt.Fprintln(tw, "MESSAGE ID\tSTREAM\tSEQ\tSUBJECT\tAPPLIED SHA256\tNEW SHA256\tSEEN")
+		for _, c := range cs {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", c.MessageID, c.Stream, c.Sequence, c.Subject,
+				hex.EncodeToString(c.ExistingSHA256)[:16], hex.EncodeToString(c.NewSHA256)[:16], c.SeenAt.Format(time.RFC3339))
+		}
+	case "dead-letters":
+		dls, err := st.DeadLetters(ctx, limit)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return enc.Encode(dls)
+		}
+		fmt.Fprintln(tw, "ID\tMESSAGE ID\tSTREAM\tSEQ\tDELIVERIES\tREASON")
+		for _, d := range dls {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\n", d.ID, d.MessageID, d.Stream, d.Sequence, d.Deliveries, d.Reason)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// defaultNATS is where the embedded server of `run` listens, and so where
+// the other commands look for a server by default.
+const defaultNATS = "nats://127.0.0.1:4222"
+
+// natsFlags are the connection flags of the commands that talk to a server.
+type natsFlags struct {
+	url string
+}
+
+func (n *natsFlags) register(fs *flag.FlagSet, usage string) {
+	fs.StringVar(&n.url, "nats", n.url, usage)
+}
+
+// connect dials the server with reconnects forever: a restarting broker is a
+// pause, not an exit.
+func connect(ctx context.Context, url string, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(url,
+		nats.Name("jetledger"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(500*time.Millisecond),
+		nats.RetryOnFailedConnect(false),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("disconnected from NATS", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("reconnected to NATS", "url", nc.ConnectedUrl()) }),
+	)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w (is a server running there? 'jetledger run' without --nats starts one)", url, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return nc, js, nil
+}
+
+// embedded is a JetStream server inside this process: one binary is a whole
+// edge node.
+type embedded struct {
+	srv *server.Server
+}
+
+// startEmbedded starts a JetStream server listening on listen ("host:port",
+// port 0 for any free one) with its store in storeDir.
+func startEmbedded(listen, storeDir string, log *slog.Logger) (*embedded, error) {
+	host, portStr, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, usagef("--listen %q: want host:port: %v", listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, usagef("--listen %q: bad port", listen)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	if err := os.MkdirAll(storeDir, 0o700); err != nil {
+		return nil, fmt.Errorf("embedded server store %s: %w", storeDir, err)
+	}
+	// Fail early and clearly when the port is taken: the server would only log it.
+	if port != server.RANDOM_PORT {
+		l, err := net.Listen("tcp", listen)
+		if err != nil {
+			return nil, fmt.Errorf("embedded server cannot listen on %s: %w; pass --nats URL to use the server already there, or --listen to pick another address", listen, err)
+		}
+		l.Close()
+	}
+	abs, err := filepath.Abs(storeDir)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := server.NewServer(&server.Options{
+		ServerName: "jetledger-embedded",
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   abs,
+		NoSigs:     true, // signals belong to jetledger's own shutdown
+		NoLog:      true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embedded server: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(30 * time.Second) {
+		srv.Shutdown()
+		return nil, errors.New("embedded server did not become ready within 30s")
+	}
+	log.Info("embedded JetStream server started", "url", srv.ClientURL(), "store", abs)
+	return &embedded{srv: srv}, nil
+}
+
+func (e *embedded) URL() string { return e.srv.ClientURL() }
+
+func (e *embedded) Close() {
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+}
+
+// ensureStream creates the stream when subjects are given and it is missing.
+// Without subjects the stream must already exist.
+func ensureStream(ctx context.Context, js jetstream.JetStream, name string, subjects []string, dupWindow time.Duration, log *slog.Logger) (*jetstream.StreamInfo, error) {
+	s, err := js.Stream(ctx, name)
+	if err == nil {
+		return s.CachedInfo(), nil
+	}
+	if !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("look up stream %s: %w", name, err)
+	}
+	if len(subjects) == 0 {
+		return nil, fmt.Errorf("stream %s does not exist; pass --subjects to create it", name)
+	}
+	s, err = js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: name, Subjects: subjects, Storage: jetstream.FileStorage, Duplicates: dupWindow,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create stream %s: %w", name, err)
+	}
+	log.Info("created stream", "stream", name, "subjects", subjects, "duplicate_window", dupWindow)
+	return s.CachedInfo(), nil
+}

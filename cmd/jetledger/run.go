@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/publisher"
+)
+
+const runHelp = `
+Consume a JetStream stream with exactly-once effects. Each fetched batch is
+applied in one SQLite transaction: per message, its Nats-Msg-Id goes into the
+ledger (processed_messages) together with the built-in handler's change, and
+the message is acked only after the commit. A redelivered message whose id is
+already in the ledger is acked without running the handler again.
+
+The built-in handler records each message in the events table and, with
+--apply, runs your SQL in the same transaction with the named parameters
+:msg_id :subject :seq :data (read JSON fields with json_extract(:data, '$.f')).
+--schema runs a SQL file at start (use CREATE TABLE IF NOT EXISTS).
+
+Without --nats, run starts an embedded JetStream server on --listen with its
+store beside the database, so one binary is a whole edge node; with
+--subjects the stream is created if missing.
+
+AckWait: a consumer created by run gets AckWait = buffer-wait + deadline +
+commit-margin + batch x 1ms + ack-margin. An existing consumer with a shorter
+AckWait is refused (exit 1) with both values named; see 'jetledger check'.
+
+SIGINT/SIGTERM: stop fetching, finish and commit the batch in hand, ack it,
+exit 0.
+
+Example:
+  jetledger run --stream PAYMENTS --subjects 'payments.>' --schema schema.sql \
+    --apply "INSERT INTO balances(account, amount) VALUES (json_extract(:data,'$.account'), json_extract(:data,'$.amount'))
+             ON CONFLICT(account) DO UPDATE SET amount = amount + excluded.amount"`
+
+type runFlags struct {
+	db, stream, subjects, durable, apply, schema, listen, storeDir string
+	maxDeliver                                                     int
+	dupWindow                                                      time.Duration
+	allowSeqIDs                                                    bool
+	nats                                                           natsFlags
+	plan                                                           planFlags
+	log                                                            logFlags
+}
+
+func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var f runFlags
+	fs := newFlags("run", "run [flags]", runHelp, stdout)
+	fs.StringVar(&f.db, "db", "jetledger.db", "SQLite ledger file (created with mode 0600)")
+	f.nats.register(fs, "NATS server URL; empty starts an embedded JetStream server")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:4222", "embedded server's listen address (without --nats)")
+	fs.StringVar(&f.storeDir, "store-dir", "", "embedded server's JetStream store (default: <db>.nats beside the database)")
+	fs.StringVar(&f.stream, "stream", "EVENTS", "stream to consume")
+	fs.StringVar(&f.subjects, "subjects", "", "comma-separated subjects; creates the stream with them if it does not exist")
+	fs.DurationVar(&f.dupWindow, "duplicate-window", 2*time.Minute, "duplicate window of a stream created by --subjects")
+	fs.StringVar(&f.durable, "durable", consumer.DurableDefault, "durable pull consumer name")
+	fs.IntVar(&f.maxDeliver, "max-deliver", consumer.MaxDeliverDefault, "deliveries before a failing message is dead-lettered (for a consumer run creates; -1 unlimited)")
+	fs.StringVar(&f.apply, "apply", "", "SQL run per message in its transaction, with :msg_id :subject :seq :data")
+	fs.StringVar(&f.schema, "schema", "", "SQL file run at start to create your tables")
+	fs.BoolVar(&f.allowSeqIDs, "allow-seq-ids", false, "give messages without Nats-Msg-Id the id <stream>/<seq> instead of dead-lettering them (cannot catch publisher retries)")
+	f.plan.register(fs)
+	f.log.register(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	plan, err := f.plan.plan()
+	if err != nil {
+		return err
+	}
+	if f.maxDeliver == 0 || f.maxDeliver < -1 {
+		return usagef("--max-deliver %d: want a positive number or -1", f.maxDeliver)
+	}
+	log, err := f.log.logger(stderr)
+	if err != nil {
+		return err
+	}
+
+	st, err := ledger.Open(f.db, ledger.Config{Logger: log})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	h, err := newEventsHandler(ctx, st.DB(), f.schema, f.apply)
+	if err != nil {
+		return err
+	}
+
+	url := f.nats.url
+	if url == "" {
+		dir := f.storeDir
+		if dir == "" {
+			dir = f.db + ".nats"
+		}
+		srv, err := startEmbedded(f.listen, dir, log)
+		if err != nil {
+			return err
+		}
+		defer srv.Close()
+		url = srv.URL()
+	}
+	nc, js, err := connect(ctx, url, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	setupCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	info, err := ensureStream(setupCtx, js, f.stream, splitList(f.subjects), f.dupWindow, log)
+	if err != nil {
+		return err
+	}
+	warnDuplicateWindow(ctx, log, info.Config.Duplicates)
+	c, err := consumer.New(setupCtx, js, st, consumer.Config{
+		Stream: f.stream, Durable: f.durable, Plan: plan, Handler: h.handle,
+		MaxDeliver: f.maxDeliver, AllowSequenceIDs: f.allowSeqIDs, Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	log.InfoContext(ctx, "consuming", "stream", f.stream, "durable", f.durable, "db", f.db,
+		"batch", plan.BatchSize, "deadline", plan.Deadline, "ack_wait_needed", plan.AckWait())
+	runErr := c.Run(ctx)
+	counts := c.Counts()
+	log.Info("consumer stopped", "applied", counts.Applied, "duplicates", counts.Duplicates,
+		"conflicts", counts.Conflicts, "failed", counts.Failed, "naks", counts.Naks,
+		"terms", counts.Terms, "dead_letters", counts.DeadLetters, "stale", counts.Stale, "batches", counts.Batches)
+	return runErr
+}
+
+// warnDuplicateWindow warns when the stream forgets ids before a default
+// publisher stops retrying.
+func warnDuplicateWindow(ctx context.Context, log *slog.Logger, window time.Duration) {
+	p, err := publisher.New(nil, publisher.Config{})
+	if err != nil {
+		return
+	}
+	if err := p.CheckDuplicateWindow(window); err != nil {
+		log.WarnContext(ctx, "stream duplicate window is short", "err", err)
+	}
+}
