@@ -101,7 +101,7 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	case "text":
 		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
 	case "tint":
-		return slog.New(tint.NewHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly})), nil
+		return slog.New(tint.NewTextHandler(w, &tint.Options{Level: level, TimeFormat: time.TimeOnly})), nil
 	}
 	return nil, usagef("--log-format %q: want auto, text or json", l.format)
 }

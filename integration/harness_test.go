@@ -1,0 +1,318 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/publisher"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+	_ "modernc.org/sqlite"
+)
+
+// binPath is the jetledger binary under test, built by TestMain with the
+// fault-injection points compiled in.
+var binPath string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "jetledger-bin-*")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binPath = filepath.Join(dir, "jetledger")
+	build := exec.Command("go", "build", "-tags", "jetledger_faults", "-o", binPath, "github.com/jetledger/jetledger/cmd/jetledger")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building jetledger:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const (
+	stream       = "EV"
+	subject      = "ev.pay"
+	balanceTable = `CREATE TABLE IF NOT EXISTS balances (account TEXT PRIMARY KEY, amount INTEGER NOT NULL);`
+	balanceApply = `INSERT INTO balances (account, amount)
+		VALUES (json_extract(:data, '$.account'), json_extract(:data, '$.amount'))
+		ON CONFLICT (account) DO UPDATE SET amount = amount + excluded.amount`
+)
+
+// fastPlan makes AckWait about 1.7s so redeliveries after a kill come soon.
+var fastPlan = []string{"--deadline", "1s", "--buffer-wait", "200ms", "--commit-margin", "300ms", "--ack-margin", "200ms"}
+
+// world is one test's NATS server, stream, and ledger path.
+type world struct {
+	t      *testing.T
+	srv    *server.Server
+	js     jetstream.JetStream
+	pub    *publisher.Publisher
+	dir    string
+	db     string
+	schema string
+}
+
+func newWorld(t *testing.T, dupWindow time.Duration) *world {
+	t.Helper()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: stream, Subjects: []string{"ev.>"}, Duplicates: dupWindow})
+	pub, err := publisher.New(js, publisher.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	schema := filepath.Join(dir, "schema.sql")
+	if err := os.WriteFile(schema, []byte(balanceTable), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return &world{t: t, srv: srv, js: js, pub: pub, dir: dir, db: filepath.Join(dir, "ledger.db"), schema: schema}
+}
+
+// event is one payment published by a test.
+type event struct {
+	ID      string
+	Account string
+	Amount  int
+}
+
+func (e event) data() []byte {
+	return []byte(fmt.Sprintf(`{"account":%q,"amount":%d}`, e.Account, e.Amount))
+}
+
+func makeEvents(rng *rand.Rand, pub *publisher.Publisher, n int) []event {
+	evs := make([]event, n)
+	for i := range evs {
+		evs[i] = event{ID: pub.NewID(), Account: fmt.Sprintf("acct-%d", rng.IntN(20)), Amount: 1 + rng.IntN(1000)}
+	}
+	return evs
+}
+
+func sum(evs []event) int {
+	s := 0
+	for _, e := range evs {
+		s += e.Amount
+	}
+	return s
+}
+
+func (w *world) publish(evs []event) []publisher.Ack {
+	w.t.Helper()
+	msgs := make([]publisher.Message, len(evs))
+	for i, e := range evs {
+		msgs[i] = publisher.Message{Subject: subject, ID: e.ID, Data: e.data()}
+	}
+	acks, err := w.pub.PublishBatch(context.Background(), msgs)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return acks
+}
+
+// proc is a running jetledger process.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	mu     *sync.Mutex
+	done   chan struct{}
+	err    error
+}
+
+type lockedBuffer struct {
+	mu  *sync.Mutex
+	buf *bytes.Buffer
+}
+
+func (l lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// start runs the binary with args and extra environment.
+func start(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(binPath, args...)
+	cmd.Env = append(os.Environ(), env...)
+	p := &proc{t: t, cmd: cmd, stderr: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
+	cmd.Stdout = lockedBuffer{p.mu, p.stderr}
+	cmd.Stderr = lockedBuffer{p.mu, p.stderr}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("jetledger %s output:\n%s", strings.Join(args, " "), p.output())
+		}
+	})
+	return p
+}
+
+// runConsumer starts `jetledger run` against the world's server and ledger.
+func (w *world) runConsumer(env []string, extra ...string) *proc {
+	w.t.Helper()
+	args := append([]string{"run", "--nats", w.srv.ClientURL(), "--db", w.db, "--stream", stream,
+		"--schema", w.schema, "--apply", balanceApply, "--log-format", "json"}, fastPlan...)
+	return start(w.t, env, append(args, extra...)...)
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+func (p *proc) signal(sig syscall.Signal) {
+	_ = p.cmd.Process.Signal(sig) // it may have exited already
+}
+
+func (p *proc) kill() {
+	p.signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// wait returns the exit code; -1 means killed by a signal.
+func (p *proc) wait(timeout time.Duration) int {
+	p.t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		p.t.Fatalf("jetledger did not exit within %s", timeout)
+	}
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		return ee.ExitCode()
+	}
+	if p.err != nil {
+		p.t.Fatal(p.err)
+	}
+	return 0
+}
+
+// stopped returns the totals the binary logged when it stopped cleanly.
+func (p *proc) stopped() map[string]float64 {
+	p.t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(p.output()))
+	for sc.Scan() {
+		var rec map[string]any
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "consumer stopped" {
+			out := map[string]float64{}
+			for k, v := range rec {
+				if f, ok := v.(float64); ok {
+					out[k] = f
+				}
+			}
+			return out
+		}
+	}
+	p.t.Fatalf("no 'consumer stopped' line in output:\n%s", p.output())
+	return nil
+}
+
+// ledgerDB opens the ledger read-only alongside the running binary.
+func (w *world) ledgerDB() *sql.DB {
+	w.t.Helper()
+	consumertest.Eventually(w.t, 10*time.Second, "ledger file", func() bool {
+		_, err := os.Stat(w.db)
+		return err == nil
+	})
+	db, err := sql.Open("sqlite", w.db+"?_pragma=busy_timeout(10000)&_pragma=query_only(ON)")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// count runs a counting query; a table not created yet counts as 0.
+func count(t *testing.T, db *sql.DB, q string, args ...any) int {
+	t.Helper()
+	var n sql.NullInt64
+	if err := db.QueryRow(q, args...).Scan(&n); err != nil {
+		if strings.Contains(err.Error(), "no such table") {
+			return 0
+		}
+		t.Fatal(err)
+	}
+	return int(n.Int64)
+}
+
+func (w *world) consumerInfo() *jetstream.ConsumerInfo {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := w.js.Consumer(ctx, stream, "jetledger")
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	info, err := c.Info(ctx)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return info
+}
+
+// waitDrained waits until the consumer has acked or terminated every message.
+func (w *world) waitDrained(timeout time.Duration) {
+	w.t.Helper()
+	ctx := context.Background()
+	st, err := w.js.Stream(ctx, stream)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	si, err := st.Info(ctx)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	last := si.State.LastSeq
+	consumertest.Eventually(w.t, timeout, fmt.Sprintf("consumer acked through seq %d", last), func() bool {
+		c, err := w.js.Consumer(ctx, stream, "jetledger")
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(ctx)
+		return err == nil && info.AckFloor.Stream >= last && info.NumAckPending == 0 && info.NumPending == 0
+	})
+}
+
+// checkExact asserts the balances sum to the distinct events and the ledger
+// has exactly one row per distinct id.
+func (w *world) checkExact(db *sql.DB, evs []event) {
+	w.t.Helper()
+	if got, want := count(w.t, db, `SELECT sum(amount) FROM balances`), sum(evs); got != want {
+		w.t.Fatalf("sum of balances = %d, want %d (difference %d)", got, want, got-want)
+	}
+	if got := count(w.t, db, `SELECT count(*) FROM processed_messages`); got != len(evs) {
+		w.t.Fatalf("processed_messages rows = %d, want %d", got, len(evs))
+	}
+	if count(w.t, db, `SELECT count(*) FROM sqlite_master WHERE name = 'events'`) == 0 {
+		return // an in-process handler without the built-in events table
+	}
+	if got := count(w.t, db, `SELECT count(*) FROM events`); got != len(evs) {
+		w.t.Fatalf("events rows = %d, want %d", got, len(evs))
+	}
+}

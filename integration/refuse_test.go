@@ -1,0 +1,91 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// An existing consumer whose AckWait is below the plan: run refuses to start
+// (exit 1) naming both durations, and check reports the same.
+func TestRunRefusesShortAckWait(t *testing.T) {
+	w := newWorld(t, time.Minute)
+	if _, err := w.js.CreateConsumer(context.Background(), stream, jetstream.ConsumerConfig{
+		Durable: "jetledger", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 3 * time.Second,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	need := ackwait.Plan{Deadline: 10 * time.Second, BatchSize: 100}.AckWait().String()
+
+	run := start(t, nil, "run", "--nats", w.srv.ClientURL(), "--db", w.db, "--stream", stream, "--deadline", "10s", "--log-format", "json")
+	if code := run.wait(30 * time.Second); code != 1 {
+		t.Fatalf("run exit code %d, want 1; output:\n%s", code, run.output())
+	}
+	check := start(t, nil, "check", "--nats", w.srv.ClientURL(), "--stream", stream, "--deadline", "10s")
+	if code := check.wait(30 * time.Second); code != 1 {
+		t.Fatalf("check exit code %d, want 1; output:\n%s", code, check.output())
+	}
+	for name, out := range map[string]string{"run": run.output(), "check": check.output()} {
+		for _, s := range []string{"AckWait is 3s", "at least " + need, "--wait " + need} {
+			if !strings.Contains(out, s) {
+				t.Errorf("%s output lacks %q:\n%s", name, s, out)
+			}
+		}
+	}
+	// With a plan the consumer satisfies, check passes.
+	ok := start(t, nil, "check", "--nats", w.srv.ClientURL(), "--stream", stream, "--deadline", "500ms",
+		"--buffer-wait", "100ms", "--commit-margin", "100ms", "--ack-margin", "100ms")
+	if code := ok.wait(30 * time.Second); code != 0 {
+		t.Fatalf("check exit code %d, want 0; output:\n%s", code, ok.output())
+	}
+}
+
+// Usage errors exit 2 with the bad input named.
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{name: "unknown flag", args: []string{"run", "--no-such-flag"}, want: "no-such-flag"},
+		{name: "unknown command", args: []string{"frobnicate"}, want: `unknown command "frobnicate"`},
+		{name: "bad duration", args: []string{"run", "--deadline", "soon"}, want: "deadline"},
+		{name: "apply does not compile", args: []string{"run", "--db", "DB", "--apply", "INSERT INTO nowhere VALUES (:data)"}, want: "--apply does not compile"},
+		{name: "publish without subject", args: []string{"publish", "--data", "{}"}, want: "--subject is required"},
+		{name: "publish bad json", args: []string{"publish", "--subject", "x", "--data", "{"}, want: "not valid JSON"},
+		{name: "ledger unknown subcommand", args: []string{"ledger", "vacuum"}, want: `unknown subcommand "vacuum"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := append([]string(nil), tt.args...)
+			for i, a := range args {
+				if a == "DB" {
+					args[i] = t.TempDir() + "/l.db"
+				}
+			}
+			p := start(t, nil, args...)
+			if code := p.wait(30 * time.Second); code != 2 {
+				t.Fatalf("exit code %d, want 2; output:\n%s", code, p.output())
+			}
+			if !strings.Contains(p.output(), tt.want) {
+				t.Fatalf("output lacks %q:\n%s", tt.want, p.output())
+			}
+		})
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	for _, cmd := range []string{"run", "publish", "check", "demo", "ledger"} {
+		p := start(t, nil, cmd, "--help")
+		if code := p.wait(30 * time.Second); code != 0 {
+			t.Fatalf("%s --help: exit %d", cmd, code)
+		}
+		if !strings.Contains(p.output(), "Usage: jetledger "+cmd) {
+			t.Fatalf("%s --help output:\n%s", cmd, p.output())
+		}
+	}
+}
