@@ -1,0 +1,42 @@
+package ledger_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/jetledger/jetledger/ledger"
+)
+
+func ExampleStore_ApplyBatch() {
+	dir, _ := os.MkdirTemp("", "ledger-example-*")
+	defer os.RemoveAll(dir)
+	st, err := ledger.Open(filepath.Join(dir, "app.db"), ledger.Config{})
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	st.DB().Exec(`CREATE TABLE counter (n INTEGER)`)
+	st.DB().Exec(`INSERT INTO counter VALUES (0)`)
+	incr := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+		_, err := tx.ExecContext(ctx, `UPDATE counter SET n = n + 1`)
+		return err
+	}
+	msg := ledger.Delivery{MessageID: "01J0000000000000000000000A", Stream: "S", Sequence: 1, Subject: "s", Data: []byte(`{}`)}
+	other := msg
+	other.Data = []byte(`{"changed":true}`)
+	// The same message delivered twice in a batch, then once more with another payload.
+	results, _ := st.ApplyBatch(context.Background(), []ledger.Delivery{msg, msg, other}, incr)
+	for _, r := range results {
+		fmt.Println(r.Outcome)
+	}
+	var n int
+	st.DB().QueryRow(`SELECT n FROM counter`).Scan(&n)
+	fmt.Println("counter:", n)
+	// Output:
+	// applied
+	// duplicate
+	// conflict
+	// counter: 1
+}
