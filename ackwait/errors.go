@@ -16,3 +16,7 @@ var (
 	// ErrInvalidPlan: a Plan field is out of range.
 	ErrInvalidPlan = errors.New("ackwait: invalid plan")
 )
+
+// ErrLeaseTooShort: an outbox claim lease that the sink's timeout can outlast,
+// so a slow send could be declared abandoned while it is still in flight.
+var ErrLeaseTooShort = errors.New("ackwait: outbox claim lease is not longer than the sink timeout")

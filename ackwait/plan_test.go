@@ -93,3 +93,23 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func TestValidateLease(t *testing.T) {
+	tests := []struct {
+		name           string
+		lease, timeout time.Duration
+		wantErr        error
+	}{
+		{name: "derived", lease: ackwait.ClaimLease(10*time.Second, 0), timeout: 10 * time.Second},
+		{name: "equal", lease: 10 * time.Second, timeout: 10 * time.Second, wantErr: ackwait.ErrLeaseTooShort},
+		{name: "shorter", lease: 5 * time.Second, timeout: 10 * time.Second, wantErr: ackwait.ErrLeaseTooShort},
+		{name: "no timeout", lease: 5 * time.Second, timeout: 0, wantErr: ackwait.ErrInvalidPlan},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := ackwait.ValidateLease(tt.lease, tt.timeout); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+		})
+	}
+}

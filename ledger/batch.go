@@ -66,8 +66,9 @@ type Handler func(ctx context.Context, tx *Tx, d Delivery) error
 // Tx is the batch transaction as a handler sees it, positioned inside the
 // message's savepoint.
 type Tx struct {
+	s  *Store
 	tx *sql.Tx
-	d  *Delivery
+	d  *Delivery // the message being applied, for Enqueue
 }
 
 // ExecContext runs a statement in the message's savepoint.
@@ -124,7 +125,7 @@ func (s *Store) applyOnce(ctx context.Context, batch []Delivery, h Handler, resu
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
 	now := s.cfg.Now().UnixMilli()
-	t := &Tx{tx: tx}
+	t := &Tx{s: s, tx: tx}
 	for i := range batch {
 		if skip[i] {
 			continue

@@ -19,3 +19,23 @@ var (
 	// the ledger cannot deduplicate what it cannot name.
 	ErrEmptyMessageID = errors.New("ledger: delivery has no message id")
 )
+
+// Outbox errors. Every outbox transition is one guarded UPDATE; these say why
+// it changed nothing.
+var (
+	// ErrNotFound: no outbox row has that id.
+	ErrNotFound = errors.New("ledger: outbox row not found")
+	// ErrNotClaimed: the row was not queued (another worker has it, or it is
+	// done). Not a failure: stop, someone else is responsible.
+	ErrNotClaimed = errors.New("ledger: outbox row not claimed: it is not queued")
+	// ErrNotOwner: the row is no longer in a state this worker owns (its
+	// lease expired and it moved on); the write-back changed nothing.
+	ErrNotOwner = errors.New("ledger: outbox row is no longer ours")
+	// ErrCancelled: the row was cancelled while this worker was sending; the
+	// caller must delete the item at the destination.
+	ErrCancelled = errors.New("ledger: outbox row was cancelled while sending")
+	// ErrTooLate: cancel found the row already being sent.
+	ErrTooLate = errors.New("ledger: too late, already sending")
+	// ErrIllegalTransition: the row's status does not allow the change.
+	ErrIllegalTransition = errors.New("ledger: illegal outbox transition")
+)

@@ -1,0 +1,31 @@
+package ackwait
+
+import (
+	"cmp"
+	"fmt"
+	"time"
+)
+
+// LeaseMarginDefault is the time a claim lease allows beyond the sink
+// timeout for the write-back of the result.
+const LeaseMarginDefault = 5 * time.Second
+
+// ClaimLease is how long an outbox worker holds a claimed row: the sink's
+// timeout plus margin (default LeaseMarginDefault) for writing the result
+// back. A row still sending after its lease is treated as abandoned.
+func ClaimLease(sinkTimeout, margin time.Duration) time.Duration {
+	return sinkTimeout + cmp.Or(margin, LeaseMarginDefault)
+}
+
+// ValidateLease refuses a lease that does not outlast the sink timeout by
+// at least a second: the send could still be in flight when the lease ran out.
+func ValidateLease(lease, sinkTimeout time.Duration) error {
+	if sinkTimeout <= 0 {
+		return fmt.Errorf("%w: sink timeout %s must be positive", ErrInvalidPlan, sinkTimeout)
+	}
+	if lease < sinkTimeout+time.Second {
+		return fmt.Errorf("%w: lease %s, sink timeout %s; the lease must exceed the timeout by at least 1s (use %s)",
+			ErrLeaseTooShort, lease, sinkTimeout, ClaimLease(sinkTimeout, 0))
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package consumertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// StoredItem is one item a Destination accepted.
+type StoredItem struct {
+	Key        string // Idempotency-Key
+	MessageID  string
+	ExternalID string
+	Body       []byte
+}
+
+// Destination is a webhook receiver for tests: it stores POSTed items and
+// answers {"id": "<external id>"}; DELETE /items/<external id> removes one.
+// It can be told to fail, to hold requests until released, and whether to
+// honour Idempotency-Key (a repeated key returns the stored item instead of
+// storing another).
+type Destination struct {
+	srv        *httptest.Server
+	idempotent bool
+
+	mu           sync.Mutex
+	items        map[string]StoredItem // by external id
+	keys         map[string]string     // idempotency key → external id (idempotent mode)
+	requests     map[string]int        // POSTs per idempotency key
+	status       int                   // non-zero: answer POSTs with it, store nothing
+	deleteStatus int                   // non-zero: answer DELETEs with it
+	hold         chan struct{}         // non-nil: POSTs wait for it to close
+	next         int
+	arrived      chan string
+}
+
+// NewDestination starts a Destination, closed by tb.Cleanup.
+func NewDestination(tb testing.TB, idempotent bool) *Destination {
+	tb.Helper()
+	d := &Destination{idempotent: idempotent, items: map[string]StoredItem{}, keys: map[string]string{},
+		requests: map[string]int{}, arrived: make(chan string, 100_000)}
+	d.srv = httptest.NewServer(http.HandlerFunc(d.serve))
+	tb.Cleanup(func() {
+		d.Release()
+		d.srv.Close()
+	})
+	return d
+}
+
+// URL is where to POST items.
+func (d *Destination) URL() string { return d.srv.URL + "/items" }
+
+// DeleteURL is the delete template for webhook.Config.DeleteURL.
+func (d *Destination) DeleteURL() string { return d.srv.URL + "/items/{external_id}" }
+
+// Arrived receives the idempotency key of each POST as it arrives, before
+// any hold: tests wait on it instead of sleeping.
+func (d *Destination) Arrived() <-chan string { return d.arrived }
+
+// Hold makes POSTs wait until Release; a request whose client gives up
+// meanwhile stores nothing.
+func (d *Destination) Hold() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.hold == nil {
+		d.hold = make(chan struct{})
+	}
+}
+
+// Release lets held and future POSTs through.
+func (d *Destination) Release() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.hold != nil {
+		close(d.hold)
+		d.hold = nil
+	}
+}
+
+// FailWith answers POSTs with status (0: accept again).
+func (d *Destination) FailWith(status int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.status = status
+}
+
+// FailDeletesWith answers DELETEs with status (0: delete again).
+func (d *Destination) FailDeletesWith(status int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.deleteStatus = status
+}
+
+// Requests is how many POSTs carried key.
+func (d *Destination) Requests(key string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.requests[key]
+}
+
+// Items returns the stored (not deleted) items.
+func (d *Destination) Items() []StoredItem {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]StoredItem, 0, len(d.items))
+	for _, it := range d.items {
+		out = append(out, it)
+	}
+	return out
+}
+
+func (d *Destination) serve(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case r.Method == http.MethodPost && r.URL.Path == "/items":
+		d.post(w, r)
+	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/items/"):
+		d.delete(w, strings.TrimPrefix(r.URL.Path, "/items/"))
+	default:
+		http.Error(w, "not found", http.StatusNotFound)
+	}
+}
+
+func (d *Destination) post(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	d.mu.Lock()
+	d.requests[key]++
+	hold, status := d.hold, d.status
+	d.mu.Unlock()
+	d.arrived <- key
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return // the client gave up: nothing stored
+		}
+	}
+	if status != 0 {
+		http.Error(w, fmt.Sprintf("destination says %d", status), status)
+		return
+	}
+	d.mu.Lock()
+	ext, seen := d.keys[key]
+	if !seen || !d.idempotent {
+		d.next++
+		ext = fmt.Sprintf("ext-%d", d.next)
+		d.items[ext] = StoredItem{Key: key, MessageID: r.Header.Get("Jetledger-Message-Id"), ExternalID: ext, Body: body}
+		d.keys[key] = ext
+	}
+	d.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	json.NewEncoder(w).Encode(map[string]string{"id": ext}) //nolint:errcheck // test server
+}
+
+func (d *Destination) delete(w http.ResponseWriter, ext string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.deleteStatus != 0 {
+		http.Error(w, "delete refused", d.deleteStatus)
+		return
+	}
+	if _, ok := d.items[ext]; !ok {
+		http.Error(w, "no such item", http.StatusNotFound)
+		return
+	}
+	delete(d.items, ext)
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,360 @@
+package consumer_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/webhook"
+	"github.com/jetledger/jetledger/ledger"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type outboxEnv struct {
+	path string
+	st   *ledger.Store
+	dest *consumertest.Destination
+	sink *webhook.Sink
+	logs *syncBuffer
+}
+
+func newOutboxEnv(t *testing.T, idempotent bool, timeout time.Duration) *outboxEnv {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "l.db")
+	st, err := ledger.Open(path, ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	dest := consumertest.NewDestination(t, idempotent)
+	sink, err := webhook.New(webhook.Config{URL: dest.URL(), DeleteURL: dest.DeleteURL(), Timeout: timeout, Idempotent: idempotent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &outboxEnv{path: path, st: st, dest: dest, sink: sink, logs: &syncBuffer{}}
+}
+
+// enqueue applies a message whose handler adds one outbox row; it returns the row id.
+func (e *outboxEnv) enqueue(t *testing.T, msgID string) string {
+	t.Helper()
+	var id string
+	rs, err := e.st.ApplyBatch(context.Background(), []ledger.Delivery{{MessageID: msgID, Stream: "S", Sequence: 1, Subject: "s", Data: []byte(`{}`)}},
+		func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+			var err error
+			id, err = tx.Enqueue(ctx, "webhook", []byte(fmt.Sprintf(`{"msg":%q}`, d.MessageID)))
+			return err
+		})
+	if err != nil || rs[0].Outcome != ledger.Applied {
+		t.Fatalf("enqueue: %v %+v", err, rs)
+	}
+	return id
+}
+
+func (e *outboxEnv) dispatcher(t *testing.T, cfg consumer.DispatcherConfig) *consumer.Dispatcher {
+	t.Helper()
+	cfg.Sink = e.sink
+	cfg.PollInterval = 10 * time.Millisecond
+	cfg.BackoffBase = cmpOr(cfg.BackoffBase, 10*time.Millisecond)
+	cfg.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	d, err := consumer.NewDispatcher(e.st, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func (e *outboxEnv) run(t *testing.T, d *consumer.Dispatcher) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		e.dest.Release()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("dispatcher: %v", err)
+		}
+	})
+}
+
+func (e *outboxEnv) waitStatus(t *testing.T, id string, want ledger.Status) ledger.OutboxItem {
+	t.Helper()
+	var it ledger.OutboxItem
+	consumertest.Eventually(t, 10*time.Second, "outbox row "+string(want), func() bool {
+		var err error
+		it, err = e.st.Get(context.Background(), id)
+		return err == nil && it.Status == want && !it.PendingDelete
+	})
+	return it
+}
+
+func TestDispatcherSendsWithIdempotencyKey(t *testing.T) {
+	e := newOutboxEnv(t, false, time.Second)
+	id := e.enqueue(t, "m1")
+	e.run(t, e.dispatcher(t, consumer.DispatcherConfig{}))
+	it := e.waitStatus(t, id, ledger.StatusSent)
+	items := e.dest.Items()
+	if len(items) != 1 || items[0].Key != id || items[0].MessageID != "m1" || it.ExternalID != items[0].ExternalID {
+		t.Fatalf("row %+v, destination %+v", it, items)
+	}
+}
+
+// 20 workers, each with its own database connection, race to claim one row:
+// exactly one wins and sends.
+func TestClaimRaceExactlyOneSends(t *testing.T) {
+	e := newOutboxEnv(t, false, time.Second)
+	id := e.enqueue(t, "m1")
+	var wins atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < 20; i++ {
+		st, err := ledger.Open(e.path, ledger.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			it, err := st.Claim(context.Background(), id, fmt.Sprintf("worker-%d", i), 5*time.Second)
+			if errors.Is(err, ledger.ErrNotClaimed) {
+				return
+			}
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			wins.Add(1)
+			ext, err := e.sink.Send(context.Background(), it)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if err := st.MarkSent(context.Background(), id, fmt.Sprintf("worker-%d", i), ext); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if wins.Load() != 1 || e.dest.Requests(id) != 1 || len(e.dest.Items()) != 1 {
+		t.Fatalf("claims won %d, requests %d, items %d; want 1 each", wins.Load(), e.dest.Requests(id), len(e.dest.Items()))
+	}
+}
+
+// Cancel while the destination holds the request: the late write-back finds
+// the row cancelled, deletes the item at the destination, and says so with
+// both ids.
+func TestCancelWhileSendingDeletesAtDestination(t *testing.T) {
+	e := newOutboxEnv(t, false, 5*time.Second)
+	e.dest.Hold()
+	id := e.enqueue(t, "m1")
+	d := e.dispatcher(t, consumer.DispatcherConfig{})
+	e.run(t, d)
+	<-e.dest.Arrived()
+	out, err := d.Cancel(context.Background(), id)
+	if err != nil || out != consumer.CancelledInFlight {
+		t.Fatalf("cancel = %q, %v", out, err)
+	}
+	if !strings.Contains(string(out), "too late, already sending") {
+		t.Fatalf("outcome %q does not say it was too late", out)
+	}
+	e.dest.Release()
+	it := e.waitStatus(t, id, ledger.StatusCancelled)
+	if n := len(e.dest.Items()); n != 0 {
+		t.Fatalf("destination holds %d items, want 0", n)
+	}
+	logs := e.logs.String()
+	if !strings.Contains(logs, "level=WARN") || !strings.Contains(logs, id) || it.ExternalID == "" || !strings.Contains(logs, it.ExternalID) {
+		t.Fatalf("warning does not name both ids (%s, %s):\n%s", id, it.ExternalID, logs)
+	}
+}
+
+// The same, but the delete fails: the row goes to review with the external
+// id, never silently to cancelled.
+func TestCancelWhileSendingDeleteFailsGoesToReview(t *testing.T) {
+	e := newOutboxEnv(t, false, 5*time.Second)
+	e.dest.Hold()
+	e.dest.FailDeletesWith(http.StatusBadGateway)
+	id := e.enqueue(t, "m1")
+	d := e.dispatcher(t, consumer.DispatcherConfig{})
+	e.run(t, d)
+	<-e.dest.Arrived()
+	if _, err := d.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	e.dest.Release()
+	it := e.waitStatus(t, id, ledger.StatusReview)
+	if it.ExternalID == "" || len(e.dest.Items()) != 1 || !strings.Contains(it.Error, "delete failed") {
+		t.Fatalf("row %+v, destination %d items", it, len(e.dest.Items()))
+	}
+}
+
+// A late failure never overwrites success, whoever reports it.
+func TestLateFailureNeverOverwritesSent(t *testing.T) {
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	e := &outboxEnv{st: st}
+	id := e.enqueue(t, "m1")
+	ctx := context.Background()
+
+	// Dispatcher A claims, stalls past its lease; the row is re-queued
+	// (idempotent sink) and B claims and sends it.
+	if _, err := st.Claim(ctx, id, "A", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	now = now.Add(2 * time.Second)
+	mu.Unlock()
+	if ex, err := st.ExpireLeases(ctx, "webhook", true); err != nil || len(ex.Requeued) != 1 {
+		t.Fatalf("expire = %+v, %v", ex, err)
+	}
+	if _, err := st.Claim(ctx, id, "B", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkSent(ctx, id, "B", "ext-1"); err != nil {
+		t.Fatal(err)
+	}
+	for name, late := range map[string]func() error{
+		"A fails":        func() error { return st.MarkFailed(ctx, id, "A", "timeout", time.Time{}) },
+		"A retries":      func() error { return st.MarkFailed(ctx, id, "A", "timeout", time.Now()) },
+		"A sends":        func() error { return st.MarkSent(ctx, id, "A", "ext-2") },
+		"A reviews":      func() error { return st.MarkReview(ctx, id, "A", "unknown", "") },
+		"B fails later":  func() error { return st.MarkFailed(ctx, id, "B", "late error", time.Time{}) },
+		"someone claims": func() error { _, err := st.Claim(ctx, id, "C", time.Second); return err },
+	} {
+		err := late()
+		if !errors.Is(err, ledger.ErrNotOwner) && !errors.Is(err, ledger.ErrNotClaimed) {
+			t.Errorf("%s: err = %v, want ErrNotOwner or ErrNotClaimed", name, err)
+		}
+	}
+	it, err := st.Get(ctx, id)
+	if err != nil || it.Status != ledger.StatusSent || it.ExternalID != "ext-1" {
+		t.Fatalf("row = %+v, %v; want sent as ext-1", it, err)
+	}
+}
+
+// Cancelling a sent row whose delete fails: the row is not cancelled and the
+// error says the item is still at the destination.
+func TestCancelSentDeleteFails(t *testing.T) {
+	e := newOutboxEnv(t, false, time.Second)
+	id := e.enqueue(t, "m1")
+	d := e.dispatcher(t, consumer.DispatcherConfig{})
+	e.run(t, d)
+	e.waitStatus(t, id, ledger.StatusSent)
+	e.dest.FailDeletesWith(http.StatusInternalServerError)
+	_, err := d.Cancel(context.Background(), id)
+	if !errors.Is(err, consumer.ErrStillAtDestination) || !strings.Contains(err.Error(), "status 500") {
+		t.Fatalf("err = %v, want ErrStillAtDestination with the status", err)
+	}
+	if it, _ := e.st.Get(context.Background(), id); it.Status != ledger.StatusSent {
+		t.Fatalf("row is %s, want sent", it.Status)
+	}
+	e.dest.FailDeletesWith(0)
+	out, err := d.Cancel(context.Background(), id)
+	if err != nil || out != consumer.CancelledDeleted || len(e.dest.Items()) != 0 {
+		t.Fatalf("cancel = %q, %v; items %d", out, err, len(e.dest.Items()))
+	}
+	e.waitStatus(t, id, ledger.StatusCancelled)
+}
+
+func TestCancelQueued(t *testing.T) {
+	e := newOutboxEnv(t, false, time.Second)
+	id := e.enqueue(t, "m1")
+	d := e.dispatcher(t, consumer.DispatcherConfig{}) // not running: the row stays queued
+	out, err := d.Cancel(context.Background(), id)
+	if err != nil || out != consumer.CancelledUnsent {
+		t.Fatalf("cancel = %q, %v", out, err)
+	}
+	if _, err := d.Cancel(context.Background(), id); !errors.Is(err, ledger.ErrIllegalTransition) {
+		t.Fatalf("second cancel err = %v", err)
+	}
+}
+
+// Responses end in the documented states, with the status recorded.
+func TestSendOutcomes(t *testing.T) {
+	tests := []struct {
+		name       string
+		idempotent bool
+		setup      func(d *consumertest.Destination)
+		want       ledger.Status
+		wantErr    string
+		wantReqs   int
+	}{
+		{name: "400 fails at once", setup: func(d *consumertest.Destination) { d.FailWith(400) }, want: ledger.StatusFailed, wantErr: "status 400", wantReqs: 1},
+		{name: "422 fails at once", setup: func(d *consumertest.Destination) { d.FailWith(422) }, want: ledger.StatusFailed, wantErr: "status 422", wantReqs: 1},
+		{name: "500 retried then failed", setup: func(d *consumertest.Destination) { d.FailWith(500) }, want: ledger.StatusFailed, wantErr: "gave up after 3 attempts", wantReqs: 3},
+		{name: "429 retried then failed", setup: func(d *consumertest.Destination) { d.FailWith(429) }, want: ledger.StatusFailed, wantErr: "status 429", wantReqs: 3},
+		{name: "timeout goes to review", setup: func(d *consumertest.Destination) { d.Hold() }, want: ledger.StatusReview, wantErr: "outcome unknown", wantReqs: 1},
+		{name: "timeout to idempotent destination retried", idempotent: true, setup: func(d *consumertest.Destination) { d.Hold() }, want: ledger.StatusFailed, wantErr: "gave up after 3 attempts", wantReqs: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newOutboxEnv(t, tt.idempotent, 200*time.Millisecond)
+			tt.setup(e.dest)
+			id := e.enqueue(t, "m1")
+			e.run(t, e.dispatcher(t, consumer.DispatcherConfig{MaxAttempts: 3, Lease: 2 * time.Second}))
+			it := e.waitStatus(t, id, tt.want)
+			if !strings.Contains(it.Error, tt.wantErr) || e.dest.Requests(id) != tt.wantReqs {
+				t.Fatalf("row error %q (want %q), requests %d (want %d)", it.Error, tt.wantErr, e.dest.Requests(id), tt.wantReqs)
+			}
+		})
+	}
+}
+
+// A 503 that clears: retried with the same key, sent once.
+func TestRetryableRecovers(t *testing.T) {
+	e := newOutboxEnv(t, false, time.Second)
+	e.dest.FailWith(503)
+	id := e.enqueue(t, "m1")
+	e.run(t, e.dispatcher(t, consumer.DispatcherConfig{MaxAttempts: 100}))
+	consumertest.Eventually(t, 5*time.Second, "a retry", func() bool { return e.dest.Requests(id) >= 2 })
+	e.dest.FailWith(0)
+	e.waitStatus(t, id, ledger.StatusSent)
+	if n := len(e.dest.Items()); n != 1 {
+		t.Fatalf("items = %d", n)
+	}
+}
+
+func TestDispatcherRefusesShortLease(t *testing.T) {
+	e := newOutboxEnv(t, false, 10*time.Second)
+	_, err := consumer.NewDispatcher(e.st, consumer.DispatcherConfig{Sink: e.sink, Lease: 5 * time.Second})
+	if !errors.Is(err, ackwait.ErrLeaseTooShort) {
+		t.Fatalf("err = %v", err)
+	}
+}

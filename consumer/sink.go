@@ -1,0 +1,61 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jetledger/jetledger/ledger"
+)
+
+// Sink is a destination for outbox items: a webhook, an email API, a
+// payment provider. Send must pass item.ID downstream as the idempotency key.
+type Sink interface {
+	// Name is the sink's name in the outbox's sink column.
+	Name() string
+	// Send delivers the item and returns the destination's id for it. Its
+	// error should be a *SendError saying whether the item may have arrived.
+	Send(ctx context.Context, item ledger.OutboxItem) (externalID string, err error)
+	// Delete removes a delivered item at the destination. An item already
+	// gone is not an error.
+	Delete(ctx context.Context, externalID string) error
+	// Idempotent reports that the destination honours idempotency keys, so a
+	// send whose outcome is unknown may be repeated with the same key.
+	Idempotent() bool
+	// Timeout bounds one Send or Delete.
+	Timeout() time.Duration
+}
+
+// What a failed send means for the item. A *SendError wraps one of these.
+var (
+	// ErrRejected: the destination refused the item (a 4xx); it is not
+	// there and sending it again will not help. The row is failed.
+	ErrRejected = errors.New("consumer: send rejected by the destination")
+	// ErrRetryable: the item did not arrive or the destination asked for a
+	// retry (429, 5xx, connection refused). Retried with backoff, then failed.
+	ErrRetryable = errors.New("consumer: send failed, retryable")
+	// ErrAmbiguous: the item may or may not have arrived (a timeout after the
+	// request left). Re-sent only to an idempotent destination, otherwise
+	// the row goes to review.
+	ErrAmbiguous = errors.New("consumer: send outcome unknown")
+	// ErrStillAtDestination: a cancel could not delete the sent item at the
+	// destination; the row is unchanged.
+	ErrStillAtDestination = errors.New("consumer: item is still at the destination")
+)
+
+// SendError is a failed send with what is known about it.
+type SendError struct {
+	Kind   error  // ErrRejected, ErrRetryable or ErrAmbiguous
+	Status int    // HTTP status or similar; 0 when there was no response
+	Detail string // an excerpt of the response, or the transport error
+}
+
+func (e *SendError) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("status %d: %s", e.Status, e.Detail)
+	}
+	return e.Detail
+}
+
+func (e *SendError) Unwrap() error { return e.Kind }

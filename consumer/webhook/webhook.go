@@ -1,0 +1,254 @@
+// Package webhook is the HTTP sink of jetledger's outbox: it POSTs each item
+// with its outbox id as the Idempotency-Key, signs the body when a secret is
+// set, and deletes sent items through a URL template when they are cancelled.
+//
+//	sink, err := webhook.New(webhook.Config{
+//		URL:       "https://api.example.com/hooks",
+//		Secret:    os.Getenv("HOOK_SECRET"),
+//		DeleteURL: "https://api.example.com/hooks/{external_id}",
+//	})
+//	d, err := consumer.NewDispatcher(store, consumer.DispatcherConfig{Sink: sink})
+package webhook
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/ledger"
+)
+
+// Header names sent with every item.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderMessageID      = "Jetledger-Message-Id"
+	HeaderTimestamp      = "Jetledger-Timestamp" // unix seconds, signed with the body
+	HeaderSignature      = "Jetledger-Signature" // "v1=" + hex HMAC-SHA256(secret, timestamp + "." + body)
+)
+
+// Defaults for Config fields left at zero.
+const (
+	TimeoutDefault         = 10 * time.Second
+	NameDefault            = "webhook"
+	ExternalIDFieldDefault = "id"
+	maxBody                = 64 << 10
+	excerpt                = 256
+)
+
+// ErrInvalidConfig: a Config field is missing or malformed.
+var ErrInvalidConfig = errors.New("webhook: invalid configuration")
+
+// Config configures a Sink.
+type Config struct {
+	// URL receives a POST of each item's payload. Required, http or https.
+	URL string
+	// Secret, if set, signs each request (HeaderTimestamp, HeaderSignature).
+	Secret string
+	// Timeout bounds one request. Default 10s.
+	Timeout time.Duration
+	// DeleteURL is where a sent item is DELETEd when its row is cancelled;
+	// {external_id} is replaced by the destination's id, path-escaped.
+	// Empty: sent items cannot be deleted, so cancelling them fails.
+	DeleteURL string
+	// ExternalIDHeader, if set, is the response header holding the
+	// destination's id for the item. Otherwise the JSON body's
+	// ExternalIDField (default "id") is used, and failing both the
+	// idempotency key itself.
+	ExternalIDHeader string
+	ExternalIDField  string
+	// Idempotent declares that the destination honours Idempotency-Key:
+	// sends with an unknown outcome are then repeated with the same key
+	// instead of going to review.
+	Idempotent bool
+	// Name is the sink's name in the outbox. Default "webhook".
+	Name string
+	// Client makes the requests. Default: a client that follows no redirects.
+	Client *http.Client
+}
+
+// Sink posts outbox items to a URL.
+type Sink struct {
+	cfg Config
+}
+
+var _ consumer.Sink = (*Sink)(nil)
+
+// New validates cfg.
+func New(cfg Config) (*Sink, error) {
+	if err := checkURL(cfg.URL); err != nil {
+		return nil, fmt.Errorf("%w: URL %q: %v", ErrInvalidConfig, cfg.URL, err)
+	}
+	if cfg.DeleteURL != "" {
+		probe := strings.ReplaceAll(cfg.DeleteURL, "{external_id}", "x")
+		if err := checkURL(probe); err != nil {
+			return nil, fmt.Errorf("%w: DeleteURL %q: %v", ErrInvalidConfig, cfg.DeleteURL, err)
+		}
+	}
+	if cfg.Timeout < 0 {
+		return nil, fmt.Errorf("%w: Timeout must not be negative", ErrInvalidConfig)
+	}
+	cfg.Timeout = cmp.Or(cfg.Timeout, TimeoutDefault)
+	cfg.Name = cmp.Or(cfg.Name, NameDefault)
+	cfg.ExternalIDField = cmp.Or(cfg.ExternalIDField, ExternalIDFieldDefault)
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	return &Sink{cfg: cfg}, nil
+}
+
+func checkURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return errors.New("want an absolute http or https URL")
+	}
+	return nil
+}
+
+// Name returns the sink's name.
+func (s *Sink) Name() string { return s.cfg.Name }
+
+// Idempotent reports whether the destination honours Idempotency-Key.
+func (s *Sink) Idempotent() bool { return s.cfg.Idempotent }
+
+// Timeout is the per-request timeout.
+func (s *Sink) Timeout() time.Duration { return s.cfg.Timeout }
+
+// Sign returns the signature header value for body at timestamp ts, as a
+// receiver should compute it to verify a request.
+func Sign(secret, ts string, body []byte) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(ts))
+	m.Write([]byte("."))
+	m.Write(body)
+	return "v1=" + hex.EncodeToString(m.Sum(nil))
+}
+
+// Send POSTs the item. 2xx: sent, with the external id from the response.
+// 429 and 5xx: retryable. Other statuses: rejected. A transport error before
+// the request could arrive (connection refused, DNS): retryable; after it
+// may have arrived (timeout, reset): ambiguous.
+func (s *Sink) Send(ctx context.Context, it ledger.OutboxItem) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(it.Payload))
+	if err != nil {
+		return "", &consumer.SendError{Kind: consumer.ErrRejected, Detail: err.Error()}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderIdempotencyKey, it.ID)
+	req.Header.Set(HeaderMessageID, it.MessageID)
+	if s.cfg.Secret != "" {
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		req.Header.Set(HeaderTimestamp, ts)
+		req.Header.Set(HeaderSignature, Sign(s.cfg.Secret, ts, it.Payload))
+	}
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		return "", transportError(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		if err != nil {
+			// Accepted, but we cannot read its id: it is there, so not a failure;
+			// fall back to the idempotency key.
+			return it.ID, nil
+		}
+		return ExternalID(resp.Header, body, s.cfg.ExternalIDHeader, s.cfg.ExternalIDField, it.ID), nil
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+		return "", &consumer.SendError{Kind: consumer.ErrRetryable, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
+	default:
+		return "", &consumer.SendError{Kind: consumer.ErrRejected, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
+	}
+}
+
+// ExternalID picks the destination's id for an item out of a 2xx response:
+// the named header, else the named top-level JSON field (string or number),
+// else fallback.
+func ExternalID(h http.Header, body []byte, header, field, fallback string) string {
+	if header != "" {
+		if v := strings.TrimSpace(h.Get(header)); v != "" {
+			return v
+		}
+	}
+	if field != "" && len(body) > 0 {
+		var obj map[string]json.RawMessage
+		if json.Unmarshal(body, &obj) == nil {
+			if raw, ok := obj[field]; ok {
+				var s string
+				if json.Unmarshal(raw, &s) == nil && strings.TrimSpace(s) != "" {
+					return strings.TrimSpace(s)
+				}
+				var n json.Number
+				if json.Unmarshal(raw, &n) == nil {
+					return n.String()
+				}
+			}
+		}
+	}
+	return fallback
+}
+
+func bodyExcerpt(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > excerpt {
+		s = s[:excerpt] + "…"
+	}
+	if s == "" {
+		return "(empty body)"
+	}
+	return s
+}
+
+// transportError classifies a request that got no response.
+func transportError(err error) error {
+	var dnsErr *net.DNSError
+	if errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dnsErr) {
+		// The request never reached the destination.
+		return &consumer.SendError{Kind: consumer.ErrRetryable, Detail: err.Error()}
+	}
+	return &consumer.SendError{Kind: consumer.ErrAmbiguous, Detail: err.Error()}
+}
+
+// Delete removes a sent item at DeleteURL. 2xx, 404 and 410 count as deleted.
+func (s *Sink) Delete(ctx context.Context, externalID string) error {
+	if s.cfg.DeleteURL == "" {
+		return errors.New("webhook: no delete URL configured")
+	}
+	target := strings.ReplaceAll(s.cfg.DeleteURL, "{external_id}", url.PathEscape(externalID))
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, target, nil)
+	if err != nil {
+		return fmt.Errorf("webhook: delete %s: %w", externalID, err)
+	}
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		return fmt.Errorf("webhook: delete %s: %w", externalID, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone {
+		return nil
+	}
+	return fmt.Errorf("webhook: delete %s: status %d: %s", externalID, resp.StatusCode, bodyExcerpt(body))
+}
