@@ -20,6 +20,7 @@ var errNotJSON = errors.New("payload is not valid JSON, which --apply needs for 
 // the events table and runs the user's --apply SQL in the same transaction.
 type eventsHandler struct {
 	apply string
+	sink  string // non-empty: enqueue the payload to this outbox sink
 }
 
 const eventsSchema = `CREATE TABLE IF NOT EXISTS events (
@@ -62,6 +63,12 @@ func (h *eventsHandler) handle(ctx context.Context, tx *ledger.Tx, d ledger.Deli
 	if _, err := tx.ExecContext(ctx, `INSERT INTO events (message_id, subject, stream_seq, data, applied_at)
 		VALUES (?, ?, ?, ?, ?)`, d.MessageID, d.Subject, int64(d.Sequence), d.Data, time.Now().UnixMilli()); err != nil {
 		return fmt.Errorf("record event: %w", err)
+	}
+	if h.sink != "" {
+		// Same savepoint: the outbox row exists if and only if the message is applied.
+		if _, err := tx.Enqueue(ctx, h.sink, d.Data); err != nil {
+			return err
+		}
 	}
 	if h.apply == "" {
 		return nil

@@ -34,6 +34,7 @@ func commands() []command {
 	return []command{
 		{name: "run", summary: "consume a stream through the ledger (embedded JetStream server without --nats)", run: runCmd},
 		{name: "publish", summary: "publish JSON messages with stable Nats-Msg-Id headers", run: publishCmd},
+		{name: "outbox", summary: "inspect and operate the outbox: list, review, cancel, resolve, retry", run: outboxCmd},
 		{name: "ledger", summary: "inspect the ledger: stats, conflicts, dead-letters", run: ledgerCmd},
 		{name: "check", summary: "verify a live consumer's AckWait against the timing plan", run: checkCmd},
 		{name: "demo", summary: "publish, consume, crash between commit and ack, restart: exactly once, shown", run: demoCmd},

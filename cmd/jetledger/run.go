@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"time"
@@ -46,6 +47,8 @@ type runFlags struct {
 	allowSeqIDs                                                    bool
 	nats                                                           natsFlags
 	plan                                                           planFlags
+	webhook                                                        webhookFlags
+	outboxWorkers, outboxAttempts                                  int
 	log                                                            logFlags
 }
 
@@ -65,6 +68,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.schema, "schema", "", "SQL file run at start to create your tables")
 	fs.BoolVar(&f.allowSeqIDs, "allow-seq-ids", false, "give messages without Nats-Msg-Id the id <stream>/<seq> instead of dead-lettering them (cannot catch publisher retries)")
 	f.plan.register(fs)
+	f.webhook.register(fs)
+	fs.IntVar(&f.outboxWorkers, "outbox-workers", consumer.WorkersDefault, "concurrent outbox sends")
+	fs.IntVar(&f.outboxAttempts, "outbox-max-attempts", consumer.MaxAttemptsDefault, "sends of an outbox row on retryable failures (429, 5xx) before it is failed")
 	f.log.register(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -80,6 +86,16 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	if f.webhook.url == "" && f.webhook.deleteURL != "" {
+		return usagef("--webhook-delete-url needs --webhook")
+	}
+	sink, err := f.webhook.sink()
+	if err != nil {
+		return err
+	}
+	if f.outboxWorkers < 1 || f.outboxAttempts < 1 {
+		return usagef("--outbox-workers and --outbox-max-attempts must be at least 1")
+	}
 
 	st, err := ledger.Open(f.db, ledger.Config{Logger: log})
 	if err != nil {
@@ -89,6 +105,15 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	h, err := newEventsHandler(ctx, st.DB(), f.schema, f.apply)
 	if err != nil {
 		return err
+	}
+	var dispatcher *consumer.Dispatcher
+	if sink != nil {
+		h.sink = sink.Name()
+		dispatcher, err = consumer.NewDispatcher(st, consumer.DispatcherConfig{Sink: sink, Workers: f.outboxWorkers,
+			MaxAttempts: f.outboxAttempts, Logger: log})
+		if err != nil {
+			return usageError{err}
+		}
 	}
 
 	url := f.nats.url
@@ -117,20 +142,46 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	warnDuplicateWindow(ctx, log, info.Config.Duplicates)
-	c, err := consumer.New(setupCtx, js, st, consumer.Config{
+	cfg := consumer.Config{
 		Stream: f.stream, Durable: f.durable, Plan: plan, Handler: h.handle,
 		MaxDeliver: f.maxDeliver, AllowSequenceIDs: f.allowSeqIDs, Logger: log,
-	})
+	}
+	if dispatcher != nil {
+		cfg.AfterCommit = func(consumer.BatchReport) { dispatcher.Notify() }
+	}
+	c, err := consumer.New(setupCtx, js, st, cfg)
 	if err != nil {
 		return err
 	}
 	log.InfoContext(ctx, "consuming", "stream", f.stream, "durable", f.durable, "db", f.db,
-		"batch", plan.BatchSize, "deadline", plan.Deadline, "ack_wait_needed", plan.AckWait())
-	runErr := c.Run(ctx)
+		"batch", plan.BatchSize, "deadline", plan.Deadline, "ack_wait_needed", plan.AckWait(), "webhook", f.webhook.url)
+
+	// The consumer and the dispatcher stop together: either failing stops both.
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	dispatchErr := make(chan error, 1)
+	if dispatcher != nil {
+		go func() {
+			err := dispatcher.Run(runCtx)
+			stop()
+			dispatchErr <- err
+		}()
+	} else {
+		dispatchErr <- nil
+	}
+	runErr := c.Run(runCtx)
+	stop()
+	runErr = errors.Join(runErr, <-dispatchErr)
 	counts := c.Counts()
-	log.Info("consumer stopped", "applied", counts.Applied, "duplicates", counts.Duplicates,
+	attrs := []any{"applied", counts.Applied, "duplicates", counts.Duplicates,
 		"conflicts", counts.Conflicts, "failed", counts.Failed, "naks", counts.Naks,
-		"terms", counts.Terms, "dead_letters", counts.DeadLetters, "stale", counts.Stale, "batches", counts.Batches)
+		"terms", counts.Terms, "dead_letters", counts.DeadLetters, "stale", counts.Stale, "batches", counts.Batches}
+	if dispatcher != nil {
+		dc := dispatcher.Counts()
+		attrs = append(attrs, "sent", dc.Sent, "send_failed", dc.Failed, "send_retried", dc.Retried,
+			"review", dc.Review, "deleted", dc.Deleted)
+	}
+	log.Info("consumer stopped", attrs...)
 	return runErr
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // StoredItem is one item a Destination accepted.
@@ -35,6 +36,8 @@ type Destination struct {
 	status       int                   // non-zero: answer POSTs with it, store nothing
 	deleteStatus int                   // non-zero: answer DELETEs with it
 	hold         chan struct{}         // non-nil: POSTs wait for it to close
+	holdAfter    bool                  // hold after storing: the item is there, the answer is late
+	delay        time.Duration         // answer every POST this much later: a slow destination
 	next         int
 	arrived      chan string
 }
@@ -72,6 +75,23 @@ func (d *Destination) Hold() {
 	}
 }
 
+// HoldAfterStore makes POSTs store their item first and then wait until
+// Release before answering: the send has happened but its outcome is unknown
+// to the sender.
+func (d *Destination) HoldAfterStore() {
+	d.Hold()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.holdAfter = true
+}
+
+// SetDelay makes every POST take at least delay: a slow destination.
+func (d *Destination) SetDelay(delay time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.delay = delay
+}
+
 // Release lets held and future POSTs through.
 func (d *Destination) Release() {
 	d.mu.Lock()
@@ -80,6 +100,7 @@ func (d *Destination) Release() {
 		close(d.hold)
 		d.hold = nil
 	}
+	d.holdAfter = false
 }
 
 // FailWith answers POSTs with status (0: accept again).
@@ -133,15 +154,31 @@ func (d *Destination) post(w http.ResponseWriter, r *http.Request) {
 	key := r.Header.Get("Idempotency-Key")
 	d.mu.Lock()
 	d.requests[key]++
-	hold, status := d.hold, d.status
+	hold, holdAfter, status, delay := d.hold, d.holdAfter, d.status, d.delay
 	d.mu.Unlock()
 	d.arrived <- key
-	if hold != nil {
+	wait := func() bool {
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				return false
+			}
+		}
+		if hold == nil {
+			return true
+		}
 		select {
 		case <-hold:
+			return true
 		case <-r.Context().Done():
-			return // the client gave up: nothing stored
+			return false // the client gave up
 		}
+	}
+	if !holdAfter && !wait() {
+		return // nothing stored
 	}
 	if status != 0 {
 		http.Error(w, fmt.Sprintf("destination says %d", status), status)
@@ -156,6 +193,9 @@ func (d *Destination) post(w http.ResponseWriter, r *http.Request) {
 		d.keys[key] = ext
 	}
 	d.mu.Unlock()
+	if holdAfter && !wait() {
+		return // stored, but the answer never leaves
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)
 	json.NewEncoder(w).Encode(map[string]string{"id": ext}) //nolint:errcheck // test server

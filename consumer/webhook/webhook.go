@@ -55,7 +55,8 @@ var ErrInvalidConfig = errors.New("webhook: invalid configuration")
 
 // Config configures a Sink.
 type Config struct {
-	// URL receives a POST of each item's payload. Required, http or https.
+	// URL receives a POST of each item's payload: http or https. Required
+	// unless the sink is only used to delete (DeleteURL).
 	URL string
 	// Secret, if set, signs each request (HeaderTimestamp, HeaderSignature).
 	Secret string
@@ -90,8 +91,13 @@ var _ consumer.Sink = (*Sink)(nil)
 
 // New validates cfg.
 func New(cfg Config) (*Sink, error) {
-	if err := checkURL(cfg.URL); err != nil {
-		return nil, fmt.Errorf("%w: URL %q: %v", ErrInvalidConfig, cfg.URL, err)
+	if cfg.URL == "" && cfg.DeleteURL == "" {
+		return nil, fmt.Errorf("%w: URL is required", ErrInvalidConfig)
+	}
+	if cfg.URL != "" {
+		if err := checkURL(cfg.URL); err != nil {
+			return nil, fmt.Errorf("%w: URL %q: %v", ErrInvalidConfig, cfg.URL, err)
+		}
 	}
 	if cfg.DeleteURL != "" {
 		probe := strings.ReplaceAll(cfg.DeleteURL, "{external_id}", "x")
@@ -146,6 +152,9 @@ func Sign(secret, ts string, body []byte) string {
 // the request could arrive (connection refused, DNS): retryable; after it
 // may have arrived (timeout, reset): ambiguous.
 func (s *Sink) Send(ctx context.Context, it ledger.OutboxItem) (string, error) {
+	if s.cfg.URL == "" {
+		return "", &consumer.SendError{Kind: consumer.ErrRejected, Detail: "webhook: no URL configured"}
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(it.Payload))
