@@ -53,8 +53,10 @@ type Config struct {
 	Plan ackwait.Plan
 	// Handler applies one message inside the batch transaction. Required.
 	Handler ledger.Handler
-	// MaxDeliver is the delivery limit of a consumer this package creates;
-	// an existing consumer's own limit is used. Default 5; -1 is unlimited.
+	// MaxDeliver is how many deliveries a failing message gets before it is
+	// dead-lettered. Default 5; -1 is unlimited. The consumer enforces it
+	// itself and creates durables with no server-side limit; an existing
+	// durable's own lower limit is honoured, with a warning.
 	MaxDeliver int
 	// BackoffBase is the nak delay after the first failed delivery; it
 	// doubles per delivery up to BackoffMax. Defaults 1s and 1m.
@@ -147,10 +149,14 @@ func (c *Consumer) bind(ctx context.Context) (jetstream.Consumer, error) {
 	cons, err := c.js.Consumer(ctx, c.cfg.Stream, c.cfg.Durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		cons, err = c.js.CreateConsumer(ctx, c.cfg.Stream, jetstream.ConsumerConfig{
-			Durable:        c.cfg.Durable,
-			AckPolicy:      jetstream.AckExplicitPolicy,
-			AckWait:        c.plan.AckWait(),
-			MaxDeliver:     c.cfg.MaxDeliver,
+			Durable:   c.cfg.Durable,
+			AckPolicy: jetstream.AckExplicitPolicy,
+			AckWait:   c.plan.AckWait(),
+			// Unlimited on the server: jetledger enforces MaxDeliver itself.
+			// A server-side limit drops a message silently when the process
+			// holding its last delivery dies; ours dead-letters it when it
+			// comes back.
+			MaxDeliver:     -1,
 			FilterSubjects: c.cfg.FilterSubjects,
 			MaxAckPending:  max(1000, 4*c.plan.BatchSize),
 			DeliverPolicy:  jetstream.DeliverAllPolicy,
@@ -172,7 +178,14 @@ func (c *Consumer) bind(ctx context.Context) (jetstream.Consumer, error) {
 	if err := c.plan.Validate(info.Config); err != nil {
 		return nil, fmt.Errorf("consumer %s/%s: %w", c.cfg.Stream, c.cfg.Durable, err)
 	}
-	c.maxDeliver = info.Config.MaxDeliver
+	c.maxDeliver = c.cfg.MaxDeliver
+	if server := info.Config.MaxDeliver; server > 0 {
+		if c.maxDeliver < 0 || server < c.maxDeliver {
+			c.maxDeliver = server
+		}
+		c.log.WarnContext(ctx, "consumer has a server-side MaxDeliver: a message whose last delivery is lost to a crash is dropped by the server without a dead letter; recreate the consumer with MaxDeliver -1 and let jetledger enforce the limit",
+			"stream", c.cfg.Stream, "durable", c.cfg.Durable, "max_deliver", server)
+	}
 	return cons, nil
 }
 
@@ -188,6 +201,10 @@ func (c *Consumer) Counts() Counts {
 // Run consumes until ctx ends, then finishes and commits the batch in hand,
 // sends its acks and returns nil. It returns an error when the ledger fails
 // (nothing of that batch is acked) or the consumer is deleted.
+//
+// Fetching is pipelined: the next batch is fetched while the current one is
+// applied, so the network round trip overlaps the commit. At most one
+// fetched batch waits; its wait is what Plan.BufferWait budgets.
 func (c *Consumer) Run(ctx context.Context) error {
 	defer func() {
 		// Acks are fire-and-forget; make sure the last ones leave the process.
@@ -195,18 +212,56 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.log.Warn("flushing acks", "err", err)
 		}
 	}()
+	fetchCtx, stopFetching := context.WithCancel(ctx)
+	defer stopFetching()
+	batches := make(chan fetched) // unbuffered: one batch in hand, one waiting
+	fetcherDone := make(chan struct{})
+	go func() {
+		defer close(fetcherDone)
+		defer close(batches)
+		c.fetchLoop(fetchCtx, batches)
+	}()
+	defer func() {
+		stopFetching()
+		for range batches { // a batch fetched after the stop is left to redelivery
+		}
+		<-fetcherDone
+	}()
+	for f := range batches {
+		if f.err != nil {
+			return f.err
+		}
+		if err := c.process(ctx, f.msgs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type fetched struct {
+	msgs []received
+	err  error // fatal: the consumer is gone
+}
+
+// fetchLoop fetches until ctx ends, handing each non-empty batch over.
+// Transient fetch errors are logged and retried with a growing pause.
+func (c *Consumer) fetchLoop(ctx context.Context, out chan<- fetched) {
 	failures := 0
 	for ctx.Err() == nil {
 		msgs, err := c.fetch()
 		if err != nil {
 			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
 				errors.Is(err, jetstream.ErrStreamNotFound) {
-				return fmt.Errorf("%w: %s/%s: %v", ErrConsumerGone, c.cfg.Stream, c.cfg.Durable, err)
+				select {
+				case out <- fetched{err: fmt.Errorf("%w: %s/%s: %v", ErrConsumerGone, c.cfg.Stream, c.cfg.Durable, err)}:
+				case <-ctx.Done():
+				}
+				return
 			}
 			failures++
 			c.log.WarnContext(ctx, "fetch failed", "stream", c.cfg.Stream, "durable", c.cfg.Durable, "err", err)
 			if !sleep(ctx, min(time.Duration(failures)*100*time.Millisecond, 5*time.Second)) {
-				return nil
+				return
 			}
 			continue
 		}
@@ -214,11 +269,10 @@ func (c *Consumer) Run(ctx context.Context) error {
 		if len(msgs) == 0 {
 			continue
 		}
-		if err := c.process(ctx, msgs); err != nil {
-			return err
-		}
+		// Hand the batch over even if ctx ended meanwhile: it was delivered
+		// to us, and processing it now beats waiting for its AckWait.
+		out <- fetched{msgs: msgs}
 	}
-	return nil
 }
 
 type received struct {
@@ -227,18 +281,15 @@ type received struct {
 }
 
 // fetch takes what is available up to the batch size without waiting for a
-// full batch; when nothing is, it waits up to FetchWait for the first message.
+// full batch; when nothing is, it waits up to FetchWait for the first message
+// and returns it at once: the pipelined fetcher asks for more meanwhile, so
+// light traffic is not held back for company.
 func (c *Consumer) fetch() ([]received, error) {
 	msgs, err := c.drain(c.cons.FetchNoWait(c.plan.BatchSize))
 	if err != nil || len(msgs) > 0 {
 		return msgs, err
 	}
-	msgs, err = c.drain(c.cons.Fetch(1, jetstream.FetchMaxWait(c.cfg.FetchWait)))
-	if err != nil || len(msgs) == 0 || c.plan.BatchSize == 1 {
-		return msgs, err
-	}
-	more, err := c.drain(c.cons.FetchNoWait(c.plan.BatchSize - 1))
-	return append(msgs, more...), err
+	return c.drain(c.cons.Fetch(1, jetstream.FetchMaxWait(c.cfg.FetchWait)))
 }
 
 func (c *Consumer) drain(b jetstream.MessageBatch, err error) ([]received, error) {

@@ -63,7 +63,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.subjects, "subjects", "", "comma-separated subjects; creates the stream with them if it does not exist")
 	fs.DurationVar(&f.dupWindow, "duplicate-window", 2*time.Minute, "duplicate window of a stream created by --subjects")
 	fs.StringVar(&f.durable, "durable", consumer.DurableDefault, "durable pull consumer name")
-	fs.IntVar(&f.maxDeliver, "max-deliver", consumer.MaxDeliverDefault, "deliveries before a failing message is dead-lettered (for a consumer run creates; -1 unlimited)")
+	fs.IntVar(&f.maxDeliver, "max-deliver", consumer.MaxDeliverDefault, "deliveries before a failing message is dead-lettered, enforced by jetledger (-1 unlimited); consumers are created with no server-side limit")
 	fs.StringVar(&f.apply, "apply", "", "SQL run per message in its transaction, with :msg_id :subject :seq :data")
 	fs.StringVar(&f.schema, "schema", "", "SQL file run at start to create your tables")
 	fs.BoolVar(&f.allowSeqIDs, "allow-seq-ids", false, "give messages without Nats-Msg-Id the id <stream>/<seq> instead of dead-lettering them (cannot catch publisher retries)")
