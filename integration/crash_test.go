@@ -29,8 +29,10 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 		t.Fatalf("committed %d before the crash, want one batch", committed)
 	}
 	info := w.consumerInfo()
-	if info.AckFloor.Stream != 0 || info.NumAckPending != committed {
-		t.Fatalf("after crash: ack floor %d, ack pending %d; want nothing acked and %d pending",
+	// The committed batch is pending, and so may be the next, fetched
+	// meanwhile by the pipelined fetcher and never applied.
+	if info.AckFloor.Stream != 0 || info.NumAckPending < committed || info.NumAckPending > 2*50 {
+		t.Fatalf("after crash: ack floor %d, ack pending %d; want nothing acked and %d to 100 pending",
 			info.AckFloor.Stream, info.NumAckPending, committed)
 	}
 	balanceAfterCrash := count(t, db, `SELECT sum(amount) FROM balances`)

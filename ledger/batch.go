@@ -66,24 +66,58 @@ type Handler func(ctx context.Context, tx *Tx, d Delivery) error
 // Tx is the batch transaction as a handler sees it, positioned inside the
 // message's savepoint.
 type Tx struct {
-	s  *Store
-	tx *sql.Tx
-	d  *Delivery // the message being applied, for Enqueue
+	s     *Store
+	tx    *sql.Tx
+	d     *Delivery            // the message being applied, for Enqueue
+	stmts map[string]*sql.Stmt // prepared once per batch: parsing dominated the cost
+}
+
+// maxCachedStmts bounds the per-batch statement cache; a handler building
+// unique SQL per message gets no caching rather than unbounded memory.
+const maxCachedStmts = 64
+
+// stmt returns query prepared in this transaction, preparing it once.
+func (t *Tx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
+	if st, ok := t.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := t.tx.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	if len(t.stmts) < maxCachedStmts {
+		t.stmts[query] = st
+	}
+	return st, nil
 }
 
 // ExecContext runs a statement in the message's savepoint.
 func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	return t.tx.ExecContext(ctx, query, args...)
+	st, err := t.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
 }
 
 // QueryContext runs a query in the message's savepoint.
 func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return t.tx.QueryContext(ctx, query, args...)
+	st, err := t.stmt(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.QueryContext(ctx, args...)
 }
 
 // QueryRowContext runs a single-row query in the message's savepoint.
 func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	return t.tx.QueryRowContext(ctx, query, args...)
+	st, err := t.stmt(ctx, query)
+	if err != nil {
+		// sql.Row carries no public constructor for an error: let the
+		// transaction report the same preparation error.
+		return t.tx.QueryRowContext(ctx, query, args...)
+	}
+	return st.QueryRowContext(ctx, args...)
 }
 
 // ApplyBatch applies deliveries in one transaction, one savepoint each, and
@@ -125,12 +159,12 @@ func (s *Store) applyOnce(ctx context.Context, batch []Delivery, h Handler, resu
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
 	now := s.cfg.Now().UnixMilli()
-	t := &Tx{s: s, tx: tx}
+	t := &Tx{s: s, tx: tx, stmts: make(map[string]*sql.Stmt, 8)}
 	for i := range batch {
 		if skip[i] {
 			continue
 		}
-		res, lost, err := s.applyOne(ctx, txCtx, t, &batch[i], h, now)
+		res, lost, err := s.applyOne(ctx, context.WithoutCancel(txCtx), t, &batch[i], h, now)
 		if err != nil {
 			return -1, err
 		}
@@ -155,12 +189,14 @@ func deadlineOf(ctx context.Context) time.Duration {
 }
 
 // applyOne runs one message in its savepoint. lost reports that the whole
-// transaction is gone; err is a failure of the ledger itself.
+// transaction is gone; err is a failure of the ledger itself. The ledger's own
+// statements run under txCtx, which must not be cancellable: a context that
+// can end makes the driver watch it with a goroutine per statement.
 func (s *Store) applyOne(ctx, txCtx context.Context, t *Tx, d *Delivery, h Handler, now int64) (res Result, lost bool, err error) {
 	if d.MessageID == "" {
 		return Result{Outcome: Failed, Err: ErrEmptyMessageID}, false, nil
 	}
-	tx := t.tx
+	tx := t
 	if _, err := tx.ExecContext(txCtx, "SAVEPOINT msg"); err != nil {
 		return Result{}, false, fmt.Errorf("ledger: savepoint for %s: %w", d.MessageID, err)
 	}
@@ -210,7 +246,7 @@ func (s *Store) applyOne(ctx, txCtx context.Context, t *Tx, d *Delivery, h Handl
 }
 
 // seenBefore classifies a message whose id is already in the ledger.
-func (s *Store) seenBefore(ctx context.Context, tx *sql.Tx, d *Delivery, sum []byte, now int64) (Result, error) {
+func (s *Store) seenBefore(ctx context.Context, tx *Tx, d *Delivery, sum []byte, now int64) (Result, error) {
 	var have []byte
 	if err := tx.QueryRowContext(ctx, `SELECT payload_sha256 FROM processed_messages WHERE message_id = ?`, d.MessageID).Scan(&have); err != nil {
 		return Result{}, fmt.Errorf("ledger: look up %s: %w", d.MessageID, err)

@@ -29,7 +29,7 @@ const eventsSchema = `CREATE TABLE IF NOT EXISTS events (
 	stream_seq INTEGER NOT NULL,
 	data       BLOB,
 	applied_at INTEGER NOT NULL -- unix milliseconds
-)`
+) WITHOUT ROWID`
 
 // newEventsHandler creates the events table and the user's schema, then
 // checks that --apply compiles, so a typo fails at start, not per message.
@@ -60,13 +60,16 @@ func (h *eventsHandler) handle(ctx context.Context, tx *ledger.Tx, d ledger.Deli
 	if h.apply != "" && !json.Valid(d.Data) {
 		return consumer.Term(errNotJSON)
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO events (message_id, subject, stream_seq, data, applied_at)
+	// This insert is bounded, so it runs without the deadline: the driver
+	// starts a watcher goroutine for every cancellable statement, which cost
+	// more than the insert itself. The user's --apply SQL keeps the deadline.
+	if _, err := tx.ExecContext(context.WithoutCancel(ctx), `INSERT INTO events (message_id, subject, stream_seq, data, applied_at)
 		VALUES (?, ?, ?, ?, ?)`, d.MessageID, d.Subject, int64(d.Sequence), d.Data, time.Now().UnixMilli()); err != nil {
 		return fmt.Errorf("record event: %w", err)
 	}
 	if h.sink != "" {
 		// Same savepoint: the outbox row exists if and only if the message is applied.
-		if _, err := tx.Enqueue(ctx, h.sink, d.Data); err != nil {
+		if _, err := tx.Enqueue(context.WithoutCancel(ctx), h.sink, d.Data); err != nil {
 			return err
 		}
 	}

@@ -37,6 +37,7 @@ func commands() []command {
 		{name: "outbox", summary: "inspect and operate the outbox: list, review, cancel, resolve, retry", run: outboxCmd},
 		{name: "ledger", summary: "inspect the ledger: stats, conflicts, dead-letters", run: ledgerCmd},
 		{name: "check", summary: "verify a live consumer's AckWait against the timing plan", run: checkCmd},
+		{name: "bench", summary: "measure throughput, latency, ledger size and memory against raw JetStream", run: benchCmd},
 		{name: "demo", summary: "publish, consume, crash between commit and ack, restart: exactly once, shown", run: demoCmd},
 		{name: "demo-consumer", summary: "the demo's crashing consumer", run: demoConsumerCmd, hidden: true},
 	}
