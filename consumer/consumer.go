@@ -365,9 +365,21 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 		results, err = c.ledger.ApplyBatch(hctx, deliveries, c.cfg.Handler)
 		cancel()
 		stop()
+		if errors.Is(err, ledger.ErrBusy) {
+			// Another process held the write lock past the busy timeout (it
+			// may be paused): nothing was committed, so hand the batch back
+			// for a later try instead of exiting.
+			c.log.WarnContext(ctx, "ledger busy; batch handed back for redelivery", "messages", len(work), "err", err)
+			for _, it := range work {
+				_ = it.msg.NakWithDelay(c.cfg.BackoffBase) // lost: AckWait brings it back
+			}
+			c.n.naks.Add(uint64(len(work)))
+			return nil
+		}
 		if err != nil {
-			// Nothing committed, nothing acked: AckWait brings the batch back.
-			return fmt.Errorf("consumer: %w", err)
+			// Nothing committed, nothing acked: AckWait brings the batch back
+			// once the database is fixed.
+			return fmt.Errorf("consumer: %w; nothing of this batch was acked", err)
 		}
 		c.n.batches.Add(1)
 		faultPoint("after-commit")
@@ -412,7 +424,13 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 		}
 	}
 	if err := c.recordDead(ctx, dead); err != nil {
-		return err
+		if !errors.Is(err, ledger.ErrBusy) {
+			return err
+		}
+		// Not recorded, so not terminated: they come back after AckWait
+		// and are dead-lettered then.
+		c.log.WarnContext(ctx, "ledger busy; dead letters left to redelivery", "messages", len(dead), "err", err)
+		dead = nil
 	}
 	for _, it := range acks {
 		if err := it.msg.Ack(); err != nil {

@@ -134,7 +134,7 @@ func (s *Store) ApplyBatch(ctx context.Context, batch []Delivery, h Handler) ([]
 	for {
 		lost, err := s.applyOnce(ctx, batch, h, results, skip)
 		if err != nil {
-			return nil, err
+			return nil, interpret(err)
 		}
 		if lost < 0 {
 			return results, nil

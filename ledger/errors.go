@@ -39,3 +39,15 @@ var (
 	// ErrIllegalTransition: the row's status does not allow the change.
 	ErrIllegalTransition = errors.New("ledger: illegal outbox transition")
 )
+
+// Database conditions, translated from the driver's result codes so callers
+// can decide without reading error text.
+var (
+	// ErrBusy: another connection held the write lock past the busy
+	// timeout. Transient: try again later.
+	ErrBusy = errors.New("ledger: database is locked by another writer")
+	// ErrReadOnly: the database file or its directory cannot be written.
+	ErrReadOnly = errors.New("ledger: database is read-only")
+	// ErrFull: the disk, or the database's max_page_count, is full.
+	ErrFull = errors.New("ledger: database or disk is full")
+)

@@ -204,7 +204,7 @@ func (s *Store) Due(ctx context.Context, sink string, limit int) ([]string, erro
 func (s *Store) exec1(ctx context.Context, what, id, query string, args ...any) (bool, error) {
 	res, err := s.writer.ExecContext(ctx, query, args...)
 	if err != nil {
-		return false, fmt.Errorf("ledger: %s %s: %w", what, id, err)
+		return false, fmt.Errorf("ledger: %s %s: %w", what, id, interpret(err))
 	}
 	n, err := res.RowsAffected()
 	if err != nil {

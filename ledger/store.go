@@ -39,16 +39,26 @@ type Config struct {
 	Logger *slog.Logger
 	// Now returns the current time; tests inject a clock. Default time.Now.
 	Now func() time.Time
+	// CheckpointInterval is how often a background goroutine copies the WAL
+	// into the database. Commits never checkpoint themselves: a checkpoint
+	// inside a commit was the whole tail of the commit latency. Default 1s.
+	CheckpointInterval time.Duration
 }
+
+// CheckpointIntervalDefault is the default Config.CheckpointInterval.
+const CheckpointIntervalDefault = time.Second
 
 // Store is an open ledger database. It is safe for concurrent use; writes are
 // serialised through a single connection.
 type Store struct {
-	cfg    Config
-	path   string
-	writer *sql.DB // one connection: SQLite has one writer anyway
-	reader *sql.DB // query_only connections for listings and stats
-	log    *slog.Logger
+	cfg          Config
+	path         string
+	writer       *sql.DB // one connection: SQLite has one writer anyway
+	reader       *sql.DB // query_only connections for listings and stats
+	checkpointer *sql.DB // one connection for background WAL checkpoints
+	log          *slog.Logger
+	stop         chan struct{}
+	stopped      chan struct{}
 }
 
 //go:embed migrations/*.sql
@@ -62,13 +72,14 @@ func Open(file string, cfg Config) (*Store, error) {
 	}
 	cfg.BusyTimeout = cmp.Or(cfg.BusyTimeout, BusyTimeoutDefault)
 	cfg.CommitTimeout = cmp.Or(cfg.CommitTimeout, CommitTimeoutDefault)
+	cfg.CheckpointInterval = cmp.Or(cfg.CheckpointInterval, CheckpointIntervalDefault)
 	cfg.Synchronous = strings.ToUpper(cmp.Or(cfg.Synchronous, "FULL"))
 	switch cfg.Synchronous {
 	case "OFF", "NORMAL", "FULL", "EXTRA":
 	default:
 		return nil, fmt.Errorf("%w: synchronous %q: want OFF, NORMAL, FULL or EXTRA", ErrInvalidConfig, cfg.Synchronous)
 	}
-	if cfg.BusyTimeout < 0 || cfg.CommitTimeout < 0 {
+	if cfg.BusyTimeout < 0 || cfg.CommitTimeout < 0 || cfg.CheckpointInterval < 0 {
 		return nil, fmt.Errorf("%w: timeouts must not be negative", ErrInvalidConfig)
 	}
 	if cfg.Logger == nil {
@@ -90,7 +101,7 @@ func Open(file string, cfg Config) (*Store, error) {
 		cfg.BusyTimeout.Milliseconds(), cfg.Synchronous)
 	// BEGIN IMMEDIATE takes the write lock up front, so two processes sharing
 	// the file wait on busy_timeout instead of failing on a lock upgrade.
-	writer, err := sql.Open("sqlite", file+"?"+pragmas+"&_txlock=immediate")
+	writer, err := sql.Open("sqlite", file+"?"+pragmas+"&_pragma=wal_autocheckpoint(0)&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open %s: %w", file, err)
 	}
@@ -103,24 +114,69 @@ func Open(file string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("ledger: open %s: %w", file, err)
 	}
 	reader.SetMaxOpenConns(4)
+	checkpointer, err := sql.Open("sqlite", file+"?"+pragmas)
+	if err != nil {
+		writer.Close()
+		reader.Close()
+		return nil, fmt.Errorf("ledger: open %s: %w", file, err)
+	}
+	checkpointer.SetMaxOpenConns(1)
 
-	s := &Store{cfg: cfg, path: file, writer: writer, reader: reader, log: cfg.Logger}
+	s := &Store{cfg: cfg, path: file, writer: writer, reader: reader, checkpointer: checkpointer, log: cfg.Logger,
+		stop: make(chan struct{}), stopped: make(chan struct{})}
 	// Migrations wait at most for another process's lock, then a little more.
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.BusyTimeout+time.Minute)
 	defer cancel()
 	if err := s.migrate(ctx); err != nil {
-		s.Close()
+		close(s.stopped)
+		s.closeDBs()
 		return nil, err
 	}
+	go s.checkpointLoop()
 	return s, nil
+}
+
+// checkpointLoop copies the WAL into the database in the background. PASSIVE
+// never blocks the writer or readers; what it cannot copy now it copies later.
+func (s *Store) checkpointLoop() {
+	defer close(s.stopped)
+	t := time.NewTicker(s.cfg.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.BusyTimeout)
+			if _, err := s.checkpointer.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+				s.log.Warn("ledger: WAL checkpoint failed; will retry", "db", s.path, "err", err)
+			}
+			cancel()
+		}
+	}
 }
 
 // Path returns the database file's path.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the database.
+// Close stops the background checkpoints, checkpoints once more and closes
+// the database.
 func (s *Store) Close() error {
-	return errors.Join(s.writer.Close(), s.reader.Close())
+	select {
+	case <-s.stop:
+		return nil // already closed
+	default:
+	}
+	close(s.stop)
+	<-s.stopped
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.BusyTimeout)
+	defer cancel()
+	_, cerr := s.checkpointer.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+	return errors.Join(cerr, s.closeDBs())
+}
+
+func (s *Store) closeDBs() error {
+	return errors.Join(s.writer.Close(), s.reader.Close(), s.checkpointer.Close())
 }
 
 // DB returns the single writer connection pool, for callers that manage their
