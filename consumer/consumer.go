@@ -337,17 +337,16 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 		case ackwait.Refresh:
 			_ = r.msg.InProgress() // resets AckWait; if lost, the ledger still dedupes
 		}
-		id := r.msg.Headers().Get(jetstream.MsgIDHeader)
-		if id == "" {
-			if !c.cfg.AllowSequenceIDs {
-				dead = append(dead, deadLetter{item{r.msg, meta}, ErrMissingMsgID.Error()})
-				continue
-			}
+		id, err := MessageID(r.msg.Headers(), meta.Stream, meta.Sequence.Stream, c.cfg.AllowSequenceIDs)
+		if err != nil {
+			dead = append(dead, deadLetter{item{r.msg, meta}, err.Error()})
+			continue
+		}
+		if r.msg.Headers().Get(jetstream.MsgIDHeader) == "" {
 			c.warnSeqIDs.Do(func() {
 				c.log.WarnContext(ctx, "messages without Nats-Msg-Id get stream/sequence ids; publisher retries will not be caught",
 					"stream", meta.Stream)
 			})
-			id = fmt.Sprintf("%s/%d", meta.Stream, meta.Sequence.Stream)
 		}
 		work = append(work, item{r.msg, meta})
 		deliveries = append(deliveries, ledger.Delivery{

@@ -12,6 +12,9 @@ var (
 	// ErrMissingMsgID: a message arrived without a Nats-Msg-Id header and
 	// Config.AllowSequenceIDs is off. It is dead-lettered.
 	ErrMissingMsgID = errors.New("consumer: message has no Nats-Msg-Id header")
+	// ErrBadMsgID: a Nats-Msg-Id the ledger will not store (too long). The
+	// message is dead-lettered.
+	ErrBadMsgID = errors.New("consumer: unusable Nats-Msg-Id")
 	// ErrPushConsumer: the durable exists but is a push consumer.
 	ErrPushConsumer = errors.New("consumer: durable is a push consumer; jetledger needs a pull consumer")
 	// ErrConsumerGone: the durable or its stream was deleted while running.

@@ -106,6 +106,15 @@ func makeEvents(rng *rand.Rand, pub *publisher.Publisher, n int) []event {
 	return evs
 }
 
+// randFor seeds a generator from the test's name, so a failure replays.
+func randFor(t *testing.T) *rand.Rand {
+	var seed uint64
+	for _, c := range t.Name() {
+		seed = seed*31 + uint64(c)
+	}
+	return rand.New(rand.NewPCG(seed, 42))
+}
+
 func sum(evs []event) int {
 	s := 0
 	for _, e := range evs {
@@ -151,8 +160,17 @@ func (l lockedBuffer) Write(p []byte) (int, error) {
 // start runs the binary with args and extra environment.
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
+	return startIn(t, nil, env, args...)
+}
+
+// startIn is start with stdin as the process's standard input.
+func startIn(t *testing.T, stdin []byte, env []string, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(binPath, args...)
 	cmd.Env = append(os.Environ(), env...)
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
 	p := &proc{t: t, cmd: cmd, stderr: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan struct{})}
 	cmd.Stdout = lockedBuffer{p.mu, p.stderr}
 	cmd.Stderr = lockedBuffer{p.mu, p.stderr}

@@ -39,6 +39,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now returns the current time; tests inject a clock. Default time.Now.
 	Now func() time.Time
+	// MaxSizeBytes caps the database file (SQLite's max_page_count, at 4 KiB
+	// pages): writes past it fail with ErrFull instead of filling a small
+	// disk. Default 0: no cap.
+	MaxSizeBytes int64
 	// CheckpointInterval is how often a background goroutine copies the WAL
 	// into the database. Commits never checkpoint themselves: a checkpoint
 	// inside a commit was the whole tail of the commit latency. Default 1s.
@@ -79,7 +83,7 @@ func Open(file string, cfg Config) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("%w: synchronous %q: want OFF, NORMAL, FULL or EXTRA", ErrInvalidConfig, cfg.Synchronous)
 	}
-	if cfg.BusyTimeout < 0 || cfg.CommitTimeout < 0 || cfg.CheckpointInterval < 0 {
+	if cfg.BusyTimeout < 0 || cfg.CommitTimeout < 0 || cfg.CheckpointInterval < 0 || cfg.MaxSizeBytes < 0 {
 		return nil, fmt.Errorf("%w: timeouts must not be negative", ErrInvalidConfig)
 	}
 	if cfg.Logger == nil {
@@ -101,7 +105,11 @@ func Open(file string, cfg Config) (*Store, error) {
 		cfg.BusyTimeout.Milliseconds(), cfg.Synchronous)
 	// BEGIN IMMEDIATE takes the write lock up front, so two processes sharing
 	// the file wait on busy_timeout instead of failing on a lock upgrade.
-	writer, err := sql.Open("sqlite", file+"?"+pragmas+"&_pragma=wal_autocheckpoint(0)&_txlock=immediate")
+	writerDSN := file + "?" + pragmas + "&_pragma=wal_autocheckpoint(0)&_txlock=immediate"
+	if cfg.MaxSizeBytes > 0 {
+		writerDSN += fmt.Sprintf("&_pragma=max_page_count(%d)", max(cfg.MaxSizeBytes/4096, 1))
+	}
+	writer, err := sql.Open("sqlite", writerDSN)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open %s: %w", file, err)
 	}

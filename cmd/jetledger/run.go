@@ -43,6 +43,7 @@ Example:
 type runFlags struct {
 	db, stream, subjects, durable, apply, schema, listen, storeDir string
 	maxDeliver                                                     int
+	dbMaxSize                                                      int64
 	dupWindow                                                      time.Duration
 	allowSeqIDs                                                    bool
 	nats                                                           natsFlags
@@ -64,6 +65,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.DurationVar(&f.dupWindow, "duplicate-window", 2*time.Minute, "duplicate window of a stream created by --subjects")
 	fs.StringVar(&f.durable, "durable", consumer.DurableDefault, "durable pull consumer name")
 	fs.IntVar(&f.maxDeliver, "max-deliver", consumer.MaxDeliverDefault, "deliveries before a failing message is dead-lettered, enforced by jetledger (-1 unlimited); consumers are created with no server-side limit")
+	fs.Int64Var(&f.dbMaxSize, "db-max-size", 0, "cap the database at this many bytes; past it run stops with 'database or disk is full' (0: no cap)")
 	fs.StringVar(&f.apply, "apply", "", "SQL run per message in its transaction, with :msg_id :subject :seq :data")
 	fs.StringVar(&f.schema, "schema", "", "SQL file run at start to create your tables")
 	fs.BoolVar(&f.allowSeqIDs, "allow-seq-ids", false, "give messages without Nats-Msg-Id the id <stream>/<seq> instead of dead-lettering them (cannot catch publisher retries)")
@@ -97,7 +99,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return usagef("--outbox-workers and --outbox-max-attempts must be at least 1")
 	}
 
-	st, err := ledger.Open(f.db, ledger.Config{Logger: log})
+	if f.dbMaxSize < 0 {
+		return usagef("--db-max-size %d: want 0 or more bytes", f.dbMaxSize)
+	}
+	st, err := ledger.Open(f.db, ledger.Config{Logger: log, MaxSizeBytes: f.dbMaxSize})
 	if err != nil {
 		return err
 	}
