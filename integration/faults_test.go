@@ -188,4 +188,3 @@ func tail(s string) string {
 	}
 	return s
 }
-

@@ -168,7 +168,6 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	res.RatioGroupRaw = res.GroupPerSec / res.RawPerSec
 	res.RatioGroupPer = res.GroupPerSec / res.PerMsgPerSec
 
-
 	if rssMessages > 0 {
 		progress("'jetledger run' over %d messages, measuring its peak RSS…", rssMessages)
 		res.RunMessages = rssMessages
