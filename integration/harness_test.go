@@ -166,7 +166,18 @@ func start(t *testing.T, env []string, args ...string) *proc {
 // startIn is start with stdin as the process's standard input.
 func startIn(t *testing.T, stdin []byte, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binPath, args...)
+	return startCmd(t, binPath, stdin, env, args...)
+}
+
+// startBinary runs another program (nats-server) the same way.
+func startBinary(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	return startCmd(t, bin, nil, env, args...)
+}
+
+func startCmd(t *testing.T, bin string, stdin []byte, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)

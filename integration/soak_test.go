@@ -1,0 +1,358 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/publisher"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// soakProfile sizes a soak. JETLEDGER_SOAK=long selects the long profile;
+// JETLEDGER_SOAK_MESSAGES and JETLEDGER_SOAK_SEED override its size and seed.
+type soakProfile struct {
+	Name                                      string
+	Messages, Rate                            int
+	ConsumerKills, BrokerKills, Pauses, Hangs int
+	Seed                                      uint64
+}
+
+func soakProfileFromEnv(t *testing.T) soakProfile {
+	p := soakProfile{Name: "short", Messages: 3000, Rate: 250, ConsumerKills: 6, BrokerKills: 2, Pauses: 1, Hangs: 1, Seed: 1}
+	if os.Getenv("JETLEDGER_SOAK") == "long" {
+		p = soakProfile{Name: "long", Messages: 40000, Rate: 100, ConsumerKills: 25, BrokerKills: 4, Pauses: 4, Hangs: 4, Seed: 1}
+	}
+	if v := os.Getenv("JETLEDGER_SOAK_MESSAGES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 100 {
+			t.Fatalf("JETLEDGER_SOAK_MESSAGES=%q: want a number of at least 100", v)
+		}
+		p.Messages = n
+	}
+	if v := os.Getenv("JETLEDGER_SOAK_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("JETLEDGER_SOAK_SEED=%q: %v", v, err)
+		}
+		p.Seed = n
+	}
+	return p
+}
+
+var (
+	natsServerOnce sync.Once
+	natsServerBin  string
+	natsServerErr  error
+)
+
+// natsServerBinary builds nats-server from the module, once per run.
+func natsServerBinary(t *testing.T) string {
+	t.Helper()
+	natsServerOnce.Do(func() {
+		natsServerBin = filepath.Join(filepath.Dir(binPath), "nats-server")
+		out, err := exec.Command("go", "build", "-o", natsServerBin, "github.com/nats-io/nats-server/v2").CombinedOutput()
+		if err != nil {
+			natsServerErr = fmt.Errorf("build nats-server: %v\n%s", err, out)
+		}
+	})
+	if natsServerErr != nil {
+		t.Fatal(natsServerErr)
+	}
+	return natsServerBin
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// broker is a nats-server process that can be killed and restarted on the
+// same port and store.
+type broker struct {
+	t    *testing.T
+	bin  string
+	dir  string
+	port int
+	p    *proc
+}
+
+func (b *broker) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", b.port) }
+
+func (b *broker) start() {
+	b.t.Helper()
+	b.p = startBinary(b.t, b.bin, nil, "-js", "-sd", b.dir, "-a", "127.0.0.1", "-p", strconv.Itoa(b.port))
+	consumertest.Eventually(b.t, 30*time.Second, "nats-server listening", func() bool {
+		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", b.port), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+}
+
+// soakReport is what the checker found.
+type soakReport struct {
+	Profile        soakProfile `json:"profile"`
+	Published      int         `json:"published"`        // acked by the stream
+	Uncertain      int         `json:"uncertain"`        // publish gave up; may or may not be stored
+	Applied        int         `json:"applied"`          // processed_messages rows
+	Lost           int         `json:"lost"`             // published, never applied nor dead-lettered
+	AppliedTwice   int         `json:"applied_twice"`    // balance off for an account
+	SentTwice      int         `json:"sent_twice"`       // two items at the destination for one row or message
+	Review         int         `json:"review"`           // ambiguous sends, waiting for a person
+	ReviewWithItem int         `json:"review_with_item"` // of which the destination does hold the item
+	DeadLetters    int         `json:"dead_letters"`
+	ConsumerKills  int         `json:"consumer_kills"`
+	BrokerKills    int         `json:"broker_kills"`
+	Pauses         int         `json:"pauses"`
+	Hangs          int         `json:"hangs"`
+	Seconds        float64     `json:"seconds"`
+}
+
+// The soak: a real nats-server process, the real jetledger binary with the
+// balance handler and a webhook destination, and at random times SIGKILL of
+// the consumer, SIGKILL and restart of nats-server, SIGSTOP/SIGCONT of the
+// consumer past AckWait while a second consumer runs on the same durable
+// and database, and a destination that hangs past the sink timeout. After a
+// full drain the checker looks at every message.
+func TestSoak(t *testing.T) {
+	prof := soakProfileFromEnv(t)
+	began := time.Now()
+	rng := rand.New(rand.NewPCG(prof.Seed, 7))
+	dir := t.TempDir()
+	b := &broker{t: t, bin: natsServerBinary(t), dir: filepath.Join(dir, "nats"), port: freePort(t)}
+	b.start()
+
+	nc, err := nats.Connect(b.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{"ev.>"}, Duplicates: 2 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := publisher.New(js, publisher.Config{Attempts: 10, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dest := consumertest.NewDestination(t, false)
+	dest.SetDelay(time.Millisecond)
+
+	w := &world{t: t, js: js, pub: pub, dir: dir, db: filepath.Join(dir, "ledger.db"), schema: filepath.Join(dir, "schema.sql")}
+	if err := os.WriteFile(w.schema, []byte(balanceTable), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	consumerArgs := func() []string {
+		return append([]string{"run", "--nats", b.url(), "--db", w.db, "--stream", stream, "--schema", w.schema,
+			"--apply", balanceApply, "--log-format", "json", "--batch", "50", "--max-deliver", "-1"},
+			append(fastPlan, webhookArgs(dest)...)...)
+	}
+	startConsumer := func() *proc { return start(t, nil, consumerArgs()...) }
+	primary := startConsumer()
+
+	// Publish at the profile's rate, recording what the stream acked.
+	evs := makeEvents(rng, pub, prof.Messages)
+	var mu sync.Mutex
+	published := map[string]event{}
+	uncertain := map[string]event{}
+	pubDone := make(chan struct{})
+	go func() {
+		defer close(pubDone)
+		tick := time.NewTicker(time.Second / time.Duration(prof.Rate))
+		defer tick.Stop()
+		for _, e := range evs {
+			<-tick.C
+			_, err := pub.Publish(ctx, publisher.Message{Subject: subject, ID: e.ID, Data: e.data()})
+			mu.Lock()
+			if err != nil {
+				uncertain[e.ID] = e
+			} else {
+				published[e.ID] = e
+			}
+			mu.Unlock()
+		}
+	}()
+
+	// Faults, one at a time, in random order at random moments.
+	var faults []string
+	for kind, n := range map[string]int{"kill": prof.ConsumerKills, "broker": prof.BrokerKills, "pause": prof.Pauses, "hang": prof.Hangs} {
+		for i := 0; i < n; i++ {
+			faults = append(faults, kind)
+		}
+	}
+	rng.Shuffle(len(faults), func(i, j int) { faults[i], faults[j] = faults[j], faults[i] })
+	publishFor := time.Duration(prof.Messages) * time.Second / time.Duration(prof.Rate)
+	gap := publishFor / time.Duration(len(faults)+1)
+	rep := soakReport{Profile: prof}
+	for _, f := range faults {
+		// The moment of a fault is the experiment's variable, not synchronisation.
+		time.Sleep(gap/2 + time.Duration(rng.Int64N(int64(gap))))
+		switch f {
+		case "kill":
+			primary.kill()
+			primary = startConsumer()
+			rep.ConsumerKills++
+		case "broker":
+			b.p.kill()
+			time.Sleep(time.Duration(200+rng.IntN(1000)) * time.Millisecond) // the broker stays down a while
+			b.start()
+			rep.BrokerKills++
+		case "pause":
+			// Stopped past its AckWait (1.75s): the server redelivers what it
+			// holds to a second consumer on the same durable and database.
+			primary.signal(syscall.SIGSTOP)
+			second := startConsumer()
+			time.Sleep(3 * time.Second)
+			primary.signal(syscall.SIGCONT)
+			time.Sleep(time.Second)
+			second.signal(syscall.SIGTERM)
+			if code := second.wait(time.Minute); code != 0 {
+				t.Errorf("second consumer exited %d", code)
+			}
+			rep.Pauses++
+		case "hang":
+			dest.Hold() // past the 1s sink timeout
+			time.Sleep(2500 * time.Millisecond)
+			dest.Release()
+			rep.Hangs++
+		}
+		t.Logf("fault %s at %s", f, time.Since(began).Round(time.Millisecond))
+	}
+	<-pubDone
+
+	// Drain: every message acked, every outbox row settled.
+	w.waitDrained(5 * time.Minute)
+	db := w.ledgerDB()
+	consumertest.Eventually(t, 2*time.Minute, "every outbox row sent or in review", func() bool {
+		return count(t, db, `SELECT count(*) FROM outbox WHERE status NOT IN ('sent', 'review')`) == 0
+	})
+	primary.signal(syscall.SIGTERM)
+	if code := primary.wait(time.Minute); code != 0 {
+		t.Errorf("final consumer exited %d", code)
+	}
+	rep.Seconds = time.Since(began).Seconds()
+	checkSoak(t, db, dest, published, uncertain, &rep)
+
+	out, _ := json.MarshalIndent(rep, "", "  ")
+	t.Logf("soak report:\n%s", out)
+	if path := os.Getenv("JETLEDGER_SOAK_REPORT"); path != "" {
+		if err := os.WriteFile(path, out, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+	if rep.Lost != 0 || rep.AppliedTwice != 0 || rep.SentTwice != 0 {
+		t.Fatalf("soak failed: %d lost, %d applied twice, %d sent twice", rep.Lost, rep.AppliedTwice, rep.SentTwice)
+	}
+}
+
+// checkSoak compares what was published with the ledger, the balances, the
+// outbox and the destination, message by message.
+func checkSoak(t *testing.T, db *sql.DB, dest *consumertest.Destination, published, uncertain map[string]event, rep *soakReport) {
+	t.Helper()
+	rep.Published, rep.Uncertain = len(published), len(uncertain)
+	applied := map[string]bool{}
+	rows, err := db.Query(`SELECT message_id FROM processed_messages`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		applied[id] = true
+	}
+	rows.Close()
+	rep.Applied = len(applied)
+	rep.DeadLetters = count(t, db, `SELECT count(*) FROM dead_letters`)
+	for id := range published {
+		if !applied[id] && count(t, db, `SELECT count(*) FROM dead_letters WHERE message_id = ?`, id) == 0 {
+			rep.Lost++
+			t.Errorf("lost: %s was published and acked by the stream but never applied", id)
+		}
+	}
+	// Applied twice: each account's balance must be the sum of its applied events.
+	want := map[string]int{}
+	for id := range applied {
+		e, ok := published[id]
+		if !ok {
+			e, ok = uncertain[id]
+		}
+		if !ok {
+			t.Errorf("applied %s, which the test never published", id)
+			continue
+		}
+		want[e.Account] += e.Amount
+	}
+	rows, err = db.Query(`SELECT account, amount FROM balances`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for rows.Next() {
+		var acct string
+		var amount int
+		if err := rows.Scan(&acct, &amount); err != nil {
+			t.Fatal(err)
+		}
+		got[acct] = amount
+	}
+	rows.Close()
+	for acct, w := range want {
+		if got[acct] != w {
+			rep.AppliedTwice++
+			t.Errorf("account %s: balance %d, applied events sum to %d", acct, got[acct], w)
+		}
+	}
+	// Sent twice: per outbox row and per message, at most one item; a sent
+	// row's external id is the item's.
+	byKey := map[string][]consumertest.StoredItem{}
+	perMessage := map[string]int{}
+	for _, it := range dest.Items() {
+		byKey[it.Key] = append(byKey[it.Key], it)
+		perMessage[it.MessageID]++
+	}
+	for _, r := range outboxRows(t, db) {
+		items := byKey[r.ID]
+		switch {
+		case len(items) > 1 || perMessage[r.MessageID] > 1:
+			rep.SentTwice++
+			t.Errorf("sent twice: row %s (message %s) has %d items", r.ID, r.MessageID, perMessage[r.MessageID])
+		case r.Status == "sent" && (len(items) != 1 || items[0].ExternalID != r.ExternalID):
+			rep.SentTwice++
+			t.Errorf("row %s is sent as %q but the destination holds %+v", r.ID, r.ExternalID, items)
+		case r.Status == "review":
+			rep.Review++
+			if len(items) == 1 {
+				rep.ReviewWithItem++
+			}
+		}
+	}
+	if n := count(t, db, `SELECT count(*) FROM outbox`); n != rep.Applied {
+		t.Errorf("outbox rows %d, applied messages %d: want one row per applied message", n, rep.Applied)
+	}
+}
