@@ -71,8 +71,18 @@ type Config struct {
 	// AfterCommit, if set, is called after each batch commits and before
 	// its acks are sent.
 	AfterCommit func(BatchReport)
+	// Replay, if set, makes New create an ephemeral consumer that starts at
+	// this position, instead of binding Durable.
+	Replay *ReplayFrom
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// ReplayFrom is where a replay starts: a stream sequence, a time, or (both
+// zero) the start of the stream.
+type ReplayFrom struct {
+	Seq  uint64
+	Time time.Time
 }
 
 // BatchReport describes a committed batch.
@@ -146,6 +156,27 @@ func New(ctx context.Context, js JetStream, l Ledger, cfg Config) (*Consumer, er
 }
 
 func (c *Consumer) bind(ctx context.Context) (jetstream.Consumer, error) {
+	if r := c.cfg.Replay; r != nil {
+		cfg := jetstream.ConsumerConfig{
+			AckPolicy: jetstream.AckExplicitPolicy, AckWait: c.plan.AckWait(), MaxDeliver: -1,
+			FilterSubjects: c.cfg.FilterSubjects, MaxAckPending: max(1000, 4*c.plan.BatchSize),
+			InactiveThreshold: time.Minute, // the server cleans up after a replay that died
+			DeliverPolicy:     jetstream.DeliverAllPolicy,
+		}
+		switch {
+		case r.Seq > 0:
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, r.Seq
+		case !r.Time.IsZero():
+			t := r.Time
+			cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
+		}
+		c.maxDeliver = c.cfg.MaxDeliver
+		cons, err := c.js.CreateConsumer(ctx, c.cfg.Stream, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("consumer: replay consumer on %s: %w", c.cfg.Stream, err)
+		}
+		return cons, nil
+	}
 	cons, err := c.js.Consumer(ctx, c.cfg.Stream, c.cfg.Durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		cons, err = c.js.CreateConsumer(ctx, c.cfg.Stream, jetstream.ConsumerConfig{
@@ -187,6 +218,12 @@ func (c *Consumer) bind(ctx context.Context) (jetstream.Consumer, error) {
 			"stream", c.cfg.Stream, "durable", c.cfg.Durable, "max_deliver", server)
 	}
 	return cons, nil
+}
+
+// Info returns the server's view of the consumer: pending, redelivered,
+// ack floor.
+func (c *Consumer) Info(ctx context.Context) (*jetstream.ConsumerInfo, error) {
+	return c.cons.Info(ctx)
 }
 
 // Counts returns the running totals.

@@ -51,3 +51,7 @@ var (
 	// ErrFull: the disk, or the database's max_page_count, is full.
 	ErrFull = errors.New("ledger: database or disk is full")
 )
+
+// ErrUnsafePrune: a prune whose bounds could remove a row a redelivery or a
+// republish might still meet.
+var ErrUnsafePrune = errors.New("ledger: unsafe prune")

@@ -461,3 +461,13 @@ func (s *Store) ExpireLeases(ctx context.Context, sink string, requeue bool) (Ex
 	}
 	return ex, nil
 }
+
+// CountOutbox counts rows in status created at or after since.
+func (s *Store) CountOutbox(ctx context.Context, status Status, since time.Time) (int64, error) {
+	var n int64
+	if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM outbox WHERE status = ? AND created_at >= ?`,
+		string(status), since.UnixMilli()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("ledger: count outbox: %w", err)
+	}
+	return n, nil
+}

@@ -99,9 +99,11 @@ func Open(file string, cfg Config) (*Store, error) {
 		f.Close()
 	}
 
+	// auto_vacuum=INCREMENTAL takes effect on a new file only (before its
+	// first table); it lets Prune hand freed pages back to the disk.
 	// temp_store=MEMORY keeps savepoint sub-journals off disk: with one
 	// savepoint per message they were a third of the CPU time in pwrite.
-	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%s)&_pragma=foreign_keys(ON)&_pragma=temp_store(MEMORY)",
+	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%s)&_pragma=foreign_keys(ON)&_pragma=temp_store(MEMORY)&_pragma=auto_vacuum(INCREMENTAL)",
 		cfg.BusyTimeout.Milliseconds(), cfg.Synchronous)
 	// BEGIN IMMEDIATE takes the write lock up front, so two processes sharing
 	// the file wait on busy_timeout instead of failing on a lock upgrade.

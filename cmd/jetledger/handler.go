@@ -21,6 +21,9 @@ var errNotJSON = errors.New("payload is not valid JSON, which --apply needs for 
 type eventsHandler struct {
 	apply string
 	sink  string // non-empty: enqueue the payload to this outbox sink
+	// suppress records the outbox row as suppressed, never sent: a replay
+	// rebuilding state must not repeat effects the first run already had.
+	suppress bool
 }
 
 const eventsSchema = `CREATE TABLE IF NOT EXISTS events (
@@ -69,7 +72,11 @@ func (h *eventsHandler) handle(ctx context.Context, tx *ledger.Tx, d ledger.Deli
 	}
 	if h.sink != "" {
 		// Same savepoint: the outbox row exists if and only if the message is applied.
-		if _, err := tx.Enqueue(context.WithoutCancel(ctx), h.sink, d.Data); err != nil {
+		enqueue := tx.Enqueue
+		if h.suppress {
+			enqueue = tx.EnqueueSuppressed
+		}
+		if _, err := enqueue(context.WithoutCancel(ctx), h.sink, d.Data); err != nil {
 			return err
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"text/tabwriter"
 	"time"
@@ -20,12 +21,17 @@ Subcommands:
   stats          rows, size, oldest and newest entries, conflicts, dead letters
   conflicts      messages whose id was reused with a different payload
   dead-letters   messages given up on, with the reason
+  prune          remove processed_messages rows older than --retention whose
+                 messages are gone from the stream (below its first sequence)
+                 and outside its duplicate window, and sent/cancelled outbox
+                 rows older than --outbox-retention; then vacuum. Reads the
+                 stream's bounds from --nats.
 
 Each takes --db and --json.`
 
 func ledgerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintf(stdout, "Usage: jetledger ledger <stats|conflicts|dead-letters> [--db FILE] [--json]\n%s\n", ledgerHelp)
+		fmt.Fprintf(stdout, "Usage: jetledger ledger <stats|conflicts|dead-letters|prune> [--db FILE] [--json]\n%s\n", ledgerHelp)
 		if len(args) == 0 {
 			return usagef("missing subcommand")
 		}
@@ -38,13 +44,22 @@ func ledgerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlags("ledger "+sub, "ledger "+sub+" [--db FILE] [--json]", ledgerHelp, stdout)
 	fs.StringVar(&db, "db", "jetledger.db", "SQLite ledger file")
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
-	if sub != "stats" {
+	if sub == "conflicts" || sub == "dead-letters" {
 		fs.IntVar(&limit, "limit", 100, "most rows to list (0: all)")
 	}
+	n := natsFlags{url: defaultNATS}
+	var stream string
+	var retention, outboxRetention time.Duration
+	if sub == "prune" {
+		n.register(fs, "NATS server URL, to read the stream's first sequence and duplicate window")
+		fs.StringVar(&stream, "stream", "EVENTS", "stream whose ledger rows are pruned")
+		fs.DurationVar(&retention, "retention", ledger.RetentionDefault, "least age of a pruned processed_messages row")
+		fs.DurationVar(&outboxRetention, "outbox-retention", ledger.OutboxRetentionDefault, "least age of a pruned sent or cancelled outbox row")
+	}
 	switch sub {
-	case "stats", "conflicts", "dead-letters":
+	case "stats", "conflicts", "dead-letters", "prune":
 	default:
-		return usagef("unknown subcommand %q: want stats, conflicts or dead-letters", sub)
+		return usagef("unknown subcommand %q: want stats, conflicts, dead-letters or prune", sub)
 	}
 	if err := parse(fs, rest); err != nil {
 		return err
@@ -62,6 +77,26 @@ func ledgerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	defer tw.Flush()
 	switch sub {
+	case "prune":
+		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+		nc, js, err := connect(ctx, n.url, quiet)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		p := &pruner{st: st, js: js, stream: stream, retention: retention, outboxRetention: outboxRetention, log: quiet}
+		if err := p.check(ctx); err != nil {
+			return err
+		}
+		res, err := p.once(ctx)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return enc.Encode(res)
+		}
+		fmt.Fprintf(stdout, "pruned %d processed_messages rows and %d outbox rows; %d pages returned to the file system\n",
+			res.Processed, res.Outbox, res.FreedPages)
 	case "stats":
 		s, err := st.Stats(ctx)
 		if err != nil {

@@ -33,6 +33,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{name: "run", summary: "consume a stream through the ledger (embedded JetStream server without --nats)", run: runCmd},
+		{name: "replay", summary: "replay a stream through the ledger from a sequence or time; effects suppressed", run: replayCmd},
 		{name: "publish", summary: "publish JSON messages with stable Nats-Msg-Id headers", run: publishCmd},
 		{name: "outbox", summary: "inspect and operate the outbox: list, review, cancel, resolve, retry", run: outboxCmd},
 		{name: "ledger", summary: "inspect the ledger: stats, conflicts, dead-letters", run: ledgerCmd},

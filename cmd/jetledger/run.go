@@ -51,11 +51,36 @@ type runFlags struct {
 	webhook                                                        webhookFlags
 	outboxWorkers, outboxAttempts                                  int
 	log                                                            logFlags
+	// run only
+	retention, outboxRetention, pruneInterval time.Duration
+	// replay only
+	replay      bool
+	fromSeq     uint64
+	since       string
+	sendEffects bool
+	asJSON      bool
 }
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var f runFlags
+	return consume(ctx, args, stdout, stderr, false)
+}
+
+// consume is run, and with replay set the replay command: the same ledger
+// path, from a chosen position, to the end of the stream.
+func consume(ctx context.Context, args []string, stdout, stderr io.Writer, replay bool) error {
+	f := runFlags{replay: replay}
 	fs := newFlags("run", "run [flags]", runHelp, stdout)
+	if replay {
+		fs = newFlags("replay", "replay [--from-seq N | --since DURATION|TIME] [flags]", replayHelp, stdout)
+		fs.Uint64Var(&f.fromSeq, "from-seq", 0, "replay from this stream sequence (default: the stream's start)")
+		fs.StringVar(&f.since, "since", "", "replay messages stored since this long ago (1h) or this time (RFC 3339)")
+		fs.BoolVar(&f.sendEffects, "send-effects", false, "send the outbox effects of replayed messages (default: record them as suppressed, send nothing)")
+		fs.BoolVar(&f.asJSON, "json", false, "print the summary as JSON")
+	} else {
+		fs.DurationVar(&f.retention, "retention", ledger.RetentionDefault, "keep processed_messages rows at least this long; older rows of messages gone from the stream are pruned")
+		fs.DurationVar(&f.outboxRetention, "outbox-retention", ledger.OutboxRetentionDefault, "keep sent and cancelled outbox rows at least this long")
+		fs.DurationVar(&f.pruneInterval, "prune-interval", time.Hour, "how often to prune the ledger while running (0: never)")
+	}
 	fs.StringVar(&f.db, "db", "jetledger.db", "SQLite ledger file (created with mode 0600)")
 	f.nats.register(fs, "NATS server URL; empty starts an embedded JetStream server")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:4222", "embedded server's listen address (without --nats)")
@@ -63,7 +88,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&f.stream, "stream", "EVENTS", "stream to consume")
 	fs.StringVar(&f.subjects, "subjects", "", "comma-separated subjects; creates the stream with them if it does not exist")
 	fs.DurationVar(&f.dupWindow, "duplicate-window", 2*time.Minute, "duplicate window of a stream created by --subjects")
-	fs.StringVar(&f.durable, "durable", consumer.DurableDefault, "durable pull consumer name")
+	if !replay {
+		fs.StringVar(&f.durable, "durable", consumer.DurableDefault, "durable pull consumer name")
+	}
 	fs.IntVar(&f.maxDeliver, "max-deliver", consumer.MaxDeliverDefault, "deliveries before a failing message is dead-lettered, enforced by jetledger (-1 unlimited); consumers are created with no server-side limit")
 	fs.Int64Var(&f.dbMaxSize, "db-max-size", 0, "cap the database at this many bytes; past it run stops with 'database or disk is full' (0: no cap)")
 	fs.StringVar(&f.apply, "apply", "", "SQL run per message in its transaction, with :msg_id :subject :seq :data")
@@ -80,6 +107,12 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	plan, err := f.plan.plan()
 	if err != nil {
 		return err
+	}
+	var from consumer.ReplayFrom
+	if replay {
+		if from, err = f.replayFrom(); err != nil {
+			return err
+		}
 	}
 	if f.maxDeliver == 0 || f.maxDeliver < -1 {
 		return usagef("--max-deliver %d: want a positive number or -1", f.maxDeliver)
@@ -114,6 +147,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var dispatcher *consumer.Dispatcher
 	if sink != nil {
 		h.sink = sink.Name()
+		h.suppress = replay && !f.sendEffects
+	}
+	if sink != nil && !h.suppress {
 		dispatcher, err = consumer.NewDispatcher(st, consumer.DispatcherConfig{Sink: sink, Workers: f.outboxWorkers,
 			MaxAttempts: f.outboxAttempts, Logger: log})
 		if err != nil {
@@ -151,6 +187,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		Stream: f.stream, Durable: f.durable, Plan: plan, Handler: h.handle,
 		MaxDeliver: f.maxDeliver, AllowSequenceIDs: f.allowSeqIDs, Logger: log,
 	}
+	if replay {
+		cfg.Replay = &from
+	}
 	if dispatcher != nil {
 		cfg.AfterCommit = func(consumer.BatchReport) { dispatcher.Notify() }
 	}
@@ -158,12 +197,36 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	log.InfoContext(ctx, "consuming", "stream", f.stream, "durable", f.durable, "db", f.db,
-		"batch", plan.BatchSize, "deadline", plan.Deadline, "ack_wait_needed", plan.AckWait(), "webhook", f.webhook.url)
+	if !replay {
+		log.InfoContext(ctx, "consuming", "stream", f.stream, "durable", f.durable, "db", f.db,
+			"batch", plan.BatchSize, "deadline", plan.Deadline, "ack_wait_needed", plan.AckWait(), "webhook", f.webhook.url)
+	}
 
-	// The consumer and the dispatcher stop together: either failing stops both.
+	// The consumer, the dispatcher and the pruner stop together: either of
+	// the first two failing stops all.
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	if replay {
+		started := time.Now()
+		progressDone := make(chan error, 1)
+		go func() { progressDone <- followReplay(runCtx, c, stdout, stop) }()
+		runErr := c.Run(runCtx)
+		stop()
+		if perr := <-progressDone; runErr == nil {
+			runErr = perr
+		}
+		if runErr != nil {
+			return runErr
+		}
+		return replaySummary(ctx, st, c, started, f.asJSON, stdout)
+	}
+	if f.pruneInterval > 0 {
+		pruner := &pruner{st: st, js: js, stream: f.stream, retention: f.retention, outboxRetention: f.outboxRetention, log: log}
+		if err := pruner.check(setupCtx); err != nil {
+			return err
+		}
+		go pruner.loop(runCtx, f.pruneInterval)
+	}
 	dispatchErr := make(chan error, 1)
 	if dispatcher != nil {
 		go func() {
