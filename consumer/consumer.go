@@ -3,6 +3,7 @@ package consumer
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 type Ledger interface {
 	ApplyBatch(ctx context.Context, batch []ledger.Delivery, h ledger.Handler) ([]ledger.Result, error)
 	RecordDeadLetters(ctx context.Context, dls []ledger.DeadLetter) error
+	HasDeadLetter(ctx context.Context, stream string, seq uint64) (bool, error)
 }
 
 var _ Ledger = (*ledger.Store)(nil)
@@ -28,6 +30,7 @@ var _ Ledger = (*ledger.Store)(nil)
 // management, and the connection to flush acks before it returns.
 type JetStream interface {
 	jetstream.StreamConsumerManager
+	Stream(ctx context.Context, stream string) (jetstream.Stream, error)
 	Conn() *nats.Conn
 }
 
@@ -114,6 +117,7 @@ type Consumer struct {
 	plan       ackwait.Plan
 	js         JetStream
 	cons       jetstream.Consumer
+	serverMax  int // the durable's server-side MaxDeliver, 0 or -1 for none
 	ledger     Ledger
 	log        *slog.Logger
 	maxDeliver int
@@ -210,6 +214,7 @@ func (c *Consumer) bind(ctx context.Context) (jetstream.Consumer, error) {
 		return nil, fmt.Errorf("consumer %s/%s: %w", c.cfg.Stream, c.cfg.Durable, err)
 	}
 	c.maxDeliver = c.cfg.MaxDeliver
+	c.serverMax = info.Config.MaxDeliver
 	if server := info.Config.MaxDeliver; server > 0 {
 		if c.maxDeliver < 0 || server < c.maxDeliver {
 			c.maxDeliver = server
@@ -249,6 +254,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.log.Warn("flushing acks", "err", err)
 		}
 	}()
+	if c.serverMax > 0 {
+		// The server may give up on a message whose last delivery we never
+		// saw (a crash); its advisory is the only trace, so record it.
+		sub, err := c.js.Conn().Subscribe(fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", c.cfg.Stream, c.cfg.Durable),
+			func(m *nats.Msg) { c.onMaxDeliveries(ctx, m.Data) })
+		if err != nil {
+			return fmt.Errorf("consumer: subscribe to max-deliveries advisories: %w", err)
+		}
+		defer sub.Unsubscribe() //nolint:errcheck // the connection may be closing
+	}
 	fetchCtx, stopFetching := context.WithCancel(ctx)
 	defer stopFetching()
 	batches := make(chan fetched) // unbuffered: one batch in hand, one waiting
@@ -515,6 +530,38 @@ func (c *Consumer) recordDead(ctx context.Context, dead []deadLetter) error {
 	}
 	c.n.deadLetters.Add(uint64(len(dls)))
 	return nil
+}
+
+// onMaxDeliveries records a dead letter for a message the server stopped
+// delivering, unless the consumer dead-lettered it itself.
+func (c *Consumer) onMaxDeliveries(ctx context.Context, data []byte) {
+	var adv struct {
+		Stream     string `json:"stream"`
+		StreamSeq  uint64 `json:"stream_seq"`
+		Deliveries uint64 `json:"deliveries"`
+	}
+	if err := json.Unmarshal(data, &adv); err != nil || adv.StreamSeq == 0 {
+		c.log.WarnContext(ctx, "unreadable max-deliveries advisory", "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if seen, err := c.ledger.HasDeadLetter(ctx, adv.Stream, adv.StreamSeq); err == nil && seen {
+		return
+	}
+	dl := ledger.DeadLetter{Stream: adv.Stream, Sequence: adv.StreamSeq, Deliveries: adv.Deliveries,
+		Reason: fmt.Sprintf("the server stopped delivering after %d deliveries (max-deliveries advisory); the last one never completed", adv.Deliveries)}
+	if s, err := c.js.Stream(ctx, adv.Stream); err == nil {
+		if m, err := s.GetMsg(ctx, adv.StreamSeq); err == nil {
+			dl.MessageID, dl.Subject, dl.Headers, dl.Payload = m.Header.Get(jetstream.MsgIDHeader), m.Subject, m.Header, m.Data
+		}
+	}
+	if err := c.ledger.RecordDeadLetters(ctx, []ledger.DeadLetter{dl}); err != nil {
+		c.log.ErrorContext(ctx, "cannot record dead letter from advisory", "stream_seq", adv.StreamSeq, "err", err)
+		return
+	}
+	c.n.deadLetters.Add(1)
+	c.log.WarnContext(ctx, "dead letter", "msg_id", dl.MessageID, "stream_seq", dl.Sequence, "reason", dl.Reason)
 }
 
 // backoff is the nak delay after the given delivery: base·2^(n-1), capped.

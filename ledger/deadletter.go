@@ -10,16 +10,16 @@ import (
 // DeadLetter is a message the consumer gave up on, kept with its headers and
 // payload so that it can be inspected and republished with its original id.
 type DeadLetter struct {
-	ID         int64
-	MessageID  string // empty when the message carried no Nats-Msg-Id
-	Stream     string
-	Sequence   uint64
-	Subject    string
-	Headers    map[string][]string
-	Payload    []byte
-	Reason     string
-	Deliveries uint64
-	CreatedAt  time.Time
+	ID         int64               `json:"id"`
+	MessageID  string              `json:"message_id"` // empty when the message carried no Nats-Msg-Id
+	Stream     string              `json:"stream"`
+	Sequence   uint64              `json:"stream_seq"`
+	Subject    string              `json:"subject"`
+	Headers    map[string][]string `json:"headers"`
+	Payload    []byte              `json:"payload"`
+	Reason     string              `json:"reason"`
+	Deliveries uint64              `json:"deliveries"`
+	CreatedAt  time.Time           `json:"created_at"`
 }
 
 // RecordDeadLetters stores dead letters in one transaction. A message that
@@ -71,8 +71,12 @@ func (s *Store) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error
 	if limit <= 0 {
 		limit = -1 // SQLite: no limit
 	}
+	return s.deadLetters(ctx, `ORDER BY id LIMIT ?`, limit)
+}
+
+func (s *Store) deadLetters(ctx context.Context, where string, args ...any) ([]DeadLetter, error) {
 	rows, err := s.reader.QueryContext(ctx, `SELECT id, message_id, stream, stream_seq, subject, headers,
-		payload, reason, deliveries, created_at FROM dead_letters ORDER BY id LIMIT ?`, limit)
+		payload, reason, deliveries, created_at FROM dead_letters `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: list dead letters: %w", err)
 	}
@@ -129,4 +133,35 @@ func (s *Store) Conflicts(ctx context.Context, limit int) ([]ConflictRecord, err
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+// DeadLetter reads one dead letter by its id.
+func (s *Store) DeadLetter(ctx context.Context, id int64) (DeadLetter, error) {
+	dls, err := s.deadLetters(ctx, `WHERE id = ?`, id)
+	if err != nil {
+		return DeadLetter{}, err
+	}
+	if len(dls) == 0 {
+		return DeadLetter{}, fmt.Errorf("%w: dead letter %d", ErrNotFound, id)
+	}
+	return dls[0], nil
+}
+
+// HasDeadLetter reports whether the message at stream/seq is dead-lettered.
+func (s *Store) HasDeadLetter(ctx context.Context, stream string, seq uint64) (bool, error) {
+	var n int
+	err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM dead_letters WHERE stream = ? AND stream_seq = ?`, stream, int64(seq)).Scan(&n)
+	return n > 0, err
+}
+
+// DiscardDeadLetter deletes a dead letter: a person decided it needs nothing.
+func (s *Store) DiscardDeadLetter(ctx context.Context, id int64) error {
+	ok, err := s.exec1(ctx, "discard dead letter", fmt.Sprint(id), `DELETE FROM dead_letters WHERE id = ?`, id)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: dead letter %d", ErrNotFound, id)
+	}
+	return nil
 }

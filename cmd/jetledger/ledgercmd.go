@@ -20,7 +20,6 @@ Inspect the ledger database.
 Subcommands:
   stats          rows, size, oldest and newest entries, conflicts, dead letters
   conflicts      messages whose id was reused with a different payload
-  dead-letters   messages given up on, with the reason
   prune          remove processed_messages rows older than --retention whose
                  messages are gone from the stream (below its first sequence)
                  and outside its duplicate window, and sent/cancelled outbox
@@ -31,7 +30,7 @@ Each takes --db and --json.`
 
 func ledgerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintf(stdout, "Usage: jetledger ledger <stats|conflicts|dead-letters|prune> [--db FILE] [--json]\n%s\n", ledgerHelp)
+		fmt.Fprintf(stdout, "Usage: jetledger ledger <stats|conflicts|prune> [--db FILE] [--json]\n%s\n", ledgerHelp)
 		if len(args) == 0 {
 			return usagef("missing subcommand")
 		}
@@ -44,7 +43,7 @@ func ledgerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlags("ledger "+sub, "ledger "+sub+" [--db FILE] [--json]", ledgerHelp, stdout)
 	fs.StringVar(&db, "db", "jetledger.db", "SQLite ledger file")
 	fs.BoolVar(&asJSON, "json", false, "print JSON")
-	if sub == "conflicts" || sub == "dead-letters" {
+	if sub == "conflicts" {
 		fs.IntVar(&limit, "limit", 100, "most rows to list (0: all)")
 	}
 	n := natsFlags{url: defaultNATS}
@@ -57,9 +56,9 @@ func ledgerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.DurationVar(&outboxRetention, "outbox-retention", ledger.OutboxRetentionDefault, "least age of a pruned sent or cancelled outbox row")
 	}
 	switch sub {
-	case "stats", "conflicts", "dead-letters", "prune":
+	case "stats", "conflicts", "prune":
 	default:
-		return usagef("unknown subcommand %q: want stats, conflicts, dead-letters or prune", sub)
+		return usagef("unknown subcommand %q: want stats, conflicts or prune (dead letters: 'jetledger dlq')", sub)
 	}
 	if err := parse(fs, rest); err != nil {
 		return err
@@ -122,18 +121,6 @@ func ledgerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		for _, c := range cs {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", c.MessageID, c.Stream, c.Sequence, c.Subject,
 				hex.EncodeToString(c.ExistingSHA256)[:16], hex.EncodeToString(c.NewSHA256)[:16], c.SeenAt.Format(time.RFC3339))
-		}
-	case "dead-letters":
-		dls, err := st.DeadLetters(ctx, limit)
-		if err != nil {
-			return err
-		}
-		if asJSON {
-			return enc.Encode(dls)
-		}
-		fmt.Fprintln(tw, "ID\tMESSAGE ID\tSTREAM\tSEQ\tDELIVERIES\tREASON")
-		for _, d := range dls {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\n", d.ID, d.MessageID, d.Stream, d.Sequence, d.Deliveries, d.Reason)
 		}
 	}
 	return nil
