@@ -74,6 +74,9 @@ type Config struct {
 	// AfterCommit, if set, is called after each batch commits and before
 	// its acks are sent.
 	AfterCommit func(BatchReport)
+	// AfterAcks, if set, is called with the number of acks, naks and terms
+	// of a batch and the time it took to send them.
+	AfterAcks func(n int, d time.Duration)
 	// Replay, if set, makes New create an ephemeral consumer that starts at
 	// this position, instead of binding Durable.
 	Replay *ReplayFrom
@@ -92,6 +95,9 @@ type ReplayFrom struct {
 type BatchReport struct {
 	Deliveries []ledger.Delivery
 	Results    []ledger.Result
+	// Elapsed is the time from the start of the batch's transaction to its
+	// commit, handlers included.
+	Elapsed time.Duration
 }
 
 // Counts are running totals since the Consumer was made.
@@ -413,7 +419,9 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 		hctx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), c.plan.Deadline,
 			fmt.Errorf("batch deadline %s exceeded", c.plan.Deadline))
 		var err error
+		began := time.Now()
 		results, err = c.ledger.ApplyBatch(hctx, deliveries, c.cfg.Handler)
+		elapsed := time.Since(began)
 		cancel()
 		stop()
 		if errors.Is(err, ledger.ErrBusy) {
@@ -435,7 +443,7 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 		c.n.batches.Add(1)
 		faultPoint("after-commit")
 		if c.cfg.AfterCommit != nil {
-			c.cfg.AfterCommit(BatchReport{Deliveries: deliveries, Results: results})
+			c.cfg.AfterCommit(BatchReport{Deliveries: deliveries, Results: results, Elapsed: elapsed})
 		}
 	}
 
@@ -483,6 +491,7 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 		c.log.WarnContext(ctx, "ledger busy; dead letters left to redelivery", "messages", len(dead), "err", err)
 		dead = nil
 	}
+	ackStart := time.Now()
 	for _, it := range acks {
 		if err := it.msg.Ack(); err != nil {
 			c.log.WarnContext(ctx, "ack failed; the redelivery will be a no-op", "stream_seq", it.meta.Sequence.Stream, "err", err)
@@ -499,6 +508,9 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 		if err := d.msg.TermWithReason(d.reason); err != nil {
 			c.log.WarnContext(ctx, "term failed", "stream_seq", d.meta.Sequence.Stream, "err", err)
 		}
+	}
+	if c.cfg.AfterAcks != nil {
+		c.cfg.AfterAcks(len(acks)+len(naks)+len(terms)+len(dead), time.Since(ackStart))
 	}
 	return nil
 }

@@ -38,6 +38,7 @@ func commands() []command {
 		{name: "outbox", summary: "inspect and operate the outbox: list, review, cancel, resolve, retry", run: outboxCmd},
 		{name: "ledger", summary: "inspect the ledger: stats, conflicts, prune", run: ledgerCmd},
 		{name: "dlq", summary: "dead letters: list, show, requeue with the original id, discard", run: dlqCmd},
+		{name: "status", summary: "one screen: stream, consumer vs plan, ledger, outbox, dead letters, conflicts", run: statusCmd},
 		{name: "check", summary: "verify a live consumer's AckWait against the timing plan", run: checkCmd},
 		{name: "bench", summary: "measure throughput, latency, ledger size and memory against raw JetStream", run: benchCmd},
 		{name: "demo", summary: "publish, consume, crash between commit and ack, restart: exactly once, shown", run: demoCmd},

@@ -53,6 +53,7 @@ type runFlags struct {
 	log                                                            logFlags
 	// run only
 	retention, outboxRetention, pruneInterval time.Duration
+	metricsAddr                               string
 	// replay only
 	replay      bool
 	fromSeq     uint64
@@ -80,6 +81,7 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 		fs.DurationVar(&f.retention, "retention", ledger.RetentionDefault, "keep processed_messages rows at least this long; older rows of messages gone from the stream are pruned")
 		fs.DurationVar(&f.outboxRetention, "outbox-retention", ledger.OutboxRetentionDefault, "keep sent and cancelled outbox rows at least this long")
 		fs.DurationVar(&f.pruneInterval, "prune-interval", time.Hour, "how often to prune the ledger while running (0: never)")
+		fs.StringVar(&f.metricsAddr, "metrics", "", "serve Prometheus /metrics and /healthz on this address (127.0.0.1:9464, say)")
 	}
 	fs.StringVar(&f.db, "db", "jetledger.db", "SQLite ledger file (created with mode 0600)")
 	f.nats.register(fs, "NATS server URL; empty starts an embedded JetStream server")
@@ -190,8 +192,18 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 	if replay {
 		cfg.Replay = &from
 	}
-	if dispatcher != nil {
-		cfg.AfterCommit = func(consumer.BatchReport) { dispatcher.Notify() }
+	var m *metrics
+	if f.metricsAddr != "" {
+		m = newMetrics()
+		cfg.AfterAcks = m.afterAcks
+	}
+	cfg.AfterCommit = func(r consumer.BatchReport) {
+		if dispatcher != nil {
+			dispatcher.Notify()
+		}
+		if m != nil {
+			m.afterCommit(r)
+		}
 	}
 	c, err := consumer.New(setupCtx, js, st, cfg)
 	if err != nil {
@@ -219,6 +231,11 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 			return runErr
 		}
 		return replaySummary(ctx, st, c, started, f.asJSON, stdout)
+	}
+	if m != nil {
+		if err := serveMetrics(runCtx, f.metricsAddr, m, c, dispatcher, st, nc, log); err != nil {
+			return err
+		}
 	}
 	if f.pruneInterval > 0 {
 		pruner := &pruner{st: st, js: js, stream: f.stream, retention: f.retention, outboxRetention: f.outboxRetention, log: log}
