@@ -76,13 +76,15 @@ func TestMetricsHealthAndStatus(t *testing.T) {
 	out, code2 := cli(t, "status", "--db", w.db, "--nats", w.srv.ClientURL(), "--stream", stream, "--json",
 		"--deadline", "1s", "--buffer-wait", "200ms", "--commit-margin", "300ms", "--ack-margin", "200ms")
 	var st struct {
-		Stream   struct{ LastSeq uint64 `json:"last_seq"` } `json:"stream"`
+		Stream struct {
+			LastSeq uint64 `json:"last_seq"`
+		} `json:"stream"`
 		Consumer struct {
 			Safe       bool `json:"safe"`
 			AckPending int  `json:"ack_pending"`
 		} `json:"consumer"`
 		Ledger struct{ Processed int64 } `json:"ledger"`
-		Outbox map[string]int64         `json:"outbox"`
+		Outbox map[string]int64          `json:"outbox"`
 	}
 	if code2 != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Stream.LastSeq != 200 || !st.Consumer.Safe ||
 		st.Ledger.Processed != 200 || st.Outbox["sent"] != 200 {
