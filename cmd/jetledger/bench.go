@@ -108,12 +108,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			fmt.Fprintf(stdout, format+"\n", a...)
 		}
 	}
-	srv, err := startEmbedded("127.0.0.1:0", filepath.Join(dir, "nats"), quiet)
+	srv, err := startEmbedded("127.0.0.1:0", filepath.Join(dir, "nats"), "", quiet)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	nc, js, err := connect(ctx, srv.URL(), quiet)
+	nc, js, err := connect(ctx, natsFlags{url: srv.URL()}, quiet)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	nc, js, err := connect(ctx, n.url, log)
+	nc, js, err := connect(ctx, n, log)
 	if err != nil {
 		return err
 	}

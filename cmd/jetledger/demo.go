@@ -70,12 +70,12 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	dbPath := filepath.Join(dir, "demo.db")
 
-	srv, err := startEmbedded("127.0.0.1:0", filepath.Join(dir, "nats"), log)
+	srv, err := startEmbedded("127.0.0.1:0", filepath.Join(dir, "nats"), "", log)
 	if err != nil {
 		return err
 	}
 	defer srv.Close()
-	nc, js, err := connect(ctx, srv.URL(), log)
+	nc, js, err := connect(ctx, natsFlags{url: srv.URL()}, log)
 	if err != nil {
 		return err
 	}
@@ -264,7 +264,7 @@ func demoConsumerCmd(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	nc, js, err := connect(ctx, url, log)
+	nc, js, err := connect(ctx, natsFlags{url: url}, log)
 	if err != nil {
 		return err
 	}

@@ -131,7 +131,7 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("dead letter %d has no Nats-Msg-Id, so a republish could not be deduplicated; publish its payload with 'jetledger publish --id ID' and discard it", id)
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	nc, js, err := connect(ctx, n.url, quiet)
+	nc, js, err := connect(ctx, n, quiet)
 	if err != nil {
 		return err
 	}

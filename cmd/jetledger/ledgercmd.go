@@ -78,7 +78,7 @@ func ledgerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	switch sub {
 	case "prune":
 		quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-		nc, js, err := connect(ctx, n.url, quiet)
+		nc, js, err := connect(ctx, n, quiet)
 		if err != nil {
 			return err
 		}

@@ -21,19 +21,74 @@ import (
 // the other commands look for a server by default.
 const defaultNATS = "nats://127.0.0.1:4222"
 
-// natsFlags are the connection flags of the commands that talk to a server.
+// natsFlags are the connection flags of the commands that talk to a server,
+// named as the nats CLI users know them.
 type natsFlags struct {
-	url string
+	url, creds, nkey, user, password, token string
+	tlsCA, tlsCert, tlsKey                  string
 }
 
 func (n *natsFlags) register(fs *flag.FlagSet, usage string) {
 	fs.StringVar(&n.url, "nats", n.url, usage)
+	fs.StringVar(&n.creds, "nats-creds", "", "NATS user credentials file (JWT and seed)")
+	fs.StringVar(&n.nkey, "nats-nkey", "", "NATS user NKey seed file")
+	fs.StringVar(&n.user, "nats-user", "", "NATS user name")
+	fs.StringVar(&n.password, "nats-password", "", "NATS password")
+	fs.StringVar(&n.token, "nats-token", "", "NATS authentication token")
+	fs.StringVar(&n.tlsCA, "tls-ca", "", "CA certificate file to verify the NATS server")
+	fs.StringVar(&n.tlsCert, "tls-cert", "", "client certificate file for NATS TLS")
+	fs.StringVar(&n.tlsKey, "tls-key", "", "client key file for NATS TLS")
+}
+
+// options turns the flags into nats.go options, checking that files exist
+// so a typo names the flag rather than failing inside the handshake.
+func (n natsFlags) options() ([]nats.Option, error) {
+	var opts []nats.Option
+	for flagName, path := range map[string]string{"--nats-creds": n.creds, "--nats-nkey": n.nkey, "--tls-ca": n.tlsCA, "--tls-cert": n.tlsCert, "--tls-key": n.tlsKey} {
+		if path == "" {
+			continue
+		}
+		if _, err := os.Stat(path); err != nil {
+			return nil, usagef("%s: %v", flagName, err)
+		}
+	}
+	if (n.tlsCert == "") != (n.tlsKey == "") {
+		return nil, usagef("--tls-cert and --tls-key go together")
+	}
+	if n.creds != "" {
+		opts = append(opts, nats.UserCredentials(n.creds))
+	}
+	if n.nkey != "" {
+		o, err := nats.NkeyOptionFromSeed(n.nkey)
+		if err != nil {
+			return nil, usagef("--nats-nkey %s: %v", n.nkey, err)
+		}
+		opts = append(opts, o)
+	}
+	if n.user != "" || n.password != "" {
+		opts = append(opts, nats.UserInfo(n.user, n.password))
+	}
+	if n.token != "" {
+		opts = append(opts, nats.Token(n.token))
+	}
+	if n.tlsCA != "" {
+		opts = append(opts, nats.RootCAs(n.tlsCA))
+	}
+	if n.tlsCert != "" {
+		opts = append(opts, nats.ClientCert(n.tlsCert, n.tlsKey))
+	}
+	return opts, nil
 }
 
 // connect dials the server with reconnects forever: a restarting broker is a
 // pause, not an exit.
-func connect(ctx context.Context, url string, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := nats.Connect(url,
+func connect(ctx context.Context, n natsFlags, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
+	auth, err := n.options()
+	if err != nil {
+		return nil, nil, err
+	}
+	url := n.url
+	nc, err := nats.Connect(url, append(auth,
 		nats.Name("jetledger"),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(500*time.Millisecond),
@@ -44,7 +99,7 @@ func connect(ctx context.Context, url string, log *slog.Logger) (*nats.Conn, jet
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("reconnected to NATS", "url", nc.ConnectedUrl()) }),
-	)
+	)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to NATS at %s: %w (is a server running there? 'jetledger run' without --nats starts one)", url, err)
 	}
@@ -63,8 +118,9 @@ type embedded struct {
 }
 
 // startEmbedded starts a JetStream server listening on listen ("host:port",
-// port 0 for any free one) with its store in storeDir.
-func startEmbedded(listen, storeDir string, log *slog.Logger) (*embedded, error) {
+// port 0 for any free one) with its store in storeDir. A non-empty token is
+// required of every client.
+func startEmbedded(listen, storeDir, token string, log *slog.Logger) (*embedded, error) {
 	host, portStr, err := net.SplitHostPort(listen)
 	if err != nil {
 		return nil, usagef("--listen %q: want host:port: %v", listen, err)
@@ -92,13 +148,14 @@ func startEmbedded(listen, storeDir string, log *slog.Logger) (*embedded, error)
 		return nil, err
 	}
 	srv, err := server.NewServer(&server.Options{
-		ServerName: "jetledger-embedded",
-		Host:       host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   abs,
-		NoSigs:     true, // signals belong to jetledger's own shutdown
-		NoLog:      true,
+		ServerName:    "jetledger-embedded",
+		Host:          host,
+		Port:          port,
+		JetStream:     true,
+		StoreDir:      abs,
+		NoSigs:        true, // signals belong to jetledger's own shutdown
+		NoLog:         true,
+		Authorization: token,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded server: %w", err)

@@ -85,7 +85,7 @@ func publishCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usagef("nothing to publish: give --data or JSON lines on standard input")
 	}
 
-	nc, js, err := connect(ctx, n.url, log)
+	nc, js, err := connect(ctx, n, log)
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,7 @@ Example:
 
 type runFlags struct {
 	db, stream, subjects, durable, apply, schema, listen, storeDir string
+	embeddedToken                                                  string
 	maxDeliver                                                     int
 	dbMaxSize                                                      int64
 	dupWindow                                                      time.Duration
@@ -86,6 +87,7 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 	fs.StringVar(&f.db, "db", "jetledger.db", "SQLite ledger file (created with mode 0600)")
 	f.nats.register(fs, "NATS server URL; empty starts an embedded JetStream server")
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:4222", "embedded server's listen address (without --nats)")
+	fs.StringVar(&f.embeddedToken, "embedded-token", "", "require this token of every client of the embedded server (clients pass --nats-token)")
 	fs.StringVar(&f.storeDir, "store-dir", "", "embedded server's JetStream store (default: <db>.nats beside the database)")
 	fs.StringVar(&f.stream, "stream", "EVENTS", "stream to consume")
 	fs.StringVar(&f.subjects, "subjects", "", "comma-separated subjects; creates the stream with them if it does not exist")
@@ -159,20 +161,22 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 		}
 	}
 
-	url := f.nats.url
-	if url == "" {
+	conn := f.nats
+	if conn.url == "" {
 		dir := f.storeDir
 		if dir == "" {
 			dir = f.db + ".nats"
 		}
-		srv, err := startEmbedded(f.listen, dir, log)
+		srv, err := startEmbedded(f.listen, dir, f.embeddedToken, log)
 		if err != nil {
 			return err
 		}
 		defer srv.Close()
-		url = srv.URL()
+		conn = natsFlags{url: srv.URL(), token: f.embeddedToken}
+	} else if f.embeddedToken != "" {
+		return usagef("--embedded-token is for the embedded server; with --nats use --nats-token")
 	}
-	nc, js, err := connect(ctx, url, log)
+	nc, js, err := connect(ctx, conn, log)
 	if err != nil {
 		return err
 	}

@@ -91,7 +91,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if nc, js, err := connect(ctx, n.url, quiet); err != nil {
+	if nc, js, err := connect(ctx, n, quiet); err != nil {
 		rep.Problems = append(rep.Problems, err.Error())
 	} else {
 		defer nc.Close()
