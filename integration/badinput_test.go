@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -34,11 +33,7 @@ func TestBadInputDeadLettersAndConflicts(t *testing.T) {
 	w.publish(good[1:])
 
 	p := w.runConsumer(nil)
-	w.waitDrained(30 * time.Second)
-	p.signal(syscall.SIGTERM)
-	if code := p.wait(30 * time.Second); code != 0 {
-		t.Fatalf("exit code %d, want 0", code)
-	}
+	w.finish(p, 30*time.Second)
 	db := w.ledgerDB()
 	w.checkExact(db, good)
 

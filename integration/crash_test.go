@@ -41,11 +41,7 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 	}
 
 	restarted := w.runConsumer(nil, "--batch", "50")
-	w.waitDrained(time.Minute)
-	restarted.signal(syscall.SIGTERM)
-	if code := restarted.wait(30 * time.Second); code != 0 {
-		t.Fatalf("exit code %d after SIGTERM, want 0", code)
-	}
+	w.finish(restarted, time.Minute)
 	totals := restarted.stopped()
 	if int(totals["duplicates"]) != committed || int(totals["applied"]) != len(evs)-committed {
 		t.Fatalf("restart counted %v duplicates and %v applied; want %d and %d",
@@ -76,11 +72,7 @@ func TestRandomKillsThenFinish(t *testing.T) {
 		t.Logf("kill %d after %d processed", i+1, count(t, db, `SELECT count(*) FROM processed_messages`))
 	}
 	p := w.runConsumer(nil, "--batch", "100")
-	w.waitDrained(2 * time.Minute)
-	p.signal(syscall.SIGTERM)
-	if code := p.wait(30 * time.Second); code != 0 {
-		t.Fatalf("exit code %d, want 0", code)
-	}
+	w.finish(p, 2*time.Minute)
 	w.checkExact(db, evs)
 }
 
@@ -112,10 +104,6 @@ func TestSIGTERMMidStream(t *testing.T) {
 		t.Fatalf("balance %d, want %d", got, want)
 	}
 	p = w.runConsumer(nil, "--batch", "50")
-	w.waitDrained(time.Minute)
-	p.signal(syscall.SIGTERM)
-	if code := p.wait(30 * time.Second); code != 0 {
-		t.Fatalf("exit code %d, want 0", code)
-	}
+	w.finish(p, time.Minute)
 	w.checkExact(db, evs)
 }

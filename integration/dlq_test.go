@@ -25,9 +25,7 @@ func TestDLQRequeueAndDiscard(t *testing.T) {
 		}
 	}
 	run := w.runConsumer(nil, "--max-deliver", "1")
-	w.waitDrained(30 * time.Second)
-	run.signal(syscall.SIGTERM)
-	run.wait(30 * time.Second)
+	w.finish(run, 30*time.Second)
 	db := w.ledgerDB()
 	if n := count(t, db, `SELECT count(*) FROM dead_letters`); n != 2 {
 		t.Fatalf("dead letters %d, want 2", n)
@@ -66,9 +64,7 @@ func TestDLQRequeueAndDiscard(t *testing.T) {
 	fixed := append([]string{"run", "--nats", w.srv.ClientURL(), "--db", w.db, "--stream", stream, "--schema", w.schema,
 		"--log-format", "json", "--apply", strings.Replace(balanceApply, "json_extract(:data, '$.amount')", "coalesce(json_extract(:data, '$.amount'), 0)", 1)}, fastPlan...)
 	run = start(t, nil, fixed...)
-	w.waitDrained(30 * time.Second)
-	run.signal(syscall.SIGTERM)
-	run.wait(30 * time.Second)
+	w.finish(run, 30*time.Second)
 	if n := count(t, db, `SELECT count(*) FROM processed_messages WHERE message_id = 'bad-1'`); n != 1 {
 		t.Fatalf("bad-1 applied %d times", n)
 	}

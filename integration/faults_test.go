@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,11 +38,7 @@ func TestOversizedPayloads(t *testing.T) {
 		t.Fatalf("publish just under max payload: %v", err)
 	}
 	run := w.runConsumer(nil)
-	w.waitDrained(30 * time.Second)
-	run.signal(syscall.SIGTERM)
-	if code := run.wait(30 * time.Second); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
+	w.finish(run, 30*time.Second)
 	db := w.ledgerDB()
 	if got := count(t, db, `SELECT amount FROM balances WHERE account = 'big'`); got != 7 {
 		t.Fatalf("balance %d, want 7", got)
@@ -67,11 +62,7 @@ func TestOddMessageIDs(t *testing.T) {
 		}
 	}
 	run := w.runConsumer(nil)
-	w.waitDrained(30 * time.Second)
-	run.signal(syscall.SIGTERM)
-	if code := run.wait(30 * time.Second); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
+	w.finish(run, 30*time.Second)
 	db := w.ledgerDB()
 	for _, id := range ids {
 		if got := count(t, db, `SELECT count(*) FROM processed_messages WHERE message_id = ?`, id); got != 1 {
@@ -106,9 +97,7 @@ func TestDatabaseFull(t *testing.T) {
 		t.Fatalf("ack floor %d above the %d committed", info.AckFloor.Stream, committed)
 	}
 	run = w.runConsumer(nil)
-	w.waitDrained(time.Minute)
-	run.signal(syscall.SIGTERM)
-	run.wait(30 * time.Second)
+	w.finish(run, time.Minute)
 	w.checkExact(db, evs)
 }
 
@@ -147,9 +136,7 @@ func TestDatabaseBecomesReadOnly(t *testing.T) {
 		t.Fatalf("chattr -i: %v %s", err, out)
 	}
 	run = w.runConsumer(nil)
-	w.waitDrained(time.Minute)
-	run.signal(syscall.SIGTERM)
-	run.wait(30 * time.Second)
+	w.finish(run, time.Minute)
 	w.checkExact(db, evs)
 }
 

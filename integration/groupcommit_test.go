@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"math/rand/v2"
-	"syscall"
 	"testing"
 	"time"
 
@@ -51,11 +50,7 @@ func TestGroupCommitWithFailuresAndKills(t *testing.T) {
 		p.kill()
 	}
 	p := w.runConsumer(nil, args...)
-	w.waitDrained(2 * time.Minute)
-	p.signal(syscall.SIGTERM)
-	if code := p.wait(30 * time.Second); code != 0 {
-		t.Fatalf("exit %d", code)
-	}
+	w.finish(p, 2*time.Minute)
 	w.checkExact(db, good)
 	if got := count(t, db, `SELECT count(*) FROM dead_letters WHERE reason LIKE '%NOT NULL%'`); got != bad {
 		t.Fatalf("dead letters %d, want %d", got, bad)

@@ -305,6 +305,17 @@ func (w *world) consumerInfo() *jetstream.ConsumerInfo {
 	return info
 }
 
+// finish waits for p to drain the stream, stops it with SIGTERM and checks
+// that it exits 0: how every run that should end cleanly ends.
+func (w *world) finish(p *proc, timeout time.Duration) {
+	w.t.Helper()
+	w.waitDrained(timeout)
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(30 * time.Second); code != 0 {
+		w.t.Fatalf("exit code %d after SIGTERM, want 0", code)
+	}
+}
+
 // waitDrained waits until the consumer has acked or terminated every message.
 func (w *world) waitDrained(timeout time.Duration) {
 	w.t.Helper()

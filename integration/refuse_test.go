@@ -2,9 +2,14 @@ package integration
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
 
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/nats-io/nats.go/jetstream"
@@ -87,5 +92,26 @@ func TestHelpExitsZero(t *testing.T) {
 		if !strings.Contains(p.output(), "Usage: jetledger "+cmd) {
 			t.Fatalf("%s --help output:\n%s", cmd, p.output())
 		}
+	}
+}
+
+// SIGTERM while run is still starting (here: in a slow --schema) is a clean
+// stop, exit 0, not a usage error. The soak found it exiting 2.
+func TestSIGTERMDuringStartup(t *testing.T) {
+	w := newWorld(t, time.Minute)
+	slow := filepath.Join(w.dir, "slow.sql")
+	if err := os.WriteFile(slow, []byte(balanceTable+`
+		CREATE TABLE IF NOT EXISTS slow AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000000)
+		SELECT count(*) AS n FROM c;`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, nil, "run", "--nats", w.srv.ClientURL(), "--db", w.db, "--stream", stream, "--schema", slow, "--log-format", "json")
+	consumertest.Eventually(t, 30*time.Second, "ledger created", func() bool {
+		_, err := os.Stat(w.db)
+		return err == nil
+	})
+	p.signal(syscall.SIGTERM)
+	if code := p.wait(30 * time.Second); code != 0 || !strings.Contains(p.output(), "stopped while starting") {
+		t.Fatalf("exit %d\n%s", code, p.output())
 	}
 }

@@ -3,7 +3,6 @@ package integration
 import (
 	"encoding/json"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -73,9 +72,7 @@ func TestReplayAfterPruneCannotDoubleApply(t *testing.T) {
 	evs := makeEvents(randFor(t), w.pub, 300)
 	w.publish(evs)
 	run := w.runConsumer(nil, "--prune-interval", "0")
-	w.waitDrained(30 * time.Second)
-	run.signal(syscall.SIGTERM)
-	run.wait(30 * time.Second)
+	w.finish(run, 30*time.Second)
 
 	// The stream drops its first 100 messages (as max-age or limits would).
 	s, err := w.js.Stream(t.Context(), stream)

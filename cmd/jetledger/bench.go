@@ -93,31 +93,18 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if messages < 1000 || perMsg < 100 || perMsg > messages || batch < 1 || rate < 1 || latDur <= 0 || rssMessages < 0 {
 		return usagef("--messages must be at least 1000, --per-msg-messages between 100 and --messages, the rest positive")
 	}
-	dir, err := os.MkdirTemp("", "jetledger-bench-*")
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	node, err := newScratchNode(ctx, "bench", quiet)
 	if err != nil {
 		return err
 	}
-	if keep {
-		defer fmt.Fprintf(stderr, "kept %s\n", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	defer node.Close(keep, stderr)
+	dir, js := node.dir, node.js
 	progress := func(format string, a ...any) {
 		if !asJSON {
 			fmt.Fprintf(stdout, format+"\n", a...)
 		}
 	}
-	srv, err := startEmbedded("127.0.0.1:0", filepath.Join(dir, "nats"), "", quiet)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	nc, js, err := connect(ctx, natsFlags{url: srv.URL()}, quiet)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
 	res := benchResult{Cores: runtime.NumCPU(), Messages: messages, PerMsgMessages: perMsg, Batch: batch, Rate: rate}
 
 	// Latency first, while the process is small: the throughput runs below
@@ -171,7 +158,7 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if rssMessages > 0 {
 		progress("'jetledger run' over %d messages, measuring its peak RSS…", rssMessages)
 		res.RunMessages = rssMessages
-		if res.RunPerSec, res.RunPeakRSSMiB, err = benchRunRSS(ctx, js, srv.URL(), dir, rssMessages); err != nil {
+		if res.RunPerSec, res.RunPeakRSSMiB, err = benchRunRSS(ctx, js, node.srv.URL(), dir, rssMessages); err != nil {
 			return err
 		}
 	}

@@ -59,27 +59,13 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usagef("--events must be at least %d and --resend between 0 and --events", 4*demoPlan.BatchSize)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil)) // the demo tells its own story
-	dir, err := os.MkdirTemp("", "jetledger-demo-*")
+	node, err := newScratchNode(ctx, "demo", log)
 	if err != nil {
 		return err
 	}
-	if keep {
-		defer fmt.Fprintf(stdout, "\nkept %s\n", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
-	dbPath := filepath.Join(dir, "demo.db")
-
-	srv, err := startEmbedded("127.0.0.1:0", filepath.Join(dir, "nats"), "", log)
-	if err != nil {
-		return err
-	}
-	defer srv.Close()
-	nc, js, err := connect(ctx, natsFlags{url: srv.URL()}, log)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
+	defer node.Close(keep, stdout)
+	srv, js := node.srv, node.js
+	dbPath := filepath.Join(node.dir, "demo.db")
 	fmt.Fprintf(stdout, "1. Embedded JetStream server at %s, ledger %s\n", srv.URL(), dbPath)
 	if _, err := ensureStream(ctx, js, demoStream, []string{demoSubject}, 2*time.Minute, log); err != nil {
 		return err

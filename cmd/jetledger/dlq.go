@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
+	"slices"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -37,19 +36,12 @@ Subcommands:
 var errStillInWindow = errors.New("the stream's duplicate window still holds this id, so it dropped the copy")
 
 func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintf(stdout, "Usage: jetledger dlq <list|show|requeue|discard> [ID] [flags]\n%s\n", dlqHelp)
-		if len(args) == 0 {
-			return usagef("missing subcommand")
-		}
-		return nil
+	withID := []string{"show", "requeue", "discard"}
+	sub, idArg, rest, err := subcommand(args, "jetledger dlq <list|show|requeue|discard> [ID] [flags]", dlqHelp, withID, stdout)
+	if err != nil {
+		return err
 	}
-	sub, rest := args[0], args[1:]
-	var idArg string
-	needsID := sub == "show" || sub == "requeue" || sub == "discard"
-	if needsID && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		idArg, rest = rest[0], rest[1:]
-	}
+	needsID := slices.Contains(withID, sub)
 	var db string
 	var asJSON bool
 	var limit int
@@ -71,15 +63,11 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	var id int64
 	if needsID {
-		var err error
 		if id, err = strconv.ParseInt(idArg, 10, 64); err != nil || id <= 0 {
 			return usagef("dlq %s needs the dead letter's numeric id (see 'dlq list'), got %q", sub, idArg)
 		}
 	}
-	if _, err := os.Stat(db); err != nil {
-		return fmt.Errorf("ledger %s: %w (give the database with --db)", db, err)
-	}
-	st, err := ledger.Open(db, ledger.Config{})
+	st, err := openExisting(db)
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,9 @@ func newEventsHandler(ctx context.Context, db *sql.DB, schemaFile, apply string)
 			return nil, usagef("--schema: %v", err)
 		}
 		if _, err := db.ExecContext(ctx, string(schema)); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err() // interrupted, not a bad schema
+			}
 			return nil, usagef("--schema %s: %v", schemaFile, err)
 		}
 	}
@@ -51,6 +54,9 @@ func newEventsHandler(ctx context.Context, db *sql.DB, schemaFile, apply string)
 	}
 	if apply != "" {
 		stmt, err := db.PrepareContext(ctx, apply)
+		if err != nil && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if err != nil {
 			return nil, usagef("--apply does not compile: %v (tables it uses must exist: create them with --schema)", err)
 		}

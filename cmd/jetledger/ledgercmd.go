@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"text/tabwriter"
 	"time"
 
@@ -29,14 +28,10 @@ Subcommands:
 Each takes --db and --json.`
 
 func ledgerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintf(stdout, "Usage: jetledger ledger <stats|conflicts|prune> [--db FILE] [--json]\n%s\n", ledgerHelp)
-		if len(args) == 0 {
-			return usagef("missing subcommand")
-		}
-		return nil
+	sub, _, rest, err := subcommand(args, "jetledger ledger <stats|conflicts|prune> [--db FILE] [--json]", ledgerHelp, nil, stdout)
+	if err != nil {
+		return err
 	}
-	sub, rest := args[0], args[1:]
 	var db string
 	var asJSON bool
 	var limit int
@@ -63,10 +58,7 @@ func ledgerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parse(fs, rest); err != nil {
 		return err
 	}
-	if _, err := os.Stat(db); err != nil {
-		return fmt.Errorf("ledger %s: %w (give the database with --db)", db, err)
-	}
-	st, err := ledger.Open(db, ledger.Config{})
+	st, err := openExisting(db)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -197,4 +198,43 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, name string, subj
 	}
 	log.Info("created stream", "stream", name, "subjects", subjects, "duplicate_window", dupWindow)
 	return s.CachedInfo(), nil
+}
+
+// scratchNode is an embedded JetStream server in a temporary directory with
+// a client connected to it: where demo and bench run.
+type scratchNode struct {
+	dir string
+	srv *embedded
+	nc  *nats.Conn
+	js  jetstream.JetStream
+}
+
+func newScratchNode(ctx context.Context, name string, log *slog.Logger) (*scratchNode, error) {
+	dir, err := os.MkdirTemp("", "jetledger-"+name+"-*")
+	if err != nil {
+		return nil, err
+	}
+	n := &scratchNode{dir: dir}
+	if n.srv, err = startEmbedded("127.0.0.1:0", filepath.Join(dir, "nats"), "", log); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if n.nc, n.js, err = connect(ctx, natsFlags{url: n.srv.URL()}, log); err != nil {
+		n.srv.Close()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return n, nil
+}
+
+// Close stops the server and removes the directory, or with keep reports
+// where it is.
+func (n *scratchNode) Close(keep bool, report io.Writer) {
+	n.nc.Close()
+	n.srv.Close()
+	if keep {
+		fmt.Fprintf(report, "kept %s\n", n.dir)
+		return
+	}
+	os.RemoveAll(n.dir)
 }

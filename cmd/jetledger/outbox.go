@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,19 +33,12 @@ Subcommands:
 Each prints what it did and exits 1 when it could not.`
 
 func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintf(stdout, "Usage: jetledger outbox <list|review|cancel|resolve|retry> [ID] [flags]\n%s\n", outboxHelp)
-		if len(args) == 0 {
-			return usagef("missing subcommand")
-		}
-		return nil
+	withID := []string{"cancel", "resolve", "retry"}
+	sub, id, rest, err := subcommand(args, "jetledger outbox <list|review|cancel|resolve|retry> [ID] [flags]", outboxHelp, withID, stdout)
+	if err != nil {
+		return err
 	}
-	sub, rest := args[0], args[1:]
-	var id string
-	needsID := sub == "cancel" || sub == "resolve" || sub == "retry"
-	if needsID && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
-		id, rest = rest[0], rest[1:]
-	}
+	needsID := slices.Contains(withID, sub)
 	var db, status, as, ext string
 	var asJSON bool
 	var limit int
@@ -77,10 +70,7 @@ func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if status != "" && !validStatus(ledger.Status(status)) {
 		return usagef("--status %q: want one of %s", status, statusNames())
 	}
-	if _, err := os.Stat(db); err != nil {
-		return fmt.Errorf("ledger %s: %w (give the database with --db)", db, err)
-	}
-	st, err := ledger.Open(db, ledger.Config{})
+	st, err := openExisting(db)
 	if err != nil {
 		return err
 	}

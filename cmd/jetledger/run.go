@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -64,7 +65,13 @@ type runFlags struct {
 }
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return consume(ctx, args, stdout, stderr, false)
+	err := consume(ctx, args, stdout, stderr, false)
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		// SIGINT/SIGTERM while starting: nothing was consumed, a clean stop.
+		fmt.Fprintln(stderr, "jetledger run: stopped while starting; nothing was consumed")
+		return nil
+	}
+	return err
 }
 
 // consume is run, and with replay set the replay command: the same ledger
