@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -55,6 +56,19 @@ func TestBadInputDeadLettersAndConflicts(t *testing.T) {
 	}
 	if got := count(t, db, `SELECT count(*) FROM conflicts WHERE message_id = 'g1' AND existing_sha256 != new_sha256`); got != 1 {
 		t.Fatalf("conflict rows for g1 = %d, want 1", got)
+	}
+	out, code := cli(t, "ledger", "conflicts", "--db", w.db, "--json")
+	var listed []struct {
+		MessageID      string
+		ExistingSHA256 []byte
+		NewSHA256      []byte
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 1 || listed[0].MessageID != "g1" ||
+		len(listed[0].ExistingSHA256) != 32 || len(listed[0].NewSHA256) != 32 {
+		t.Fatalf("ledger conflicts: exit %d\n%s", code, out)
+	}
+	if out, code := cli(t, "ledger", "conflicts", "--db", w.db); code != 0 || !strings.Contains(out, "g1") || !strings.Contains(out, "NEW SHA256") {
+		t.Fatalf("ledger conflicts: exit %d\n%s", code, out)
 	}
 	totals := p.stopped()
 	if totals["dead_letters"] != 2 || totals["conflicts"] != 1 || totals["applied"] != 2 {

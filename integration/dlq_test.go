@@ -36,6 +36,16 @@ func TestDLQRequeueAndDiscard(t *testing.T) {
 	}
 	id1 := count(t, db, `SELECT id FROM dead_letters WHERE message_id = 'bad-1'`)
 	id2 := count(t, db, `SELECT id FROM dead_letters WHERE message_id = 'bad-2'`)
+	out, code = cli(t, "dlq", "show", fmt.Sprint(id1), "--db", w.db)
+	if code != 0 || !strings.Contains(out, "bad-1") || !strings.Contains(out, `"amount":null`) || !strings.Contains(out, "Nats-Msg-Id") {
+		t.Fatalf("dlq show: exit %d\n%s", code, out)
+	}
+	if out, code := cli(t, "dlq", "show", "999", "--db", w.db); code != 1 || !strings.Contains(out, "not found") {
+		t.Fatalf("dlq show of an unknown id: exit %d\n%s", code, out)
+	}
+	if out, code := cli(t, "dlq", "show", "abc", "--db", w.db); code != 2 {
+		t.Fatalf("dlq show abc: exit %d\n%s", code, out)
+	}
 
 	requeue := func() (string, int) {
 		return cli(t, "dlq", "requeue", fmt.Sprint(id1), "--db", w.db, "--nats", w.srv.ClientURL())
