@@ -17,6 +17,14 @@ func ClaimLease(sinkTimeout, margin time.Duration) time.Duration {
 	return sinkTimeout + cmp.Or(margin, LeaseMarginDefault)
 }
 
+// ClaimLease is the lease for an outbox dispatcher that shares its ledger with
+// a consumer following this plan: a claim and its write-back can wait behind a
+// whole batch holding the writer, so that wait is in the lease too.
+func (p Plan) ClaimLease(sinkTimeout time.Duration) time.Duration {
+	p = p.WithDefaults()
+	return ClaimLease(sinkTimeout, p.Deadline+p.commit()+LeaseMarginDefault)
+}
+
 // ValidateLease refuses a lease that does not outlast the sink timeout by
 // at least a second: the send could still be in flight when the lease ran out.
 func ValidateLease(lease, sinkTimeout time.Duration) error {

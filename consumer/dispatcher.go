@@ -23,7 +23,7 @@ type Outbox interface {
 	Get(ctx context.Context, id string) (ledger.OutboxItem, error)
 	Claim(ctx context.Context, id, worker string, lease time.Duration) (ledger.OutboxItem, error)
 	MarkSent(ctx context.Context, id, worker, externalID string) error
-	MarkFailed(ctx context.Context, id, worker, reason string, retryAt time.Time) error
+	MarkFailed(ctx context.Context, id, worker, reason string, retryAt time.Time, maybeArrived bool) error
 	MarkReview(ctx context.Context, id, worker, reason, externalID string) error
 	FinishCancel(ctx context.Context, id, worker, externalID string) error
 	ExpireLeases(ctx context.Context, sink string, requeue bool) (ledger.Expired, error)
@@ -50,6 +50,8 @@ type DispatcherConfig struct {
 	Workers int
 	// Lease is how long a claimed row is held. Default
 	// ackwait.ClaimLease(Sink.Timeout(), 0); it must exceed the sink timeout.
+	// A dispatcher sharing its Store with a consumer should use the
+	// consumer's Plan.ClaimLease: its write-backs can wait behind a batch.
 	Lease time.Duration
 	// MaxAttempts is how many sends a row gets on retryable failures before
 	// it is failed. Default 5.
@@ -209,42 +211,52 @@ func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token st
 	wctx, cancel := context.WithTimeout(ctx, d.cfg.Lease)
 	defer cancel()
 	if err == nil {
-		switch werr := d.o.MarkSent(wctx, it.ID, token, ext); {
+		switch werr := d.writeBack(wctx, func() error { return d.o.MarkSent(wctx, it.ID, token, ext) }); {
 		case werr == nil:
 			d.n.sent.Add(1)
 		case errors.Is(werr, ledger.ErrCancelled):
 			d.deleteCancelled(wctx, it, token, ext)
 		default:
 			// The lease ran out and the row moved on (to review, normally).
-			d.log.ErrorContext(ctx, "sent, but the outbox row is no longer ours; resolve it with this external id",
+			d.log.ErrorContext(ctx, "sent, but the result could not be written back; resolve the row with this external id",
 				"outbox_id", it.ID, "external_id", ext, "err", werr)
 		}
 		return
 	}
 
+	// An unknown outcome (timeout after the request left, gateway error):
+	// the item may be there. It is re-sent only with the same key to an
+	// idempotent destination, and never reported failed or cancelled after.
 	ambiguous := !errors.Is(err, ErrRejected) && !errors.Is(err, ErrRetryable)
+	maybeThere := ambiguous || it.MaybeSent
 	reason := fmt.Sprintf("attempt %d: %v", it.Attempts, err)
 	var werr error
 	switch {
-	case errors.Is(err, ErrRejected):
-		werr = d.o.MarkFailed(wctx, it.ID, token, reason, time.Time{})
+	case errors.Is(err, ErrRejected) && !it.MaybeSent:
+		werr = d.writeBack(wctx, func() error { return d.o.MarkFailed(wctx, it.ID, token, reason, time.Time{}, false) })
 		d.n.failed.Add(1)
-	case !ambiguous || d.sink.Idempotent():
-		if it.Attempts >= d.cfg.MaxAttempts {
-			werr = d.o.MarkFailed(wctx, it.ID, token, fmt.Sprintf("gave up after %d attempts; last %s", it.Attempts, reason), time.Time{})
-			d.n.failed.Add(1)
-		} else {
-			werr = d.o.MarkFailed(wctx, it.ID, token, reason, time.Now().Add(d.backoff(it.Attempts)))
-			d.n.retried.Add(1)
+	case (ambiguous && !d.sink.Idempotent()) || (maybeThere && (it.Attempts >= d.cfg.MaxAttempts || errors.Is(err, ErrRejected))):
+		why := "send outcome unknown, not re-sent: " + reason
+		if !ambiguous {
+			why = fmt.Sprintf("an earlier attempt's outcome is unknown and this one failed (%s): the item may be at the destination", reason)
 		}
-	default:
-		werr = d.o.MarkReview(wctx, it.ID, token, "send outcome unknown, not re-sent: "+reason, "")
+		werr = d.writeBack(wctx, func() error { return d.o.MarkReview(wctx, it.ID, token, why, "") })
 		d.n.review.Add(1)
 		d.log.WarnContext(ctx, "send outcome unknown; outbox row moved to review", "outbox_id", it.ID, "err", err)
+	case it.Attempts >= d.cfg.MaxAttempts:
+		werr = d.writeBack(wctx, func() error {
+			return d.o.MarkFailed(wctx, it.ID, token, fmt.Sprintf("gave up after %d attempts; last %s", it.Attempts, reason), time.Time{}, false)
+		})
+		d.n.failed.Add(1)
+	default:
+		werr = d.writeBack(wctx, func() error {
+			return d.o.MarkFailed(wctx, it.ID, token, reason, time.Now().Add(d.backoff(it.Attempts)), ambiguous)
+		})
+		d.n.retried.Add(1)
 	}
 	switch {
 	case werr == nil:
-	case errors.Is(werr, ledger.ErrCancelled) && ambiguous && !d.sink.Idempotent():
+	case errors.Is(werr, ledger.ErrCancelled) && maybeThere:
 		// Cancelled meanwhile, and the item may have arrived: a person decides.
 		if rerr := d.o.MarkReview(wctx, it.ID, token, "cancelled while sending and the send's outcome is unknown: "+reason, ""); rerr != nil {
 			d.log.ErrorContext(ctx, "cannot move outbox row to review", "outbox_id", it.ID, "err", rerr)
@@ -255,21 +267,46 @@ func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token st
 			d.log.ErrorContext(ctx, "cannot finish cancellation", "outbox_id", it.ID, "err", ferr)
 		}
 	default:
-		d.log.WarnContext(ctx, "send failed and the outbox row is no longer ours", "outbox_id", it.ID, "err", werr)
+		d.log.WarnContext(ctx, "send failed and its result could not be written back", "outbox_id", it.ID, "err", werr)
+	}
+}
+
+// writeBack runs a write-back, retrying what is not a verdict on the row
+// (the database busy, say) until ctx, the lease, runs out: giving up early
+// would leave a row we own in sending, to be reviewed or re-sent.
+func (d *Dispatcher) writeBack(ctx context.Context, f func() error) error {
+	for {
+		err := f()
+		if err == nil || errors.Is(err, ledger.ErrCancelled) || errors.Is(err, ledger.ErrNotOwner) ||
+			errors.Is(err, ledger.ErrNotFound) || ctx.Err() != nil {
+			return err
+		}
+		d.log.WarnContext(ctx, "outbox write-back failed; retrying", "err", err)
+		t := time.NewTimer(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
 	}
 }
 
 // deleteCancelled deletes an item whose row was cancelled while it was being
-// sent. If the delete fails the row goes to review, never silently to cancelled.
+// sent. If the delete fails, or the destination gave no id to delete by, the
+// row goes to review, never silently to cancelled.
 func (d *Dispatcher) deleteCancelled(ctx context.Context, it ledger.OutboxItem, token, ext string) {
-	dctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
-	err := d.sink.Delete(dctx, ext)
-	cancel()
+	err := errors.New("the destination returned no id for the item, so it cannot be deleted from here")
+	if ext != "" {
+		dctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
+		err = d.sink.Delete(dctx, ext)
+		cancel()
+	}
 	if err != nil {
 		d.n.review.Add(1)
 		d.log.ErrorContext(ctx, "outbox row was cancelled while sending and the delete at the destination failed; moved to review",
 			"outbox_id", it.ID, "external_id", ext, "err", err)
-		if rerr := d.o.MarkReview(ctx, it.ID, token, fmt.Sprintf("cancelled while sending; sent as %s but the delete failed: %v", ext, err), ext); rerr != nil {
+		if rerr := d.o.MarkReview(ctx, it.ID, token, fmt.Sprintf("cancelled while sending; sent as %q but the delete failed: %v", ext, err), ext); rerr != nil {
 			d.log.ErrorContext(ctx, "cannot move outbox row to review", "outbox_id", it.ID, "err", rerr)
 		}
 		return
@@ -315,14 +352,23 @@ func (d *Dispatcher) Cancel(ctx context.Context, id string) (CancelOutcome, erro
 			return "", err
 		}
 		switch it.Status {
-		case ledger.StatusQueued:
-			err = d.o.CancelQueued(ctx, id)
+		case ledger.StatusQueued, ledger.StatusFailed:
+			if it.Status == ledger.StatusQueued {
+				err = d.o.CancelQueued(ctx, id)
+			} else {
+				err = d.o.CancelFailed(ctx, id)
+			}
 			if errors.Is(err, ledger.ErrTooLate) {
 				continue // claimed meanwhile: cancel it in flight
 			}
-			return CancelledUnsent, err
-		case ledger.StatusFailed:
-			return CancelledUnsent, d.o.CancelFailed(ctx, id)
+			if errors.Is(err, ledger.ErrMaybeSent) {
+				return "", fmt.Errorf("%w: an earlier send of %s timed out, so the item may be there under idempotency key %s; the row is unchanged: check the destination, or let the row be re-sent with the same key (it then has an external id) and cancel again",
+					ErrStillAtDestination, id, id)
+			}
+			if err != nil {
+				return "", err
+			}
+			return CancelledUnsent, nil
 		case ledger.StatusSending:
 			if err := d.o.CancelSending(ctx, id); errors.Is(err, ledger.ErrIllegalTransition) {
 				continue // it finished meanwhile

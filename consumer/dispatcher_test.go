@@ -251,11 +251,11 @@ func TestLateFailureNeverOverwritesSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, late := range map[string]func() error{
-		"A fails":        func() error { return st.MarkFailed(ctx, id, "A", "timeout", time.Time{}) },
-		"A retries":      func() error { return st.MarkFailed(ctx, id, "A", "timeout", time.Now()) },
+		"A fails":        func() error { return st.MarkFailed(ctx, id, "A", "timeout", time.Time{}, false) },
+		"A retries":      func() error { return st.MarkFailed(ctx, id, "A", "timeout", time.Now(), true) },
 		"A sends":        func() error { return st.MarkSent(ctx, id, "A", "ext-2") },
 		"A reviews":      func() error { return st.MarkReview(ctx, id, "A", "unknown", "") },
-		"B fails later":  func() error { return st.MarkFailed(ctx, id, "B", "late error", time.Time{}) },
+		"B fails later":  func() error { return st.MarkFailed(ctx, id, "B", "late error", time.Time{}, false) },
 		"someone claims": func() error { _, err := st.Claim(ctx, id, "C", time.Second); return err },
 	} {
 		err := late()
@@ -293,6 +293,29 @@ func TestCancelSentDeleteFails(t *testing.T) {
 	e.waitStatus(t, id, ledger.StatusCancelled)
 }
 
+// A row whose earlier attempt timed out may be at the destination: cancel
+// refuses to report it gone; once re-sent with the same key it has an
+// external id and cancel deletes it there.
+func TestCancelMaybeSentRow(t *testing.T) {
+	e := newOutboxEnv(t, true, 200*time.Millisecond)
+	e.dest.HoldAfterStore() // stored, but the answer comes too late
+	id := e.enqueue(t, "m1")
+	d := e.dispatcher(t, consumer.DispatcherConfig{MaxAttempts: 100, BackoffBase: time.Hour, Lease: 2 * time.Second})
+	e.run(t, d)
+	it := e.waitStatus(t, id, ledger.StatusQueued)
+	consumertest.Eventually(t, 10*time.Second, "the timed-out attempt recorded", func() bool {
+		it, _ = e.st.Get(context.Background(), id)
+		return it.MaybeSent && it.Status == ledger.StatusQueued
+	})
+	_, err := d.Cancel(context.Background(), id)
+	if !errors.Is(err, consumer.ErrStillAtDestination) || len(e.dest.Items()) != 1 {
+		t.Fatalf("cancel of a maybe-sent row: err = %v, destination %d items", err, len(e.dest.Items()))
+	}
+	if it, _ := e.st.Get(context.Background(), id); it.Status != ledger.StatusQueued {
+		t.Fatalf("row is %s, want it unchanged (queued)", it.Status)
+	}
+}
+
 func TestCancelQueued(t *testing.T) {
 	e := newOutboxEnv(t, false, time.Second)
 	id := e.enqueue(t, "m1")
@@ -321,7 +344,9 @@ func TestSendOutcomes(t *testing.T) {
 		{name: "500 retried then failed", setup: func(d *consumertest.Destination) { d.FailWith(500) }, want: ledger.StatusFailed, wantErr: "gave up after 3 attempts", wantReqs: 3},
 		{name: "429 retried then failed", setup: func(d *consumertest.Destination) { d.FailWith(429) }, want: ledger.StatusFailed, wantErr: "status 429", wantReqs: 3},
 		{name: "timeout goes to review", setup: func(d *consumertest.Destination) { d.Hold() }, want: ledger.StatusReview, wantErr: "outcome unknown", wantReqs: 1},
-		{name: "timeout to idempotent destination retried", idempotent: true, setup: func(d *consumertest.Destination) { d.Hold() }, want: ledger.StatusFailed, wantErr: "gave up after 3 attempts", wantReqs: 3},
+		// Re-sent with the same key, but never reported failed: the item may be there.
+		{name: "timeout to idempotent destination retried, then review", idempotent: true, setup: func(d *consumertest.Destination) { d.Hold() }, want: ledger.StatusReview, wantErr: "outcome unknown", wantReqs: 3},
+		{name: "502 from a gateway goes to review", setup: func(d *consumertest.Destination) { d.FailWith(502) }, want: ledger.StatusReview, wantErr: "status 502", wantReqs: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"fmt"
-	"time"
 )
 
 // Delivery is one message as the ledger sees it: its id, where it sits in the
@@ -151,7 +150,13 @@ func (s *Store) applyOnce(ctx context.Context, batch []Delivery, h Handler, resu
 	// The transaction must outlive ctx: database/sql rolls a Tx back when its
 	// context ends, and a handler overrunning its deadline must cost only its
 	// own savepoint.
-	txCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CommitTimeout+deadlineOf(ctx))
+	var txCtx context.Context
+	var cancel context.CancelFunc
+	if dl, ok := ctx.Deadline(); ok {
+		txCtx, cancel = context.WithDeadline(context.WithoutCancel(ctx), dl.Add(s.cfg.CommitTimeout))
+	} else {
+		txCtx, cancel = context.WithCancel(context.WithoutCancel(ctx))
+	}
 	defer cancel()
 	tx, err := s.writer.BeginTx(txCtx, nil)
 	if err != nil {
@@ -178,14 +183,6 @@ func (s *Store) applyOnce(ctx context.Context, batch []Delivery, h Handler, resu
 		return -1, fmt.Errorf("ledger: commit batch of %d: %w", len(batch), err)
 	}
 	return -1, nil
-}
-
-// deadlineOf is the time left before ctx's deadline, 0 if none or past.
-func deadlineOf(ctx context.Context) time.Duration {
-	if dl, ok := ctx.Deadline(); ok {
-		return max(time.Until(dl), 0)
-	}
-	return 0
 }
 
 // applyOne runs one message in its savepoint. lost reports that the whole

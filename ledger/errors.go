@@ -36,6 +36,10 @@ var (
 	ErrCancelled = errors.New("ledger: outbox row was cancelled while sending")
 	// ErrTooLate: cancel found the row already being sent.
 	ErrTooLate = errors.New("ledger: too late, already sending")
+	// ErrMaybeSent: the row is not sent, but an earlier attempt's outcome
+	// was unknown, so its item may be at the destination: it cannot simply
+	// be cancelled.
+	ErrMaybeSent = errors.New("ledger: an earlier send of this outbox row may have reached the destination")
 	// ErrIllegalTransition: the row's status does not allow the change.
 	ErrIllegalTransition = errors.New("ledger: illegal outbox transition")
 )

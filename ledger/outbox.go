@@ -43,6 +43,7 @@ type OutboxItem struct {
 	ClaimedAt     time.Time `json:"claimed_at,omitzero"`
 	LeaseUntil    time.Time `json:"lease_until,omitzero"`
 	PendingDelete bool      `json:"pending_delete,omitempty"`
+	MaybeSent     bool      `json:"maybe_sent,omitempty"` // an earlier attempt's outcome was unknown
 	ExternalID    string    `json:"external_id,omitempty"`
 	Error         string    `json:"error,omitempty"`
 	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
@@ -95,7 +96,7 @@ func (t *Tx) enqueue(ctx context.Context, sink string, payload []byte, st Status
 }
 
 const outboxCols = `id, message_id, sink, payload, status, attempts, claimed_by, claimed_at, lease_until,
-	pending_delete, external_id, error, next_attempt_at, sent_at, created_at, updated_at`
+	pending_delete, maybe_sent, external_id, error, next_attempt_at, sent_at, created_at, updated_at`
 
 func scanItem(sc interface{ Scan(...any) error }) (OutboxItem, error) {
 	var it OutboxItem
@@ -104,7 +105,7 @@ func scanItem(sc interface{ Scan(...any) error }) (OutboxItem, error) {
 	var claimedAt, lease, sentAt sql.NullInt64
 	var next, created, updated int64
 	if err := sc.Scan(&it.ID, &it.MessageID, &it.Sink, &it.Payload, &status, &it.Attempts, &claimedBy, &claimedAt,
-		&lease, &it.PendingDelete, &ext, &errText, &next, &sentAt, &created, &updated); err != nil {
+		&lease, &it.PendingDelete, &it.MaybeSent, &ext, &errText, &next, &sentAt, &created, &updated); err != nil {
 		return OutboxItem{}, err
 	}
 	it.Status, it.ClaimedBy, it.ExternalID, it.Error = Status(status), claimedBy.String, ext.String, errText.String
@@ -124,8 +125,10 @@ func msTime(v sql.NullInt64) time.Time {
 }
 
 // Get reads one outbox row.
+// It reads through the reader connections, so it never waits behind a batch
+// holding the writer.
 func (s *Store) Get(ctx context.Context, id string) (OutboxItem, error) {
-	it, err := scanItem(s.writer.QueryRowContext(ctx, `SELECT `+outboxCols+` FROM outbox WHERE id = ?`, id))
+	it, err := scanItem(s.reader.QueryRowContext(ctx, `SELECT `+outboxCols+` FROM outbox WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return OutboxItem{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
@@ -218,7 +221,9 @@ func (s *Store) exec1(ctx context.Context, what, id, query string, args ...any) 
 
 // Claim moves a queued row to sending for worker, with a lease: the single
 // guarded UPDATE that decides who sends. ErrNotClaimed means someone else
-// has it (or it is done): stop, it is not an error.
+// has it (or it is done): stop, it is not an error. Once the UPDATE has
+// committed the row is read back even if ctx ends: a claimed row must reach
+// its worker, not sit in sending until its lease runs out.
 func (s *Store) Claim(ctx context.Context, id, worker string, lease time.Duration) (OutboxItem, error) {
 	now := s.cfg.Now()
 	ok, err := s.exec1(ctx, "claim", id, `UPDATE outbox SET status = 'sending', claimed_by = ?, claimed_at = ?,
@@ -231,7 +236,7 @@ func (s *Store) Claim(ctx context.Context, id, worker string, lease time.Duratio
 	if !ok {
 		return OutboxItem{}, fmt.Errorf("%w: %s", ErrNotClaimed, id)
 	}
-	return s.Get(ctx, id)
+	return s.Get(context.WithoutCancel(ctx), id)
 }
 
 // whyNot explains a write-back by worker that changed nothing: the row was
@@ -263,19 +268,22 @@ func (s *Store) MarkSent(ctx context.Context, id, worker, externalID string) err
 
 // MarkFailed records a failed send by worker. With a non-zero retryAt the
 // row goes back to queued for another attempt then; otherwise it is failed.
+// maybeArrived records that this attempt's outcome is unknown (MaybeSent).
 // Only rows still queued or sending and claimed by worker change: a late
-// failure never overwrites sent.
-func (s *Store) MarkFailed(ctx context.Context, id, worker, reason string, retryAt time.Time) error {
+// failure never overwrites sent. A row that may have arrived is never
+// failed: give it to MarkReview.
+func (s *Store) MarkFailed(ctx context.Context, id, worker, reason string, retryAt time.Time, maybeArrived bool) error {
 	now := s.cfg.Now().UnixMilli()
 	var ok bool
 	var err error
 	if retryAt.IsZero() {
 		ok, err = s.exec1(ctx, "mark failed", id, `UPDATE outbox SET status = 'failed', error = ?, updated_at = ?
-			WHERE id = ? AND status IN ('queued', 'sending') AND claimed_by = ?`, reason, now, id, worker)
+			WHERE id = ? AND status IN ('queued', 'sending') AND claimed_by = ? AND maybe_sent = 0 AND NOT ?`,
+			reason, now, id, worker, maybeArrived)
 	} else {
 		ok, err = s.exec1(ctx, "requeue", id, `UPDATE outbox SET status = 'queued', error = ?, next_attempt_at = ?,
-			claimed_by = NULL, claimed_at = NULL, lease_until = NULL, updated_at = ?
-			WHERE id = ? AND status IN ('queued', 'sending') AND claimed_by = ?`, reason, retryAt.UnixMilli(), now, id, worker)
+			claimed_by = NULL, claimed_at = NULL, lease_until = NULL, updated_at = ?, maybe_sent = maybe_sent OR ?
+			WHERE id = ? AND status IN ('queued', 'sending') AND claimed_by = ?`, reason, retryAt.UnixMilli(), now, maybeArrived, id, worker)
 	}
 	if err != nil || ok {
 		return err
@@ -314,7 +322,7 @@ func (s *Store) FinishCancel(ctx context.Context, id, worker, externalID string)
 // CancelQueued cancels a row nobody has claimed. ErrTooLate: it is sending.
 func (s *Store) CancelQueued(ctx context.Context, id string) error {
 	ok, err := s.exec1(ctx, "cancel", id, `UPDATE outbox SET status = 'cancelled', updated_at = ?
-		WHERE id = ? AND status = 'queued'`, s.cfg.Now().UnixMilli(), id)
+		WHERE id = ? AND status = 'queued' AND maybe_sent = 0`, s.cfg.Now().UnixMilli(), id)
 	if err != nil || ok {
 		return err
 	}
@@ -348,7 +356,7 @@ func (s *Store) CancelDeleted(ctx context.Context, id string, from Status, exter
 // CancelFailed cancels a failed row: nothing of it is at the destination.
 func (s *Store) CancelFailed(ctx context.Context, id string) error {
 	ok, err := s.exec1(ctx, "cancel", id, `UPDATE outbox SET status = 'cancelled', updated_at = ?
-		WHERE id = ? AND status = 'failed'`, s.cfg.Now().UnixMilli(), id)
+		WHERE id = ? AND status = 'failed' AND maybe_sent = 0`, s.cfg.Now().UnixMilli(), id)
 	if err != nil || ok {
 		return err
 	}
@@ -363,6 +371,9 @@ func (s *Store) illegal(ctx context.Context, id, what string) error {
 	}
 	if it.Status == StatusSending && what == "cancel" {
 		return fmt.Errorf("%w: %s is being sent by %s", ErrTooLate, id, it.ClaimedBy)
+	}
+	if it.MaybeSent && what == "cancel" && (it.Status == StatusQueued || it.Status == StatusFailed) {
+		return fmt.Errorf("%w: %s (%s)", ErrMaybeSent, id, it.Status)
 	}
 	return fmt.Errorf("%w: cannot %s %s: it is %s", ErrIllegalTransition, what, id, it.Status)
 }

@@ -87,7 +87,7 @@ func TestOutboxIllegalTransitions(t *testing.T) {
 	if _, err := st.Claim(ctx, id, "w2", time.Minute); !errors.Is(err, ledger.ErrNotClaimed) {
 		t.Fatalf("second claim: err = %v", err)
 	}
-	if err := st.MarkFailed(ctx, id, "w1", "400", time.Time{}); err != nil {
+	if err := st.MarkFailed(ctx, id, "w1", "400", time.Time{}, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Retry(ctx, id); err != nil {

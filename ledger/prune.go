@@ -71,7 +71,8 @@ func (s *Store) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 		return res, fmt.Errorf("ledger: prune processed_messages: %w", interpret(err))
 	}
 	res.Processed, _ = r.RowsAffected()
-	r, err = s.writer.ExecContext(ctx, `DELETE FROM outbox WHERE status IN ('sent', 'cancelled') AND updated_at < ?`,
+	// A cancelled row with a delete still pending is not finished business.
+	r, err = s.writer.ExecContext(ctx, `DELETE FROM outbox WHERE status IN ('sent', 'cancelled') AND pending_delete = 0 AND updated_at < ?`,
 		now.Add(-o.OutboxRetention).UnixMilli())
 	if err != nil {
 		return res, fmt.Errorf("ledger: prune outbox: %w", interpret(err))

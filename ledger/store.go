@@ -13,6 +13,7 @@ import (
 	"path"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // pure-Go driver, so CGO_ENABLED=0 builds work
@@ -63,6 +64,8 @@ type Store struct {
 	log          *slog.Logger
 	stop         chan struct{}
 	stopped      chan struct{}
+	closeOnce    sync.Once
+	closeErr     error
 }
 
 //go:embed migrations/*.sql
@@ -172,17 +175,15 @@ func (s *Store) Path() string { return s.path }
 // Close stops the background checkpoints, checkpoints once more and closes
 // the database.
 func (s *Store) Close() error {
-	select {
-	case <-s.stop:
-		return nil // already closed
-	default:
-	}
-	close(s.stop)
-	<-s.stopped
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.BusyTimeout)
-	defer cancel()
-	_, cerr := s.checkpointer.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
-	return errors.Join(cerr, s.closeDBs())
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		<-s.stopped
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.BusyTimeout)
+		defer cancel()
+		_, cerr := s.checkpointer.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+		s.closeErr = errors.Join(cerr, s.closeDBs())
+	})
+	return s.closeErr
 }
 
 func (s *Store) closeDBs() error {

@@ -162,7 +162,7 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 	}
 	if sink != nil && !h.suppress {
 		dispatcher, err = consumer.NewDispatcher(st, consumer.DispatcherConfig{Sink: sink, Workers: f.outboxWorkers,
-			MaxAttempts: f.outboxAttempts, Logger: log})
+			MaxAttempts: f.outboxAttempts, Lease: plan.ClaimLease(sink.Timeout()), Logger: log})
 		if err != nil {
 			return usageError{err}
 		}

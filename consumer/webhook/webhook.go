@@ -68,8 +68,9 @@ type Config struct {
 	DeleteURL string
 	// ExternalIDHeader, if set, is the response header holding the
 	// destination's id for the item. Otherwise the JSON body's
-	// ExternalIDField (default "id") is used, and failing both the
-	// idempotency key itself.
+	// ExternalIDField (default "id") is used. Failing both the item has no
+	// external id: it cannot be deleted from here, and cancelling it after
+	// it was sent needs a person.
 	ExternalIDHeader string
 	ExternalIDField  string
 	// Idempotent declares that the destination honours Idempotency-Key:
@@ -148,7 +149,8 @@ func Sign(secret, ts string, body []byte) string {
 }
 
 // Send POSTs the item. 2xx: sent, with the external id from the response.
-// 429 and 5xx: retryable. Other statuses: rejected. A transport error before
+// 502 and 504 (a gateway's answer; the destination may have processed it):
+// ambiguous. 429 and other 5xx: retryable. Other statuses: rejected. A transport error before
 // the request could arrive (connection refused, DNS): retryable; after it
 // may have arrived (timeout, reset): ambiguous.
 func (s *Sink) Send(ctx context.Context, it ledger.OutboxItem) (string, error) {
@@ -178,11 +180,13 @@ func (s *Sink) Send(ctx context.Context, it ledger.OutboxItem) (string, error) {
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
 		if err != nil {
-			// Accepted, but we cannot read its id: it is there, so not a failure;
-			// fall back to the idempotency key.
-			return it.ID, nil
+			// Accepted, but its id is unreadable: it is there, so not a failure.
+			return "", nil
 		}
-		return ExternalID(resp.Header, body, s.cfg.ExternalIDHeader, s.cfg.ExternalIDField, it.ID), nil
+		return ExternalID(resp.Header, body, s.cfg.ExternalIDHeader, s.cfg.ExternalIDField, ""), nil
+	case resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout:
+		// A proxy's verdict: the destination behind it may have processed the request.
+		return "", &consumer.SendError{Kind: consumer.ErrAmbiguous, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		return "", &consumer.SendError{Kind: consumer.ErrRetryable, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
 	default:

@@ -85,6 +85,8 @@ func TestSendClassification(t *testing.T) {
 		{"429", 429, consumer.ErrRetryable},
 		{"500", 500, consumer.ErrRetryable},
 		{"503", 503, consumer.ErrRetryable},
+		{"502 from a gateway", 502, consumer.ErrAmbiguous},
+		{"504 from a gateway", 504, consumer.ErrAmbiguous},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
