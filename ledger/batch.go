@@ -224,6 +224,9 @@ func (s *Store) applyOne(ctx, txCtx context.Context, t *Tx, d *Delivery, h Handl
 		// message to AckWait, so the work is not kept.
 		herr = fmt.Errorf("handler overran its deadline: %w", context.Cause(ctx))
 	}
+	if fault := databaseFault(herr); fault != nil {
+		return Result{}, false, fmt.Errorf("ledger: applying %s: %w", d.MessageID, fault)
+	}
 	if herr == nil {
 		if _, err := tx.ExecContext(txCtx, "RELEASE msg"); err != nil {
 			return Result{}, false, fmt.Errorf("ledger: release savepoint for %s: %w", d.MessageID, err)

@@ -54,6 +54,8 @@ var (
 	ErrReadOnly = errors.New("ledger: database is read-only")
 	// ErrFull: the disk, or the database's max_page_count, is full.
 	ErrFull = errors.New("ledger: database or disk is full")
+	// ErrIO: the disk failed a read or write.
+	ErrIO = errors.New("ledger: disk I/O error")
 )
 
 // ErrUnsafePrune: a prune whose bounds could remove a row a redelivery or a

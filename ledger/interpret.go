@@ -12,6 +12,7 @@ const (
 	sqliteBusy     = 5
 	sqliteLocked   = 6
 	sqliteReadOnly = 8
+	sqliteIOErr    = 10
 	sqliteFull     = 13
 )
 
@@ -29,6 +30,18 @@ func interpret(err error) error {
 		return fmt.Errorf("%w: %w", ErrReadOnly, err)
 	case sqliteFull:
 		return fmt.Errorf("%w: %w", ErrFull, err)
+	case sqliteIOErr:
+		return fmt.Errorf("%w: %w", ErrIO, err)
 	}
 	return err
+}
+
+// databaseFault reports a handler error that is the database's condition,
+// not the message's: the whole batch fails, so no message is retried toward
+// a dead letter for a full or read-only disk.
+func databaseFault(err error) error {
+	if ie := interpret(err); errors.Is(ie, ErrFull) || errors.Is(ie, ErrReadOnly) || errors.Is(ie, ErrIO) {
+		return ie
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -308,4 +309,37 @@ func equal[T comparable](a, b []T) bool {
 		}
 	}
 	return true
+}
+
+// A handler failing because the database is full fails the batch, not the
+// message: a resource fault must never walk a message toward a dead letter.
+func TestApplyBatchDatabaseFullFailsTheBatch(t *testing.T) {
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "full.db"), ledger.Config{MaxSizeBytes: 200_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.DB().Exec(`CREATE TABLE blobs (b BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	fill := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO blobs VALUES (zeroblob(50000))`)
+		return err
+	}
+	ctx := context.Background()
+	for i := 0; ; i++ {
+		rs, err := st.ApplyBatch(ctx, []ledger.Delivery{delivery(fmt.Sprint("m", i), uint64(i+1), "x")}, fill)
+		if err != nil {
+			if !errors.Is(err, ledger.ErrFull) {
+				t.Fatalf("err = %v, want ErrFull", err)
+			}
+			return
+		}
+		if rs[0].Outcome != ledger.Applied {
+			t.Fatalf("message %d: %v (%v); a full database must fail the batch", i, rs[0].Outcome, rs[0].Err)
+		}
+		if i > 100 {
+			t.Fatal("the database never filled up")
+		}
+	}
 }
