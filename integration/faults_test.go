@@ -97,7 +97,7 @@ func TestDatabaseFull(t *testing.T) {
 		t.Fatalf("ack floor %d above the %d committed", info.AckFloor.Stream, committed)
 	}
 	// A full disk is the database's fault, not the messages': none of them
-	// may have been retried toward a dead letter. (The soak found it.)
+	// may have been retried toward a dead letter (it happened once).
 	if n := count(t, db, `SELECT count(*) FROM dead_letters`); n != 0 {
 		t.Fatalf("%d messages dead-lettered because the database was full", n)
 	}
