@@ -482,6 +482,14 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 			}
 		}
 	}
+	// Committed messages are acked first: whatever happens to the dead
+	// letters below, their commit stands.
+	ackStart := time.Now()
+	for _, it := range acks {
+		if err := it.msg.Ack(); err != nil {
+			c.log.WarnContext(ctx, "ack failed; the redelivery will be a no-op", "stream_seq", it.meta.Sequence.Stream, "err", err)
+		}
+	}
 	if err := c.recordDead(ctx, dead); err != nil {
 		if !errors.Is(err, ledger.ErrBusy) {
 			return err
@@ -490,12 +498,6 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 		// and are dead-lettered then.
 		c.log.WarnContext(ctx, "ledger busy; dead letters left to redelivery", "messages", len(dead), "err", err)
 		dead = nil
-	}
-	ackStart := time.Now()
-	for _, it := range acks {
-		if err := it.msg.Ack(); err != nil {
-			c.log.WarnContext(ctx, "ack failed; the redelivery will be a no-op", "stream_seq", it.meta.Sequence.Stream, "err", err)
-		}
 	}
 	for i, it := range naks {
 		c.n.naks.Add(1)
