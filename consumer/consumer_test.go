@@ -82,15 +82,7 @@ func (e *env) start(t *testing.T, cfg consumer.Config) *consumer.Consumer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	consumertest.RunConsumer(t, c)
 	return c
 }
 

@@ -48,15 +48,7 @@ func runInProcess(t *testing.T, w *world, st *ledger.Store, cfg consumer.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	consumertest.RunConsumer(t, c)
 	return c
 }
 

@@ -193,12 +193,11 @@ func (s *Store) applyOne(ctx, txCtx context.Context, t *Tx, d *Delivery, h Handl
 	if d.MessageID == "" {
 		return Result{Outcome: Failed, Err: ErrEmptyMessageID}, false, nil
 	}
-	tx := t
-	if _, err := tx.ExecContext(txCtx, "SAVEPOINT msg"); err != nil {
+	if _, err := t.ExecContext(txCtx, "SAVEPOINT msg"); err != nil {
 		return Result{}, false, fmt.Errorf("ledger: savepoint for %s: %w", d.MessageID, err)
 	}
 	sum := sha256.Sum256(d.Data)
-	ins, err := tx.ExecContext(txCtx, `INSERT INTO processed_messages
+	ins, err := t.ExecContext(txCtx, `INSERT INTO processed_messages
 		(message_id, stream, stream_seq, subject, payload_sha256, processed_at)
 		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (message_id) DO NOTHING`,
 		d.MessageID, d.Stream, int64(d.Sequence), d.Subject, sum[:], now)
@@ -206,11 +205,11 @@ func (s *Store) applyOne(ctx, txCtx context.Context, t *Tx, d *Delivery, h Handl
 		return Result{}, false, fmt.Errorf("ledger: record %s: %w", d.MessageID, err)
 	}
 	if n, _ := ins.RowsAffected(); n == 0 {
-		res, err := s.seenBefore(txCtx, tx, d, sum[:], now)
+		res, err := s.seenBefore(txCtx, t, d, sum[:], now)
 		if err != nil {
 			return Result{}, false, err
 		}
-		if _, err := tx.ExecContext(txCtx, "RELEASE msg"); err != nil {
+		if _, err := t.ExecContext(txCtx, "RELEASE msg"); err != nil {
 			return Result{}, false, fmt.Errorf("ledger: release savepoint for %s: %w", d.MessageID, err)
 		}
 		return res, false, nil
@@ -228,18 +227,18 @@ func (s *Store) applyOne(ctx, txCtx context.Context, t *Tx, d *Delivery, h Handl
 		return Result{}, false, fmt.Errorf("ledger: applying %s: %w", d.MessageID, fault)
 	}
 	if herr == nil {
-		if _, err := tx.ExecContext(txCtx, "RELEASE msg"); err != nil {
+		if _, err := t.ExecContext(txCtx, "RELEASE msg"); err != nil {
 			return Result{}, false, fmt.Errorf("ledger: release savepoint for %s: %w", d.MessageID, err)
 		}
 		return Result{Outcome: Applied}, false, nil
 	}
 	failed := Result{Outcome: Failed, Err: herr}
-	if _, err := tx.ExecContext(txCtx, "ROLLBACK TO msg"); err != nil {
+	if _, err := t.ExecContext(txCtx, "ROLLBACK TO msg"); err != nil {
 		// SQLite rolls back the whole transaction on an interrupted write,
 		// SQLITE_FULL and some I/O errors; the savepoint went with it.
 		return failed, true, nil
 	}
-	if _, err := tx.ExecContext(txCtx, "RELEASE msg"); err != nil {
+	if _, err := t.ExecContext(txCtx, "RELEASE msg"); err != nil {
 		return failed, true, nil
 	}
 	return failed, false, nil

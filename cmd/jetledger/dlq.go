@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jetledger/jetledger/ledger"
@@ -79,19 +78,11 @@ func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err != nil {
 			return err
 		}
-		if asJSON {
-			if dls == nil {
-				dls = []ledger.DeadLetter{}
-			}
-			return enc.Encode(dls)
-		}
-		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tMESSAGE ID\tSTREAM\tSEQ\tSUBJECT\tDELIVERIES\tWHEN\tREASON")
-		for _, d := range dls {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", d.ID, d.MessageID, d.Stream, d.Sequence, d.Subject,
-				d.Deliveries, d.CreatedAt.Format(time.RFC3339), d.Reason)
-		}
-		return tw.Flush()
+		return printList(stdout, asJSON, dls, "ID\tMESSAGE ID\tSTREAM\tSEQ\tSUBJECT\tDELIVERIES\tWHEN\tREASON",
+			func(d ledger.DeadLetter) string {
+				return fmt.Sprintf("%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s", d.ID, d.MessageID, d.Stream, d.Sequence, d.Subject,
+					d.Deliveries, d.CreatedAt.Format(time.RFC3339), d.Reason)
+			})
 	case "show":
 		d, err := st.DeadLetter(ctx, id)
 		if err != nil {

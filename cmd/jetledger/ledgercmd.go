@@ -106,14 +106,11 @@ func ledgerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		if asJSON {
-			return enc.Encode(cs)
-		}
-		fmt.Fprintln(tw, "MESSAGE ID\tSTREAM\tSEQ\tSUBJECT\tAPPLIED SHA256\tNEW SHA256\tSEEN")
-		for _, c := range cs {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", c.MessageID, c.Stream, c.Sequence, c.Subject,
-				hex.EncodeToString(c.ExistingSHA256)[:16], hex.EncodeToString(c.NewSHA256)[:16], c.SeenAt.Format(time.RFC3339))
-		}
+		return printList(stdout, asJSON, cs, "MESSAGE ID\tSTREAM\tSEQ\tSUBJECT\tAPPLIED SHA256\tNEW SHA256\tSEEN",
+			func(c ledger.ConflictRecord) string {
+				return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s\t%s", c.MessageID, c.Stream, c.Sequence, c.Subject,
+					hex.EncodeToString(c.ExistingSHA256)[:16], hex.EncodeToString(c.NewSHA256)[:16], c.SeenAt.Format(time.RFC3339))
+			})
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer"
@@ -92,7 +91,11 @@ func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
-		return printOutbox(stdout, items, asJSON)
+		return printList(stdout, asJSON, items, "ID\tSTATUS\tMESSAGE ID\tSINK\tATTEMPTS\tEXTERNAL ID\tUPDATED\tERROR",
+			func(it ledger.OutboxItem) string {
+				return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s", it.ID, it.Status, it.MessageID, it.Sink, it.Attempts,
+					it.ExternalID, it.UpdatedAt.Format(time.RFC3339), it.Error)
+			})
 	case "cancel":
 		sink, err := wf.sink()
 		if err != nil {
@@ -157,24 +160,6 @@ func statusNames() string {
 		names[i] = string(s)
 	}
 	return strings.Join(names, ", ")
-}
-
-func printOutbox(w io.Writer, items []ledger.OutboxItem, asJSON bool) error {
-	if asJSON {
-		if items == nil {
-			items = []ledger.OutboxItem{}
-		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(items)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tMESSAGE ID\tSINK\tATTEMPTS\tEXTERNAL ID\tUPDATED\tERROR")
-	for _, it := range items {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", it.ID, it.Status, it.MessageID, it.Sink, it.Attempts,
-			it.ExternalID, it.UpdatedAt.Format(time.RFC3339), it.Error)
-	}
-	return tw.Flush()
 }
 
 // noDeleteSink stands in when outbox cancel is given no --webhook-delete-url:

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/jetledger/jetledger/ledger"
 )
@@ -35,4 +37,24 @@ func openExisting(db string) (*ledger.Store, error) {
 		return nil, fmt.Errorf("ledger %s: %w (give the database with --db)", db, err)
 	}
 	return ledger.Open(db, ledger.Config{})
+}
+
+// printList prints a listing: a JSON array with asJSON (empty, not null, when
+// there are no items), otherwise a table of header and one row per item, the
+// row's cells separated by tabs.
+func printList[T any](w io.Writer, asJSON bool, items []T, header string, row func(T) string) error {
+	if asJSON {
+		if items == nil {
+			items = []T{}
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(items)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, it := range items {
+		fmt.Fprintln(tw, row(it))
+	}
+	return tw.Flush()
 }

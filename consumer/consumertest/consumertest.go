@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -90,4 +91,19 @@ func Eventually(tb testing.TB, timeout time.Duration, msg string, cond func() bo
 		}
 		time.Sleep(5 * time.Millisecond) // poll interval, not synchronisation
 	}
+}
+
+// RunConsumer runs c until the test ends, then stops it and fails the test
+// if Run returned an error.
+func RunConsumer(tb testing.TB, c *consumer.Consumer) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("Run: %v", err)
+		}
+	})
 }
