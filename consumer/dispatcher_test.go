@@ -251,11 +251,11 @@ func TestLateFailureNeverOverwritesSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, late := range map[string]func() error{
-		"A fails":        func() error { return st.MarkFailed(ctx, id, "A", "timeout", time.Time{}, false) },
-		"A retries":      func() error { return st.MarkFailed(ctx, id, "A", "timeout", time.Now(), true) },
+		"A fails":        func() error { return st.MarkFailed(ctx, id, "A", "timeout", 0, false) },
+		"A retries":      func() error { return st.MarkFailed(ctx, id, "A", "timeout", time.Millisecond, true) },
 		"A sends":        func() error { return st.MarkSent(ctx, id, "A", "ext-2") },
 		"A reviews":      func() error { return st.MarkReview(ctx, id, "A", "unknown", "") },
-		"B fails later":  func() error { return st.MarkFailed(ctx, id, "B", "late error", time.Time{}, false) },
+		"B fails later":  func() error { return st.MarkFailed(ctx, id, "B", "late error", 0, false) },
 		"someone claims": func() error { _, err := st.Claim(ctx, id, "C", time.Second); return err },
 	} {
 		err := late()
@@ -341,7 +341,9 @@ func TestSendOutcomes(t *testing.T) {
 	}{
 		{name: "400 fails at once", setup: func(d *consumertest.Destination) { d.FailWith(400) }, want: ledger.StatusFailed, wantErr: "status 400", wantReqs: 1},
 		{name: "422 fails at once", setup: func(d *consumertest.Destination) { d.FailWith(422) }, want: ledger.StatusFailed, wantErr: "status 422", wantReqs: 1},
-		{name: "500 retried then failed", setup: func(d *consumertest.Destination) { d.FailWith(500) }, want: ledger.StatusFailed, wantErr: "gave up after 3 attempts", wantReqs: 3},
+		// A 500 may come after the work was done: not re-sent unless the destination is idempotent.
+		{name: "500 goes to review", setup: func(d *consumertest.Destination) { d.FailWith(500) }, want: ledger.StatusReview, wantErr: "status 500", wantReqs: 1},
+		{name: "500 to idempotent destination retried, then review", idempotent: true, setup: func(d *consumertest.Destination) { d.FailWith(500) }, want: ledger.StatusReview, wantErr: "status 500", wantReqs: 3},
 		{name: "429 retried then failed", setup: func(d *consumertest.Destination) { d.FailWith(429) }, want: ledger.StatusFailed, wantErr: "status 429", wantReqs: 3},
 		{name: "timeout goes to review", setup: func(d *consumertest.Destination) { d.Hold() }, want: ledger.StatusReview, wantErr: "outcome unknown", wantReqs: 1},
 		// Re-sent with the same key, but never reported failed: the item may be there.
@@ -362,10 +364,10 @@ func TestSendOutcomes(t *testing.T) {
 	}
 }
 
-// A 503 that clears: retried with the same key, sent once.
+// A 429 that clears: retried with the same key, sent once.
 func TestRetryableRecovers(t *testing.T) {
 	e := newOutboxEnv(t, false, time.Second)
-	e.dest.FailWith(503)
+	e.dest.FailWith(429)
 	id := e.enqueue(t, "m1")
 	e.run(t, e.dispatcher(t, consumer.DispatcherConfig{MaxAttempts: 100}))
 	consumertest.Eventually(t, 5*time.Second, "a retry", func() bool { return e.dest.Requests(id) >= 2 })

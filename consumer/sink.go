@@ -32,12 +32,13 @@ var (
 	// ErrRejected: the destination refused the item (a 4xx); it is not
 	// there and sending it again will not help. The row is failed.
 	ErrRejected = errors.New("consumer: send rejected by the destination")
-	// ErrRetryable: the item did not arrive or the destination asked for a
-	// retry (429, 5xx, connection refused). Retried with backoff, then failed.
+	// ErrRetryable: the item provably did not arrive: connection refused, or
+	// a status the destination documents as "not processed" (429, say).
+	// Retried with backoff, then failed.
 	ErrRetryable = errors.New("consumer: send failed, retryable")
-	// ErrAmbiguous: the item may or may not have arrived (a timeout after the
-	// request left). Re-sent only to an idempotent destination, otherwise
-	// the row goes to review.
+	// ErrAmbiguous: the item may or may not have arrived (a timeout, reset or
+	// 5xx after the request left). Re-sent only to an idempotent destination,
+	// with the same key; otherwise the row goes to review.
 	ErrAmbiguous = errors.New("consumer: send outcome unknown")
 	// ErrStillAtDestination: a cancel could not delete the sent item at the
 	// destination; the row is unchanged.

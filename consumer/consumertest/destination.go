@@ -22,9 +22,10 @@ type StoredItem struct {
 
 // Destination is a webhook receiver for tests: it stores POSTed items and
 // answers {"id": "<external id>"}; DELETE /items/<external id> removes one.
-// It can be told to fail, to hold requests until released, and whether to
-// honour Idempotency-Key (a repeated key returns the stored item instead of
-// storing another).
+// It can be told to fail before or after storing, to drop the connection
+// after storing, to hold requests until released, and whether to honour
+// Idempotency-Key (a repeated key returns the stored item instead of storing
+// another).
 type Destination struct {
 	srv        *httptest.Server
 	idempotent bool
@@ -34,6 +35,8 @@ type Destination struct {
 	keys         map[string]string     // idempotency key → external id (idempotent mode)
 	requests     map[string]int        // POSTs per idempotency key
 	status       int                   // non-zero: answer POSTs with it, store nothing
+	failAfter    int                   // non-zero: store, then answer POSTs with it
+	closeAfter   bool                  // store, then close the connection without an answer
 	deleteStatus int                   // non-zero: answer DELETEs with it
 	hold         chan struct{}         // non-nil: POSTs wait for it to close
 	holdAfter    bool                  // hold after storing: the item is there, the answer is late
@@ -110,6 +113,25 @@ func (d *Destination) FailWith(status int) {
 	d.status = status
 }
 
+// FailAfterStoreWith makes POSTs store their item and then answer with
+// status: an application that committed the work and then failed, so the
+// sender sees an error for an item that is there. 0 answers normally again,
+// and also ends CloseAfterStore.
+func (d *Destination) FailAfterStoreWith(status int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failAfter, d.closeAfter = status, false
+}
+
+// CloseAfterStore makes POSTs store their item and then close the connection
+// without writing a response, until FailAfterStoreWith(0): the work is done
+// but the sender sees its connection drop.
+func (d *Destination) CloseAfterStore() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.failAfter, d.closeAfter = 0, true
+}
+
 // FailDeletesWith answers DELETEs with status (0: delete again).
 func (d *Destination) FailDeletesWith(status int) {
 	d.mu.Lock()
@@ -155,6 +177,7 @@ func (d *Destination) post(w http.ResponseWriter, r *http.Request) {
 	d.mu.Lock()
 	d.requests[key]++
 	hold, holdAfter, status, delay := d.hold, d.holdAfter, d.status, d.delay
+	failAfter, closeAfter := d.failAfter, d.closeAfter
 	d.mu.Unlock()
 	d.arrived <- key
 	wait := func() bool {
@@ -195,6 +218,16 @@ func (d *Destination) post(w http.ResponseWriter, r *http.Request) {
 	d.mu.Unlock()
 	if holdAfter && !wait() {
 		return // stored, but the answer never leaves
+	}
+	if closeAfter {
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+		return // stored, and the connection drops without an answer
+	}
+	if failAfter != 0 {
+		http.Error(w, fmt.Sprintf("destination stored it, then says %d", failAfter), failAfter)
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusCreated)

@@ -2,6 +2,13 @@
 // with its outbox id as the Idempotency-Key, signs the body when a secret is
 // set, and deletes sent items through a URL template when they are cancelled.
 //
+// A failed send is retried only when it provably did not arrive: the
+// connection was refused, the name did not resolve, the TLS handshake
+// rejected the certificate, or the status is one the destination documents as
+// "not processed" (Config.RetryOn, default 429). Any other failure after the
+// request left, a 500 included, is an unknown outcome: the row goes to review,
+// or is re-sent with the same key if the destination is idempotent.
+//
 //	sink, err := webhook.New(webhook.Config{
 //		URL:       "https://api.example.com/hooks",
 //		Secret:    os.Getenv("HOOK_SECRET"),
@@ -16,6 +23,8 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -24,6 +33,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -77,6 +87,14 @@ type Config struct {
 	// sends with an unknown outcome are then repeated with the same key
 	// instead of going to review.
 	Idempotent bool
+	// RetryOn lists the HTTP statuses the destination documents as "not
+	// processed": a send answered with one is retried with backoff. List
+	// only statuses the destination promises mean that; any other 5xx is an
+	// unknown outcome (the application may have done the work before it
+	// failed) and goes to review unless Idempotent. Statuses 100-599, no 2xx.
+	// Default (nil): 429, which RFC 6585 defines as refused before processing.
+	// An empty, non-nil slice retries no status.
+	RetryOn []int
 	// Name is the sink's name in the outbox. Default "webhook".
 	Name string
 	// Client makes the requests. Default: a client that follows no redirects.
@@ -109,6 +127,15 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Timeout < 0 {
 		return nil, fmt.Errorf("%w: Timeout must not be negative", ErrInvalidConfig)
 	}
+	for _, code := range cfg.RetryOn {
+		if code < 100 || code > 599 || code/100 == 2 {
+			return nil, fmt.Errorf("%w: RetryOn %d: want an HTTP failure status, 100-599 but not 2xx", ErrInvalidConfig, code)
+		}
+	}
+	if cfg.RetryOn == nil {
+		cfg.RetryOn = []int{http.StatusTooManyRequests}
+	}
+	cfg.RetryOn = slices.Clone(cfg.RetryOn) // the caller's slice may change
 	cfg.Timeout = cmp.Or(cfg.Timeout, TimeoutDefault)
 	cfg.Name = cmp.Or(cfg.Name, NameDefault)
 	cfg.ExternalIDField = cmp.Or(cfg.ExternalIDField, ExternalIDFieldDefault)
@@ -148,11 +175,13 @@ func Sign(secret, ts string, body []byte) string {
 	return "v1=" + hex.EncodeToString(m.Sum(nil))
 }
 
-// Send POSTs the item. 2xx: sent, with the external id from the response.
-// 502 and 504 (a gateway's answer; the destination may have processed it):
-// ambiguous. 429 and other 5xx: retryable. Other statuses: rejected. A transport error before
-// the request could arrive (connection refused, DNS): retryable; after it
-// may have arrived (timeout, reset): ambiguous.
+// Send POSTs the item once. 2xx: sent, with the external id from the
+// response. A status in Config.RetryOn: consumer.ErrRetryable. Any other 5xx:
+// consumer.ErrAmbiguous, since the destination may have done the work before
+// failing. Other statuses (4xx, 1xx, 3xx): consumer.ErrRejected. With no
+// response: ErrRetryable when the request provably never arrived (connection
+// refused, DNS failure, TLS certificate rejected), otherwise ErrAmbiguous
+// (timeout, reset, connection closed after the request was written).
 func (s *Sink) Send(ctx context.Context, it ledger.OutboxItem) (string, error) {
 	if s.cfg.URL == "" {
 		return "", &consumer.SendError{Kind: consumer.ErrRejected, Detail: "webhook: no URL configured"}
@@ -163,6 +192,11 @@ func (s *Sink) Send(ctx context.Context, it ledger.OutboxItem) (string, error) {
 	if err != nil {
 		return "", &consumer.SendError{Kind: consumer.ErrRejected, Detail: err.Error()}
 	}
+	// Without GetBody net/http cannot replay the request: it would otherwise
+	// repeat it on its own (it carries an Idempotency-Key) when a reused
+	// connection drops before the answer, after the destination may have done
+	// the work. The dispatcher is then the only layer that ever re-sends.
+	req.GetBody = nil
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderIdempotencyKey, it.ID)
 	req.Header.Set(HeaderMessageID, it.MessageID)
@@ -184,11 +218,13 @@ func (s *Sink) Send(ctx context.Context, it ledger.OutboxItem) (string, error) {
 			return "", nil
 		}
 		return ExternalID(resp.Header, body, s.cfg.ExternalIDHeader, s.cfg.ExternalIDField, ""), nil
-	case resp.StatusCode == http.StatusBadGateway || resp.StatusCode == http.StatusGatewayTimeout:
-		// A proxy's verdict: the destination behind it may have processed the request.
-		return "", &consumer.SendError{Kind: consumer.ErrAmbiguous, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
-	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+	case slices.Contains(s.cfg.RetryOn, resp.StatusCode):
+		// The destination documents this status as "not processed".
 		return "", &consumer.SendError{Kind: consumer.ErrRetryable, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
+	case resp.StatusCode >= 500 && resp.StatusCode <= 599:
+		// The application, or one behind a gateway, may have committed the
+		// work and then failed.
+		return "", &consumer.SendError{Kind: consumer.ErrAmbiguous, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
 	default:
 		return "", &consumer.SendError{Kind: consumer.ErrRejected, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
 	}
@@ -232,14 +268,28 @@ func bodyExcerpt(b []byte) string {
 	return s
 }
 
-// transportError classifies a request that got no response.
+// transportError classifies a request that got no response: retryable only
+// when no byte of it can have reached the destination.
 func transportError(err error) error {
-	var dnsErr *net.DNSError
-	if errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dnsErr) {
-		// The request never reached the destination.
+	if neverSent(err) {
 		return &consumer.SendError{Kind: consumer.ErrRetryable, Detail: err.Error()}
 	}
 	return &consumer.SendError{Kind: consumer.ErrAmbiguous, Detail: err.Error()}
+}
+
+// neverSent reports a failure before the request could be written: no
+// connection (refused, name not resolved), or a TLS handshake that rejected
+// the server's certificate, which happens before any request byte is sent.
+func neverSent(err error) bool {
+	var (
+		dnsErr      *net.DNSError
+		certErr     *tls.CertificateVerificationError
+		unknownCA   x509.UnknownAuthorityError
+		badHost     x509.HostnameError
+		invalidCert x509.CertificateInvalidError
+	)
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dnsErr) || errors.As(err, &certErr) ||
+		errors.As(err, &unknownCA) || errors.As(err, &badHost) || errors.As(err, &invalidCert)
 }
 
 // Delete removes a sent item at DeleteURL. 2xx, 404 and 410 count as deleted.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/consumer/webhook"
 	"github.com/jetledger/jetledger/ledger"
 	"go.uber.org/goleak"
@@ -73,51 +75,108 @@ func TestExternalID(t *testing.T) {
 	}
 }
 
+// Every status is answered after the destination stored the item: what
+// Send reports decides whether the dispatcher may send it again.
 func TestSendClassification(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
-		name   string
-		status int
-		want   error
+		name    string
+		retryOn []int // Config.RetryOn; nil is the default
+		status  int
+		wantErr error
 	}{
-		{"400", 400, consumer.ErrRejected},
-		{"404", 404, consumer.ErrRejected},
-		{"redirect", 302, consumer.ErrRejected},
-		{"429", 429, consumer.ErrRetryable},
-		{"500", 500, consumer.ErrRetryable},
-		{"503", 503, consumer.ErrRetryable},
-		{"502 from a gateway", 502, consumer.ErrAmbiguous},
-		{"504 from a gateway", 504, consumer.ErrAmbiguous},
+		{name: "429 is retried by default", status: 429, wantErr: consumer.ErrRetryable},
+		{name: "429 not listed is rejected", retryOn: []int{}, status: 429, wantErr: consumer.ErrRejected},
+		{name: "503 documented as not processed is retried", retryOn: []int{503}, status: 503, wantErr: consumer.ErrRetryable},
+		{name: "500 stays unknown when only 503 is listed", retryOn: []int{503}, status: 500, wantErr: consumer.ErrAmbiguous},
+		{name: "500 after the work was recorded is an unknown outcome", status: 500, wantErr: consumer.ErrAmbiguous},
+		{name: "503 is an unknown outcome by default", status: 503, wantErr: consumer.ErrAmbiguous},
+		{name: "502 from a gateway", status: 502, wantErr: consumer.ErrAmbiguous},
+		{name: "504 from a gateway", status: 504, wantErr: consumer.ErrAmbiguous},
+		{name: "599", status: 599, wantErr: consumer.ErrAmbiguous},
+		{name: "400", status: 400, wantErr: consumer.ErrRejected},
+		{name: "404", status: 404, wantErr: consumer.ErrRejected},
+		{name: "redirect", status: 302, wantErr: consumer.ErrRejected},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				if tt.status == 302 {
-					w.Header().Set("Location", "/elsewhere")
-				}
-				w.WriteHeader(tt.status)
-				w.Write([]byte("nope"))
-			}))
-			defer srv.Close()
-			s, _ := webhook.New(webhook.Config{URL: srv.URL})
-			_, err := s.Send(context.Background(), item)
+			t.Parallel()
+			dest := consumertest.NewDestination(t, false)
+			dest.FailAfterStoreWith(tt.status)
+			s, err := webhook.New(webhook.Config{URL: dest.URL(), RetryOn: tt.retryOn})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.Send(context.Background(), item)
 			var se *consumer.SendError
-			if !errors.Is(err, tt.want) || !errors.As(err, &se) || se.Status != tt.status {
-				t.Fatalf("err = %v, want %v with status %d", err, tt.want, tt.status)
+			if !errors.Is(err, tt.wantErr) || !errors.As(err, &se) || se.Status != tt.status {
+				t.Fatalf("err = %v, want %v with status %d", err, tt.wantErr, tt.status)
+			}
+			if n := dest.Requests(item.ID); n != 1 {
+				t.Fatalf("destination saw %d requests, want 1", n)
 			}
 		})
 	}
 }
 
+// A request that got no response is retryable only when it provably never
+// reached the destination.
 func TestSendTransportErrors(t *testing.T) {
-	// Nothing listens: connection refused, the request never arrived.
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	t.Parallel()
+	tests := []struct {
+		name    string
+		url     func(t *testing.T) string
+		timeout time.Duration
+		wantErr error
+	}{
+		{name: "connection refused", url: refusingURL, wantErr: consumer.ErrRetryable},
+		{name: "untrusted TLS certificate", url: untrustedTLSURL, wantErr: consumer.ErrRetryable},
+		{name: "timeout after the request left", url: silentURL, timeout: 50 * time.Millisecond, wantErr: consumer.ErrAmbiguous},
+		{name: "connection closed after the work was recorded", url: func(t *testing.T) string {
+			dest := consumertest.NewDestination(t, false)
+			dest.CloseAfterStore()
+			return dest.URL()
+		}, wantErr: consumer.ErrAmbiguous},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := webhook.New(webhook.Config{URL: tt.url(t), Timeout: tt.timeout})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Send(context.Background(), item); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// refusingURL is an address nothing listens on: the request never arrives.
+func refusingURL(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	addr := l.Addr().String()
 	l.Close()
-	s, _ := webhook.New(webhook.Config{URL: "http://" + addr})
-	if _, err := s.Send(context.Background(), item); !errors.Is(err, consumer.ErrRetryable) {
-		t.Fatalf("refused: err = %v, want retryable", err)
-	}
-	// A destination that does not answer in time: the request may have arrived.
+	return "http://" + addr
+}
+
+// untrustedTLSURL is a TLS server whose certificate the default client does
+// not trust: the handshake fails before a byte of the request is sent.
+func untrustedTLSURL(t *testing.T) string {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("request arrived despite the failed handshake")
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake error is the point
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// silentURL is a server that never answers while the test runs.
+func silentURL(t *testing.T) string {
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -125,11 +184,30 @@ func TestSendTransportErrors(t *testing.T) {
 		case <-r.Context().Done():
 		}
 	}))
-	defer srv.Close()
-	defer close(release)
-	s, _ = webhook.New(webhook.Config{URL: srv.URL, Timeout: 50 * time.Millisecond})
-	if _, err := s.Send(context.Background(), item); !errors.Is(err, consumer.ErrAmbiguous) {
-		t.Fatalf("timeout: err = %v, want ambiguous", err)
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	return srv.URL
+}
+
+// net/http repeats a request with an Idempotency-Key by itself when a reused
+// connection drops before the answer. The sink must not let it: the
+// destination would do the work twice while Send reports one outcome.
+func TestSendNeverRepeatsARequest(t *testing.T) {
+	t.Parallel()
+	dest := consumertest.NewDestination(t, false)
+	s, err := webhook.New(webhook.Config{URL: dest.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A first send leaves a keep-alive connection for the second to reuse.
+	first := ledger.OutboxItem{ID: "01FIRST", MessageID: "msg-0", Payload: []byte(`{"a":0}`)}
+	if _, err := s.Send(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	dest.CloseAfterStore()
+	_, err = s.Send(context.Background(), item)
+	if n := dest.Requests(item.ID); n != 1 || !errors.Is(err, consumer.ErrAmbiguous) {
+		t.Fatalf("destination saw %d requests for the item (want 1); Send err = %v (want %v)", n, err, consumer.ErrAmbiguous)
 	}
 }
 
@@ -163,15 +241,27 @@ func TestDelete(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
-	for _, cfg := range []webhook.Config{
-		{},
-		{URL: "ftp://x"},
-		{URL: "/relative"},
-		{URL: "http://ok", DeleteURL: "nope"},
-		{URL: "http://ok", Timeout: -1},
-	} {
-		if _, err := webhook.New(cfg); !errors.Is(err, webhook.ErrInvalidConfig) {
-			t.Errorf("New(%+v) err = %v", cfg, err)
-		}
+	tests := []struct {
+		name    string
+		cfg     webhook.Config
+		wantErr error
+	}{
+		{name: "no URL", cfg: webhook.Config{}, wantErr: webhook.ErrInvalidConfig},
+		{name: "not http", cfg: webhook.Config{URL: "ftp://x"}, wantErr: webhook.ErrInvalidConfig},
+		{name: "relative URL", cfg: webhook.Config{URL: "/relative"}, wantErr: webhook.ErrInvalidConfig},
+		{name: "bad DeleteURL", cfg: webhook.Config{URL: "http://ok", DeleteURL: "nope"}, wantErr: webhook.ErrInvalidConfig},
+		{name: "negative Timeout", cfg: webhook.Config{URL: "http://ok", Timeout: -1}, wantErr: webhook.ErrInvalidConfig},
+		{name: "RetryOn a success", cfg: webhook.Config{URL: "http://ok", RetryOn: []int{429, 200}}, wantErr: webhook.ErrInvalidConfig},
+		{name: "RetryOn below 100", cfg: webhook.Config{URL: "http://ok", RetryOn: []int{99}}, wantErr: webhook.ErrInvalidConfig},
+		{name: "RetryOn above 599", cfg: webhook.Config{URL: "http://ok", RetryOn: []int{600}}, wantErr: webhook.ErrInvalidConfig},
+		{name: "RetryOn 503", cfg: webhook.Config{URL: "http://ok", RetryOn: []int{429, 503}}},
+		{name: "RetryOn none", cfg: webhook.Config{URL: "http://ok", RetryOn: []int{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := webhook.New(tt.cfg); !errors.Is(err, tt.wantErr) {
+				t.Fatalf("New(%+v) err = %v, want %v", tt.cfg, err, tt.wantErr)
+			}
+		})
 	}
 }
