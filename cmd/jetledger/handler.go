@@ -61,6 +61,10 @@ func newEventsHandler(ctx context.Context, db *sql.DB, schemaFile, apply string)
 			return nil, usagef("--apply does not compile: %v (tables it uses must exist: create them with --schema)", err)
 		}
 		stmt.Close()
+		// SQLite compiles any parameter name; handle binds only four.
+		if err := checkApplyParams(apply); err != nil {
+			return nil, usageError{err}
+		}
 	}
 	return &eventsHandler{apply: apply}, nil
 }
