@@ -21,8 +21,7 @@ func ClaimLease(sinkTimeout, margin time.Duration) time.Duration {
 // a consumer following this plan: a claim and its write-back can wait behind a
 // whole batch holding the writer, so that wait is in the lease too.
 func (p Plan) ClaimLease(sinkTimeout time.Duration) time.Duration {
-	p = p.WithDefaults()
-	return ClaimLease(sinkTimeout, p.Deadline+p.commit()+LeaseMarginDefault)
+	return ClaimLease(sinkTimeout, p.WriterHold()+LeaseMarginDefault)
 }
 
 // ValidateLease refuses a lease that does not outlast the sink timeout by

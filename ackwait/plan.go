@@ -20,8 +20,9 @@ const (
 
 // Plan is the timing budget of one batch. The zero value is the default plan.
 type Plan struct {
-	// Deadline bounds the handler work of one batch; a handler still running
-	// then is cancelled and rolled back. Default 10s.
+	// Deadline bounds the work of one batch: the wait for the single SQLite
+	// writer and the handlers. A handler still running then is cancelled and
+	// rolled back. Default 10s.
 	Deadline time.Duration
 	// BatchSize is the most messages fetched and committed together. Default 100.
 	BatchSize int
@@ -61,19 +62,40 @@ func (p Plan) Check() error {
 }
 
 // AckWait is the shortest AckWait that covers the worst case of one message:
-// it waits in the buffer, its batch runs to the deadline, commits and is acked.
+// it waits in the buffer, its batch waits for the writer and runs its
+// handlers to the deadline, commits and is acked.
 func (p Plan) AckWait() time.Duration {
 	p = p.WithDefaults()
-	return p.BufferWait + p.Deadline + p.commit() + p.AckMargin
+	return p.BufferWait + p.Deadline + p.CommitTimeout() + p.AckMargin
 }
 
-func (p Plan) commit() time.Duration {
+// CommitTimeout bounds a batch's COMMIT, which starts when its work ends (by
+// the deadline at the latest): the commit margin plus the per-message cost.
+// The ledger is given this bound for every batch.
+func (p Plan) CommitTimeout() time.Duration {
+	p = p.WithDefaults()
 	return p.CommitMargin + time.Duration(p.BatchSize)*p.PerMessage
 }
 
-// InProgressInterval is how often a batch still running tells the server it
-// is working on its messages, resetting their AckWait: three times per AckWait,
-// so one lost InProgress does not cost the message.
+// WriterHold is the longest one batch holds the single SQLite writer: its
+// work and its commit. Anything else that needs the writer (an outbox claim
+// or write-back, another process's batch) may wait this long for it.
+func (p Plan) WriterHold() time.Duration {
+	p = p.WithDefaults()
+	return p.Deadline + p.CommitTimeout()
+}
+
+// PruneHold is the longest a prune holds the writer in one step: a tenth of
+// the deadline, since the wait for the writer counts against a batch's
+// deadline.
+func (p Plan) PruneHold() time.Duration {
+	return p.WithDefaults().Deadline / 10
+}
+
+// InProgressInterval is how often a batch still running (its work or its
+// commit) tells the server it is working on its messages, resetting their
+// AckWait: three times per AckWait, so one lost InProgress does not cost the
+// message.
 func (p Plan) InProgressInterval() time.Duration {
 	return p.AckWait() / 3
 }
@@ -110,7 +132,7 @@ func (p Plan) Admit(age time.Duration) Admission {
 func (p Plan) String() string {
 	p = p.WithDefaults()
 	return fmt.Sprintf("buffer %s + deadline %s + commit %s + ack %s = %s",
-		p.BufferWait, p.Deadline, p.commit(), p.AckMargin, p.AckWait())
+		p.BufferWait, p.Deadline, p.CommitTimeout(), p.AckMargin, p.AckWait())
 }
 
 // TooShortError is returned by Validate when a wait is below the plan. It

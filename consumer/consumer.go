@@ -22,6 +22,7 @@ type Ledger interface {
 	ApplyBatch(ctx context.Context, batch []ledger.Delivery, h ledger.Handler) ([]ledger.Result, error)
 	RecordDeadLetters(ctx context.Context, dls []ledger.DeadLetter) error
 	HasDeadLetter(ctx context.Context, stream string, seq uint64) (bool, error)
+	HasProcessed(ctx context.Context, stream string, seq uint64, id string) (bool, error)
 }
 
 var _ Ledger = (*ledger.Store)(nil)
@@ -85,10 +86,13 @@ type Config struct {
 }
 
 // ReplayFrom is where a replay starts: a stream sequence, a time, or (both
-// zero) the start of the stream.
+// zero) the start of the stream; and where it ends.
 type ReplayFrom struct {
 	Seq  uint64
 	Time time.Time
+	// UpTo is the last stream sequence replayed; later messages are left to
+	// the live consumer. 0: to the end of the stream.
+	UpTo uint64
 }
 
 // BatchReport describes a committed batch.
@@ -111,10 +115,12 @@ type Counts struct {
 	DeadLetters uint64 `json:"dead_letters"`
 	Stale       uint64 `json:"stale"` // left to redelivery: waited past AckWait in the buffer
 	Batches     uint64 `json:"batches"`
+	Advisories  uint64 `json:"advisories"` // max-deliveries advisories handled
+	Beyond      uint64 `json:"beyond"`     // replay: messages past ReplayFrom.UpTo, left alone
 }
 
 type counters struct {
-	applied, duplicates, conflicts, failed, naks, terms, deadLetters, stale, batches atomic.Uint64
+	applied, duplicates, conflicts, failed, naks, terms, deadLetters, stale, batches, advisories, beyond atomic.Uint64
 }
 
 // Consumer consumes one durable through the ledger.
@@ -123,7 +129,8 @@ type Consumer struct {
 	plan       ackwait.Plan
 	js         JetStream
 	cons       jetstream.Consumer
-	serverMax  int // the durable's server-side MaxDeliver, 0 or -1 for none
+	serverMax  int       // the durable's server-side MaxDeliver, 0 or -1 for none
+	created    time.Time // the stream's creation time: part of sequence ids
 	ledger     Ledger
 	log        *slog.Logger
 	maxDeliver int
@@ -166,6 +173,11 @@ func New(ctx context.Context, js JetStream, l Ledger, cfg Config) (*Consumer, er
 }
 
 func (c *Consumer) bind(ctx context.Context) (jetstream.Consumer, error) {
+	s, err := c.js.Stream(ctx, c.cfg.Stream)
+	if err != nil {
+		return nil, fmt.Errorf("consumer: look up stream %s: %w", c.cfg.Stream, err)
+	}
+	c.created = s.CachedInfo().Created
 	if r := c.cfg.Replay; r != nil {
 		cfg := jetstream.ConsumerConfig{
 			AckPolicy: jetstream.AckExplicitPolicy, AckWait: c.plan.AckWait(), MaxDeliver: -1,
@@ -231,6 +243,26 @@ func (c *Consumer) bind(ctx context.Context) (jetstream.Consumer, error) {
 	return cons, nil
 }
 
+// ReplayDone reports, for a replay, that every message up to its bound
+// (or the end of the stream) has been handled: applied, found a duplicate or
+// a conflict, or dead-lettered.
+func (c *Consumer) ReplayDone(ctx context.Context) (bool, error) {
+	info, err := c.cons.Info(ctx)
+	if err != nil {
+		return false, fmt.Errorf("consumer: replay progress: %w", err)
+	}
+	if info.NumAckPending > 0 {
+		return false, nil
+	}
+	// Messages come in stream order: once one past the bound was seen, all
+	// before it were delivered, and none of them waits for an ack.
+	up := uint64(0)
+	if c.cfg.Replay != nil {
+		up = c.cfg.Replay.UpTo
+	}
+	return info.NumPending == 0 || (up > 0 && (info.AckFloor.Stream >= up || c.n.beyond.Load() > 0)), nil
+}
+
 // Info returns the server's view of the consumer: pending, redelivered,
 // ack floor.
 func (c *Consumer) Info(ctx context.Context) (*jetstream.ConsumerInfo, error) {
@@ -243,6 +275,7 @@ func (c *Consumer) Counts() Counts {
 		Applied: c.n.applied.Load(), Duplicates: c.n.duplicates.Load(), Conflicts: c.n.conflicts.Load(),
 		Failed: c.n.failed.Load(), Naks: c.n.naks.Load(), Terms: c.n.terms.Load(),
 		DeadLetters: c.n.deadLetters.Load(), Stale: c.n.stale.Load(), Batches: c.n.batches.Load(),
+		Advisories: c.n.advisories.Load(), Beyond: c.n.beyond.Load(),
 	}
 }
 
@@ -386,6 +419,13 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 			c.log.ErrorContext(ctx, "message without JetStream metadata", "subject", r.msg.Subject(), "err", err)
 			continue
 		}
+		if rp := c.cfg.Replay; rp != nil && rp.UpTo > 0 && meta.Sequence.Stream > rp.UpTo {
+			// Past the replay's bound: the live consumer's to apply, with its
+			// effects. Terminating it ends it for this replay consumer only.
+			c.n.beyond.Add(1)
+			_ = r.msg.Term()
+			continue
+		}
 		switch c.plan.Admit(now.Sub(r.at)) {
 		case ackwait.Skip:
 			c.n.stale.Add(1)
@@ -395,7 +435,7 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 		case ackwait.Refresh:
 			_ = r.msg.InProgress() // resets AckWait; if lost, the ledger still dedupes
 		}
-		id, err := MessageID(r.msg.Headers(), meta.Stream, meta.Sequence.Stream, c.cfg.AllowSequenceIDs)
+		id, err := MessageID(r.msg.Headers(), meta.Stream, c.created, meta.Sequence.Stream, c.cfg.AllowSequenceIDs)
 		if err != nil {
 			dead = append(dead, deadLetter{item{r.msg, meta}, err.Error()})
 			continue
@@ -537,7 +577,7 @@ func (c *Consumer) recordDead(ctx context.Context, dead []deadLetter) error {
 		}
 		c.log.WarnContext(ctx, "dead letter", "msg_id", dls[i].MessageID, "stream_seq", dls[i].Sequence, "reason", d.reason)
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.plan.CommitMargin)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.plan.CommitTimeout())
 	defer cancel()
 	if err := c.ledger.RecordDeadLetters(ctx, dls); err != nil {
 		return fmt.Errorf("consumer: %w", err)
@@ -549,6 +589,7 @@ func (c *Consumer) recordDead(ctx context.Context, dead []deadLetter) error {
 // onMaxDeliveries records a dead letter for a message the server stopped
 // delivering, unless the consumer dead-lettered it itself.
 func (c *Consumer) onMaxDeliveries(ctx context.Context, data []byte) {
+	defer c.n.advisories.Add(1)
 	var adv struct {
 		Stream     string `json:"stream"`
 		StreamSeq  uint64 `json:"stream_seq"`
@@ -565,10 +606,21 @@ func (c *Consumer) onMaxDeliveries(ctx context.Context, data []byte) {
 	}
 	dl := ledger.DeadLetter{Stream: adv.Stream, Sequence: adv.StreamSeq, Deliveries: adv.Deliveries,
 		Reason: fmt.Sprintf("the server stopped delivering after %d deliveries (max-deliveries advisory); the last one never completed", adv.Deliveries)}
+	var id string // the id the ledger knows the message by, when it can be read
 	if s, err := c.js.Stream(ctx, adv.Stream); err == nil {
 		if m, err := s.GetMsg(ctx, adv.StreamSeq); err == nil {
 			dl.MessageID, dl.Subject, dl.Headers, dl.Payload = m.Header.Get(jetstream.MsgIDHeader), m.Subject, m.Header, m.Data
+			id, _ = MessageID(m.Header, adv.Stream, c.created, adv.StreamSeq, c.cfg.AllowSequenceIDs)
 		}
+	}
+	// The last delivery may have been applied and only its ack lost: an
+	// applied message is never a dead letter.
+	// If the ledger cannot say, record it: a dead letter too many beats a
+	// message dropped without a trace.
+	if done, err := c.ledger.HasProcessed(ctx, adv.Stream, adv.StreamSeq, id); err != nil {
+		c.log.WarnContext(ctx, "cannot check the ledger for a max-deliveries advisory; recording the dead letter", "stream_seq", adv.StreamSeq, "err", err)
+	} else if done {
+		return
 	}
 	if err := c.ledger.RecordDeadLetters(ctx, []ledger.DeadLetter{dl}); err != nil {
 		c.log.ErrorContext(ctx, "cannot record dead letter from advisory", "stream_seq", adv.StreamSeq, "err", err)
@@ -587,13 +639,11 @@ func (c *Consumer) backoff(delivered uint64) time.Duration {
 	return min(d, c.cfg.BackoffMax)
 }
 
-// keepInProgress tells the server every InProgressInterval that the batch is
-// still being worked on, so a batch near its deadline is not redelivered.
+// keepInProgress tells the server every InProgressInterval, for as long as
+// the batch runs (its work and its commit), that it is still being worked
+// on, so a batch that runs long is not redelivered meanwhile.
 func (c *Consumer) keepInProgress(work []item) (stop func()) {
 	iv := c.plan.InProgressInterval()
-	if iv >= c.plan.Deadline {
-		return func() {} // the batch ends before the first refresh could matter
-	}
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

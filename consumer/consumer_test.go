@@ -191,7 +191,7 @@ func TestSequenceIDFallback(t *testing.T) {
 	e.publish(t, "", `{}`)
 	c := e.start(t, consumer.Config{AllowSequenceIDs: true})
 	e.waitAcked(t, "jetledger", 1)
-	if c.Counts().Applied != 1 || e.count(t, `SELECT count(*) FROM seen WHERE id = 'EV/1'`) != 1 {
+	if c.Counts().Applied != 1 || e.count(t, `SELECT count(*) FROM seen WHERE id LIKE 'EV@%/1'`) != 1 {
 		t.Fatalf("counts = %+v", c.Counts())
 	}
 }
@@ -295,5 +295,88 @@ func TestRunDrainsOnCancel(t *testing.T) {
 	}
 	if info, err := cons.Info(context.Background()); err != nil || info.NumAckPending != 0 {
 		t.Fatalf("after Run: %d delivered but not acked (%v)", info.NumAckPending, err)
+	}
+}
+
+// Sequence ids name the stream instance: a stream deleted and re-created
+// starts again at sequence 1, and its new messages must not be taken for
+// the old ones (same payload: a duplicate never applied; another payload: a
+// conflict).
+func TestSequenceIDsSurviveStreamRecreation(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.publish(t, "", `{"n":1}`)
+	e.publish(t, "", `{"n":2}`)
+	run := func() consumer.Counts {
+		c, err := consumer.New(ctx, e.js, e.st, consumer.Config{Stream: "EV", Handler: record, AllowSequenceIDs: true,
+			Plan: ackwait.Plan{Deadline: 2 * time.Second}, FetchWait: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- c.Run(rctx) }()
+		e.waitAcked(t, "jetledger", 2)
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		return c.Counts()
+	}
+	if n := run(); n.Applied != 2 {
+		t.Fatalf("first stream: %+v", n)
+	}
+	if err := e.js.DeleteStream(ctx, "EV"); err != nil {
+		t.Fatal(err)
+	}
+	consumertest.CreateStream(t, e.js, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}})
+	e.publish(t, "", `{"n":1}`) // same payload as the old seq 1
+	e.publish(t, "", `{"n":3}`) // another payload at the old seq 2
+	if n := run(); n.Applied != 2 || n.Duplicates != 0 || n.Conflicts != 0 {
+		t.Fatalf("re-created stream: %+v; want both new messages applied", n)
+	}
+	if got := e.count(t, `SELECT count(*) FROM seen`); got != 4 {
+		t.Fatalf("seen rows = %d, want 4", got)
+	}
+}
+
+// The server's max-deliveries advisory for a message whose ack was lost
+// after its commit must not dead-letter it: an applied message is never a
+// dead letter.
+func TestMaxDeliveriesAdvisorySkipsAppliedMessages(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	plan := ackwait.Plan{Deadline: 100 * time.Millisecond, BatchSize: 1, BufferWait: 50 * time.Millisecond,
+		CommitMargin: 100 * time.Millisecond, AckMargin: 50 * time.Millisecond}
+	// A durable made elsewhere with a server-side limit of one delivery.
+	if _, err := e.js.CreateConsumer(ctx, "EV", jetstream.ConsumerConfig{Durable: "limited", AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: plan.AckWait() + 50*time.Millisecond, MaxDeliver: 1}); err != nil {
+		t.Fatal(err)
+	}
+	advisories := make(chan struct{}, 1)
+	sub, err := e.nc.Subscribe("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.EV.limited", func(*nats.Msg) {
+		select {
+		case advisories <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe() //nolint:errcheck
+	// The ack is "lost": it leaves only after the server has given up.
+	c := e.start(t, consumer.Config{Durable: "limited", Plan: plan, AfterCommit: func(consumer.BatchReport) {
+		select {
+		case <-advisories:
+		case <-time.After(30 * time.Second):
+		}
+	}})
+	e.publish(t, "applied-1", `{}`)
+	consumertest.Eventually(t, 30*time.Second, "the advisory handled", func() bool { return c.Counts().Advisories == 1 })
+	if n := c.Counts(); n.Applied != 1 || n.DeadLetters != 0 {
+		t.Fatalf("counts %+v: an applied message was dead-lettered", n)
+	}
+	if n := e.count(t, `SELECT count(*) FROM dead_letters`); n != 0 {
+		t.Fatalf("%d dead letters for an applied message", n)
 	}
 }

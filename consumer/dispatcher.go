@@ -23,7 +23,7 @@ type Outbox interface {
 	Get(ctx context.Context, id string) (ledger.OutboxItem, error)
 	Claim(ctx context.Context, id, worker string, lease time.Duration) (ledger.OutboxItem, error)
 	MarkSent(ctx context.Context, id, worker, externalID string) error
-	MarkFailed(ctx context.Context, id, worker, reason string, retryAt time.Time, maybeArrived bool) error
+	MarkFailed(ctx context.Context, id, worker, reason string, retryAfter time.Duration, maybeArrived bool) error
 	MarkReview(ctx context.Context, id, worker, reason, externalID string) error
 	FinishCancel(ctx context.Context, id, worker, externalID string) error
 	ExpireLeases(ctx context.Context, sink string, requeue bool) (ledger.Expired, error)
@@ -233,7 +233,7 @@ func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token st
 	var werr error
 	switch {
 	case errors.Is(err, ErrRejected) && !it.MaybeSent:
-		werr = d.writeBack(wctx, func() error { return d.o.MarkFailed(wctx, it.ID, token, reason, time.Time{}, false) })
+		werr = d.writeBack(wctx, func() error { return d.o.MarkFailed(wctx, it.ID, token, reason, 0, false) })
 		d.n.failed.Add(1)
 	case (ambiguous && !d.sink.Idempotent()) || (maybeThere && (it.Attempts >= d.cfg.MaxAttempts || errors.Is(err, ErrRejected))):
 		why := "send outcome unknown, not re-sent: " + reason
@@ -245,12 +245,12 @@ func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token st
 		d.log.WarnContext(ctx, "send outcome unknown; outbox row moved to review", "outbox_id", it.ID, "err", err)
 	case it.Attempts >= d.cfg.MaxAttempts:
 		werr = d.writeBack(wctx, func() error {
-			return d.o.MarkFailed(wctx, it.ID, token, fmt.Sprintf("gave up after %d attempts; last %s", it.Attempts, reason), time.Time{}, false)
+			return d.o.MarkFailed(wctx, it.ID, token, fmt.Sprintf("gave up after %d attempts; last %s", it.Attempts, reason), 0, false)
 		})
 		d.n.failed.Add(1)
 	default:
 		werr = d.writeBack(wctx, func() error {
-			return d.o.MarkFailed(wctx, it.ID, token, reason, time.Now().Add(d.backoff(it.Attempts)), ambiguous)
+			return d.o.MarkFailed(wctx, it.ID, token, reason, d.backoff(it.Attempts), ambiguous)
 		})
 		d.n.retried.Add(1)
 	}

@@ -3,6 +3,7 @@ package consumer_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/nats-io/nats.go"
@@ -23,10 +24,11 @@ func FuzzMessageID(f *testing.F) {
 		if err != nil {
 			return // the client drops such a message before we see it
 		}
-		id, err := consumer.MessageID(h, "S", 7, allowSeq)
+		created := time.Unix(1, 2)
+		id, err := consumer.MessageID(h, "S", created, 7, allowSeq)
 		v := h.Get("Nats-Msg-Id")
 		switch {
-		case err == nil && v == "" && (!allowSeq || id != "S/7"):
+		case err == nil && v == "" && (!allowSeq || id != consumer.SequenceID("S", created, 7)):
 			t.Fatalf("id %q accepted without a header", id)
 		case err == nil && v != "" && (id != v || len(id) > consumer.MaxMessageIDLen):
 			t.Fatalf("id %q from header %q", id, v)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"fmt"
+	"math"
 )
 
 // Delivery is one message as the ledger sees it: its id, where it sits in the
@@ -68,26 +69,41 @@ type Tx struct {
 	s     *Store
 	tx    *sql.Tx
 	d     *Delivery            // the message being applied, for Enqueue
-	stmts map[string]*sql.Stmt // prepared once per batch: parsing dominated the cost
+	stmts map[string]*sql.Stmt // the handler's, prepared once per batch: parsing dominated the cost
+	own   map[string]*sql.Stmt // the ledger's own, apart: a handler must not reach them through its cache
 }
 
 // maxCachedStmts bounds the per-batch statement cache; a handler building
 // unique SQL per message gets no caching rather than unbounded memory.
 const maxCachedStmts = 64
 
-// stmt returns query prepared in this transaction, preparing it once.
+// stmt returns the handler's query prepared in this transaction, preparing
+// it once.
 func (t *Tx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
-	if st, ok := t.stmts[query]; ok {
+	return t.prepare(ctx, t.stmts, query)
+}
+
+func (t *Tx) prepare(ctx context.Context, cache map[string]*sql.Stmt, query string) (*sql.Stmt, error) {
+	if st, ok := cache[query]; ok {
 		return st, nil
 	}
 	st, err := t.tx.PrepareContext(ctx, query)
 	if err != nil {
-		return nil, err
+		return nil, t.s.guard.explain(err)
 	}
-	if len(t.stmts) < maxCachedStmts {
-		t.stmts[query] = st
+	if len(cache) < maxCachedStmts {
+		cache[query] = st
 	}
 	return st, nil
+}
+
+// exec runs one of the ledger's own statements.
+func (t *Tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := t.prepare(ctx, t.own, query)
+	if err != nil {
+		return nil, err
+	}
+	return st.ExecContext(ctx, args...)
 }
 
 // ExecContext runs a statement in the message's savepoint.
@@ -164,7 +180,7 @@ func (s *Store) applyOnce(ctx context.Context, batch []Delivery, h Handler, resu
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
 	now := s.cfg.Now().UnixMilli()
-	t := &Tx{s: s, tx: tx, stmts: make(map[string]*sql.Stmt, 8)}
+	t := &Tx{s: s, tx: tx, stmts: make(map[string]*sql.Stmt, 8), own: make(map[string]*sql.Stmt, 8)}
 	for i := range batch {
 		if skip[i] {
 			continue
@@ -193,13 +209,13 @@ func (s *Store) applyOne(ctx, txCtx context.Context, t *Tx, d *Delivery, h Handl
 	if d.MessageID == "" {
 		return Result{Outcome: Failed, Err: ErrEmptyMessageID}, false, nil
 	}
-	if _, err := t.ExecContext(txCtx, "SAVEPOINT msg"); err != nil {
+	if _, err := t.exec(txCtx, "SAVEPOINT msg"); err != nil {
 		return Result{}, false, fmt.Errorf("ledger: savepoint for %s: %w", d.MessageID, err)
 	}
 	sum := sha256.Sum256(d.Data)
-	ins, err := t.ExecContext(txCtx, `INSERT INTO processed_messages
-		(message_id, stream, stream_seq, subject, payload_sha256, processed_at)
-		VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (message_id) DO NOTHING`,
+	ins, err := t.exec(txCtx, `INSERT INTO processed_messages
+		(message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at)
+		VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (message_id) DO NOTHING`,
 		d.MessageID, d.Stream, int64(d.Sequence), d.Subject, sum[:], now)
 	if err != nil {
 		return Result{}, false, fmt.Errorf("ledger: record %s: %w", d.MessageID, err)
@@ -209,14 +225,16 @@ func (s *Store) applyOne(ctx, txCtx context.Context, t *Tx, d *Delivery, h Handl
 		if err != nil {
 			return Result{}, false, err
 		}
-		if _, err := t.ExecContext(txCtx, "RELEASE msg"); err != nil {
+		if _, err := t.exec(txCtx, "RELEASE msg"); err != nil {
 			return Result{}, false, fmt.Errorf("ledger: release savepoint for %s: %w", d.MessageID, err)
 		}
 		return res, false, nil
 	}
 
 	t.d = d
+	s.guard.begin()
 	herr := h(ctx, t, *d)
+	s.guard.end()
 	t.d = nil
 	if herr == nil && ctx.Err() != nil {
 		// Finished after its deadline: the consumer may already have lost the
@@ -227,33 +245,53 @@ func (s *Store) applyOne(ctx, txCtx context.Context, t *Tx, d *Delivery, h Handl
 		return Result{}, false, fmt.Errorf("ledger: applying %s: %w", d.MessageID, fault)
 	}
 	if herr == nil {
-		if _, err := t.ExecContext(txCtx, "RELEASE msg"); err != nil {
+		if _, err := t.exec(txCtx, "RELEASE msg"); err != nil {
 			return Result{}, false, fmt.Errorf("ledger: release savepoint for %s: %w", d.MessageID, err)
 		}
 		return Result{Outcome: Applied}, false, nil
 	}
 	failed := Result{Outcome: Failed, Err: herr}
-	if _, err := t.ExecContext(txCtx, "ROLLBACK TO msg"); err != nil {
+	if _, err := t.exec(txCtx, "ROLLBACK TO msg"); err != nil {
 		// SQLite rolls back the whole transaction on an interrupted write,
 		// SQLITE_FULL and some I/O errors; the savepoint went with it.
 		return failed, true, nil
 	}
-	if _, err := t.ExecContext(txCtx, "RELEASE msg"); err != nil {
+	if _, err := t.exec(txCtx, "RELEASE msg"); err != nil {
 		return failed, true, nil
 	}
 	return failed, false, nil
 }
 
-// seenBefore classifies a message whose id is already in the ledger.
+// pinnedSeq is the last_seq of an id seen in more than one stream: prune
+// goes stream by stream and could not tell when every copy is gone, so the
+// row is never pruned.
+const pinnedSeq = math.MaxInt64
+
+// seenBefore classifies a message whose id is already in the ledger, and
+// records where this copy was seen: prune keeps the row while it is in the
+// stream.
 func (s *Store) seenBefore(ctx context.Context, tx *Tx, d *Delivery, sum []byte, now int64) (Result, error) {
 	var have []byte
-	if err := tx.QueryRowContext(ctx, `SELECT payload_sha256 FROM processed_messages WHERE message_id = ?`, d.MessageID).Scan(&have); err != nil {
+	var stream string
+	var lastSeq int64
+	if err := tx.tx.QueryRowContext(ctx, `SELECT payload_sha256, stream, last_seq FROM processed_messages WHERE message_id = ?`,
+		d.MessageID).Scan(&have, &stream, &lastSeq); err != nil {
 		return Result{}, fmt.Errorf("ledger: look up %s: %w", d.MessageID, err)
+	}
+	seq := int64(d.Sequence)
+	if stream != d.Stream {
+		seq = pinnedSeq
+	}
+	if seq > lastSeq { // a redelivery of the same copy changes nothing
+		if _, err := tx.exec(ctx, `UPDATE processed_messages SET last_seq = ?, last_seen_at = ? WHERE message_id = ?`,
+			seq, now, d.MessageID); err != nil {
+			return Result{}, fmt.Errorf("ledger: record copy of %s: %w", d.MessageID, err)
+		}
 	}
 	if string(have) == string(sum) {
 		return Result{Outcome: Duplicate}, nil
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO conflicts
+	if _, err := tx.exec(ctx, `INSERT INTO conflicts
 		(message_id, stream, stream_seq, subject, existing_sha256, new_sha256, payload, seen_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (message_id, stream, stream_seq) DO NOTHING`,
 		d.MessageID, d.Stream, int64(d.Sequence), d.Subject, have, sum, d.Data, now); err != nil {

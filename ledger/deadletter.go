@@ -154,6 +154,24 @@ func (s *Store) HasDeadLetter(ctx context.Context, stream string, seq uint64) (b
 	return n > 0, err
 }
 
+// HasProcessed reports whether the ledger holds the message: by its id when
+// it is known, otherwise by the stream sequence at which an id was applied
+// or last seen.
+func (s *Store) HasProcessed(ctx context.Context, stream string, seq uint64, id string) (bool, error) {
+	var n int
+	var err error
+	if id != "" {
+		err = s.reader.QueryRowContext(ctx, `SELECT count(*) FROM processed_messages WHERE message_id = ?`, id).Scan(&n)
+	} else {
+		err = s.reader.QueryRowContext(ctx, `SELECT count(*) FROM processed_messages
+			WHERE stream = ?1 AND (last_seq = ?2 OR stream_seq = ?2)`, stream, int64(seq)).Scan(&n)
+	}
+	if err != nil {
+		return false, fmt.Errorf("ledger: look up %s/%d: %w", stream, seq, err)
+	}
+	return n > 0, nil
+}
+
 // DiscardDeadLetter deletes a dead letter: a person decided it needs nothing.
 func (s *Store) DiscardDeadLetter(ctx context.Context, id int64) error {
 	ok, err := s.exec1(ctx, "discard dead letter", fmt.Sprint(id), `DELETE FROM dead_letters WHERE id = ?`, id)

@@ -18,6 +18,11 @@ var (
 	// ErrEmptyMessageID is the error of a Result for a Delivery without an id;
 	// the ledger cannot deduplicate what it cannot name.
 	ErrEmptyMessageID = errors.New("ledger: delivery has no message id")
+
+	// ErrTransactionControl: a handler tried to end, split or widen the batch
+	// transaction (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE, ATTACH,
+	// DETACH). The ledger owns the transaction; the message fails.
+	ErrTransactionControl = errors.New("ledger: a handler may not control the batch transaction")
 )
 
 // Outbox errors. Every outbox transition is one guarded UPDATE; these say why

@@ -14,6 +14,7 @@ const (
 	sqliteReadOnly = 8
 	sqliteIOErr    = 10
 	sqliteFull     = 13
+	sqliteAuth     = 23
 )
 
 // interpret wraps a driver error with the ledger sentinel for its condition,

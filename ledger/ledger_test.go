@@ -343,3 +343,47 @@ func TestApplyBatchDatabaseFullFailsTheBatch(t *testing.T) {
 		}
 	}
 }
+
+// A handler cannot end or split the batch transaction: transaction control
+// through its Tx is refused (SQLite's authorizer sees it, so a comment in
+// front does not hide it), and the message that tried fails alone.
+func TestHandlerCannotControlTheTransaction(t *testing.T) {
+	for _, stmt := range []string{
+		"COMMIT", "ROLLBACK", "RELEASE msg", "SAVEPOINT mine", "BEGIN", "END",
+		"/* hidden */ COMMIT", "-- hidden\nROLLBACK TO msg",
+		"ATTACH DATABASE ':memory:' AS other", "DETACH DATABASE main", "PRAGMA synchronous = OFF", "PRAGMA main.journal_mode = DELETE",
+	} {
+		t.Run(stmt, func(t *testing.T) {
+			st := openStore(t)
+			ctx := context.Background()
+			var execErr error
+			h := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+				if err := credit(ctx, tx, d); err != nil {
+					return err
+				}
+				if d.MessageID != "m2" {
+					return nil
+				}
+				_, execErr = tx.ExecContext(ctx, stmt)
+				return errors.New("m2 fails after its statement")
+			}
+			rs, err := st.ApplyBatch(ctx, []ledger.Delivery{delivery("m1", 1, "a"), delivery("m2", 2, "b"), delivery("m3", 3, "c")}, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := outcomes(rs); !equal(got, []ledger.Outcome{ledger.Applied, ledger.Failed, ledger.Applied}) {
+				t.Fatalf("outcomes %v", got)
+			}
+			if !errors.Is(execErr, ledger.ErrTransactionControl) {
+				t.Fatalf("Exec(%q) err = %v, want ErrTransactionControl", stmt, execErr)
+			}
+			var rows int
+			if err := st.DB().QueryRow(`SELECT count(*) FROM processed_messages`).Scan(&rows); err != nil {
+				t.Fatal(err)
+			}
+			if b := balance(t, st); b != 2 || rows != 2 {
+				t.Fatalf("balance %d, ledger rows %d; want 2 and 2 (m2 rolled back, m1 and m3 kept)", b, rows)
+			}
+		})
+	}
+}

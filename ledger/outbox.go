@@ -221,22 +221,31 @@ func (s *Store) exec1(ctx context.Context, what, id, query string, args ...any) 
 
 // Claim moves a queued row to sending for worker, with a lease: the single
 // guarded UPDATE that decides who sends. ErrNotClaimed means someone else
-// has it (or it is done): stop, it is not an error. Once the UPDATE has
-// committed the row is read back even if ctx ends: a claimed row must reach
-// its worker, not sit in sending until its lease runs out.
+// has it (or it is done): stop, it is not an error. The lease starts once the
+// claim holds the writer, so a wait behind a batch or another process does
+// not shorten it; the row is read back by the same statement, so a claimed
+// row always reaches its worker.
 func (s *Store) Claim(ctx context.Context, id, worker string, lease time.Duration) (OutboxItem, error) {
-	now := s.cfg.Now()
-	ok, err := s.exec1(ctx, "claim", id, `UPDATE outbox SET status = 'sending', claimed_by = ?, claimed_at = ?,
-		lease_until = ?, attempts = attempts + 1, updated_at = ?
-		WHERE id = ? AND status = 'queued'`,
-		worker, now.UnixMilli(), now.Add(lease).UnixMilli(), now.UnixMilli(), id)
+	tx, err := s.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the wait for the writer is here
 	if err != nil {
-		return OutboxItem{}, err
+		return OutboxItem{}, fmt.Errorf("ledger: claim %s: %w", id, interpret(err))
 	}
-	if !ok {
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	now := s.cfg.Now()
+	it, err := scanItem(tx.QueryRowContext(ctx, `UPDATE outbox SET status = 'sending', claimed_by = ?, claimed_at = ?,
+		lease_until = ?, attempts = attempts + 1, updated_at = ?
+		WHERE id = ? AND status = 'queued' RETURNING `+outboxCols,
+		worker, now.UnixMilli(), now.Add(lease).UnixMilli(), now.UnixMilli(), id))
+	if errors.Is(err, sql.ErrNoRows) {
 		return OutboxItem{}, fmt.Errorf("%w: %s", ErrNotClaimed, id)
 	}
-	return s.Get(context.WithoutCancel(ctx), id)
+	if err != nil {
+		return OutboxItem{}, fmt.Errorf("ledger: claim %s: %w", id, interpret(err))
+	}
+	if err := tx.Commit(); err != nil {
+		return OutboxItem{}, fmt.Errorf("ledger: claim %s: %w", id, interpret(err))
+	}
+	return it, nil
 }
 
 // whyNot explains a write-back by worker that changed nothing: the row was
@@ -266,24 +275,24 @@ func (s *Store) MarkSent(ctx context.Context, id, worker, externalID string) err
 	return s.whyNot(ctx, id, worker)
 }
 
-// MarkFailed records a failed send by worker. With a non-zero retryAt the
-// row goes back to queued for another attempt then; otherwise it is failed.
-// maybeArrived records that this attempt's outcome is unknown (MaybeSent).
-// Only rows still queued or sending and claimed by worker change: a late
-// failure never overwrites sent. A row that may have arrived is never
-// failed: give it to MarkReview.
-func (s *Store) MarkFailed(ctx context.Context, id, worker, reason string, retryAt time.Time, maybeArrived bool) error {
+// MarkFailed records a failed send by worker. With a positive retryAfter
+// the row goes back to queued for another attempt that much later (by the
+// ledger's clock); otherwise it is failed. maybeArrived records that this
+// attempt's outcome is unknown (MaybeSent). Only rows still queued or sending
+// and claimed by worker change: a late failure never overwrites sent. A row
+// that may have arrived is never failed: give it to MarkReview.
+func (s *Store) MarkFailed(ctx context.Context, id, worker, reason string, retryAfter time.Duration, maybeArrived bool) error {
 	now := s.cfg.Now().UnixMilli()
 	var ok bool
 	var err error
-	if retryAt.IsZero() {
+	if retryAfter <= 0 {
 		ok, err = s.exec1(ctx, "mark failed", id, `UPDATE outbox SET status = 'failed', error = ?, updated_at = ?
 			WHERE id = ? AND status IN ('queued', 'sending') AND claimed_by = ? AND maybe_sent = 0 AND NOT ?`,
 			reason, now, id, worker, maybeArrived)
 	} else {
 		ok, err = s.exec1(ctx, "requeue", id, `UPDATE outbox SET status = 'queued', error = ?, next_attempt_at = ?,
 			claimed_by = NULL, claimed_at = NULL, lease_until = NULL, updated_at = ?, maybe_sent = maybe_sent OR ?
-			WHERE id = ? AND status IN ('queued', 'sending') AND claimed_by = ?`, reason, retryAt.UnixMilli(), now, maybeArrived, id, worker)
+			WHERE id = ? AND status IN ('queued', 'sending') AND claimed_by = ?`, reason, now+retryAfter.Milliseconds(), now, maybeArrived, id, worker)
 	}
 	if err != nil || ok {
 		return err
@@ -450,8 +459,10 @@ func (s *Store) ExpireLeases(ctx context.Context, sink string, requeue bool) (Ex
 	for _, r := range found {
 		var ok bool
 		if requeue && r.status == string(StatusSending) {
+			// The send may have landed: maybe_sent keeps that through every
+			// later path (no cancel-as-unsent, no failure on a later 4xx).
 			ok, err = s.exec1(ctx, "requeue expired", r.id, `UPDATE outbox SET status = 'queued', claimed_by = NULL,
-				claimed_at = NULL, lease_until = NULL, next_attempt_at = 0, updated_at = ?,
+				claimed_at = NULL, lease_until = NULL, next_attempt_at = 0, updated_at = ?, maybe_sent = 1,
 				error = 'lease of ' || ? || ' expired mid-send; re-sending with the same idempotency key'
 				WHERE id = ? AND status = 'sending' AND claimed_by = ? AND lease_until < ?`, now, r.worker, r.id, r.worker, now)
 			if ok {

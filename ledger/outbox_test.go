@@ -2,7 +2,9 @@ package ledger_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -87,7 +89,7 @@ func TestOutboxIllegalTransitions(t *testing.T) {
 	if _, err := st.Claim(ctx, id, "w2", time.Minute); !errors.Is(err, ledger.ErrNotClaimed) {
 		t.Fatalf("second claim: err = %v", err)
 	}
-	if err := st.MarkFailed(ctx, id, "w1", "400", time.Time{}, false); err != nil {
+	if err := st.MarkFailed(ctx, id, "w1", "400", 0, false); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.Retry(ctx, id); err != nil {
@@ -95,5 +97,83 @@ func TestOutboxIllegalTransitions(t *testing.T) {
 	}
 	if it, _ := st.Get(ctx, id); it.Status != ledger.StatusQueued || it.ClaimedBy != "" {
 		t.Fatalf("after retry: %+v", it)
+	}
+}
+
+// A lease that expires mid-send on an idempotent sink requeues the row, and
+// the requeued row must remember that its send may have landed: it can be
+// neither cancelled as unsent nor failed by a later rejection (a 409 "same
+// key in progress" is exactly that), only sent or reviewed.
+func TestExpiredLeaseRequeueKeepsMaybeSent(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	id, _ := enqueueWith(t, st, "m", nil)
+	if _, err := st.Claim(ctx, id, "w1", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Second) // w1 vanished mid-send
+	ex, err := st.ExpireLeases(ctx, "webhook", true)
+	if err != nil || len(ex.Requeued) != 1 {
+		t.Fatalf("expire: %+v, %v", ex, err)
+	}
+	it, err := st.Get(ctx, id)
+	if err != nil || it.Status != ledger.StatusQueued || !it.MaybeSent {
+		t.Fatalf("requeued row %+v, %v: want queued with maybe_sent", it, err)
+	}
+	if err := st.CancelQueued(ctx, id); !errors.Is(err, ledger.ErrMaybeSent) {
+		t.Fatalf("cancel of a row that may be at the destination: err = %v, want ErrMaybeSent", err)
+	}
+	if _, err := st.Claim(ctx, id, "w2", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.MarkFailed(ctx, id, "w2", "status 409: same key in progress", 0, false); err == nil {
+		t.Fatal("a rejection after a maybe-sent attempt marked the row failed")
+	}
+	if it, _ := st.Get(ctx, id); it.Status == ledger.StatusFailed || it.Status == ledger.StatusCancelled {
+		t.Fatalf("row is %s: the item may be at the destination", it.Status)
+	}
+}
+
+// A claim's lease starts once the claim holds the writer: time spent waiting
+// behind another writer (a batch, a prune, another process) must not eat
+// into the lease, or a send still in flight would be declared abandoned.
+func TestClaimLeaseStartsAfterTheWriterWait(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.db")
+	st, err := ledger.Open(path, ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	id, _ := enqueueWith(t, st, "m", nil)
+	// Another process holds the write lock for a while.
+	other, err := sql.Open("sqlite", path+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := other.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const hold, lease = 400 * time.Millisecond, 300 * time.Millisecond
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		time.Sleep(hold) // the fault: a slow writer elsewhere
+		tx.Rollback()
+	}()
+	it, err := st.Claim(context.Background(), id, "w", lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-released
+	if left := time.Until(it.LeaseUntil); left < lease/2 {
+		t.Fatalf("lease has %s left right after the claim, want about %s: it started before the wait for the writer", left, lease)
 	}
 }

@@ -1,8 +1,11 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
+	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -18,23 +21,35 @@ const (
 	OutboxRetentionDefault = 30 * 24 * time.Hour
 )
 
+// PruneHoldDefault is PruneOptions.Hold when it is zero: the default
+// plan's (ackwait.Plan.PruneHold).
+const PruneHoldDefault = time.Second
+
 // PruneOptions bounds a prune of one stream's ledger rows.
 type PruneOptions struct {
 	// Stream whose rows are pruned. Required.
 	Stream string
-	// FirstSeq is the stream's first sequence now: rows at or above it are
-	// for messages still in the stream and are never pruned, since those
-	// can be redelivered or replayed.
+	// FirstSeq is the stream's first sequence now: a row whose id was last
+	// seen at or above it has a copy still in the stream, which can be
+	// redelivered or replayed, so it is never pruned.
 	FirstSeq uint64
 	// DuplicateWindow is the stream's: an id younger than that may still be
 	// re-published and dropped by the stream, so rows this young stay too.
 	DuplicateWindow time.Duration
-	// Retention is the least age of a pruned row. Default RetentionDefault;
-	// it must not be shorter than DuplicateWindow.
+	// Retention is the least time since a pruned row's id was last seen.
+	// Default RetentionDefault; it must not be shorter than DuplicateWindow.
 	Retention time.Duration
 	// OutboxRetention is the least age (since the last change) of a pruned
 	// sent or cancelled outbox row. Default OutboxRetentionDefault.
 	OutboxRetention time.Duration
+	// AlsoFrom names tables keyed by a message_id column whose rows follow
+	// the ledger's retention: they are deleted with the pruned ids, in the
+	// same transaction (the built-in events table, say).
+	AlsoFrom []string
+	// Hold is the longest one prune step holds the single writer; a batch
+	// waiting for the writer spends its deadline meanwhile. Default
+	// PruneHoldDefault; give a consumer's ackwait.Plan.PruneHold().
+	Hold time.Duration
 }
 
 // PruneResult says what a prune removed.
@@ -44,50 +59,154 @@ type PruneResult struct {
 	FreedPages int64 `json:"freed_pages"` // pages returned to the file system
 }
 
-// Prune removes processed_messages rows of o.Stream that are older than the
-// retention, below the stream's first sequence and outside its duplicate
-// window, and sent or cancelled outbox rows older than the outbox retention;
-// then it returns the freed pages with an incremental vacuum.
+// Prune removes processed_messages rows of o.Stream whose every copy is gone
+// from the stream (the last sequence the id was seen at is below the stream's
+// first sequence) and that were last seen longer ago than the retention and
+// the duplicate window; an id seen in two streams is never pruned. Rows of
+// o.AlsoFrom go with them. It also removes sent or cancelled outbox rows older
+// than the outbox retention, then returns the freed pages with an incremental
+// vacuum. It works in steps that each hold the writer about o.Hold at most.
 func (s *Store) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) {
 	if o.Stream == "" {
 		return PruneResult{}, fmt.Errorf("%w: no stream given", ErrUnsafePrune)
 	}
-	if o.Retention == 0 {
-		o.Retention = RetentionDefault
-	}
-	if o.OutboxRetention == 0 {
-		o.OutboxRetention = OutboxRetentionDefault
-	}
-	if o.Retention < o.DuplicateWindow || o.Retention < 0 || o.OutboxRetention < 0 {
+	o.Retention = cmp.Or(o.Retention, RetentionDefault)
+	o.OutboxRetention = cmp.Or(o.OutboxRetention, OutboxRetentionDefault)
+	o.Hold = cmp.Or(o.Hold, PruneHoldDefault)
+	if o.Retention < o.DuplicateWindow || o.Retention < 0 || o.OutboxRetention < 0 || o.Hold < 0 {
 		return PruneResult{}, fmt.Errorf("%w: retention %s is shorter than the stream's duplicate window %s",
 			ErrUnsafePrune, o.Retention, o.DuplicateWindow)
+	}
+	also, err := s.keyedTables(ctx, o.AlsoFrom)
+	if err != nil {
+		return PruneResult{}, err
 	}
 	now := s.cfg.Now()
 	cutoff := now.Add(-max(o.Retention, o.DuplicateWindow)).UnixMilli()
 	var res PruneResult
-	r, err := s.writer.ExecContext(ctx, `DELETE FROM processed_messages
-		WHERE stream = ? AND stream_seq < ? AND processed_at < ?`, o.Stream, int64(o.FirstSeq), cutoff)
-	if err != nil {
-		return res, fmt.Errorf("ledger: prune processed_messages: %w", interpret(err))
+	// Each step collects a chunk of ids in a temporary table and deletes them
+	// everywhere; the chunk grows or shrinks to keep a step within o.Hold.
+	steps := []string{`DELETE FROM processed_messages WHERE message_id IN (SELECT id FROM temp.prune_ids)`}
+	for _, table := range also {
+		steps = append(steps, `DELETE FROM `+table+` WHERE message_id IN (SELECT id FROM temp.prune_ids)`)
 	}
-	res.Processed, _ = r.RowsAffected()
+	collect := func(tx *sql.Tx, limit int) (sql.Result, error) {
+		return tx.ExecContext(ctx, `INSERT INTO temp.prune_ids (id) SELECT message_id FROM processed_messages
+			WHERE stream = ? AND last_seq < ? AND last_seen_at < ? LIMIT ?`, o.Stream, int64(o.FirstSeq), cutoff, limit)
+	}
+	if res.Processed, err = s.pruneInSteps(ctx, o.Hold, collect, steps); err != nil {
+		return res, fmt.Errorf("ledger: prune processed_messages: %w", err)
+	}
 	// A cancelled row with a delete still pending is not finished business.
-	r, err = s.writer.ExecContext(ctx, `DELETE FROM outbox WHERE status IN ('sent', 'cancelled') AND pending_delete = 0 AND updated_at < ?`,
-		now.Add(-o.OutboxRetention).UnixMilli())
+	outboxCutoff := now.Add(-o.OutboxRetention).UnixMilli()
+	collectOutbox := func(tx *sql.Tx, limit int) (sql.Result, error) {
+		return tx.ExecContext(ctx, `INSERT INTO temp.prune_ids (id) SELECT id FROM outbox
+			WHERE status IN ('sent', 'cancelled') AND pending_delete = 0 AND updated_at < ? LIMIT ?`, outboxCutoff, limit)
+	}
+	if res.Outbox, err = s.pruneInSteps(ctx, o.Hold, collectOutbox,
+		[]string{`DELETE FROM outbox WHERE id IN (SELECT id FROM temp.prune_ids)`}); err != nil {
+		return res, fmt.Errorf("ledger: prune outbox: %w", err)
+	}
+	res.FreedPages, err = s.vacuumInSteps(ctx, o.Hold)
+	return res, err
+}
+
+// keyedTables checks that each table exists and has a message_id column, and
+// returns them quoted for SQL.
+func (s *Store) keyedTables(ctx context.Context, tables []string) ([]string, error) {
+	var out []string
+	for _, t := range tables {
+		var n int
+		if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info(?) WHERE name = 'message_id'`, t).Scan(&n); err != nil {
+			return nil, fmt.Errorf("ledger: prune: table %q: %w", t, err)
+		}
+		if n != 1 {
+			return nil, fmt.Errorf("%w: table %q has no message_id column", ErrUnsafePrune, t)
+		}
+		out = append(out, `"`+strings.ReplaceAll(t, `"`, `""`)+`"`)
+	}
+	return out, nil
+}
+
+// pruneInSteps runs transactions that each collect up to a chunk of ids with
+// collect and run steps on them, until a chunk comes back short. It returns
+// how many ids were collected.
+func (s *Store) pruneInSteps(ctx context.Context, hold time.Duration, collect func(*sql.Tx, int) (sql.Result, error), steps []string) (int64, error) {
+	var total int64
+	chunk := 256
+	for {
+		began := time.Now()
+		n, err := s.pruneStep(ctx, chunk, collect, steps)
+		if err != nil {
+			return total, interpret(err)
+		}
+		total += n
+		if n < int64(chunk) {
+			return total, nil
+		}
+		chunk = nextChunk(chunk, time.Since(began), hold)
+	}
+}
+
+// nextChunk sizes the next step from how long the last one held the writer.
+func nextChunk(chunk int, took, hold time.Duration) int {
+	switch {
+	case took > hold/2:
+		return max(chunk/2, 16)
+	case took < hold/4:
+		return min(chunk*2, 1<<16)
+	}
+	return chunk
+}
+
+func (s *Store) pruneStep(ctx context.Context, chunk int, collect func(*sql.Tx, int) (sql.Result, error), steps []string) (int64, error) {
+	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
-		return res, fmt.Errorf("ledger: prune outbox: %w", interpret(err))
+		return 0, err
 	}
-	res.Outbox, _ = r.RowsAffected()
-	var before, after int64
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS prune_ids (id TEXT PRIMARY KEY) WITHOUT ROWID`); err != nil {
+		return 0, err
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM temp.prune_ids`); err != nil {
+		return 0, err
+	}
+	r, err := collect(tx, chunk)
+	if err != nil {
+		return 0, err
+	}
+	n, _ := r.RowsAffected()
+	for _, q := range steps {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM temp.prune_ids`); err != nil {
+		return 0, err
+	}
+	return n, tx.Commit()
+}
+
+// vacuumInSteps hands free pages back to the file system a few at a time.
+func (s *Store) vacuumInSteps(ctx context.Context, hold time.Duration) (int64, error) {
+	var before int64
 	if err := s.writer.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&before); err != nil {
-		return res, fmt.Errorf("ledger: vacuum: %w", err)
+		return 0, fmt.Errorf("ledger: vacuum: %w", interpret(err))
 	}
-	if _, err := s.writer.ExecContext(ctx, `PRAGMA incremental_vacuum`); err != nil {
-		return res, fmt.Errorf("ledger: vacuum: %w", interpret(err))
+	left, pages := before, int64(256)
+	for left > 0 {
+		began := time.Now()
+		if _, err := s.writer.ExecContext(ctx, fmt.Sprintf(`PRAGMA incremental_vacuum(%d)`, pages)); err != nil {
+			return before - left, fmt.Errorf("ledger: vacuum: %w", interpret(err))
+		}
+		was := left
+		if err := s.writer.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&left); err != nil {
+			return before - was, fmt.Errorf("ledger: vacuum: %w", interpret(err))
+		}
+		if left >= was { // auto_vacuum is off (a file made before it was set): nothing to hand back
+			break
+		}
+		pages = int64(nextChunk(int(pages), time.Since(began), hold))
 	}
-	if err := s.writer.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&after); err != nil {
-		return res, fmt.Errorf("ledger: vacuum: %w", err)
-	}
-	res.FreedPages = before - after
-	return res, nil
+	return before - left, nil
 }

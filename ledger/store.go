@@ -16,7 +16,7 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // pure-Go driver, so CGO_ENABLED=0 builds work
+	"modernc.org/sqlite" // pure-Go driver, so CGO_ENABLED=0 builds work
 )
 
 // Defaults for Config fields left at their zero value.
@@ -59,6 +59,7 @@ type Store struct {
 	cfg          Config
 	path         string
 	writer       *sql.DB // one connection: SQLite has one writer anyway
+	guard        *handlerGuard
 	reader       *sql.DB // query_only connections for listings and stats
 	checkpointer *sql.DB // one connection for background WAL checkpoints
 	log          *slog.Logger
@@ -114,10 +115,12 @@ func Open(file string, cfg Config) (*Store, error) {
 	if cfg.MaxSizeBytes > 0 {
 		writerDSN += fmt.Sprintf("&_pragma=max_page_count(%d)", max(cfg.MaxSizeBytes/4096, 1))
 	}
-	writer, err := sql.Open("sqlite", writerDSN)
+	base, err := sqlite.NewConnector(writerDSN)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open %s: %w", file, err)
 	}
+	guard := &handlerGuard{}
+	writer := sql.OpenDB(guardedConnector{Connector: base, guard: guard})
 	writer.SetMaxOpenConns(1)
 	writer.SetConnMaxIdleTime(0)
 	writer.SetConnMaxLifetime(0)
@@ -135,7 +138,7 @@ func Open(file string, cfg Config) (*Store, error) {
 	}
 	checkpointer.SetMaxOpenConns(1)
 
-	s := &Store{cfg: cfg, path: file, writer: writer, reader: reader, checkpointer: checkpointer, log: cfg.Logger,
+	s := &Store{cfg: cfg, path: file, writer: writer, guard: guard, reader: reader, checkpointer: checkpointer, log: cfg.Logger,
 		stop: make(chan struct{}), stopped: make(chan struct{})}
 	// Migrations wait at most for another process's lock, then a little more.
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.BusyTimeout+time.Minute)
