@@ -19,7 +19,7 @@ import (
 
 // Ledger is what the consumer needs of the store.
 type Ledger interface {
-	ApplyBatch(ctx context.Context, batch []ledger.Delivery, h ledger.Handler) ([]ledger.Result, error)
+	ApplyBatch(ctx context.Context, batch []ledger.Delivery, h ledger.Handler, b ledger.Budget) ([]ledger.Result, error)
 	RecordDeadLetters(ctx context.Context, dls []ledger.DeadLetter) error
 	HasDeadLetter(ctx context.Context, stream string, seq uint64) (bool, error)
 	HasProcessed(ctx context.Context, stream string, seq uint64, id string) (bool, error)
@@ -75,9 +75,10 @@ type Config struct {
 	// AfterCommit, if set, is called after each batch commits and before
 	// its acks are sent.
 	AfterCommit func(BatchReport)
-	// AfterAcks, if set, is called with the number of acks, naks and terms
-	// of a batch and the time it took to send them.
-	AfterAcks func(n int, d time.Duration)
+	// AfterAcks, if set, is called once a batch's acks, naks and terms are
+	// sent (or it was handed back), with how long that took and how long the
+	// batch held its messages.
+	AfterAcks func(AckReport)
 	// Replay, if set, makes New create an ephemeral consumer that starts at
 	// this position, instead of binding Durable.
 	Replay *ReplayFrom
@@ -102,6 +103,21 @@ type BatchReport struct {
 	// Elapsed is the time from the start of the batch's transaction to its
 	// commit, handlers included.
 	Elapsed time.Duration
+}
+
+// AckReport describes the answers sent for one batch.
+type AckReport struct {
+	N       int           // acks, naks and terms sent
+	Elapsed time.Duration // time to send them
+	// Held is the longest a message of the batch was held since the server
+	// last restarted its AckWait (its receipt, or an InProgress) until the
+	// answer. It must stay below AckWait, or the server delivers the message
+	// again meanwhile.
+	Held time.Duration
+	// Batch is the time from the batch's start (after its messages were
+	// admitted) to the answers: the plan keeps it within Deadline +
+	// CommitTimeout plus the ack's trip.
+	Batch time.Duration
 }
 
 // Counts are running totals since the Consumer was made.
@@ -405,6 +421,9 @@ func (c *Consumer) drain(b jetstream.MessageBatch, err error) ([]received, error
 type item struct {
 	msg  jetstream.Msg
 	meta *jetstream.MsgMetadata
+	// since is when the server's AckWait for the message last restarted:
+	// its receipt, or an InProgress before its batch began.
+	since time.Time
 }
 
 func (c *Consumer) process(ctx context.Context, msgs []received) error {
@@ -426,6 +445,7 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 			_ = r.msg.Term()
 			continue
 		}
+		since := r.at
 		switch c.plan.Admit(now.Sub(r.at)) {
 		case ackwait.Skip:
 			c.n.stale.Add(1)
@@ -434,10 +454,11 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 			continue
 		case ackwait.Refresh:
 			_ = r.msg.InProgress() // resets AckWait; if lost, the ledger still dedupes
+			since = now
 		}
 		id, err := MessageID(r.msg.Headers(), meta.Stream, c.created, meta.Sequence.Stream, c.cfg.AllowSequenceIDs)
 		if err != nil {
-			dead = append(dead, deadLetter{item{r.msg, meta}, err.Error()})
+			dead = append(dead, deadLetter{item{r.msg, meta, since}, err.Error()})
 			continue
 		}
 		if r.msg.Headers().Get(jetstream.MsgIDHeader) == "" {
@@ -446,7 +467,7 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 					"stream", meta.Stream)
 			})
 		}
-		work = append(work, item{r.msg, meta})
+		work = append(work, item{r.msg, meta, since})
 		deliveries = append(deliveries, ledger.Delivery{
 			MessageID: id, Stream: meta.Stream, Sequence: meta.Sequence.Stream,
 			Subject: r.msg.Subject(), Data: r.msg.Data(), Delivered: meta.NumDelivered,
@@ -454,25 +475,28 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 	}
 
 	var results []ledger.Result
+	var refreshed atomic.Int64 // unix nanoseconds of the last InProgress round
 	if len(work) > 0 {
-		stop := c.keepInProgress(work)
-		hctx, cancel := context.WithTimeoutCause(context.WithoutCancel(ctx), c.plan.Deadline,
-			fmt.Errorf("batch deadline %s exceeded", c.plan.Deadline))
+		stop := c.keepInProgress(work, &refreshed)
 		var err error
 		began := time.Now()
-		results, err = c.ledger.ApplyBatch(hctx, deliveries, c.cfg.Handler)
+		// The plan's budget: a stop signal does not cut a batch short, its
+		// deadline does.
+		results, err = c.ledger.ApplyBatch(context.WithoutCancel(ctx), deliveries, c.cfg.Handler,
+			ledger.Budget{Work: c.plan.Deadline, Commit: c.plan.CommitTimeout()})
 		elapsed := time.Since(began)
-		cancel()
 		stop()
 		if errors.Is(err, ledger.ErrBusy) {
-			// Another process held the write lock past the busy timeout (it
-			// may be paused): nothing was committed, so hand the batch back
-			// for a later try instead of exiting.
+			// The writer was not free within the batch deadline (another
+			// process holds it, and may be paused): nothing was committed, so
+			// hand the batch back for a later try instead of exiting.
 			c.log.WarnContext(ctx, "ledger busy; batch handed back for redelivery", "messages", len(work), "err", err)
+			ackStart := time.Now()
 			for _, it := range work {
 				_ = it.msg.NakWithDelay(c.cfg.BackoffBase) // lost: AckWait brings it back
 			}
 			c.n.naks.Add(uint64(len(work)))
+			c.reportAcks(now, ackStart, work, &refreshed)
 			return nil
 		}
 		if err != nil {
@@ -551,10 +575,34 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 			c.log.WarnContext(ctx, "term failed", "stream_seq", d.meta.Sequence.Stream, "err", err)
 		}
 	}
-	if c.cfg.AfterAcks != nil {
-		c.cfg.AfterAcks(len(acks)+len(naks)+len(terms)+len(dead), time.Since(ackStart))
-	}
+	answered := append(append([]item(nil), work...), itemsOf(dead)...)
+	c.reportAcks(now, ackStart, answered, &refreshed)
 	return nil
+}
+
+// reportAcks tells AfterAcks about the answers just sent for items.
+func (c *Consumer) reportAcks(batchStart, ackStart time.Time, items []item, refreshed *atomic.Int64) {
+	if c.cfg.AfterAcks == nil || len(items) == 0 {
+		return
+	}
+	oldest := items[0].since
+	for _, it := range items {
+		if it.since.Before(oldest) {
+			oldest = it.since
+		}
+	}
+	if r := time.Unix(0, refreshed.Load()); r.After(oldest) {
+		oldest = r // every item of the batch was refreshed then
+	}
+	c.cfg.AfterAcks(AckReport{N: len(items), Elapsed: time.Since(ackStart), Held: time.Since(oldest), Batch: time.Since(batchStart)})
+}
+
+func itemsOf(dls []deadLetter) []item {
+	out := make([]item, len(dls))
+	for i, d := range dls {
+		out[i] = d.item
+	}
+	return out
 }
 
 type deadLetter struct {
@@ -642,7 +690,7 @@ func (c *Consumer) backoff(delivered uint64) time.Duration {
 // keepInProgress tells the server every InProgressInterval, for as long as
 // the batch runs (its work and its commit), that it is still being worked
 // on, so a batch that runs long is not redelivered meanwhile.
-func (c *Consumer) keepInProgress(work []item) (stop func()) {
+func (c *Consumer) keepInProgress(work []item, refreshed *atomic.Int64) (stop func()) {
 	iv := c.plan.InProgressInterval()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -656,9 +704,11 @@ func (c *Consumer) keepInProgress(work []item) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
+				at := time.Now()
 				for _, it := range work {
 					_ = it.msg.InProgress() // best effort; the ledger dedupes a redelivery
 				}
+				refreshed.Store(at.UnixNano())
 			}
 		}
 	}()

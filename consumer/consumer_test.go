@@ -127,7 +127,7 @@ func TestRedeliveryAfterCommitIsDuplicate(t *testing.T) {
 	e := newEnv(t)
 	e.publish(t, "m1", `{"a":1}`)
 	// Apply it through the ledger directly, as a consumer that crashed before its ack would have.
-	if _, err := e.st.ApplyBatch(context.Background(), []ledger.Delivery{{MessageID: "m1", Stream: "EV", Sequence: 1, Subject: "ev.x", Data: []byte(`{"a":1}`)}}, record); err != nil {
+	if _, err := e.st.ApplyBatch(context.Background(), []ledger.Delivery{{MessageID: "m1", Stream: "EV", Sequence: 1, Subject: "ev.x", Data: []byte(`{"a":1}`)}}, record, ledger.Budget{}); err != nil {
 		t.Fatal(err)
 	}
 	c := e.start(t, consumer.Config{})
@@ -200,7 +200,7 @@ func TestConflictIsRecordedNotApplied(t *testing.T) {
 	e := newEnv(t)
 	// Same id, different payloads: only possible past the duplicate window, so
 	// use two stream positions by applying the first directly.
-	if _, err := e.st.ApplyBatch(context.Background(), []ledger.Delivery{{MessageID: "m1", Stream: "OLD", Sequence: 9, Subject: "ev.x", Data: []byte(`{"a":1}`)}}, record); err != nil {
+	if _, err := e.st.ApplyBatch(context.Background(), []ledger.Delivery{{MessageID: "m1", Stream: "OLD", Sequence: 9, Subject: "ev.x", Data: []byte(`{"a":1}`)}}, record, ledger.Budget{}); err != nil {
 		t.Fatal(err)
 	}
 	e.publish(t, "m1", `{"a":2}`)

@@ -71,7 +71,7 @@ func (e *outboxEnv) enqueue(t *testing.T, msgID string) string {
 			var err error
 			id, err = tx.Enqueue(ctx, "webhook", []byte(fmt.Sprintf(`{"msg":%q}`, d.MessageID)))
 			return err
-		})
+		}, ledger.Budget{})
 	if err != nil || rs[0].Outcome != ledger.Applied {
 		t.Fatalf("enqueue: %v %+v", err, rs)
 	}

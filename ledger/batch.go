@@ -1,11 +1,14 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"database/sql"
 	"fmt"
 	"math"
+	"sync"
+	"time"
 )
 
 // Delivery is one message as the ledger sees it: its id, where it sits in the
@@ -135,19 +138,48 @@ func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sq
 	return st.QueryRowContext(ctx, args...)
 }
 
+// Budget bounds a batch in time. A consumer gives its ackwait.Plan's
+// Deadline and CommitTimeout, so the ledger keeps the plan's AckWait.
+type Budget struct {
+	// Work bounds the wait for the single writer and the handlers, from the
+	// call. A handler still running then is cancelled through its context
+	// and its message rolled back; a batch that cannot get the writer in
+	// time fails with ErrBusy, nothing applied. 0: only ctx bounds it.
+	Work time.Duration
+	// Commit bounds the COMMIT, which starts when the work ends and runs
+	// even after ctx has ended, so work finished in time is kept. Default
+	// CommitTimeoutDefault.
+	Commit time.Duration
+}
+
 // ApplyBatch applies deliveries in one transaction, one savepoint each, and
 // commits once. Each message's ledger row and handler change commit together
-// or not at all. The handler runs under ctx; the COMMIT itself runs under
-// Config.CommitTimeout even if ctx has ended, so work finished in time is
-// not thrown away.
+// or not at all. The wait for the writer and the handlers run under ctx and
+// b.Work; the COMMIT under b.Commit.
 //
-// The returned error is for the batch as a whole (database unusable); then
-// nothing was committed. Otherwise results[i] is the outcome of batch[i].
-func (s *Store) ApplyBatch(ctx context.Context, batch []Delivery, h Handler) ([]Result, error) {
+// The returned error is for the batch as a whole (database unusable, or the
+// writer not free within b.Work: ErrBusy); then nothing was committed.
+// Otherwise results[i] is the outcome of batch[i].
+func (s *Store) ApplyBatch(ctx context.Context, batch []Delivery, h Handler, b Budget) ([]Result, error) {
+	b.Commit = cmp.Or(b.Commit, CommitTimeoutDefault)
+	if b.Work > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, b.Work, fmt.Errorf("batch deadline %s exceeded", b.Work))
+		defer cancel()
+	}
 	results := make([]Result, len(batch))
 	skip := make([]bool, len(batch))
-	for {
-		lost, err := s.applyOnce(ctx, batch, h, results, skip)
+	for redo := false; ; redo = true {
+		if redo && ctx.Err() != nil {
+			// No time left to redo the rest: they overran with the culprit.
+			for i := range batch {
+				if !skip[i] {
+					results[i] = Result{Outcome: Failed, Err: fmt.Errorf("handler overran its deadline: %w", context.Cause(ctx))}
+				}
+			}
+			return results, nil
+		}
+		lost, err := s.applyOnce(ctx, batch, h, b.Commit, results, skip)
 		if err != nil {
 			return nil, interpret(err)
 		}
@@ -160,23 +192,48 @@ func (s *Store) ApplyBatch(ctx context.Context, batch []Delivery, h Handler) ([]
 	}
 }
 
+// begin starts the batch transaction under txCtx, which must outlive ctx:
+// database/sql rolls a Tx back when its context ends, and a handler overrunning
+// the deadline must cost only its own savepoint. The wait for the writer (the
+// pool's one connection here, another process's lock in SQLite's busy
+// handler) still ends with ctx.
+func (s *Store) begin(ctx, txCtx context.Context, cancelTx context.CancelFunc) (*sql.Tx, error) {
+	var mu sync.Mutex
+	begun, stopped := false, false
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !begun {
+			stopped = true
+			cancelTx()
+		}
+	})
+	defer stop()
+	tx, err := s.writer.BeginTx(txCtx, nil)
+	mu.Lock()
+	begun = true
+	late := stopped
+	mu.Unlock()
+	if err == nil && !late {
+		return tx, nil
+	}
+	if tx != nil {
+		tx.Rollback()
+	}
+	if late || ctx.Err() != nil {
+		return nil, fmt.Errorf("%w: the writer was not free within the batch deadline (%v)", ErrBusy, context.Cause(ctx))
+	}
+	return nil, fmt.Errorf("ledger: begin batch: %w", err)
+}
+
 // applyOnce returns the index of a message whose failure took the whole
 // transaction with it, or -1 when the batch committed.
-func (s *Store) applyOnce(ctx context.Context, batch []Delivery, h Handler, results []Result, skip []bool) (int, error) {
-	// The transaction must outlive ctx: database/sql rolls a Tx back when its
-	// context ends, and a handler overrunning its deadline must cost only its
-	// own savepoint.
-	var txCtx context.Context
-	var cancel context.CancelFunc
-	if dl, ok := ctx.Deadline(); ok {
-		txCtx, cancel = context.WithDeadline(context.WithoutCancel(ctx), dl.Add(s.cfg.CommitTimeout))
-	} else {
-		txCtx, cancel = context.WithCancel(context.WithoutCancel(ctx))
-	}
-	defer cancel()
-	tx, err := s.writer.BeginTx(txCtx, nil)
+func (s *Store) applyOnce(ctx context.Context, batch []Delivery, h Handler, commit time.Duration, results []Result, skip []bool) (int, error) {
+	txCtx, cancelTx := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelTx()
+	tx, err := s.begin(ctx, txCtx, cancelTx)
 	if err != nil {
-		return -1, fmt.Errorf("ledger: begin batch: %w", err)
+		return -1, err
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
 	now := s.cfg.Now().UnixMilli()
@@ -195,6 +252,9 @@ func (s *Store) applyOnce(ctx context.Context, batch []Delivery, h Handler, resu
 		}
 		results[i] = res
 	}
+	// The commit gets its own bound from now: the work ended in time.
+	timer := time.AfterFunc(commit, cancelTx)
+	defer timer.Stop()
 	if err := tx.Commit(); err != nil {
 		return -1, fmt.Errorf("ledger: commit batch of %d: %w", len(batch), err)
 	}

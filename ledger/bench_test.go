@@ -51,7 +51,7 @@ func BenchmarkApplyBatch(b *testing.B) {
 					batch[j] = ledger.Delivery{MessageID: fmt.Sprintf("01JBENCH%018d", i+j), Stream: "BENCH", Sequence: uint64(i + j + 1),
 						Subject: "bench.pay", Data: []byte(fmt.Sprintf(`{"account":"acct-%d","amount":%d}`, (i+j)%100, j))}
 				}
-				if _, err := st.ApplyBatch(ctx, batch[:n], balanceHandler); err != nil {
+				if _, err := st.ApplyBatch(ctx, batch[:n], balanceHandler, ledger.Budget{}); err != nil {
 					b.Fatal(err)
 				}
 				i += n

@@ -12,7 +12,7 @@
 //	results, err := st.ApplyBatch(ctx, deliveries, func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
 //		_, err := tx.ExecContext(ctx, `UPDATE balances SET amount = amount + ? WHERE account = ?`, ...)
 //		return err
-//	})
+//	}, ledger.Budget{})
 //
 // The package knows nothing of NATS; package consumer feeds it.
 package ledger

@@ -27,7 +27,7 @@ func ExampleStore_ApplyBatch() {
 	other := msg
 	other.Data = []byte(`{"changed":true}`)
 	// The same message delivered twice in a batch, then once more with another payload.
-	results, _ := st.ApplyBatch(context.Background(), []ledger.Delivery{msg, msg, other}, incr)
+	results, _ := st.ApplyBatch(context.Background(), []ledger.Delivery{msg, msg, other}, incr, ledger.Budget{})
 	for _, r := range results {
 		fmt.Println(r.Outcome)
 	}

@@ -74,7 +74,7 @@ func TestApplyBatchOutcomes(t *testing.T) {
 	}
 	rs, err := st.ApplyBatch(ctx, []ledger.Delivery{
 		delivery("m1", 1, "a"), delivery("m2", 2, "b"), delivery("m3", 3, "c"), delivery("m1", 4, "a"),
-	}, failOn("m2"))
+	}, failOn("m2"), ledger.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func TestApplyBatchOutcomes(t *testing.T) {
 	// Redelivery: m2 now succeeds, m1 is a duplicate, m3 with another payload conflicts.
 	rs, err = st.ApplyBatch(ctx, []ledger.Delivery{
 		delivery("m1", 1, "a"), delivery("m2", 2, "b"), delivery("m3", 5, "other"),
-	}, credit)
+	}, credit, ledger.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestApplyBatchOutcomes(t *testing.T) {
 
 func TestApplyBatchEmptyID(t *testing.T) {
 	st := openStore(t)
-	rs, err := st.ApplyBatch(context.Background(), []ledger.Delivery{delivery("", 1, "x")}, credit)
+	rs, err := st.ApplyBatch(context.Background(), []ledger.Delivery{delivery("", 1, "x")}, credit, ledger.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestApplyBatchOverrunIsRolledBackAndRetried(t *testing.T) {
 	batch := []ledger.Delivery{delivery("m1", 1, "a"), delivery("slow", 2, "b"), delivery("m3", 3, "c")}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	rs, err := st.ApplyBatch(ctx, batch, slow)
+	rs, err := st.ApplyBatch(ctx, batch, slow, ledger.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestApplyBatchOverrunIsRolledBackAndRetried(t *testing.T) {
 	if stats, _ := st.Stats(context.Background()); stats.Processed != 0 {
 		t.Fatalf("processed = %d, want 0", stats.Processed)
 	}
-	rs, err = st.ApplyBatch(context.Background(), batch, credit)
+	rs, err = st.ApplyBatch(context.Background(), batch, credit, ledger.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestApplyBatchLostTransactionRedoneWithoutCulprit(t *testing.T) {
 	}
 	rs, err := st.ApplyBatch(context.Background(), []ledger.Delivery{
 		delivery("m1", 1, "a"), delivery("poison", 2, "b"), delivery("m3", 3, "c"),
-	}, poison)
+	}, poison, ledger.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestApplyBatchLateSuccessIsRolledBack(t *testing.T) {
 		cancel() // the deadline passes while the handler is still at work
 		return nil
 	}
-	rs, err := st.ApplyBatch(ctx, []ledger.Delivery{delivery("m1", 1, "a")}, late)
+	rs, err := st.ApplyBatch(ctx, []ledger.Delivery{delivery("m1", 1, "a")}, late, ledger.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,7 +328,7 @@ func TestApplyBatchDatabaseFullFailsTheBatch(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i := 0; ; i++ {
-		rs, err := st.ApplyBatch(ctx, []ledger.Delivery{delivery(fmt.Sprint("m", i), uint64(i+1), "x")}, fill)
+		rs, err := st.ApplyBatch(ctx, []ledger.Delivery{delivery(fmt.Sprint("m", i), uint64(i+1), "x")}, fill, ledger.Budget{})
 		if err != nil {
 			if !errors.Is(err, ledger.ErrFull) {
 				t.Fatalf("err = %v, want ErrFull", err)
@@ -367,7 +367,7 @@ func TestHandlerCannotControlTheTransaction(t *testing.T) {
 				_, execErr = tx.ExecContext(ctx, stmt)
 				return errors.New("m2 fails after its statement")
 			}
-			rs, err := st.ApplyBatch(ctx, []ledger.Delivery{delivery("m1", 1, "a"), delivery("m2", 2, "b"), delivery("m3", 3, "c")}, h)
+			rs, err := st.ApplyBatch(ctx, []ledger.Delivery{delivery("m1", 1, "a"), delivery("m2", 2, "b"), delivery("m3", 3, "c")}, h, ledger.Budget{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -386,4 +386,43 @@ func TestHandlerCannotControlTheTransaction(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Opening a ledger and reading it never waits for the write lock: a
+// `jetledger status` or a batch's new connection must not stall behind
+// another process's long transaction.
+func TestOpenAndReadDoNotWaitForTheWriteLock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "l.db")
+	st := openAt(t, path)
+	st.Close()
+	other, err := sql.Open("sqlite", path+"?_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	tx, err := other.Begin() // another process holds the write lock throughout
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	began := time.Now()
+	st2 := openAt(t, path)
+	if _, err := st2.Stats(ctx); err != nil {
+		t.Fatalf("stats while another process writes: %v", err)
+	}
+	if took := time.Since(began); took > time.Second {
+		t.Fatalf("open and stats took %s behind another writer", took)
+	}
+}
+
+func openAt(tb testing.TB, path string) *ledger.Store {
+	tb.Helper()
+	st, err := ledger.Open(path, ledger.Config{BusyTimeout: 5 * time.Second})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	return st
 }

@@ -21,7 +21,7 @@ func enqueueWith(t *testing.T, st *ledger.Store, msgID string, fail error) (stri
 				return err
 			}
 			return fail
-		})
+		}, ledger.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestPruneBounds(t *testing.T) {
 	ctx := context.Background()
 	noop := func(context.Context, *ledger.Tx, ledger.Delivery) error { return nil }
 	apply := func(id string, stream string, seq uint64) {
-		if _, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: id, Stream: stream, Sequence: seq, Subject: "s", Data: []byte(id)}}, noop); err != nil {
+		if _, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: id, Stream: stream, Sequence: seq, Subject: "s", Data: []byte(id)}}, noop, ledger.Budget{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -50,7 +50,7 @@ func TestPruneBounds(t *testing.T) {
 		{MessageID: "old-kept", Stream: "S", Sequence: 5, Subject: "s", Data: []byte("old-kept")},
 		{MessageID: "other", Stream: "T", Sequence: 1, Subject: "s", Data: []byte("other")},
 		{MessageID: "young", Stream: "S", Sequence: 2, Subject: "s", Data: []byte("young")},
-	}, noop)
+	}, noop, ledger.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestPruneKeepsRowsWhoseLaterCopyIsInTheStream(t *testing.T) {
 	noop := func(context.Context, *ledger.Tx, ledger.Delivery) error { return nil }
 	apply := func(id, data string, seq uint64) ledger.Outcome {
 		t.Helper()
-		rs, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: id, Stream: "S", Sequence: seq, Subject: "s", Data: []byte(data)}}, noop)
+		rs, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: id, Stream: "S", Sequence: seq, Subject: "s", Data: []byte(data)}}, noop, ledger.Budget{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,8 @@ import (
 
 // Defaults for Config fields left at their zero value.
 const (
-	BusyTimeoutDefault   = 10 * time.Second
+	BusyTimeoutDefault = 10 * time.Second
+	// CommitTimeoutDefault bounds a batch's COMMIT when its Budget does not.
 	CommitTimeoutDefault = 10 * time.Second
 )
 
@@ -30,9 +31,6 @@ type Config struct {
 	// BusyTimeout is how long a statement waits for another process's write
 	// lock before failing. Default 10s.
 	BusyTimeout time.Duration
-	// CommitTimeout bounds the final COMMIT of a batch, which runs after the
-	// handler deadline may already have passed. Default 10s.
-	CommitTimeout time.Duration
 	// Synchronous is SQLite's synchronous setting. Default "FULL": a commit
 	// is on disk before it returns, which "ack only after commit" relies on.
 	Synchronous string
@@ -79,7 +77,6 @@ func Open(file string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("%w: database path %q must be a plain file path", ErrInvalidConfig, file)
 	}
 	cfg.BusyTimeout = cmp.Or(cfg.BusyTimeout, BusyTimeoutDefault)
-	cfg.CommitTimeout = cmp.Or(cfg.CommitTimeout, CommitTimeoutDefault)
 	cfg.CheckpointInterval = cmp.Or(cfg.CheckpointInterval, CheckpointIntervalDefault)
 	cfg.Synchronous = strings.ToUpper(cmp.Or(cfg.Synchronous, "FULL"))
 	switch cfg.Synchronous {
@@ -87,7 +84,7 @@ func Open(file string, cfg Config) (*Store, error) {
 	default:
 		return nil, fmt.Errorf("%w: synchronous %q: want OFF, NORMAL, FULL or EXTRA", ErrInvalidConfig, cfg.Synchronous)
 	}
-	if cfg.BusyTimeout < 0 || cfg.CommitTimeout < 0 || cfg.CheckpointInterval < 0 || cfg.MaxSizeBytes < 0 {
+	if cfg.BusyTimeout < 0 || cfg.CheckpointInterval < 0 || cfg.MaxSizeBytes < 0 {
 		return nil, fmt.Errorf("%w: timeouts must not be negative", ErrInvalidConfig)
 	}
 	if cfg.Logger == nil {
@@ -96,18 +93,15 @@ func Open(file string, cfg Config) (*Store, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	// Create the file ourselves so it is not world-readable: it holds payloads.
-	if f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600); err != nil {
-		return nil, fmt.Errorf("ledger: open %s: %w", file, err)
-	} else {
-		f.Close()
+	if err := create(file); err != nil {
+		return nil, err
 	}
 
-	// auto_vacuum=INCREMENTAL takes effect on a new file only (before its
-	// first table); it lets Prune hand freed pages back to the disk.
 	// temp_store=MEMORY keeps savepoint sub-journals off disk: with one
 	// savepoint per message they were a third of the CPU time in pwrite.
-	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%s)&_pragma=foreign_keys(ON)&_pragma=temp_store(MEMORY)&_pragma=auto_vacuum(INCREMENTAL)",
+	// auto_vacuum is set once, by create: as a connection pragma it writes
+	// the header, so every new connection would wait for the write lock.
+	pragmas := fmt.Sprintf("_pragma=busy_timeout(%d)&_pragma=journal_mode(WAL)&_pragma=synchronous(%s)&_pragma=foreign_keys(ON)&_pragma=temp_store(MEMORY)",
 		cfg.BusyTimeout.Milliseconds(), cfg.Synchronous)
 	// BEGIN IMMEDIATE takes the write lock up front, so two processes sharing
 	// the file wait on busy_timeout instead of failing on a lock upgrade.
@@ -150,6 +144,33 @@ func Open(file string, cfg Config) (*Store, error) {
 	}
 	go s.checkpointLoop()
 	return s, nil
+}
+
+// create makes a new database file, not world-readable (it holds payloads),
+// with auto_vacuum=INCREMENTAL, which lets Prune hand freed pages back to
+// the disk; it can only be set before the file switches to WAL mode.
+func create(file string) error {
+	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("ledger: open %s: %w", file, err)
+	}
+	fi, err := f.Stat()
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("ledger: open %s: %w", file, err)
+	}
+	if fi.Size() > 0 {
+		return nil
+	}
+	db, err := sql.Open("sqlite", file)
+	if err != nil {
+		return fmt.Errorf("ledger: create %s: %w", file, err)
+	}
+	defer db.Close()
+	if _, err := db.Exec("PRAGMA auto_vacuum = INCREMENTAL; PRAGMA journal_mode = WAL"); err != nil {
+		return fmt.Errorf("ledger: create %s: %w", file, interpret(err))
+	}
+	return nil
 }
 
 // checkpointLoop copies the WAL into the database in the background. PASSIVE

@@ -37,7 +37,7 @@ func TestDispatcherSendsNothingTwiceAfter500(t *testing.T) {
 			var err error
 			id, err = tx.Enqueue(ctx, sink.Name(), []byte(`{"charge":1}`))
 			return err
-		})
+		}, ledger.Budget{})
 	if err != nil || rs[0].Outcome != ledger.Applied {
 		t.Fatalf("enqueue: %v %+v", err, rs)
 	}
