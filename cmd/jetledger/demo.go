@@ -59,7 +59,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usagef("--events must be at least %d and --resend between 0 and --events", 4*demoPlan.BatchSize)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil)) // the demo tells its own story
-	node, err := newScratchNode(ctx, "demo", log)
+	node, err := newScratchNode(ctx, "demo", 0, log)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ func (m *metrics) afterCommit(r consumer.BatchReport) {
 	m.commitSeconds.Observe(r.Elapsed.Seconds())
 }
 
-func (m *metrics) afterAcks(_ int, d time.Duration) { m.ackSeconds.Observe(d.Seconds()) }
+func (m *metrics) afterAcks(r consumer.AckReport) { m.ackSeconds.Observe(r.Elapsed.Seconds()) }
 
 // outboxCollector reports outbox rows per state at scrape time.
 type outboxCollector struct {

@@ -5,15 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"os"
-	"path/filepath"
-	"strconv"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -112,71 +107,6 @@ func connect(ctx context.Context, n natsFlags, log *slog.Logger) (*nats.Conn, je
 	return nc, js, nil
 }
 
-// embedded is a JetStream server inside this process: one binary is a whole
-// edge node.
-type embedded struct {
-	srv *server.Server
-}
-
-// startEmbedded starts a JetStream server listening on listen ("host:port",
-// port 0 for any free one) with its store in storeDir. A non-empty token is
-// required of every client.
-func startEmbedded(listen, storeDir, token string, log *slog.Logger) (*embedded, error) {
-	host, portStr, err := net.SplitHostPort(listen)
-	if err != nil {
-		return nil, usagef("--listen %q: want host:port: %v", listen, err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port < 0 || port > 65535 {
-		return nil, usagef("--listen %q: bad port", listen)
-	}
-	if port == 0 {
-		port = server.RANDOM_PORT
-	}
-	if err := os.MkdirAll(storeDir, 0o700); err != nil {
-		return nil, fmt.Errorf("embedded server store %s: %w", storeDir, err)
-	}
-	// Fail early and clearly when the port is taken: the server would only log it.
-	if port != server.RANDOM_PORT {
-		l, err := net.Listen("tcp", listen)
-		if err != nil {
-			return nil, fmt.Errorf("embedded server cannot listen on %s: %w; pass --nats URL to use the server already there, or --listen to pick another address", listen, err)
-		}
-		l.Close()
-	}
-	abs, err := filepath.Abs(storeDir)
-	if err != nil {
-		return nil, err
-	}
-	srv, err := server.NewServer(&server.Options{
-		ServerName:    "jetledger-embedded",
-		Host:          host,
-		Port:          port,
-		JetStream:     true,
-		StoreDir:      abs,
-		NoSigs:        true, // signals belong to jetledger's own shutdown
-		NoLog:         true,
-		Authorization: token,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("embedded server: %w", err)
-	}
-	srv.Start()
-	if !srv.ReadyForConnections(30 * time.Second) {
-		srv.Shutdown()
-		return nil, errors.New("embedded server did not become ready within 30s")
-	}
-	log.Info("embedded JetStream server started", "url", srv.ClientURL(), "store", abs)
-	return &embedded{srv: srv}, nil
-}
-
-func (e *embedded) URL() string { return e.srv.ClientURL() }
-
-func (e *embedded) Close() {
-	e.srv.Shutdown()
-	e.srv.WaitForShutdown()
-}
-
 // ensureStream creates the stream when subjects are given and it is missing.
 // Without subjects the stream must already exist.
 func ensureStream(ctx context.Context, js jetstream.JetStream, name string, subjects []string, dupWindow time.Duration, log *slog.Logger) (*jetstream.StreamInfo, error) {
@@ -198,43 +128,4 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, name string, subj
 	}
 	log.Info("created stream", "stream", name, "subjects", subjects, "duplicate_window", dupWindow)
 	return s.CachedInfo(), nil
-}
-
-// scratchNode is an embedded JetStream server in a temporary directory with
-// a client connected to it: where demo and bench run.
-type scratchNode struct {
-	dir string
-	srv *embedded
-	nc  *nats.Conn
-	js  jetstream.JetStream
-}
-
-func newScratchNode(ctx context.Context, name string, log *slog.Logger) (*scratchNode, error) {
-	dir, err := os.MkdirTemp("", "jetledger-"+name+"-*")
-	if err != nil {
-		return nil, err
-	}
-	n := &scratchNode{dir: dir}
-	if n.srv, err = startEmbedded("127.0.0.1:0", filepath.Join(dir, "nats"), "", log); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	if n.nc, n.js, err = connect(ctx, natsFlags{url: n.srv.URL()}, log); err != nil {
-		n.srv.Close()
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	return n, nil
-}
-
-// Close stops the server and removes the directory, or with keep reports
-// where it is.
-func (n *scratchNode) Close(keep bool, report io.Writer) {
-	n.nc.Close()
-	n.srv.Close()
-	if keep {
-		fmt.Fprintf(report, "kept %s\n", n.dir)
-		return
-	}
-	os.RemoveAll(n.dir)
 }

@@ -96,6 +96,7 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 	fs.StringVar(&f.listen, "listen", "127.0.0.1:4222", "embedded server's listen address (without --nats)")
 	fs.StringVar(&f.embeddedToken, "embedded-token", "", "require this token of every client of the embedded server (clients pass --nats-token)")
 	fs.StringVar(&f.storeDir, "store-dir", "", "embedded server's JetStream store (default: <db>.nats beside the database)")
+	syncEvery := syncIntervalFlag(fs)
 	fs.StringVar(&f.stream, "stream", "EVENTS", "stream to consume")
 	fs.StringVar(&f.subjects, "subjects", "", "comma-separated subjects; creates the stream with them if it does not exist")
 	fs.DurationVar(&f.dupWindow, "duplicate-window", 2*time.Minute, "duplicate window of a stream created by --subjects")
@@ -174,7 +175,7 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 		if dir == "" {
 			dir = f.db + ".nats"
 		}
-		srv, err := startEmbedded(f.listen, dir, f.embeddedToken, log)
+		srv, err := startEmbedded(embeddedConfig{Listen: f.listen, StoreDir: dir, Token: f.embeddedToken, Sync: syncEvery.interval}, log)
 		if err != nil {
 			return err
 		}
@@ -182,6 +183,8 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 		conn = natsFlags{url: srv.URL(), token: f.embeddedToken}
 	} else if f.embeddedToken != "" {
 		return usagef("--embedded-token is for the embedded server; with --nats use --nats-token")
+	} else if syncEvery.set {
+		return usagef("--sync-interval is for the embedded server; the server at --nats syncs as its own sync_interval says")
 	}
 	nc, js, err := connect(ctx, conn, log)
 	if err != nil {

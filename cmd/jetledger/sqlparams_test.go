@@ -83,7 +83,7 @@ func TestApplyParamsBind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: "m1", Stream: "S", Sequence: 7, Subject: "ev.a", Data: []byte(`{"v":"x"}`)}}, h.handle)
+	res, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: "m1", Stream: "S", Sequence: 7, Subject: "ev.a", Data: []byte(`{"v":"x"}`)}}, h.handle, ledger.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
