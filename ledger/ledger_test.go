@@ -426,3 +426,26 @@ func openAt(tb testing.TB, path string) *ledger.Store {
 	tb.Cleanup(func() { st.Close() })
 	return st
 }
+
+// Two processes opening a new ledger at once both succeed: each migration
+// reads the schema version inside its own write transaction.
+func TestConcurrentOpenOfNewLedger(t *testing.T) {
+	for i := range 20 {
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("l%d.db", i))
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() {
+				st, err := ledger.Open(path, ledger.Config{})
+				if err == nil {
+					err = st.Close()
+				}
+				errs <- err
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", i, err)
+			}
+		}
+	}
+}

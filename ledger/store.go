@@ -93,7 +93,7 @@ func Open(file string, cfg Config) (*Store, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if err := create(file); err != nil {
+	if err := create(file, cfg.BusyTimeout); err != nil {
 		return nil, err
 	}
 
@@ -149,7 +149,7 @@ func Open(file string, cfg Config) (*Store, error) {
 // create makes a new database file, not world-readable (it holds payloads),
 // with auto_vacuum=INCREMENTAL, which lets Prune hand freed pages back to
 // the disk; it can only be set before the file switches to WAL mode.
-func create(file string) error {
+func create(file string, busy time.Duration) error {
 	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("ledger: open %s: %w", file, err)
@@ -162,7 +162,7 @@ func create(file string) error {
 	if fi.Size() > 0 {
 		return nil
 	}
-	db, err := sql.Open("sqlite", file)
+	db, err := sql.Open("sqlite", fmt.Sprintf("%s?_pragma=busy_timeout(%d)", file, busy.Milliseconds()))
 	if err != nil {
 		return fmt.Errorf("ledger: create %s: %w", file, err)
 	}
@@ -251,6 +251,31 @@ func migrations() ([]migration, error) {
 	return ms, nil
 }
 
+// apply runs one migration unless another process did meanwhile: the
+// version is read again inside the migration's write transaction.
+func (s *Store) apply(ctx context.Context, m migration) error {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	var have int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&have); err != nil {
+		return err
+	}
+	if have >= m.version {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, m.sql); err != nil {
+		return err
+	}
+	// PRAGMA takes no bound parameters; the version is our own integer.
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.version)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
 // SchemaVersion is the schema version this build writes.
 func SchemaVersion() int {
 	ms, err := migrations()
@@ -274,20 +299,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			ErrSchemaTooNew, s.path, have, len(ms))
 	}
 	for _, m := range ms[have:] {
-		tx, err := s.writer.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("ledger: migration %s: %w", m.name, err)
-		}
-		if _, err := tx.ExecContext(ctx, m.sql); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("ledger: migration %s: %w", m.name, err)
-		}
-		// PRAGMA takes no bound parameters; the version is our own integer.
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.version)); err != nil {
-			tx.Rollback()
-			return fmt.Errorf("ledger: migration %s: %w", m.name, err)
-		}
-		if err := tx.Commit(); err != nil {
+		if err := s.apply(ctx, m); err != nil {
 			return fmt.Errorf("ledger: migration %s: %w", m.name, err)
 		}
 	}
