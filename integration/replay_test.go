@@ -2,6 +2,7 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,9 @@ func TestReplayRebuildsWithEffectsSuppressed(t *testing.T) {
 	evs := makeEvents(randFor(t), w.pub, 500)
 	w.publish(evs)
 
-	got := runReplay(t, w, "--webhook", dest.URL())
+	// No run ever consumed this stream: the replay is told how far messages
+	// count as handled elsewhere.
+	got := runReplay(t, w, "--webhook", dest.URL(), "--to-seq", "500")
 	if got.Applied != 500 || got.Duplicates != 0 || got.Suppressed != 500 {
 		t.Fatalf("first replay: %+v", got)
 	}
@@ -58,7 +61,7 @@ func TestReplayRebuildsWithEffectsSuppressed(t *testing.T) {
 	if n := count(t, db, `SELECT count(*) FROM outbox WHERE status = 'suppressed'`); n != 500 {
 		t.Fatalf("suppressed rows %d", n)
 	}
-	again := runReplay(t, w, "--from-seq", "101")
+	again := runReplay(t, w, "--from-seq", "101", "--to-seq", "500")
 	if again.Applied != 0 || again.Duplicates != 400 {
 		t.Fatalf("second replay from seq 101: %+v", again)
 	}
@@ -126,5 +129,92 @@ func TestPruneRefusesRetentionInsideDuplicateWindow(t *testing.T) {
 	p := start(t, nil, "ledger", "prune", "--db", w.db, "--nats", w.srv.ClientURL(), "--stream", stream, "--retention", "1m")
 	if code := p.wait(30 * time.Second); code != 2 || !strings.Contains(p.output(), "duplicate window") {
 		t.Fatalf("prune exit %d\n%s", code, p.output())
+	}
+}
+
+// A replay never swallows an effect that run has yet to send. Five events
+// are sent by run; five more are published while it is stopped; a replay
+// with --webhook runs; then run again: every event is delivered, each once.
+// By default the replay stops at the live durable's ack floor; with
+// --to-seq past it, the effects of the messages beyond are queued for run
+// instead of suppressed.
+func TestReplayNeverSwallowsRunsEffects(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		extra []string
+	}{
+		{name: "to the ack floor"},
+		{name: "past the ack floor", extra: []string{"--to-seq", "10"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWorld(t, time.Minute)
+			dest := consumertest.NewDestination(t, false)
+			evs := makeEvents(randFor(t), w.pub, 10)
+			w.publish(evs[:5])
+			run := w.runConsumer(nil, "--webhook", dest.URL())
+			consumertest.Eventually(t, 30*time.Second, "the first five delivered", func() bool { return len(dest.Items()) == 5 })
+			w.finish(run, 30*time.Second)
+			w.publish(evs[5:])
+
+			runReplay(t, w, append([]string{"--webhook", dest.URL()}, tc.extra...)...)
+			run = w.runConsumer(nil, "--webhook", dest.URL())
+			consumertest.Eventually(t, 30*time.Second, "all ten delivered", func() bool { return len(dest.Items()) >= 10 })
+			w.finish(run, 30*time.Second)
+			seen := map[string]int{}
+			for _, it := range dest.Items() {
+				seen[it.MessageID]++
+			}
+			for _, e := range evs {
+				if seen[e.ID] != 1 {
+					t.Errorf("event %s delivered %d times, want once", e.ID, seen[e.ID])
+				}
+			}
+			w.checkExact(w.ledgerDB(), evs)
+		})
+	}
+}
+
+// A late re-send of an applied id (after the duplicate window) that is still
+// in the stream keeps its ledger row through a prune, so a replay meets it
+// as a duplicate: never applied twice, never a dead letter.
+func TestLateResendSurvivesPruneAndReplay(t *testing.T) {
+	w := newWorld(t, 100*time.Millisecond)
+	ev := makeEvents(randFor(t), w.pub, 1)[0]
+	w.publish([]event{ev})
+	// The provider re-sends the same event once the window has passed.
+	consumertest.Eventually(t, 10*time.Second, "a re-send stored past the duplicate window", func() bool {
+		return !w.publish([]event{ev})[0].Duplicate
+	})
+	run := w.runConsumer(nil, "--prune-interval", "0")
+	w.finish(run, 30*time.Second)
+	s, err := w.js.Stream(t.Context(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The stream drops the first copy; the re-send stays.
+	if err := s.Purge(t.Context(), jetstream.WithPurgeSequence(info.State.LastSeq)); err != nil {
+		t.Fatal(err)
+	}
+	db := w.ledgerDB()
+	consumertest.Eventually(t, 10*time.Second, "the retention to pass", func() bool {
+		return count(t, db, `SELECT count(*) FROM processed_messages WHERE last_seen_at < ?`, time.Now().Add(-200*time.Millisecond).UnixMilli()) == 1
+	})
+	p := start(t, nil, "ledger", "prune", "--db", w.db, "--nats", w.srv.ClientURL(), "--stream", stream, "--retention", "100ms", "--json")
+	if code := p.wait(30 * time.Second); code != 0 {
+		t.Fatalf("prune exit %d\n%s", code, p.output())
+	}
+	if n := count(t, db, `SELECT count(*) FROM processed_messages`); n != 1 {
+		t.Fatalf("ledger rows after prune: %d, want 1 (a copy is still in the stream)", n)
+	}
+	got := runReplay(t, w, "--to-seq", fmt.Sprint(info.State.LastSeq))
+	if got.Applied != 0 || got.Duplicates != 1 || got.DeadLetters != 0 {
+		t.Fatalf("replay: %+v; want the re-send as a duplicate", got)
+	}
+	if bal := count(t, db, `SELECT sum(amount) FROM balances`); bal != ev.Amount {
+		t.Fatalf("balance %d, want %d", bal, ev.Amount)
 	}
 }

@@ -21,9 +21,11 @@ var errNotJSON = errors.New("payload is not valid JSON, which --apply needs for 
 type eventsHandler struct {
 	apply string
 	sink  string // non-empty: enqueue the payload to this outbox sink
-	// suppress records the outbox row as suppressed, never sent: a replay
-	// rebuilding state must not repeat effects the first run already had.
-	suppress bool
+	// suppressThrough records the outbox rows of messages up to this stream
+	// sequence as suppressed, never sent: a replay rebuilding state must not
+	// repeat effects that run already had. Past it, effects are queued for
+	// run to send.
+	suppressThrough uint64
 }
 
 const eventsSchema = `CREATE TABLE IF NOT EXISTS events (
@@ -76,14 +78,19 @@ func (h *eventsHandler) handle(ctx context.Context, tx *ledger.Tx, d ledger.Deli
 	// This insert is bounded, so it runs without the deadline: the driver
 	// starts a watcher goroutine for every cancellable statement, which cost
 	// more than the insert itself. The user's --apply SQL keeps the deadline.
+	// An id applied again after its ledger row was pruned is a new message
+	// (README: retention): it replaces the old events row rather than
+	// failing on it until it is dead-lettered.
 	if _, err := tx.ExecContext(context.WithoutCancel(ctx), `INSERT INTO events (message_id, subject, stream_seq, data, applied_at)
-		VALUES (?, ?, ?, ?, ?)`, d.MessageID, d.Subject, int64(d.Sequence), d.Data, time.Now().UnixMilli()); err != nil {
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (message_id) DO UPDATE SET subject = excluded.subject,
+		stream_seq = excluded.stream_seq, data = excluded.data, applied_at = excluded.applied_at`,
+		d.MessageID, d.Subject, int64(d.Sequence), d.Data, time.Now().UnixMilli()); err != nil {
 		return fmt.Errorf("record event: %w", err)
 	}
 	if h.sink != "" {
 		// Same savepoint: the outbox row exists if and only if the message is applied.
 		enqueue := tx.Enqueue
-		if h.suppress {
+		if d.Sequence <= h.suppressThrough {
 			enqueue = tx.EnqueueSuppressed
 		}
 		if _, err := enqueue(context.WithoutCancel(ctx), h.sink, d.Data); err != nil {

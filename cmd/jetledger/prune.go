@@ -17,6 +17,7 @@ type pruner struct {
 	js                         jetstream.JetStream
 	stream                     string
 	retention, outboxRetention time.Duration
+	hold                       time.Duration // the plan's PruneHold: a batch waits this long at most
 	log                        *slog.Logger
 }
 
@@ -30,8 +31,18 @@ func (p *pruner) options(ctx context.Context) (ledger.PruneOptions, error) {
 	if err != nil {
 		return ledger.PruneOptions{}, fmt.Errorf("prune: stream %s: %w", p.stream, err)
 	}
-	return ledger.PruneOptions{Stream: p.stream, FirstSeq: info.State.FirstSeq, DuplicateWindow: info.Config.Duplicates,
-		Retention: p.retention, OutboxRetention: p.outboxRetention}, nil
+	o := ledger.PruneOptions{Stream: p.stream, FirstSeq: info.State.FirstSeq, DuplicateWindow: info.Config.Duplicates,
+		Retention: p.retention, OutboxRetention: p.outboxRetention, Hold: p.hold}
+	// The built-in handler's events rows, payloads included, follow the
+	// ledger's retention.
+	var n int
+	if err := p.st.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'events'`).Scan(&n); err != nil {
+		return ledger.PruneOptions{}, fmt.Errorf("prune: %w", err)
+	}
+	if n == 1 {
+		o.AlsoFrom = []string{"events"}
+	}
+	return o, nil
 }
 
 // check refuses a retention shorter than the stream's duplicate window at start.

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/mattn/go-isatty"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/schollz/progressbar/v3"
 )
 
@@ -54,8 +57,39 @@ func (f *runFlags) replayFrom() (consumer.ReplayFrom, error) {
 	return consumer.ReplayFrom{Time: t}, nil
 }
 
-// followReplay shows progress and calls done once the replay consumer has
-// nothing pending and nothing unacked: the end of the stream is reached.
+// replayBound is where a replay stops, and up to where run has already
+// handled every message (their effects are suppressed by the replay).
+type replayBound struct {
+	upTo, handled uint64
+}
+
+// boundReplay reads the live durable's ack floor: run has handled every
+// message up to it, and whatever lies past it is run's to apply and to send.
+// Without the durable, --to-seq says how far messages count as handled.
+func boundReplay(ctx context.Context, js jetstream.JetStream, stream, durable string, toSeq uint64) (replayBound, error) {
+	cons, err := js.Consumer(ctx, stream, durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if toSeq == 0 {
+			return replayBound{}, usagef("stream %s has no durable %q, so replay cannot tell which messages run has yet to handle; "+
+				"name run's durable with --durable, or give --to-seq N: messages up to N then count as handled elsewhere and their effects are suppressed",
+				stream, durable)
+		}
+		return replayBound{upTo: toSeq, handled: toSeq}, nil
+	}
+	if err != nil {
+		return replayBound{}, fmt.Errorf("look up durable %s of stream %s: %w", durable, stream, err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return replayBound{}, fmt.Errorf("look up durable %s of stream %s: %w", durable, stream, err)
+	}
+	handled := info.AckFloor.Stream
+	return replayBound{upTo: cmp.Or(toSeq, handled), handled: handled}, nil
+}
+
+// followReplay shows progress on out (standard error: standard output
+// carries the summary) and calls done once the replay has handled every
+// message up to its bound.
 func followReplay(ctx context.Context, c *consumer.Consumer, out io.Writer, done func()) error {
 	var bar *progressbar.ProgressBar
 	if f, ok := out.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
@@ -72,21 +106,19 @@ func followReplay(ctx context.Context, c *consumer.Consumer, out io.Writer, done
 			return nil
 		case <-t.C:
 		}
-		info, err := c.Info(ctx)
+		finished, err := c.ReplayDone(ctx)
 		if err != nil {
 			continue // a transient error: the next tick asks again
 		}
 		n := c.Counts()
 		handled := int64(n.Applied + n.Duplicates + n.Conflicts + n.DeadLetters)
-		total := handled + int64(info.NumPending) + int64(info.NumAckPending)
 		if bar != nil {
-			bar.ChangeMax64(total)
 			bar.Set64(handled) //nolint:errcheck // drawing only
 		} else if time.Since(lastLine) >= 5*time.Second {
-			fmt.Fprintf(out, "replayed %d of %d\n", handled, total)
+			fmt.Fprintf(out, "replayed %d messages\n", handled)
 			lastLine = time.Now()
 		}
-		if info.NumPending == 0 && info.NumAckPending == 0 {
+		if finished {
 			if bar != nil {
 				bar.Finish() //nolint:errcheck // drawing only
 			}
@@ -101,23 +133,29 @@ type replayResult struct {
 	Duplicates  uint64  `json:"duplicates"`
 	Conflicts   uint64  `json:"conflicts"`
 	Suppressed  int64   `json:"suppressed"`
+	Queued      int64   `json:"queued"` // effects of messages past run's ack floor, left for run to send
 	DeadLetters uint64  `json:"dead_letters"`
+	UpTo        uint64  `json:"up_to"`
 	Seconds     float64 `json:"seconds"`
 }
 
-func replaySummary(ctx context.Context, st *ledger.Store, c *consumer.Consumer, started time.Time, asJSON bool, out io.Writer) error {
-	n := c.Counts()
-	res := replayResult{Applied: n.Applied, Duplicates: n.Duplicates, Conflicts: n.Conflicts, DeadLetters: n.DeadLetters,
-		Seconds: time.Since(started).Seconds()}
-	suppressed, err := st.CountOutbox(ctx, ledger.StatusSuppressed, started)
-	if err != nil {
+func replaySummary(ctx context.Context, st *ledger.Store, c *consumer.Consumer, started time.Time, b replayBound, asJSON bool, out io.Writer) error {
+	res := replayResult{UpTo: b.upTo, Seconds: time.Since(started).Seconds()}
+	if c != nil {
+		n := c.Counts()
+		res.Applied, res.Duplicates, res.Conflicts, res.DeadLetters = n.Applied, n.Duplicates, n.Conflicts, n.DeadLetters
+	}
+	var err error
+	if res.Suppressed, err = st.CountOutbox(ctx, ledger.StatusSuppressed, started); err != nil {
 		return err
 	}
-	res.Suppressed = suppressed
+	if res.Queued, err = st.CountOutbox(ctx, ledger.StatusQueued, started); err != nil {
+		return err
+	}
 	if asJSON {
 		return json.NewEncoder(out).Encode(res)
 	}
-	fmt.Fprintf(out, "replay done in %.1fs: %d applied, %d duplicates, %d conflicts, %d effects suppressed, %d dead letters\n",
-		res.Seconds, res.Applied, res.Duplicates, res.Conflicts, res.Suppressed, res.DeadLetters)
+	fmt.Fprintf(out, "replay to seq %d done in %.1fs: %d applied, %d duplicates, %d conflicts, %d effects suppressed, %d queued for run, %d dead letters\n",
+		res.UpTo, res.Seconds, res.Applied, res.Duplicates, res.Conflicts, res.Suppressed, res.Queued, res.DeadLetters)
 	return nil
 }

@@ -59,6 +59,7 @@ type runFlags struct {
 	// replay only
 	replay      bool
 	fromSeq     uint64
+	toSeq       uint64
 	since       string
 	sendEffects bool
 	asJSON      bool
@@ -82,6 +83,7 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 	if replay {
 		fs = newFlags("replay", "replay [--from-seq N | --since DURATION|TIME] [flags]", replayHelp, stdout)
 		fs.Uint64Var(&f.fromSeq, "from-seq", 0, "replay from this stream sequence (default: the stream's start)")
+		fs.Uint64Var(&f.toSeq, "to-seq", 0, "replay up to this stream sequence (default: the ack floor of --durable, where run stands); effects of messages past that floor are queued for run, not suppressed")
 		fs.StringVar(&f.since, "since", "", "replay messages stored since this long ago (1h) or this time (RFC 3339)")
 		fs.BoolVar(&f.sendEffects, "send-effects", false, "send the outbox effects of replayed messages (default: record them as suppressed, send nothing)")
 		fs.BoolVar(&f.asJSON, "json", false, "print the summary as JSON")
@@ -100,9 +102,11 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 	fs.StringVar(&f.stream, "stream", "EVENTS", "stream to consume")
 	fs.StringVar(&f.subjects, "subjects", "", "comma-separated subjects; creates the stream with them if it does not exist")
 	fs.DurationVar(&f.dupWindow, "duplicate-window", 2*time.Minute, "duplicate window of a stream created by --subjects")
-	if !replay {
-		fs.StringVar(&f.durable, "durable", consumer.DurableDefault, "durable pull consumer name")
+	durableUsage := "durable pull consumer name"
+	if replay {
+		durableUsage = "the live durable consumer of run: the replay stops at its ack floor and leaves the rest, with its effects, to run"
 	}
+	fs.StringVar(&f.durable, "durable", consumer.DurableDefault, durableUsage)
 	fs.IntVar(&f.maxDeliver, "max-deliver", consumer.MaxDeliverDefault, "deliveries before a failing message is dead-lettered, enforced by jetledger (-1 unlimited); consumers are created with no server-side limit")
 	fs.Int64Var(&f.dbMaxSize, "db-max-size", 0, "cap the database at this many bytes; past it run stops with 'database or disk is full' (0: no cap)")
 	fs.StringVar(&f.apply, "apply", "", "SQL run per message in its transaction, with :msg_id :subject :seq :data")
@@ -147,28 +151,8 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 	if f.dbMaxSize < 0 {
 		return usagef("--db-max-size %d: want 0 or more bytes", f.dbMaxSize)
 	}
-	st, err := ledger.Open(f.db, ledger.Config{Logger: log, MaxSizeBytes: f.dbMaxSize})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	h, err := newEventsHandler(ctx, st.DB(), f.schema, f.apply)
-	if err != nil {
-		return err
-	}
-	var dispatcher *consumer.Dispatcher
-	if sink != nil {
-		h.sink = sink.Name()
-		h.suppress = replay && !f.sendEffects
-	}
-	if sink != nil && !h.suppress {
-		dispatcher, err = consumer.NewDispatcher(st, consumer.DispatcherConfig{Sink: sink, Workers: f.outboxWorkers,
-			MaxAttempts: f.outboxAttempts, Lease: plan.ClaimLease(sink.Timeout()), Logger: log})
-		if err != nil {
-			return usageError{err}
-		}
-	}
-
+	// The embedded server's store lock comes first: a second owner is
+	// refused before it touches anything.
 	conn := f.nats
 	if conn.url == "" {
 		dir := f.storeDir
@@ -186,6 +170,27 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 	} else if syncEvery.set {
 		return usagef("--sync-interval is for the embedded server; the server at --nats syncs as its own sync_interval says")
 	}
+	st, err := ledger.Open(f.db, ledger.Config{Logger: log, MaxSizeBytes: f.dbMaxSize})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	h, err := newEventsHandler(ctx, st.DB(), f.schema, f.apply)
+	if err != nil {
+		return err
+	}
+	if sink != nil {
+		h.sink = sink.Name()
+	}
+	var dispatcher *consumer.Dispatcher
+	if sink != nil && (!replay || f.sendEffects) {
+		dispatcher, err = consumer.NewDispatcher(st, consumer.DispatcherConfig{Sink: sink, Workers: f.outboxWorkers,
+			MaxAttempts: f.outboxAttempts, Lease: plan.ClaimLease(sink.Timeout()), Logger: log})
+		if err != nil {
+			return usageError{err}
+		}
+	}
+
 	nc, js, err := connect(ctx, conn, log)
 	if err != nil {
 		return err
@@ -203,8 +208,22 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 		Stream: f.stream, Durable: f.durable, Plan: plan, Handler: h.handle,
 		MaxDeliver: f.maxDeliver, AllowSequenceIDs: f.allowSeqIDs, Logger: log,
 	}
+	var bound replayBound
 	if replay {
+		b, err := boundReplay(setupCtx, js, f.stream, f.durable, f.toSeq)
+		if err != nil {
+			return err
+		}
+		if b.upTo == 0 || b.upTo < from.Seq {
+			fmt.Fprintf(stderr, "jetledger replay: nothing to replay: durable %s has handled nothing from there\n", f.durable)
+			return replaySummary(ctx, st, nil, time.Now(), b, f.asJSON, stdout)
+		}
+		from.UpTo = b.upTo
+		if !f.sendEffects {
+			h.suppressThrough = b.handled
+		}
 		cfg.Replay = &from
+		bound = b
 	}
 	var m *metrics
 	if f.metricsAddr != "" {
@@ -235,7 +254,7 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 	if replay {
 		started := time.Now()
 		progressDone := make(chan error, 1)
-		go func() { progressDone <- followReplay(runCtx, c, stdout, stop) }()
+		go func() { progressDone <- followReplay(runCtx, c, stderr, stop) }()
 		runErr := c.Run(runCtx)
 		stop()
 		if perr := <-progressDone; runErr == nil {
@@ -244,7 +263,7 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 		if runErr != nil {
 			return runErr
 		}
-		return replaySummary(ctx, st, c, started, f.asJSON, stdout)
+		return replaySummary(ctx, st, c, started, bound, f.asJSON, stdout)
 	}
 	if m != nil {
 		if err := serveMetrics(runCtx, f.metricsAddr, m, c, dispatcher, st, nc, log); err != nil {
@@ -252,7 +271,8 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 		}
 	}
 	if f.pruneInterval > 0 {
-		pruner := &pruner{st: st, js: js, stream: f.stream, retention: f.retention, outboxRetention: f.outboxRetention, log: log}
+		pruner := &pruner{st: st, js: js, stream: f.stream, retention: f.retention, outboxRetention: f.outboxRetention,
+			hold: plan.PruneHold(), log: log}
 		if err := pruner.check(setupCtx); err != nil {
 			return err
 		}
