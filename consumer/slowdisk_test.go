@@ -3,12 +3,16 @@ package consumer_test
 import (
 	"testing"
 	"time"
+
+	"github.com/jetledger/jetledger/integration/lazyfs"
 )
 
-// slowDiskDir returns a directory whose fsyncs take at least delay, when a
-// test filesystem can be mounted here; otherwise a plain temporary directory.
+// slowDiskDir returns a directory on a filesystem whose fsyncs take at least
+// delay, served from another process (this one maps SQLite's WAL index).
+// Where FUSE cannot be used the test is skipped, saying why.
 func slowDiskDir(tb testing.TB, delay time.Duration) string {
 	tb.Helper()
-	tb.Logf("no slow-disk filesystem yet: using a plain directory (fsync delay %s not applied)", delay)
-	return tb.TempDir()
+	mnt := tb.TempDir()
+	lazyfs.ServeForTest(tb, tb.TempDir(), mnt, lazyfs.Options{SyncDelay: delay})
+	return mnt
 }

@@ -109,6 +109,10 @@ func TestReplayAfterPruneCannotDoubleApply(t *testing.T) {
 	if n := count(t, db, `SELECT count(*) FROM processed_messages`); n != 200 {
 		t.Fatalf("rows after prune %d, want the 200 still in the stream", n)
 	}
+	// The built-in handler's events rows (payloads) follow the ledger's retention.
+	if n := count(t, db, `SELECT count(*) FROM events`); n != 200 {
+		t.Fatalf("events rows after prune %d, want 200: pruned with their ledger rows", n)
+	}
 	got := runReplay(t, w)
 	if got.Applied != 0 || got.Duplicates != 200 {
 		t.Fatalf("replay after prune: %+v; want 200 duplicates and nothing applied", got)
