@@ -132,7 +132,10 @@ func TestPruneHoldsTheWriterBriefly(t *testing.T) {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	const rows = 300_000
+	rows := 300_000
+	if raceEnabled {
+		rows = 20_000
+	}
 	if _, err := st.DB().ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
 		INSERT INTO processed_messages (message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at)
 		SELECT printf('id-%08d', i), 'S', i, i, 's', randomblob(32), ?, ? FROM n`, rows, now.UnixMilli(), now.UnixMilli()); err != nil {
@@ -162,18 +165,22 @@ func TestPruneHoldsTheWriterBriefly(t *testing.T) {
 		}
 	}()
 	const hold = 20 * time.Millisecond
-	res, err := st.Prune(ctx, ledger.PruneOptions{Stream: "S", FirstSeq: rows + 1, DuplicateWindow: time.Minute, Hold: hold})
+	began := time.Now()
+	res, err := st.Prune(ctx, ledger.PruneOptions{Stream: "S", FirstSeq: uint64(rows) + 1, DuplicateWindow: time.Minute, Hold: hold})
+	took := time.Since(began)
 	close(stop)
 	worst := <-longest
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Processed != rows {
+	if res.Processed != int64(rows) {
 		t.Fatalf("pruned %d rows, want %d", res.Processed, rows)
 	}
-	t.Logf("longest wait for the writer during the prune: %s", worst)
-	// Generous for a loaded machine; one DELETE of every row holds it for far longer.
-	if worst > 15*hold {
-		t.Fatalf("a writer waited %s behind the prune; each step may hold the writer about %s", worst, hold)
+	t.Logf("longest wait for the writer during a prune of %s: %s", took, worst)
+	// One DELETE of every row holds the writer for the whole prune; steps
+	// let a waiting writer in many times over. Relative, so a slow machine
+	// (or the race detector) does not make it flaky.
+	if worst > took/4 && worst > 15*hold {
+		t.Fatalf("a writer waited %s behind a prune of %s; each step may hold the writer about %s", worst, took, hold)
 	}
 }

@@ -20,17 +20,24 @@ import (
 const replayHelp = `
 Replay a stream through the ledger to rebuild state, on a new host or after
 restoring a backup: from --from-seq N, from --since (a duration such as 24h or
-an RFC 3339 time), or from the start of the stream, to its end. It takes the
-same path as 'run': a message already in the ledger is a duplicate and does
-nothing; a new one is applied with --apply in the same transaction.
+an RFC 3339 time), or from the start of the stream, up to where run stands:
+the ack floor of its durable (--durable). It takes the same path as 'run': a
+message already in the ledger is a duplicate and does nothing; a new one is
+applied with --apply in the same transaction. Everything past run's ack floor
+is run's to apply and to send, so a replay never swallows an effect run has
+yet to send.
 
-Outbox effects of replayed messages are suppressed by default: with --webhook
-the rows are recorded as 'suppressed' and nothing is sent, so rebuilding a host
-never re-sends an email or a webhook. --send-effects sends them.
+Outbox effects of messages up to the floor are suppressed by default: with
+--webhook the rows are recorded as 'suppressed' and nothing is sent, so
+rebuilding a host never re-sends an email or a webhook. --send-effects sends
+them. --to-seq N moves the end; past run's floor, the effects of the messages
+the replay applies are queued for run to send. Without run's durable on the
+stream, --to-seq is required: messages up to it count as handled elsewhere.
 
-It uses a temporary consumer, so the durable of 'run' is not moved. A progress
-bar shows on a terminal, progress lines otherwise, and a summary at the end:
-applied, duplicates, conflicts, suppressed, dead letters.`
+It uses a temporary consumer, so the durable of 'run' is not moved. Progress
+goes to standard error (a bar on a terminal, lines otherwise); the summary to
+standard output: applied, duplicates, conflicts, suppressed, queued for run,
+dead letters.`
 
 func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return consume(ctx, args, stdout, stderr, true)

@@ -111,7 +111,7 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 	fs.Int64Var(&f.dbMaxSize, "db-max-size", 0, "cap the database at this many bytes; past it run stops with 'database or disk is full' (0: no cap)")
 	fs.StringVar(&f.apply, "apply", "", "SQL run per message in its transaction, with :msg_id :subject :seq :data")
 	fs.StringVar(&f.schema, "schema", "", "SQL file run at start to create your tables")
-	fs.BoolVar(&f.allowSeqIDs, "allow-seq-ids", false, "give messages without Nats-Msg-Id the id <stream>/<seq> instead of dead-lettering them (cannot catch publisher retries)")
+	fs.BoolVar(&f.allowSeqIDs, "allow-seq-ids", false, "give messages without Nats-Msg-Id the id <stream>@<created>/<seq> (the stream instance and the sequence) instead of dead-lettering them (cannot catch publisher retries)")
 	f.plan.register(fs)
 	f.webhook.register(fs)
 	fs.IntVar(&f.outboxWorkers, "outbox-workers", consumer.WorkersDefault, "concurrent outbox sends")
