@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +24,8 @@ type Ledger interface {
 	RecordDeadLetters(ctx context.Context, dls []ledger.DeadLetter) error
 	HasDeadLetter(ctx context.Context, stream string, seq uint64) (bool, error)
 	HasProcessed(ctx context.Context, stream string, seq uint64, id string) (bool, error)
+	ClassifyUnseen(ctx context.Context, d ledger.Delivery) (ledger.Outcome, error)
+	AdoptSequenceIDs(ctx context.Context, stream, prefix string, created time.Time) (int64, error)
 }
 
 var _ Ledger = (*ledger.Store)(nil)
@@ -194,6 +197,15 @@ func (c *Consumer) bind(ctx context.Context) (jetstream.Consumer, error) {
 		return nil, fmt.Errorf("consumer: look up stream %s: %w", c.cfg.Stream, err)
 	}
 	c.created = s.CachedInfo().Created
+	if c.cfg.AllowSequenceIDs {
+		// Ids of the form of earlier releases stay duplicates.
+		prefix := strings.TrimSuffix(SequenceID(c.cfg.Stream, c.created, 0), "0")
+		if n, err := c.ledger.AdoptSequenceIDs(ctx, c.cfg.Stream, prefix, c.created); err != nil {
+			return nil, fmt.Errorf("consumer: %w", err)
+		} else if n > 0 {
+			c.log.InfoContext(ctx, "renamed sequence ids to the stream-instance form", "stream", c.cfg.Stream, "rows", n)
+		}
+	}
 	if r := c.cfg.Replay; r != nil {
 		cfg := jetstream.ConsumerConfig{
 			AckPolicy: jetstream.AckExplicitPolicy, AckWait: c.plan.AckWait(), MaxDeliver: -1,
@@ -477,7 +489,9 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 	var results []ledger.Result
 	var refreshed atomic.Int64 // unix nanoseconds of the last InProgress round
 	if len(work) > 0 {
+		// Until every answer is sent: dead letters wait for the writer too.
 		stop := c.keepInProgress(work, &refreshed)
+		defer stop()
 		var err error
 		began := time.Now()
 		// The plan's budget: a stop signal does not cut a batch short, its
@@ -485,7 +499,6 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 		results, err = c.ledger.ApplyBatch(context.WithoutCancel(ctx), deliveries, c.cfg.Handler,
 			ledger.Budget{Work: c.plan.Deadline, Commit: c.plan.CommitTimeout()})
 		elapsed := time.Since(began)
-		stop()
 		if errors.Is(err, ledger.ErrBusy) {
 			// The writer was not free within the batch deadline (another
 			// process holds it, and may be paused): nothing was committed, so
@@ -654,20 +667,7 @@ func (c *Consumer) onMaxDeliveries(ctx context.Context, data []byte) {
 	}
 	dl := ledger.DeadLetter{Stream: adv.Stream, Sequence: adv.StreamSeq, Deliveries: adv.Deliveries,
 		Reason: fmt.Sprintf("the server stopped delivering after %d deliveries (max-deliveries advisory); the last one never completed", adv.Deliveries)}
-	var id string // the id the ledger knows the message by, when it can be read
-	if s, err := c.js.Stream(ctx, adv.Stream); err == nil {
-		if m, err := s.GetMsg(ctx, adv.StreamSeq); err == nil {
-			dl.MessageID, dl.Subject, dl.Headers, dl.Payload = m.Header.Get(jetstream.MsgIDHeader), m.Subject, m.Header, m.Data
-			id, _ = MessageID(m.Header, adv.Stream, c.created, adv.StreamSeq, c.cfg.AllowSequenceIDs)
-		}
-	}
-	// The last delivery may have been applied and only its ack lost: an
-	// applied message is never a dead letter.
-	// If the ledger cannot say, record it: a dead letter too many beats a
-	// message dropped without a trace.
-	if done, err := c.ledger.HasProcessed(ctx, adv.Stream, adv.StreamSeq, id); err != nil {
-		c.log.WarnContext(ctx, "cannot check the ledger for a max-deliveries advisory; recording the dead letter", "stream_seq", adv.StreamSeq, "err", err)
-	} else if done {
+	if done := c.settledUnseen(ctx, &dl); done {
 		return
 	}
 	if err := c.ledger.RecordDeadLetters(ctx, []ledger.DeadLetter{dl}); err != nil {
@@ -676,6 +676,44 @@ func (c *Consumer) onMaxDeliveries(ctx context.Context, data []byte) {
 	}
 	c.n.deadLetters.Add(1)
 	c.log.WarnContext(ctx, "dead letter", "msg_id", dl.MessageID, "stream_seq", dl.Sequence, "reason", dl.Reason)
+}
+
+// settledUnseen reads the message the server gave up on into dl and tells
+// whether the ledger already settles it: applied (its last delivery's ack
+// was lost: an applied message is never a dead letter), or a conflict with
+// an applied one (recorded as such). If the ledger cannot say, the dead
+// letter is recorded: one too many beats a message dropped without a trace.
+func (c *Consumer) settledUnseen(ctx context.Context, dl *ledger.DeadLetter) bool {
+	s, err := c.js.Stream(ctx, dl.Stream)
+	var m *jetstream.RawStreamMsg
+	if err == nil {
+		m, err = s.GetMsg(ctx, dl.Sequence)
+	}
+	if err != nil {
+		// The message is gone: the ledger can only be asked by sequence.
+		done, err := c.ledger.HasProcessed(ctx, dl.Stream, dl.Sequence, "")
+		if err != nil {
+			c.log.WarnContext(ctx, "cannot check the ledger for a max-deliveries advisory; recording the dead letter", "stream_seq", dl.Sequence, "err", err)
+		}
+		return done
+	}
+	dl.MessageID, dl.Subject, dl.Headers, dl.Payload = m.Header.Get(jetstream.MsgIDHeader), m.Subject, m.Header, m.Data
+	id, err := MessageID(m.Header, dl.Stream, c.created, dl.Sequence, c.cfg.AllowSequenceIDs)
+	if err != nil {
+		return false // no usable id: a dead letter, as a delivery would be
+	}
+	outcome, err := c.ledger.ClassifyUnseen(ctx, ledger.Delivery{MessageID: id, Stream: dl.Stream, Sequence: dl.Sequence,
+		Subject: m.Subject, Data: m.Data, Delivered: dl.Deliveries})
+	switch {
+	case err != nil:
+		c.log.WarnContext(ctx, "cannot check the ledger for a max-deliveries advisory; recording the dead letter", "stream_seq", dl.Sequence, "err", err)
+		return false
+	case outcome == ledger.Conflict:
+		c.n.conflicts.Add(1)
+		c.log.WarnContext(ctx, "conflict: message id reused with a different payload; recorded, not applied",
+			"msg_id", id, "stream_seq", dl.Sequence)
+	}
+	return outcome == ledger.Duplicate || outcome == ledger.Conflict
 }
 
 // backoff is the nak delay after the given delivery: base·2^(n-1), capped.

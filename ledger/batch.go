@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -67,11 +68,19 @@ type Result struct {
 type Handler func(ctx context.Context, tx *Tx, d Delivery) error
 
 // Tx is the batch transaction as a handler sees it, positioned inside the
-// message's savepoint.
+// message's savepoint. It is the message's for as long as its handler runs:
+// used after the handler returned (from a goroutine that outlived it, say)
+// it fails with ErrTxDone.
 type Tx struct {
+	b    *batchTx
+	d    *Delivery // the message being applied, for Enqueue
+	done atomic.Bool
+}
+
+// batchTx is one batch's transaction and statement caches.
+type batchTx struct {
 	s     *Store
 	tx    *sql.Tx
-	d     *Delivery            // the message being applied, for Enqueue
 	stmts map[string]*sql.Stmt // the handler's, prepared once per batch: parsing dominated the cost
 	own   map[string]*sql.Stmt // the ledger's own, apart: a handler must not reach them through its cache
 }
@@ -83,16 +92,19 @@ const maxCachedStmts = 64
 // stmt returns the handler's query prepared in this transaction, preparing
 // it once.
 func (t *Tx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
-	return t.prepare(ctx, t.stmts, query)
+	if t.done.Load() {
+		return nil, ErrTxDone
+	}
+	return t.b.prepare(ctx, t.b.stmts, query)
 }
 
-func (t *Tx) prepare(ctx context.Context, cache map[string]*sql.Stmt, query string) (*sql.Stmt, error) {
+func (b *batchTx) prepare(ctx context.Context, cache map[string]*sql.Stmt, query string) (*sql.Stmt, error) {
 	if st, ok := cache[query]; ok {
 		return st, nil
 	}
-	st, err := t.tx.PrepareContext(ctx, query)
+	st, err := b.tx.PrepareContext(ctx, query)
 	if err != nil {
-		return nil, t.s.guard.explain(err)
+		return nil, b.s.guard.explain(err)
 	}
 	if len(cache) < maxCachedStmts {
 		cache[query] = st
@@ -101,12 +113,26 @@ func (t *Tx) prepare(ctx context.Context, cache map[string]*sql.Stmt, query stri
 }
 
 // exec runs one of the ledger's own statements.
-func (t *Tx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	st, err := t.prepare(ctx, t.own, query)
+func (b *batchTx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	st, err := b.prepare(ctx, b.own, query)
 	if err != nil {
 		return nil, err
 	}
 	return st.ExecContext(ctx, args...)
+}
+
+// ownExec runs one of the ledger's own statements inside the handler's
+// window (an outbox row, say), where the guard otherwise refuses writes to
+// the ledger's tables.
+func (t *Tx) ownExec(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
+	if t.done.Load() {
+		return nil, ErrTxDone
+	}
+	err = t.b.s.guard.ownStatement(func() error {
+		res, err = t.b.exec(ctx, query, args...)
+		return err
+	})
+	return res, err
 }
 
 // ExecContext runs a statement in the message's savepoint.
@@ -132,8 +158,9 @@ func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sq
 	st, err := t.stmt(ctx, query)
 	if err != nil {
 		// sql.Row carries no public constructor for an error: let the
-		// transaction report the same preparation error.
-		return t.tx.QueryRowContext(ctx, query, args...)
+		// transaction report the same preparation error. (After the handler
+		// returned, that is a read at most: writes go through ExecContext.)
+		return t.b.tx.QueryRowContext(ctx, query, args...)
 	}
 	return st.QueryRowContext(ctx, args...)
 }
@@ -235,14 +262,18 @@ func (s *Store) applyOnce(ctx context.Context, batch []Delivery, h Handler, comm
 	if err != nil {
 		return -1, err
 	}
-	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	s.guard.openBatch()
+	defer func() {
+		s.guard.closeBatch()
+		tx.Rollback() //nolint:errcheck // no-op after Commit
+	}()
 	now := s.cfg.Now().UnixMilli()
-	t := &Tx{s: s, tx: tx, stmts: make(map[string]*sql.Stmt, 8), own: make(map[string]*sql.Stmt, 8)}
+	b := &batchTx{s: s, tx: tx, stmts: make(map[string]*sql.Stmt, 8), own: make(map[string]*sql.Stmt, 8)}
 	for i := range batch {
 		if skip[i] {
 			continue
 		}
-		res, lost, err := s.applyOne(ctx, context.WithoutCancel(txCtx), t, &batch[i], h, now)
+		res, lost, err := s.applyOne(ctx, context.WithoutCancel(txCtx), b, &batch[i], h, now)
 		if err != nil {
 			return -1, err
 		}
@@ -255,6 +286,7 @@ func (s *Store) applyOnce(ctx context.Context, batch []Delivery, h Handler, comm
 	// The commit gets its own bound from now: the work ended in time.
 	timer := time.AfterFunc(commit, cancelTx)
 	defer timer.Stop()
+	s.guard.closeBatch() // the hooks let the ledger's own COMMIT through
 	if err := tx.Commit(); err != nil {
 		return -1, fmt.Errorf("ledger: commit batch of %d: %w", len(batch), err)
 	}
@@ -265,7 +297,7 @@ func (s *Store) applyOnce(ctx context.Context, batch []Delivery, h Handler, comm
 // transaction is gone; err is a failure of the ledger itself. The ledger's own
 // statements run under txCtx, which must not be cancellable: a context that
 // can end makes the driver watch it with a goroutine per statement.
-func (s *Store) applyOne(ctx, txCtx context.Context, t *Tx, d *Delivery, h Handler, now int64) (res Result, lost bool, err error) {
+func (s *Store) applyOne(ctx, txCtx context.Context, t *batchTx, d *Delivery, h Handler, now int64) (res Result, lost bool, err error) {
 	if d.MessageID == "" {
 		return Result{Outcome: Failed, Err: ErrEmptyMessageID}, false, nil
 	}
@@ -291,11 +323,11 @@ func (s *Store) applyOne(ctx, txCtx context.Context, t *Tx, d *Delivery, h Handl
 		return res, false, nil
 	}
 
-	t.d = d
-	s.guard.begin()
-	herr := h(ctx, t, *d)
-	s.guard.end()
-	t.d = nil
+	view := &Tx{b: t, d: d}
+	s.guard.enterHandler()
+	herr := h(ctx, view, *d)
+	s.guard.leaveHandler()
+	view.done.Store(true)
 	if herr == nil && ctx.Err() != nil {
 		// Finished after its deadline: the consumer may already have lost the
 		// message to AckWait, so the work is not kept.
@@ -303,6 +335,13 @@ func (s *Store) applyOne(ctx, txCtx context.Context, t *Tx, d *Delivery, h Handl
 	}
 	if fault := databaseFault(herr); fault != nil {
 		return Result{}, false, fmt.Errorf("ledger: applying %s: %w", d.MessageID, fault)
+	}
+	if herr == nil && s.guard.lost.Load() {
+		// A statement of the handler ended the whole transaction (a conflict
+		// resolved by ROLLBACK) and the handler carried on; the commit hook
+		// kept its later statements from committing on their own.
+		herr = fmt.Errorf("%w: a statement rolled back the whole batch (ON CONFLICT ROLLBACK, INSERT OR ROLLBACK or RAISE(ROLLBACK))",
+			ErrTransactionControl)
 	}
 	if herr == nil {
 		if _, err := t.exec(txCtx, "RELEASE msg"); err != nil {
@@ -330,7 +369,7 @@ const pinnedSeq = math.MaxInt64
 // seenBefore classifies a message whose id is already in the ledger, and
 // records where this copy was seen: prune keeps the row while it is in the
 // stream.
-func (s *Store) seenBefore(ctx context.Context, tx *Tx, d *Delivery, sum []byte, now int64) (Result, error) {
+func (s *Store) seenBefore(ctx context.Context, tx *batchTx, d *Delivery, sum []byte, now int64) (Result, error) {
 	var have []byte
 	var stream string
 	var lastSeq int64
@@ -371,3 +410,25 @@ func (e *ConflictError) Error() string {
 }
 
 func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// CheckHandlerSQL compiles each statement as a handler would run it, inside
+// a write transaction that is rolled back: an error names the statement
+// that does not compile, and wraps ErrTransactionControl or ErrFixedSetting
+// for one a handler may not run. For checking a handler's SQL at start.
+func (s *Store) CheckHandlerSQL(ctx context.Context, stmts []string) error {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("ledger: check handler SQL: %w", interpret(err))
+	}
+	defer tx.Rollback() //nolint:errcheck // nothing to keep
+	s.guard.enterHandler()
+	defer s.guard.leaveHandler()
+	for i, q := range stmts {
+		st, err := tx.PrepareContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("statement %d: %w", i+1, s.guard.explain(err))
+		}
+		st.Close()
+	}
+	return nil
+}

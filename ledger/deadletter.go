@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -182,4 +184,70 @@ func (s *Store) DiscardDeadLetter(ctx context.Context, id int64) error {
 		return fmt.Errorf("%w: dead letter %d", ErrNotFound, id)
 	}
 	return nil
+}
+
+// ClearDeadLetter removes, in the message's savepoint, the dead letter of the
+// message being applied (same stream and sequence), if it has one, and
+// reports whether it had. A replay applying a message that run gave up on
+// (after its cause was fixed) settles its dead letter this way: the message
+// was never handled by run, so its effects are not run's to have sent.
+func (t *Tx) ClearDeadLetter(ctx context.Context) (bool, error) {
+	if t.d == nil {
+		return false, fmt.Errorf("ledger: clear dead letter outside a handler")
+	}
+	res, err := t.ownExec(ctx, `DELETE FROM dead_letters WHERE stream = ? AND stream_seq = ?`, t.d.Stream, int64(t.d.Sequence))
+	if err != nil {
+		return false, fmt.Errorf("ledger: clear dead letter of %s/%d: %w", t.d.Stream, t.d.Sequence, err)
+	}
+	n, _ := res.RowsAffected()
+	return n > 0, nil
+}
+
+// ClassifyUnseen decides what a copy the consumer never got to apply (the
+// server gave up on it) was: Duplicate if its id is in the ledger with its
+// payload, Conflict if with another (recorded in conflicts, as ApplyBatch
+// would), 0 if the ledger does not know the id. Either way the ledger
+// records where the copy was seen, so prune keeps the row while it is in the
+// stream.
+func (s *Store) ClassifyUnseen(ctx context.Context, d Delivery) (Outcome, error) {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: classify %s: %w", d.MessageID, interpret(err))
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM processed_messages WHERE message_id = ?`, d.MessageID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("ledger: classify %s: %w", d.MessageID, interpret(err))
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	b := &batchTx{s: s, tx: tx, stmts: map[string]*sql.Stmt{}, own: map[string]*sql.Stmt{}}
+	sum := sha256.Sum256(d.Data)
+	res, err := s.seenBefore(ctx, b, &d, sum[:], s.cfg.Now().UnixMilli())
+	if err != nil {
+		return 0, interpret(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("ledger: classify %s: %w", d.MessageID, interpret(err))
+	}
+	return res.Outcome, nil
+}
+
+// AdoptSequenceIDs renames the ledger rows of stream whose ids have the
+// sequence-id form of earlier releases, "<stream>/<seq>", to prefix+"<seq>",
+// for rows applied since the stream instance was created (older ones belong
+// to an earlier instance of the stream and keep their ids). It returns how
+// many it renamed. A consumer that allows sequence ids calls it at start, so
+// a message applied under the old form is still a duplicate.
+func (s *Store) AdoptSequenceIDs(ctx context.Context, stream, prefix string, created time.Time) (int64, error) {
+	old := stream + "/"
+	// The range is the primary key's: only ids starting "<stream>/" are read.
+	res, err := s.writer.ExecContext(ctx, `UPDATE OR IGNORE processed_messages SET message_id = ?1 || stream_seq
+		WHERE message_id >= ?2 AND message_id < ?3 AND stream = ?4 AND message_id = ?2 || stream_seq AND processed_at >= ?5`,
+		prefix, old, stream+"0", stream, created.UnixMilli())
+	if err != nil {
+		return 0, fmt.Errorf("ledger: adopt sequence ids of %s: %w", stream, interpret(err))
+	}
+	return res.RowsAffected()
 }

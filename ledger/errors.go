@@ -21,8 +21,18 @@ var (
 
 	// ErrTransactionControl: a handler tried to end, split or widen the batch
 	// transaction (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE, ATTACH,
-	// DETACH). The ledger owns the transaction; the message fails.
+	// DETACH, a conflict resolved by ROLLBACK), to change the connection
+	// (PRAGMA), or to write the ledger's own tables. The ledger owns all of
+	// them; the message fails.
 	ErrTransactionControl = errors.New("ledger: a handler may not control the batch transaction")
+
+	// ErrFixedSetting: a statement tried to change a setting the ledger's
+	// guarantee rests on (PRAGMA synchronous, journal_mode, ...) on its
+	// writer. They are fixed once the store is open.
+	ErrFixedSetting = errors.New("ledger: the ledger's durability settings are fixed")
+
+	// ErrTxDone: a Tx was used after its handler returned.
+	ErrTxDone = errors.New("ledger: the handler has returned; its Tx is done")
 )
 
 // Outbox errors. Every outbox transition is one guarded UPDATE; these say why

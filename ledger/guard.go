@@ -5,6 +5,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,16 +13,36 @@ import (
 	"modernc.org/sqlite"
 )
 
-// handlerGuard keeps a handler from taking over the batch transaction. An
-// authorizer on the writer connection refuses, while a handler runs,
-// transaction control (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE), ATTACH
-// and DETACH, and pragmas that change the connection (synchronous,
-// journal_mode, ...). SQLite asks the authorizer when it compiles a
-// statement, so no comment or odd spelling hides one.
-type handlerGuard struct {
-	active atomic.Bool
+// guard keeps the batch transaction and the ledger's settings the ledger's.
+// It lives on the single writer connection:
+//
+//   - An authorizer refuses, while a handler runs, transaction control
+//     (BEGIN, COMMIT, ROLLBACK, SAVEPOINT, RELEASE), ATTACH and DETACH,
+//     pragmas that change the connection, and writes to the ledger's own
+//     tables; and at any time after Open, pragmas that weaken durability
+//     (synchronous, journal_mode, ...). SQLite asks the authorizer when it
+//     compiles a statement, so no comment or odd spelling hides one.
+//   - A commit hook refuses any commit while a batch is open but the
+//     ledger's own, and a rollback hook notes a rollback the ledger did not
+//     ask for: a conflict resolved by ROLLBACK (ON CONFLICT ROLLBACK, INSERT
+//     OR ROLLBACK, RAISE(ROLLBACK)) ends the whole transaction without any
+//     statement the authorizer could see, and the handler's next statements
+//     would otherwise commit on their own.
+type guard struct {
+	handler atomic.Bool // a handler is running
+	own     atomic.Bool // the ledger runs its own statement inside the handler's window
+	sealed  atomic.Bool // Open is done: durability settings are fixed
+	batch   atomic.Bool // a batch transaction is open and not being ended by the ledger
+	lost    atomic.Bool // the open batch was rolled back behind the ledger's back
+
 	mu     sync.Mutex
 	denied string // what the authorizer refused last, for the error
+	kind   error  // ErrTransactionControl or ErrFixedSetting
+
+	// settings are the values of fixed pragmas the ledger set: a statement
+	// that sets one to the same value (a schema file's PRAGMA journal_mode =
+	// WAL, say) changes nothing and passes.
+	settings map[string][]string
 }
 
 // readPragmas take an argument but change nothing.
@@ -31,65 +52,123 @@ var readPragmas = map[string]bool{
 	"quick_check": true, "table_list": true,
 }
 
-func (g *handlerGuard) authorize(action sqlite.AuthorizerActionCode, arg1, arg2, _, _ string) sqlite.AuthorizerReturnCode {
-	if !g.active.Load() {
+// fixedPragmas hold the durability and shape the ledger relies on: nobody
+// changes them on the writer once it is open.
+var fixedPragmas = map[string]bool{
+	"synchronous": true, "journal_mode": true, "locking_mode": true, "writable_schema": true,
+	"max_page_count": true, "auto_vacuum": true, "fullfsync": true, "checkpoint_fullfsync": true,
+	"wal_autocheckpoint": true, "user_version": true, "schema_version": true, "journal_size_limit": true,
+}
+
+// ledgerTables are written only by the ledger's own statements.
+var ledgerTables = map[string]bool{"processed_messages": true, "conflicts": true, "dead_letters": true, "outbox": true}
+
+func (g *guard) authorize(action sqlite.AuthorizerActionCode, arg1, arg2, _, _ string) sqlite.AuthorizerReturnCode {
+	if action == sqlite.AuthPragma && arg2 != "" && g.sealed.Load() && fixedPragmas[strings.ToLower(arg1)] &&
+		!slices.Contains(g.settings[strings.ToLower(arg1)], strings.ToUpper(strings.Trim(arg2, `'"`))) {
+		return g.deny(ErrFixedSetting, fmt.Sprintf("PRAGMA %s = %s", arg1, arg2))
+	}
+	if !g.handler.Load() || g.own.Load() {
 		return sqlite.AuthorizerOK
 	}
-	var what string
 	switch action {
 	case sqlite.AuthTransaction:
-		what = arg1 // BEGIN, COMMIT or ROLLBACK
+		return g.deny(ErrTransactionControl, arg1) // BEGIN, COMMIT or ROLLBACK
 	case sqlite.AuthSavepoint:
-		what = arg1 + " " + arg2 // BEGIN/RELEASE/ROLLBACK and the savepoint's name
+		return g.deny(ErrTransactionControl, arg1+" "+arg2) // BEGIN/RELEASE/ROLLBACK and the savepoint's name
 	case sqlite.AuthAttach:
-		what = "ATTACH " + arg1
+		return g.deny(ErrTransactionControl, "ATTACH "+arg1)
 	case sqlite.AuthDetach:
-		what = "DETACH " + arg1
+		return g.deny(ErrTransactionControl, "DETACH "+arg1)
 	case sqlite.AuthPragma:
-		if arg2 == "" || readPragmas[strings.ToLower(arg1)] {
-			return sqlite.AuthorizerOK
+		if arg2 != "" && !readPragmas[strings.ToLower(arg1)] {
+			return g.deny(ErrTransactionControl, fmt.Sprintf("PRAGMA %s = %s", arg1, arg2))
 		}
-		what = fmt.Sprintf("PRAGMA %s = %s", arg1, arg2)
-	default:
-		return sqlite.AuthorizerOK
+	case sqlite.AuthInsert, sqlite.AuthUpdate, sqlite.AuthDelete, sqlite.AuthDropTable, sqlite.AuthAlterTable:
+		if ledgerTables[strings.ToLower(arg1)] {
+			return g.deny(ErrTransactionControl, "a write to the ledger's table "+arg1)
+		}
+	case sqlite.AuthCreateTrigger, sqlite.AuthCreateTempTrigger:
+		if ledgerTables[strings.ToLower(arg2)] {
+			return g.deny(ErrTransactionControl, "a trigger on the ledger's table "+arg2)
+		}
 	}
+	return sqlite.AuthorizerOK
+}
+
+func (g *guard) deny(kind error, what string) sqlite.AuthorizerReturnCode {
 	g.mu.Lock()
-	g.denied = what
+	g.denied, g.kind = what, kind
 	g.mu.Unlock()
 	return sqlite.AuthorizerDeny
 }
 
-// begin and end bracket a handler's run.
-func (g *handlerGuard) begin() {
-	g.mu.Lock()
-	g.denied = ""
-	g.mu.Unlock()
-	g.active.Store(true)
+// commitHook refuses a commit while a batch is open: the only commit then is
+// the ledger's, which closes the batch first. A non-zero answer turns the
+// commit into a rollback.
+func (g *guard) commitHook() int32 {
+	if g.batch.Load() {
+		return 1
+	}
+	return 0
 }
 
-func (g *handlerGuard) end() { g.active.Store(false) }
+// rollbackHook notes that the open batch was rolled back behind the ledger's
+// back; the batch is then redone without the message that did it.
+func (g *guard) rollbackHook() {
+	if g.batch.Load() {
+		g.lost.Store(true)
+	}
+}
+
+// openBatch and closeBatch bracket a batch transaction; closeBatch comes
+// before the ledger's own COMMIT or ROLLBACK, so the hooks let them through.
+func (g *guard) openBatch() {
+	g.lost.Store(false)
+	g.batch.Store(true)
+}
+
+func (g *guard) closeBatch() { g.batch.Store(false) }
+
+// enterHandler and leaveHandler bracket a handler's run.
+func (g *guard) enterHandler() {
+	g.mu.Lock()
+	g.denied, g.kind = "", nil
+	g.mu.Unlock()
+	g.handler.Store(true)
+}
+
+func (g *guard) leaveHandler() { g.handler.Store(false) }
+
+// ownStatement runs one of the ledger's statements inside a handler's window
+// (an outbox row, a dead letter cleared): the authorizer lets it write.
+func (g *guard) ownStatement(f func() error) error {
+	g.own.Store(true)
+	defer g.own.Store(false)
+	return f()
+}
 
 // explain turns an error from a statement the authorizer refused into one
-// wrapping ErrTransactionControl.
-func (g *handlerGuard) explain(err error) error {
-	if err == nil || !g.active.Load() {
+// wrapping ErrTransactionControl or ErrFixedSetting.
+func (g *guard) explain(err error) error {
+	var se *sqlite.Error
+	if err == nil || !errors.As(err, &se) || se.Code()&0xff != sqliteAuth {
 		return err
 	}
 	g.mu.Lock()
-	what := g.denied
+	what, kind := g.denied, g.kind
 	g.mu.Unlock()
-	var se *sqlite.Error
-	if what == "" || !errors.As(err, &se) || se.Code()&0xff != sqliteAuth {
+	if kind == nil {
 		return err
 	}
-	return fmt.Errorf("%w: %s (%v)", ErrTransactionControl, what, err)
+	return fmt.Errorf("%w: %s (%v)", kind, what, err)
 }
 
-// guardedConnector installs the guard's authorizer on every connection it
-// opens, so a reconnected writer is guarded too.
+// guardedConnector installs the guard on every connection it opens, so a
+// reconnected writer is guarded too.
 type guardedConnector struct {
 	driver.Connector
-	guard *handlerGuard
+	guard *guard
 }
 
 func (c guardedConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -97,14 +176,17 @@ func (c guardedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, ok := conn.(sqlite.AuthorizerRegisterer)
-	if !ok {
+	a, ok := conn.(sqlite.AuthorizerRegisterer)
+	h, ok2 := conn.(sqlite.HookRegisterer)
+	if !ok || !ok2 {
 		conn.Close()
-		return nil, errors.New("ledger: the SQLite driver offers no authorizer")
+		return nil, errors.New("ledger: the SQLite driver offers no authorizer or hooks")
 	}
-	if err := r.RegisterAuthorizer(c.guard.authorize); err != nil {
+	if err := a.RegisterAuthorizer(c.guard.authorize); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("ledger: install authorizer: %w", err)
 	}
+	h.RegisterCommitHook(c.guard.commitHook)
+	h.RegisterRollbackHook(c.guard.rollbackHook)
 	return conn, nil
 }

@@ -76,19 +76,36 @@ func (t *Tx) EnqueueSuppressed(ctx context.Context, sink string, payload []byte)
 	return t.enqueue(ctx, sink, payload, StatusSuppressed)
 }
 
+// EnqueueReview records an effect whose fate nobody can tell (a replay of a
+// message another process may have handled and sent) straight into review,
+// with reason, for a person to settle; it is never sent automatically.
+func (t *Tx) EnqueueReview(ctx context.Context, sink string, payload []byte, reason string) (string, error) {
+	id, err := t.enqueue(ctx, sink, payload, StatusReview)
+	if err != nil {
+		return "", err
+	}
+	if _, err := t.ownExec(ctx, `UPDATE outbox SET maybe_sent = 1, error = ? WHERE id = ?`, reason, id); err != nil {
+		return "", fmt.Errorf("ledger: enqueue for %s: %w", t.d.MessageID, err)
+	}
+	return id, nil
+}
+
 func (t *Tx) enqueue(ctx context.Context, sink string, payload []byte, st Status) (string, error) {
 	if t.d == nil {
 		return "", fmt.Errorf("ledger: enqueue outside a handler")
 	}
+	if t.done.Load() {
+		return "", ErrTxDone
+	}
 	if sink == "" {
 		return "", fmt.Errorf("ledger: enqueue for %s: empty sink name", t.d.MessageID)
 	}
-	now := t.s.cfg.Now()
+	now := t.b.s.cfg.Now()
 	id := newULID(now)
 	if payload == nil {
 		payload = []byte{}
 	}
-	if _, err := t.tx.ExecContext(ctx, `INSERT INTO outbox (id, message_id, sink, payload, status, created_at, updated_at)
+	if _, err := t.ownExec(ctx, `INSERT INTO outbox (id, message_id, sink, payload, status, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`, id, t.d.MessageID, sink, payload, string(st), now.UnixMilli(), now.UnixMilli()); err != nil {
 		return "", fmt.Errorf("ledger: enqueue for %s: %w", t.d.MessageID, err)
 	}

@@ -42,6 +42,11 @@ type PruneOptions struct {
 	// OutboxRetention is the least age (since the last change) of a pruned
 	// sent or cancelled outbox row. Default OutboxRetentionDefault.
 	OutboxRetention time.Duration
+	// Unconsumed is when the oldest message of the stream that the consumer
+	// has not handled yet was stored (zero: there is none). A copy of an id
+	// in it may still meet its row, so the retention counts back from it
+	// rather than from now: nothing is pruned that such a copy would need.
+	Unconsumed time.Time
 	// AlsoFrom names tables keyed by a message_id column whose rows follow
 	// the ledger's retention: they are deleted with the pruned ids, in the
 	// same transaction (the built-in events table, say).
@@ -82,7 +87,11 @@ func (s *Store) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 		return PruneResult{}, err
 	}
 	now := s.cfg.Now()
-	cutoff := now.Add(-max(o.Retention, o.DuplicateWindow)).UnixMilli()
+	from := now
+	if !o.Unconsumed.IsZero() && o.Unconsumed.Before(now) {
+		from = o.Unconsumed
+	}
+	cutoff := from.Add(-max(o.Retention, o.DuplicateWindow)).UnixMilli()
 	var res PruneResult
 	// Each step collects a chunk of ids in a temporary table and deletes them
 	// everywhere; the chunk grows or shrinks to keep a step within o.Hold.

@@ -57,7 +57,7 @@ type Store struct {
 	cfg          Config
 	path         string
 	writer       *sql.DB // one connection: SQLite has one writer anyway
-	guard        *handlerGuard
+	guard        *guard
 	reader       *sql.DB // query_only connections for listings and stats
 	checkpointer *sql.DB // one connection for background WAL checkpoints
 	log          *slog.Logger
@@ -113,8 +113,11 @@ func Open(file string, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ledger: open %s: %w", file, err)
 	}
-	guard := &handlerGuard{}
-	writer := sql.OpenDB(guardedConnector{Connector: base, guard: guard})
+	g := &guard{settings: map[string][]string{
+		"journal_mode": {"WAL"},
+		"synchronous":  {cfg.Synchronous, fmt.Sprint(map[string]int{"OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3}[cfg.Synchronous])},
+	}}
+	writer := sql.OpenDB(guardedConnector{Connector: base, guard: g})
 	writer.SetMaxOpenConns(1)
 	writer.SetConnMaxIdleTime(0)
 	writer.SetConnMaxLifetime(0)
@@ -132,7 +135,7 @@ func Open(file string, cfg Config) (*Store, error) {
 	}
 	checkpointer.SetMaxOpenConns(1)
 
-	s := &Store{cfg: cfg, path: file, writer: writer, guard: guard, reader: reader, checkpointer: checkpointer, log: cfg.Logger,
+	s := &Store{cfg: cfg, path: file, writer: writer, guard: g, reader: reader, checkpointer: checkpointer, log: cfg.Logger,
 		stop: make(chan struct{}), stopped: make(chan struct{})}
 	// Migrations wait at most for another process's lock, then a little more.
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.BusyTimeout+time.Minute)
@@ -142,6 +145,7 @@ func Open(file string, cfg Config) (*Store, error) {
 		s.closeDBs()
 		return nil, err
 	}
+	g.sealed.Store(true) // from here on the durability settings are fixed
 	go s.checkpointLoop()
 	return s, nil
 }
@@ -167,10 +171,19 @@ func create(file string, busy time.Duration) error {
 		return fmt.Errorf("ledger: create %s: %w", file, err)
 	}
 	defer db.Close()
-	if _, err := db.Exec("PRAGMA auto_vacuum = INCREMENTAL; PRAGMA journal_mode = WAL"); err != nil {
-		return fmt.Errorf("ledger: create %s: %w", file, interpret(err))
+	// Another process creating it at the same moment can make the switch to
+	// WAL fail at once with SQLITE_BUSY, without waiting: try again.
+	deadline := time.Now().Add(busy)
+	for {
+		_, err := db.Exec("PRAGMA auto_vacuum = INCREMENTAL; PRAGMA journal_mode = WAL")
+		if err = interpret(err); err == nil || !errors.Is(err, ErrBusy) || time.Now().After(deadline) {
+			if err != nil {
+				return fmt.Errorf("ledger: create %s: %w", file, err)
+			}
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond) // back off before the next try
 	}
-	return nil
 }
 
 // checkpointLoop copies the WAL into the database in the background. PASSIVE
@@ -212,6 +225,14 @@ func (s *Store) Close() error {
 
 func (s *Store) closeDBs() error {
 	return errors.Join(s.writer.Close(), s.reader.Close(), s.checkpointer.Close())
+}
+
+// Exec runs statements of the caller's (a schema, say) on the writer,
+// outside any batch. The ledger's durability settings are fixed: a pragma
+// that would change one fails with an error wrapping ErrFixedSetting.
+func (s *Store) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	res, err := s.writer.ExecContext(ctx, query, args...)
+	return res, s.guard.explain(err)
 }
 
 // DB returns the single writer connection pool, for callers that manage their

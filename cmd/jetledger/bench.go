@@ -273,7 +273,7 @@ func benchLedger(ctx context.Context, js jetstream.JetStream, path, durable stri
 	if _, err := st.DB().ExecContext(ctx, demoSchema); err != nil {
 		return 0, nil, err
 	}
-	h, err := newEventsHandler(ctx, st.DB(), "", benchApply)
+	h, err := newEventsHandler(ctx, st, "", benchApply)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -318,7 +318,7 @@ func benchPerMessage(ctx context.Context, js jetstream.JetStream, path string, n
 	if _, err := st.DB().ExecContext(ctx, demoSchema); err != nil {
 		return 0, err
 	}
-	h, err := newEventsHandler(ctx, st.DB(), "", benchApply)
+	h, err := newEventsHandler(ctx, st, "", benchApply)
 	if err != nil {
 		return 0, err
 	}
@@ -386,7 +386,7 @@ func benchLatency(ctx context.Context, js jetstream.JetStream, path string, batc
 	if _, err := st.DB().ExecContext(ctx, demoSchema); err != nil {
 		return nil, err
 	}
-	h, err := newEventsHandler(ctx, st.DB(), "", benchApply)
+	h, err := newEventsHandler(ctx, st, "", benchApply)
 	if err != nil {
 		return nil, err
 	}

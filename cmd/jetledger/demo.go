@@ -142,7 +142,7 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer st.Close()
-	h, err := newEventsHandler(ctx, st.DB(), "", demoApply)
+	h, err := newEventsHandler(ctx, st, "", demoApply)
 	if err != nil {
 		return err
 	}
@@ -246,7 +246,7 @@ func demoConsumerCmd(ctx context.Context, args []string, stdout, stderr io.Write
 	if _, err := st.DB().ExecContext(ctx, demoSchema); err != nil {
 		return err
 	}
-	h, err := newEventsHandler(ctx, st.DB(), "", demoApply)
+	h, err := newEventsHandler(ctx, st, "", demoApply)
 	if err != nil {
 		return err
 	}

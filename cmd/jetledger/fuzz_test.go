@@ -33,7 +33,7 @@ func FuzzApplyBinding(f *testing.F) {
 	if _, err := st.DB().ExecContext(ctx, demoSchema); err != nil {
 		f.Fatal(err)
 	}
-	h, err := newEventsHandler(ctx, st.DB(), "", demoApply)
+	h, err := newEventsHandler(ctx, st, "", demoApply)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -21,11 +21,9 @@ var errNotJSON = errors.New("payload is not valid JSON, which --apply needs for 
 type eventsHandler struct {
 	apply string
 	sink  string // non-empty: enqueue the payload to this outbox sink
-	// suppressThrough records the outbox rows of messages up to this stream
-	// sequence as suppressed, never sent: a replay rebuilding state must not
-	// repeat effects that run already had. Past it, effects are queued for
-	// run to send.
-	suppressThrough uint64
+	// replay, when set, decides what becomes of a replayed message's
+	// effect and settles its dead letter.
+	replay *replayEffects
 }
 
 const eventsSchema = `CREATE TABLE IF NOT EXISTS events (
@@ -37,38 +35,52 @@ const eventsSchema = `CREATE TABLE IF NOT EXISTS events (
 ) WITHOUT ROWID`
 
 // newEventsHandler creates the events table and the user's schema, then
-// checks that --apply compiles, so a typo fails at start, not per message.
-func newEventsHandler(ctx context.Context, db *sql.DB, schemaFile, apply string) (*eventsHandler, error) {
+// checks --apply (checkApply), so a typo fails at start, not per message.
+func newEventsHandler(ctx context.Context, st *ledger.Store, schemaFile, apply string) (*eventsHandler, error) {
 	if schemaFile != "" {
 		schema, err := os.ReadFile(schemaFile)
 		if err != nil {
 			return nil, usagef("--schema: %v", err)
 		}
-		if _, err := db.ExecContext(ctx, string(schema)); err != nil {
+		if _, err := st.Exec(ctx, string(schema)); err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err() // interrupted, not a bad schema
+			}
+			if errors.Is(err, ledger.ErrFixedSetting) {
+				return nil, usagef("--schema %s: %w; the ledger runs with synchronous=FULL in WAL mode, which its guarantee rests on: drop the pragma", schemaFile, err)
 			}
 			return nil, usagef("--schema %s: %v", schemaFile, err)
 		}
 	}
-	if _, err := db.ExecContext(ctx, eventsSchema); err != nil {
+	if _, err := st.Exec(ctx, eventsSchema); err != nil {
 		return nil, fmt.Errorf("create events table: %w", err)
 	}
 	if apply != "" {
-		stmt, err := db.PrepareContext(ctx, apply)
-		if err != nil && ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if err != nil {
-			return nil, usagef("--apply does not compile: %v (tables it uses must exist: create them with --schema)", err)
-		}
-		stmt.Close()
-		// SQLite compiles any parameter name; handle binds only four.
-		if err := checkApplyParams(apply); err != nil {
-			return nil, usageError{err}
+		if err := checkApply(ctx, st, apply); err != nil {
+			return nil, err
 		}
 	}
 	return &eventsHandler{apply: apply}, nil
+}
+
+// checkApply compiles every statement of --apply as a handler runs it, so a
+// typo or a statement a handler may not run (BEGIN, COMMIT, ...) exits 2 at
+// start instead of failing every message; and checks its parameters.
+func checkApply(ctx context.Context, st *ledger.Store, apply string) error {
+	err := st.CheckHandlerSQL(ctx, sqlStatements(apply))
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, ledger.ErrTransactionControl), errors.Is(err, ledger.ErrFixedSetting):
+		return usagef("--apply: %w: the ledger owns the transaction and its settings; drop that statement", err)
+	case err != nil:
+		return usagef("--apply does not compile: %v (tables it uses must exist: create them with --schema)", err)
+	}
+	// SQLite compiles any parameter name; handle binds only four.
+	if err := checkApplyParams(apply); err != nil {
+		return usageError{err}
+	}
+	return nil
 }
 
 func (h *eventsHandler) handle(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
@@ -87,13 +99,13 @@ func (h *eventsHandler) handle(ctx context.Context, tx *ledger.Tx, d ledger.Deli
 		d.MessageID, d.Subject, int64(d.Sequence), d.Data, time.Now().UnixMilli()); err != nil {
 		return fmt.Errorf("record event: %w", err)
 	}
-	if h.sink != "" {
-		// Same savepoint: the outbox row exists if and only if the message is applied.
-		enqueue := tx.Enqueue
-		if d.Sequence <= h.suppressThrough {
-			enqueue = tx.EnqueueSuppressed
+	// Same savepoint: the outbox row exists if and only if the message is applied.
+	if h.replay != nil {
+		if err := h.replay.record(context.WithoutCancel(ctx), tx, d, h.sink); err != nil {
+			return err
 		}
-		if _, err := enqueue(context.WithoutCancel(ctx), h.sink, d.Data); err != nil {
+	} else if h.sink != "" {
+		if _, err := tx.Enqueue(context.WithoutCancel(ctx), h.sink, d.Data); err != nil {
 			return err
 		}
 	}

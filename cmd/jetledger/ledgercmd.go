@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
 )
 
@@ -42,11 +43,12 @@ func ledgerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fs.IntVar(&limit, "limit", 100, "most rows to list (0: all)")
 	}
 	n := natsFlags{url: defaultNATS}
-	var stream string
+	var stream, durable string
 	var retention, outboxRetention time.Duration
 	if sub == "prune" {
 		n.register(fs, "NATS server URL, to read the stream's first sequence and duplicate window")
 		fs.StringVar(&stream, "stream", "EVENTS", "stream whose ledger rows are pruned")
+		fs.StringVar(&durable, "durable", consumer.DurableDefault, "the durable consumer of run: messages it has not handled yet keep their ids' rows")
 		fs.DurationVar(&retention, "retention", ledger.RetentionDefault, "least age of a pruned processed_messages row")
 		fs.DurationVar(&outboxRetention, "outbox-retention", ledger.OutboxRetentionDefault, "least age of a pruned sent or cancelled outbox row")
 	}
@@ -75,7 +77,7 @@ func ledgerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		defer nc.Close()
-		p := &pruner{st: st, js: js, stream: stream, retention: retention, outboxRetention: outboxRetention, log: quiet}
+		p := &pruner{st: st, js: js, stream: stream, durable: durable, retention: retention, outboxRetention: outboxRetention, log: quiet}
 		if err := p.check(ctx); err != nil {
 			return err
 		}

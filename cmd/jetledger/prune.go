@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -15,7 +16,7 @@ import (
 type pruner struct {
 	st                         *ledger.Store
 	js                         jetstream.JetStream
-	stream                     string
+	stream, durable            string // the durable: what it has not handled yet holds ids back
 	retention, outboxRetention time.Duration
 	hold                       time.Duration // the plan's PruneHold: a batch waits this long at most
 	log                        *slog.Logger
@@ -33,6 +34,9 @@ func (p *pruner) options(ctx context.Context) (ledger.PruneOptions, error) {
 	}
 	o := ledger.PruneOptions{Stream: p.stream, FirstSeq: info.State.FirstSeq, DuplicateWindow: info.Config.Duplicates,
 		Retention: p.retention, OutboxRetention: p.outboxRetention, Hold: p.hold}
+	if o.Unconsumed, err = p.unconsumed(ctx, s, info.State.LastSeq); err != nil {
+		return ledger.PruneOptions{}, err
+	}
 	// The built-in handler's events rows, payloads included, follow the
 	// ledger's retention.
 	var n int
@@ -43,6 +47,32 @@ func (p *pruner) options(ctx context.Context) (ledger.PruneOptions, error) {
 		o.AlsoFrom = []string{"events"}
 	}
 	return o, nil
+}
+
+// unconsumed is when the oldest message the durable has not handled was
+// stored (zero when it has handled everything): a copy of an id there, a
+// provider's late re-send say, must still meet its row. Without the durable,
+// a consumer made later starts at the stream's start.
+func (p *pruner) unconsumed(ctx context.Context, s jetstream.Stream, lastSeq uint64) (time.Time, error) {
+	var floor uint64
+	cons, err := p.js.Consumer(ctx, p.stream, p.durable)
+	switch {
+	case err == nil:
+		floor = cons.CachedInfo().AckFloor.Stream
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return time.Time{}, fmt.Errorf("prune: durable %s: %w", p.durable, err)
+	}
+	if floor >= lastSeq {
+		return time.Time{}, nil
+	}
+	m, err := s.GetMsg(ctx, floor+1, jetstream.WithGetMsgSubject(">"))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return time.Time{}, nil // purged meanwhile
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("prune: first message past the ack floor of %s: %w", p.durable, err)
+	}
+	return m.Time, nil
 }
 
 // check refuses a retention shorter than the stream's duplicate window at start.

@@ -21,23 +21,27 @@ const replayHelp = `
 Replay a stream through the ledger to rebuild state, on a new host or after
 restoring a backup: from --from-seq N, from --since (a duration such as 24h or
 an RFC 3339 time), or from the start of the stream, up to where run stands:
-the ack floor of its durable (--durable). It takes the same path as 'run': a
-message already in the ledger is a duplicate and does nothing; a new one is
-applied with --apply in the same transaction. Everything past run's ack floor
-is run's to apply and to send, so a replay never swallows an effect run has
-yet to send.
+the last message its durable (--durable) was delivered. It takes the same path
+as 'run': a message already in the ledger is a duplicate and does nothing; a
+new one is applied with --apply in the same transaction. What lies past that
+point is run's to apply and to send.
 
-Outbox effects of messages up to the floor are suppressed by default: with
---webhook the rows are recorded as 'suppressed' and nothing is sent, so
-rebuilding a host never re-sends an email or a webhook. --send-effects sends
-them. --to-seq N moves the end; past run's floor, the effects of the messages
-the replay applies are queued for run to send. Without run's durable on the
-stream, --to-seq is required: messages up to it count as handled elsewhere.
+Effects (--webhook: give the replay run's): a replay never swallows an effect
+run has yet to send, and never sends twice one run already has. Up to run's
+ack floor, run handled every message: their effects are recorded as
+'suppressed', not sent. Between the floor and the last delivered message, run
+may or may not have sent them: their effects go to review, for a person to
+check at the destination. A message run dead-lettered is applied with its
+effect queued, and its dead letter removed. Queued effects are sent by run.
+--send-effects queues every effect. A replay past the ack floor, or reaching a
+dead letter, needs --webhook as run has it, or --no-effects if run has none.
+--to-seq N moves the end; without run's durable on the stream it is required,
+and messages up to it count as handled elsewhere.
 
 It uses a temporary consumer, so the durable of 'run' is not moved. Progress
 goes to standard error (a bar on a terminal, lines otherwise); the summary to
 standard output: applied, duplicates, conflicts, suppressed, queued for run,
-dead letters.`
+in review, dead letters.`
 
 func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return consume(ctx, args, stdout, stderr, true)
@@ -64,15 +68,49 @@ func (f *runFlags) replayFrom() (consumer.ReplayFrom, error) {
 	return consumer.ReplayFrom{Time: t}, nil
 }
 
-// replayBound is where a replay stops, and up to where run has already
-// handled every message (their effects are suppressed by the replay).
+// replayBound is where a replay stops, where run stands: every message up
+// to its ack floor handled, none past the last it was delivered.
 type replayBound struct {
-	upTo, handled uint64
+	upTo, floor, delivered uint64
 }
 
-// boundReplay reads the live durable's ack floor: run has handled every
-// message up to it, and whatever lies past it is run's to apply and to send.
-// Without the durable, --to-seq says how far messages count as handled.
+// replayEffects decides what becomes of a replayed message's outbox effect,
+// so that a replay never swallows one that run has yet to send, nor sends
+// twice one that run already has.
+type replayEffects struct {
+	replayBound
+	sendAll bool // --send-effects: queue every effect for run to send
+}
+
+const reviewPastFloor = "replayed past run's ack floor: run had this message delivered and may have sent its effect; " +
+	"check the destination for the idempotency key (the row id), then resolve the row"
+
+// record settles the message's dead letter, if run gave up on it, and
+// records its effect (for sink, when there is one): queued for run when run
+// never handled the message (dead-lettered, or never delivered) or with
+// --send-effects; suppressed when run did (up to its ack floor); in review
+// when nobody can tell (delivered to run past its floor).
+func (r *replayEffects) record(ctx context.Context, tx *ledger.Tx, d ledger.Delivery, sink string) error {
+	dead, err := tx.ClearDeadLetter(ctx)
+	if err != nil || sink == "" {
+		return err
+	}
+	switch {
+	case dead || d.Sequence > r.delivered || r.sendAll:
+		_, err = tx.Enqueue(ctx, sink, d.Data)
+	case d.Sequence <= r.floor:
+		_, err = tx.EnqueueSuppressed(ctx, sink, d.Data)
+	default:
+		_, err = tx.EnqueueReview(ctx, sink, d.Data, reviewPastFloor)
+	}
+	return err
+}
+
+// boundReplay reads where run's durable stands: the replay goes up to the
+// last message run was delivered (--to-seq moves it), since run may have
+// acked messages past its ack floor, which it will never be given again.
+// Without the durable, --to-seq says how far messages count as handled
+// elsewhere.
 func boundReplay(ctx context.Context, js jetstream.JetStream, stream, durable string, toSeq uint64) (replayBound, error) {
 	cons, err := js.Consumer(ctx, stream, durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -81,17 +119,40 @@ func boundReplay(ctx context.Context, js jetstream.JetStream, stream, durable st
 				"name run's durable with --durable, or give --to-seq N: messages up to N then count as handled elsewhere and their effects are suppressed",
 				stream, durable)
 		}
-		return replayBound{upTo: toSeq, handled: toSeq}, nil
+		return replayBound{upTo: toSeq, floor: toSeq, delivered: toSeq}, nil
 	}
 	if err != nil {
 		return replayBound{}, fmt.Errorf("look up durable %s of stream %s: %w", durable, stream, err)
 	}
-	info, err := cons.Info(ctx)
-	if err != nil {
-		return replayBound{}, fmt.Errorf("look up durable %s of stream %s: %w", durable, stream, err)
+	info := cons.CachedInfo()
+	b := replayBound{floor: info.AckFloor.Stream, delivered: max(info.Delivered.Stream, info.AckFloor.Stream)}
+	b.upTo = cmp.Or(toSeq, b.delivered)
+	return b, nil
+}
+
+// checkEffectsDecided refuses a replay that would apply messages run has not
+// handled (past its ack floor, or dead-lettered) without being told what run
+// does with effects: applied without an outbox row, their effects would be
+// lost, since run then meets them as duplicates.
+func checkEffectsDecided(ctx context.Context, st *ledger.Store, stream string, b replayBound, sink consumer.Sink, noEffects bool) error {
+	if sink != nil || noEffects {
+		return nil
 	}
-	handled := info.AckFloor.Stream
-	return replayBound{upTo: cmp.Or(toSeq, handled), handled: handled}, nil
+	if b.upTo > b.floor {
+		return usagef("the replay goes past run's ack floor (seq %d, up to %d): give it run's --webhook so their effects are recorded, or --no-effects if run has none",
+			b.floor, b.upTo)
+	}
+	dls, err := st.DeadLetters(ctx, 0)
+	if err != nil {
+		return err
+	}
+	for _, dl := range dls {
+		if dl.Stream == stream && dl.Sequence <= b.upTo {
+			return usagef("the replay reaches dead letter %d (seq %d), which run never applied: give it run's --webhook so its effect is recorded, or --no-effects if run has none",
+				dl.ID, dl.Sequence)
+		}
+	}
+	return nil
 }
 
 // followReplay shows progress on out (standard error: standard output
@@ -140,7 +201,8 @@ type replayResult struct {
 	Duplicates  uint64  `json:"duplicates"`
 	Conflicts   uint64  `json:"conflicts"`
 	Suppressed  int64   `json:"suppressed"`
-	Queued      int64   `json:"queued"` // effects of messages past run's ack floor, left for run to send
+	Queued      int64   `json:"queued"` // effects left for run to send: of messages run never handled, or with --send-effects
+	Review      int64   `json:"review"` // effects of messages run was delivered past its ack floor: a person checks the destination
 	DeadLetters uint64  `json:"dead_letters"`
 	UpTo        uint64  `json:"up_to"`
 	Seconds     float64 `json:"seconds"`
@@ -159,10 +221,13 @@ func replaySummary(ctx context.Context, st *ledger.Store, c *consumer.Consumer, 
 	if res.Queued, err = st.CountOutbox(ctx, ledger.StatusQueued, started); err != nil {
 		return err
 	}
+	if res.Review, err = st.CountOutbox(ctx, ledger.StatusReview, started); err != nil {
+		return err
+	}
 	if asJSON {
 		return json.NewEncoder(out).Encode(res)
 	}
-	fmt.Fprintf(out, "replay to seq %d done in %.1fs: %d applied, %d duplicates, %d conflicts, %d effects suppressed, %d queued for run, %d dead letters\n",
-		res.UpTo, res.Seconds, res.Applied, res.Duplicates, res.Conflicts, res.Suppressed, res.Queued, res.DeadLetters)
+	fmt.Fprintf(out, "replay to seq %d done in %.1fs: %d applied, %d duplicates, %d conflicts, %d effects suppressed, %d queued for run, %d in review, %d dead letters\n",
+		res.UpTo, res.Seconds, res.Applied, res.Duplicates, res.Conflicts, res.Suppressed, res.Queued, res.Review, res.DeadLetters)
 	return nil
 }

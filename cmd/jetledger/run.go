@@ -62,6 +62,7 @@ type runFlags struct {
 	toSeq       uint64
 	since       string
 	sendEffects bool
+	noEffects   bool
 	asJSON      bool
 }
 
@@ -83,9 +84,10 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 	if replay {
 		fs = newFlags("replay", "replay [--from-seq N | --since DURATION|TIME] [flags]", replayHelp, stdout)
 		fs.Uint64Var(&f.fromSeq, "from-seq", 0, "replay from this stream sequence (default: the stream's start)")
-		fs.Uint64Var(&f.toSeq, "to-seq", 0, "replay up to this stream sequence (default: the ack floor of --durable, where run stands); effects of messages past that floor are queued for run, not suppressed")
+		fs.Uint64Var(&f.toSeq, "to-seq", 0, "replay up to this stream sequence (default: the last one delivered to --durable, where run stands); effects of messages run was never delivered are queued for run")
 		fs.StringVar(&f.since, "since", "", "replay messages stored since this long ago (1h) or this time (RFC 3339)")
-		fs.BoolVar(&f.sendEffects, "send-effects", false, "send the outbox effects of replayed messages (default: record them as suppressed, send nothing)")
+		fs.BoolVar(&f.sendEffects, "send-effects", false, "queue the outbox effects of every replayed message for run to send (default: suppressed up to run's ack floor)")
+		fs.BoolVar(&f.noEffects, "no-effects", false, "run has no outbox effects (no --webhook): replay past its ack floor without recording any")
 		fs.BoolVar(&f.asJSON, "json", false, "print the summary as JSON")
 	} else {
 		fs.DurationVar(&f.retention, "retention", ledger.RetentionDefault, "keep processed_messages rows at least this long; older rows of messages gone from the stream are pruned")
@@ -104,7 +106,7 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 	fs.DurationVar(&f.dupWindow, "duplicate-window", 2*time.Minute, "duplicate window of a stream created by --subjects")
 	durableUsage := "durable pull consumer name"
 	if replay {
-		durableUsage = "the live durable consumer of run: the replay stops at its ack floor and leaves the rest, with its effects, to run"
+		durableUsage = "the live durable consumer of run: the replay stops at the last message it was delivered and leaves the rest, with its effects, to run"
 	}
 	fs.StringVar(&f.durable, "durable", consumer.DurableDefault, durableUsage)
 	fs.IntVar(&f.maxDeliver, "max-deliver", consumer.MaxDeliverDefault, "deliveries before a failing message is dead-lettered, enforced by jetledger (-1 unlimited); consumers are created with no server-side limit")
@@ -175,7 +177,7 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 		return err
 	}
 	defer st.Close()
-	h, err := newEventsHandler(ctx, st.DB(), f.schema, f.apply)
+	h, err := newEventsHandler(ctx, st, f.schema, f.apply)
 	if err != nil {
 		return err
 	}
@@ -183,7 +185,7 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 		h.sink = sink.Name()
 	}
 	var dispatcher *consumer.Dispatcher
-	if sink != nil && (!replay || f.sendEffects) {
+	if sink != nil && !replay { // a replay's effects are run's to send
 		dispatcher, err = consumer.NewDispatcher(st, consumer.DispatcherConfig{Sink: sink, Workers: f.outboxWorkers,
 			MaxAttempts: f.outboxAttempts, Lease: plan.ClaimLease(sink.Timeout()), Logger: log})
 		if err != nil {
@@ -215,13 +217,14 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 			return err
 		}
 		if b.upTo == 0 || b.upTo < from.Seq {
-			fmt.Fprintf(stderr, "jetledger replay: nothing to replay: durable %s has handled nothing from there\n", f.durable)
+			fmt.Fprintf(stderr, "jetledger replay: nothing to replay: durable %s was delivered nothing from there\n", f.durable)
 			return replaySummary(ctx, st, nil, time.Now(), b, f.asJSON, stdout)
 		}
-		from.UpTo = b.upTo
-		if !f.sendEffects {
-			h.suppressThrough = b.handled
+		if err := checkEffectsDecided(setupCtx, st, f.stream, b, sink, f.noEffects); err != nil {
+			return err
 		}
+		from.UpTo = b.upTo
+		h.replay = &replayEffects{replayBound: b, sendAll: f.sendEffects}
 		cfg.Replay = &from
 		bound = b
 	}
@@ -271,7 +274,7 @@ func consume(ctx context.Context, args []string, stdout, stderr io.Writer, repla
 		}
 	}
 	if f.pruneInterval > 0 {
-		pruner := &pruner{st: st, js: js, stream: f.stream, retention: f.retention, outboxRetention: f.outboxRetention,
+		pruner := &pruner{st: st, js: js, stream: f.stream, durable: f.durable, retention: f.retention, outboxRetention: f.outboxRetention,
 			hold: plan.PruneHold(), log: log}
 		if err := pruner.check(setupCtx); err != nil {
 			return err

@@ -268,3 +268,33 @@ func isHexDigit(c byte) bool { return isDigit(c) || 'a' <= c && c <= 'f' || 'A' 
 
 // isSQLSpace is sqlite3Isspace: \t, \n, \v, \f, \r and space.
 func isSQLSpace(c byte) bool { return c == ' ' || '\t' <= c && c <= '\r' }
+
+// sqlStatements splits SQL text into its statements at the semicolons the
+// tokenizer sees (not those in literals, identifiers or comments), dropping
+// the ones with nothing but space and comments. A CREATE TRIGGER body, whose
+// statements end in semicolons too, is split wrongly: --apply has no use for
+// one.
+func sqlStatements(sql string) []string {
+	if i := strings.IndexByte(sql, 0); i >= 0 {
+		sql = sql[:i]
+	}
+	var out []string
+	start, code := 0, false
+	for i := 0; i < len(sql); {
+		n, _ := sqlToken(sql[i:])
+		switch tok := sql[i : i+n]; {
+		case tok == ";":
+			if code {
+				out = append(out, strings.TrimSpace(sql[start:i]))
+			}
+			start, code = i+1, false
+		case !isSQLSpace(tok[0]) && !strings.HasPrefix(tok, "--") && !strings.HasPrefix(tok, "/*"):
+			code = true
+		}
+		i += n
+	}
+	if code {
+		out = append(out, strings.TrimSpace(sql[start:]))
+	}
+	return out
+}

@@ -53,7 +53,7 @@ func TestNewEventsHandlerChecksApplyParams(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			st := openTestStore(t)
-			_, err := newEventsHandler(context.Background(), st.DB(), "", tt.apply)
+			_, err := newEventsHandler(context.Background(), st, "", tt.apply)
 			if tt.wantBad == nil {
 				if err != nil {
 					t.Fatalf("newEventsHandler: %v, want accepted", err)
@@ -79,7 +79,7 @@ func TestApplyParamsBind(t *testing.T) {
 	ctx := context.Background()
 	st := openTestStore(t)
 	apply := `INSERT INTO seen VALUES (:msg_id || '|' || @subject || '|' || $seq, json_extract(#data, '$.v'))`
-	h, err := newEventsHandler(ctx, st.DB(), "", apply)
+	h, err := newEventsHandler(ctx, st, "", apply)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,10 @@
 // A failed send is retried only when it provably did not arrive: the
 // connection was refused, the name did not resolve, the TLS handshake
 // rejected the certificate, or the status is one the destination documents as
-// "not processed" (Config.RetryOn, default 429). Any other failure after the
-// request left, a 500 included, is an unknown outcome: the row goes to review,
-// or is re-sent with the same key if the destination is idempotent.
+// "not processed" (Config.RetryOn, default 429). A 4xx fails. Any other
+// answer or failure after the request left, a 500 or a 303 included, is an
+// unknown outcome: the row goes to review, or is re-sent with the same key if
+// the destination is idempotent.
 //
 //	sink, err := webhook.New(webhook.Config{
 //		URL:       "https://api.example.com/hooks",
@@ -176,9 +177,9 @@ func Sign(secret, ts string, body []byte) string {
 }
 
 // Send POSTs the item once. 2xx: sent, with the external id from the
-// response. A status in Config.RetryOn: consumer.ErrRetryable. Any other 5xx:
-// consumer.ErrAmbiguous, since the destination may have done the work before
-// failing. Other statuses (4xx, 1xx, 3xx): consumer.ErrRejected. With no
+// response. A status in Config.RetryOn: consumer.ErrRetryable. Other 4xx:
+// consumer.ErrRejected. Anything else (5xx, 3xx): consumer.ErrAmbiguous,
+// since the destination may have done the work before answering so. With no
 // response: ErrRetryable when the request provably never arrived (connection
 // refused, DNS failure, TLS certificate rejected), otherwise ErrAmbiguous
 // (timeout, reset, connection closed after the request was written).
@@ -192,11 +193,13 @@ func (s *Sink) Send(ctx context.Context, it ledger.OutboxItem) (string, error) {
 	if err != nil {
 		return "", &consumer.SendError{Kind: consumer.ErrRejected, Detail: err.Error()}
 	}
-	// Without GetBody net/http cannot replay the request: it would otherwise
-	// repeat it on its own (it carries an Idempotency-Key) when a reused
-	// connection drops before the answer, after the destination may have done
-	// the work. The dispatcher is then the only layer that ever re-sends.
-	req.GetBody = nil
+	// net/http repeats a request on its own (it carries an Idempotency-Key)
+	// when a reused connection drops before the answer, after the destination
+	// may have done the work, if it can replay the body: when GetBody is set
+	// or the body is empty (http.NoBody). Neither, then: the dispatcher is the
+	// only layer that ever re-sends.
+	req.Body, req.GetBody = io.NopCloser(bytes.NewReader(it.Payload)), nil
+	req.ContentLength = int64(len(it.Payload))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderIdempotencyKey, it.ID)
 	req.Header.Set(HeaderMessageID, it.MessageID)
@@ -221,12 +224,14 @@ func (s *Sink) Send(ctx context.Context, it ledger.OutboxItem) (string, error) {
 	case slices.Contains(s.cfg.RetryOn, resp.StatusCode):
 		// The destination documents this status as "not processed".
 		return "", &consumer.SendError{Kind: consumer.ErrRetryable, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
-	case resp.StatusCode >= 500 && resp.StatusCode <= 599:
-		// The application, or one behind a gateway, may have committed the
-		// work and then failed.
-		return "", &consumer.SendError{Kind: consumer.ErrAmbiguous, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
-	default:
+	case resp.StatusCode >= 400 && resp.StatusCode <= 499:
+		// The destination refused the request itself.
 		return "", &consumer.SendError{Kind: consumer.ErrRejected, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
+	default:
+		// A 5xx: the application, or one behind a gateway, may have committed
+		// the work and then failed. A 3xx: redirects are not followed, and a
+		// 303 is how many APIs answer a POST they did process.
+		return "", &consumer.SendError{Kind: consumer.ErrAmbiguous, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
 	}
 }
 

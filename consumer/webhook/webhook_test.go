@@ -96,7 +96,8 @@ func TestSendClassification(t *testing.T) {
 		{name: "599", status: 599, wantErr: consumer.ErrAmbiguous},
 		{name: "400", status: 400, wantErr: consumer.ErrRejected},
 		{name: "404", status: 404, wantErr: consumer.ErrRejected},
-		{name: "redirect", status: 302, wantErr: consumer.ErrRejected},
+		{name: "redirect: not followed, and the POST may have been processed", status: 302, wantErr: consumer.ErrAmbiguous},
+		{name: "303 see other after processing", status: 303, wantErr: consumer.ErrAmbiguous},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
