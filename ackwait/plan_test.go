@@ -113,3 +113,19 @@ func TestValidateLease(t *testing.T) {
 		})
 	}
 }
+
+func TestBackoff(t *testing.T) {
+	b := ackwait.Backoff{Base: time.Second, Max: 10 * time.Second}
+	tests := []struct {
+		n    int
+		want time.Duration
+	}{{0, time.Second}, {1, time.Second}, {2, 2 * time.Second}, {4, 8 * time.Second}, {5, 10 * time.Second}, {1000, 10 * time.Second}}
+	for _, tt := range tests {
+		if got := b.Delay(tt.n); got != tt.want {
+			t.Errorf("Delay(%d) = %s, want %s", tt.n, got, tt.want)
+		}
+	}
+	if got := (ackwait.Backoff{Base: time.Hour}).Delay(200); got <= 0 {
+		t.Fatalf("uncapped Delay(200) = %s: overflowed", got)
+	}
+}

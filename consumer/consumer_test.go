@@ -76,7 +76,7 @@ func (e *env) start(t *testing.T, cfg consumer.Config) *consumer.Consumer {
 		cfg.Handler = record
 	}
 	cfg.Plan.Deadline = cmpOr(cfg.Plan.Deadline, 2*time.Second)
-	cfg.BackoffBase = cmpOr(cfg.BackoffBase, 10*time.Millisecond)
+	cfg.Backoff.Base = cmpOr(cfg.Backoff.Base, 10*time.Millisecond)
 	cfg.FetchWait = 50 * time.Millisecond
 	c, err := consumer.New(context.Background(), e.js, e.st, cfg)
 	if err != nil {
@@ -250,7 +250,7 @@ func TestConfigValidation(t *testing.T) {
 	}{
 		{name: "no stream", cfg: consumer.Config{Handler: record}},
 		{name: "no handler", cfg: consumer.Config{Stream: "EV"}},
-		{name: "negative backoff", cfg: consumer.Config{Stream: "EV", Handler: record, BackoffBase: -1}},
+		{name: "negative backoff", cfg: consumer.Config{Stream: "EV", Handler: record, Backoff: ackwait.Backoff{Base: -1}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,20 +17,13 @@ import (
 	"github.com/jetledger/jetledger/ledger"
 )
 
-// Outbox is what the dispatcher needs of the store: the guarded transitions.
+// Outbox is what the dispatcher needs of the store: due rows, and the
+// guarded transitions of ledger.Transition.
 type Outbox interface {
 	Due(ctx context.Context, sink string, limit int) ([]string, error)
 	Get(ctx context.Context, id string) (ledger.OutboxItem, error)
-	Claim(ctx context.Context, id, worker string, lease time.Duration) (ledger.OutboxItem, error)
-	MarkSent(ctx context.Context, id, worker, externalID string) error
-	MarkFailed(ctx context.Context, id, worker, reason string, retryAfter time.Duration, maybeArrived bool) error
-	MarkReview(ctx context.Context, id, worker, reason, externalID string) error
-	FinishCancel(ctx context.Context, id, worker, externalID string) error
+	Transition(ctx context.Context, id string, c ledger.Change, p ledger.Params) (ledger.OutboxItem, error)
 	ExpireLeases(ctx context.Context, sink string, requeue bool) (ledger.Expired, error)
-	CancelQueued(ctx context.Context, id string) error
-	CancelSending(ctx context.Context, id string) error
-	CancelDeleted(ctx context.Context, id string, from ledger.Status, externalID string) error
-	CancelFailed(ctx context.Context, id string) error
 }
 
 var _ Outbox = (*ledger.Store)(nil)
@@ -56,9 +49,8 @@ type DispatcherConfig struct {
 	// MaxAttempts is how many sends a row gets on retryable failures before
 	// it is failed. Default 5.
 	MaxAttempts int
-	// BackoffBase and BackoffMax space retries: base·2^(attempt-1), capped.
-	// Defaults 1s and 1m.
-	BackoffBase, BackoffMax time.Duration
+	// Backoff spaces the retries of a row. Default 1s doubling to 1m.
+	Backoff ackwait.Backoff
 	// PollInterval is how often queued rows and expired leases are looked
 	// for when nothing calls Notify. Default 250ms.
 	PollInterval time.Duration
@@ -83,14 +75,14 @@ func NewDispatcher(o Outbox, cfg DispatcherConfig) (*Dispatcher, error) {
 	if cfg.Sink == nil {
 		return nil, fmt.Errorf("%w: Sink is required", ErrInvalidConfig)
 	}
-	if cfg.Workers < 0 || cfg.MaxAttempts < 0 || cfg.Lease < 0 || cfg.BackoffBase < 0 || cfg.BackoffMax < 0 || cfg.PollInterval < 0 {
+	if cfg.Workers < 0 || cfg.MaxAttempts < 0 || cfg.Lease < 0 || cfg.Backoff.Base < 0 || cfg.Backoff.Max < 0 || cfg.PollInterval < 0 {
 		return nil, fmt.Errorf("%w: dispatcher settings must not be negative", ErrInvalidConfig)
 	}
 	cfg.Workers = cmp.Or(cfg.Workers, WorkersDefault)
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, MaxAttemptsDefault)
 	cfg.Lease = cmp.Or(cfg.Lease, ackwait.ClaimLease(cfg.Sink.Timeout(), 0))
-	cfg.BackoffBase = cmp.Or(cfg.BackoffBase, BackoffBaseDefault)
-	cfg.BackoffMax = cmp.Or(cfg.BackoffMax, BackoffMaxDefault)
+	cfg.Backoff.Base = cmp.Or(cfg.Backoff.Base, BackoffBaseDefault)
+	cfg.Backoff.Max = cmp.Or(cfg.Backoff.Max, BackoffMaxDefault)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, PollIntervalDefault)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -184,7 +176,7 @@ func (d *Dispatcher) round(ctx context.Context, slots chan struct{}, wg *sync.Wa
 	}
 	for _, id := range ids {
 		token := fmt.Sprintf("%s#%d", d.id, d.claims.Add(1)) // unique per claim
-		it, err := d.o.Claim(ctx, id, token, d.cfg.Lease)
+		it, err := d.o.Transition(ctx, id, ledger.Claim, ledger.Params{Worker: token, Lease: d.cfg.Lease})
 		if errors.Is(err, ledger.ErrNotClaimed) {
 			continue // another dispatcher has it
 		}
@@ -199,203 +191,4 @@ func (d *Dispatcher) round(ctx context.Context, slots chan struct{}, wg *sync.Wa
 		}()
 	}
 	return len(ids) == free, nil
-}
-
-// deliver sends one claimed item and writes the result back. It runs to the
-// end even when ctx ends: a claimed row must not be left in sending.
-func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token string) {
-	ctx = context.WithoutCancel(ctx)
-	sctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
-	ext, err := d.sink.Send(sctx, it)
-	cancel()
-	wctx, cancel := context.WithTimeout(ctx, d.cfg.Lease)
-	defer cancel()
-	if err == nil {
-		switch werr := d.writeBack(wctx, func() error { return d.o.MarkSent(wctx, it.ID, token, ext) }); {
-		case werr == nil:
-			d.n.sent.Add(1)
-		case errors.Is(werr, ledger.ErrCancelled):
-			d.deleteCancelled(wctx, it, token, ext)
-		default:
-			// The lease ran out and the row moved on (to review, normally).
-			d.log.ErrorContext(ctx, "sent, but the result could not be written back; resolve the row with this external id",
-				"outbox_id", it.ID, "external_id", ext, "err", werr)
-		}
-		return
-	}
-
-	// An unknown outcome (timeout after the request left, gateway error):
-	// the item may be there. It is re-sent only with the same key to an
-	// idempotent destination, and never reported failed or cancelled after.
-	ambiguous := !errors.Is(err, ErrRejected) && !errors.Is(err, ErrRetryable)
-	maybeThere := ambiguous || it.MaybeSent
-	reason := fmt.Sprintf("attempt %d: %v", it.Attempts, err)
-	var werr error
-	switch {
-	case errors.Is(err, ErrRejected) && !it.MaybeSent:
-		werr = d.writeBack(wctx, func() error { return d.o.MarkFailed(wctx, it.ID, token, reason, 0, false) })
-		d.n.failed.Add(1)
-	case (ambiguous && !d.sink.Idempotent()) || (maybeThere && (it.Attempts >= d.cfg.MaxAttempts || errors.Is(err, ErrRejected))):
-		why := "send outcome unknown, not re-sent: " + reason
-		if !ambiguous {
-			why = fmt.Sprintf("an earlier attempt's outcome is unknown and this one failed (%s): the item may be at the destination", reason)
-		}
-		werr = d.writeBack(wctx, func() error { return d.o.MarkReview(wctx, it.ID, token, why, "") })
-		d.n.review.Add(1)
-		d.log.WarnContext(ctx, "send outcome unknown; outbox row moved to review", "outbox_id", it.ID, "err", err)
-	case it.Attempts >= d.cfg.MaxAttempts:
-		werr = d.writeBack(wctx, func() error {
-			return d.o.MarkFailed(wctx, it.ID, token, fmt.Sprintf("gave up after %d attempts; last %s", it.Attempts, reason), 0, false)
-		})
-		d.n.failed.Add(1)
-	default:
-		werr = d.writeBack(wctx, func() error {
-			return d.o.MarkFailed(wctx, it.ID, token, reason, d.backoff(it.Attempts), ambiguous)
-		})
-		d.n.retried.Add(1)
-	}
-	switch {
-	case werr == nil:
-	case errors.Is(werr, ledger.ErrCancelled) && maybeThere:
-		// Cancelled meanwhile, and the item may have arrived: a person decides.
-		if rerr := d.o.MarkReview(wctx, it.ID, token, "cancelled while sending and the send's outcome is unknown: "+reason, ""); rerr != nil {
-			d.log.ErrorContext(ctx, "cannot move outbox row to review", "outbox_id", it.ID, "err", rerr)
-		}
-	case errors.Is(werr, ledger.ErrCancelled):
-		// Cancelled meanwhile and the send did not land: nothing to delete.
-		if ferr := d.o.FinishCancel(wctx, it.ID, token, ""); ferr != nil {
-			d.log.ErrorContext(ctx, "cannot finish cancellation", "outbox_id", it.ID, "err", ferr)
-		}
-	default:
-		d.log.WarnContext(ctx, "send failed and its result could not be written back", "outbox_id", it.ID, "err", werr)
-	}
-}
-
-// writeBack runs a write-back, retrying what is not a verdict on the row
-// (the database busy, say) until ctx, the lease, runs out: giving up early
-// would leave a row we own in sending, to be reviewed or re-sent.
-func (d *Dispatcher) writeBack(ctx context.Context, f func() error) error {
-	for {
-		err := f()
-		if err == nil || errors.Is(err, ledger.ErrCancelled) || errors.Is(err, ledger.ErrNotOwner) ||
-			errors.Is(err, ledger.ErrNotFound) || ctx.Err() != nil {
-			return err
-		}
-		d.log.WarnContext(ctx, "outbox write-back failed; retrying", "err", err)
-		t := time.NewTimer(200 * time.Millisecond)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-	}
-}
-
-// deleteCancelled deletes an item whose row was cancelled while it was being
-// sent. If the delete fails, or the destination gave no id to delete by, the
-// row goes to review, never silently to cancelled.
-func (d *Dispatcher) deleteCancelled(ctx context.Context, it ledger.OutboxItem, token, ext string) {
-	err := errors.New("the destination returned no id for the item, so it cannot be deleted from here")
-	if ext != "" {
-		dctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
-		err = d.sink.Delete(dctx, ext)
-		cancel()
-	}
-	if err != nil {
-		d.n.review.Add(1)
-		d.log.ErrorContext(ctx, "outbox row was cancelled while sending and the delete at the destination failed; moved to review",
-			"outbox_id", it.ID, "external_id", ext, "err", err)
-		if rerr := d.o.MarkReview(ctx, it.ID, token, fmt.Sprintf("cancelled while sending; sent as %q but the delete failed: %v", ext, err), ext); rerr != nil {
-			d.log.ErrorContext(ctx, "cannot move outbox row to review", "outbox_id", it.ID, "err", rerr)
-		}
-		return
-	}
-	d.n.deleted.Add(1)
-	d.log.WarnContext(ctx, "outbox row was cancelled while sending; deleted the item at the destination",
-		"outbox_id", it.ID, "external_id", ext)
-	if err := d.o.FinishCancel(ctx, it.ID, token, ext); err != nil {
-		d.log.ErrorContext(ctx, "cannot finish cancellation", "outbox_id", it.ID, "err", err)
-	}
-}
-
-func (d *Dispatcher) backoff(attempt int) time.Duration {
-	b := d.cfg.BackoffBase
-	for i := 1; i < attempt && b < d.cfg.BackoffMax; i++ {
-		b *= 2
-	}
-	return min(b, d.cfg.BackoffMax)
-}
-
-// CancelOutcome says what Cancel did.
-type CancelOutcome string
-
-const (
-	// CancelledUnsent: the row was queued or failed; nothing was sent.
-	CancelledUnsent CancelOutcome = "cancelled before sending"
-	// CancelledInFlight: too late, already sending. The row is marked
-	// cancelled; when the send returns its item is deleted at the
-	// destination, or the row moves to review if that fails.
-	CancelledInFlight CancelOutcome = "too late, already sending: marked cancelled; the item will be deleted at the destination when the send returns, or the row moved to review"
-	// CancelledDeleted: the item was deleted at the destination, then the
-	// row cancelled.
-	CancelledDeleted CancelOutcome = "deleted at the destination and cancelled"
-)
-
-// Cancel cancels an outbox row. Something already sent is deleted at the
-// destination first and cancelled only after that delete succeeded; if it
-// fails the error wraps ErrStillAtDestination and the row is unchanged.
-func (d *Dispatcher) Cancel(ctx context.Context, id string) (CancelOutcome, error) {
-	for range 3 { // the row may change state under us; re-read and retry
-		it, err := d.o.Get(ctx, id)
-		if err != nil {
-			return "", err
-		}
-		switch it.Status {
-		case ledger.StatusQueued, ledger.StatusFailed:
-			if it.Status == ledger.StatusQueued {
-				err = d.o.CancelQueued(ctx, id)
-			} else {
-				err = d.o.CancelFailed(ctx, id)
-			}
-			if errors.Is(err, ledger.ErrTooLate) {
-				continue // claimed meanwhile: cancel it in flight
-			}
-			if errors.Is(err, ledger.ErrMaybeSent) {
-				return "", fmt.Errorf("%w: an earlier send of %s timed out, so the item may be there under idempotency key %s; the row is unchanged: check the destination, or let the row be re-sent with the same key (it then has an external id) and cancel again",
-					ErrStillAtDestination, id, id)
-			}
-			if err != nil {
-				return "", err
-			}
-			return CancelledUnsent, nil
-		case ledger.StatusSending:
-			if err := d.o.CancelSending(ctx, id); errors.Is(err, ledger.ErrIllegalTransition) {
-				continue // it finished meanwhile
-			} else if err != nil {
-				return "", err
-			}
-			return CancelledInFlight, nil
-		case ledger.StatusSent, ledger.StatusReview:
-			if it.ExternalID == "" {
-				return "", fmt.Errorf("%w: %s is %s with no external id, so it cannot be deleted from here; delete it at the destination, then resolve the row",
-					ErrStillAtDestination, id, it.Status)
-			}
-			dctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
-			err := d.sink.Delete(dctx, it.ExternalID)
-			cancel()
-			if err != nil {
-				return "", fmt.Errorf("%w: %s (external id %s) was not deleted: %v; the row is unchanged (%s)",
-					ErrStillAtDestination, id, it.ExternalID, err, it.Status)
-			}
-			if err := d.o.CancelDeleted(ctx, id, it.Status, it.ExternalID); err != nil {
-				return "", err
-			}
-			d.n.deleted.Add(1)
-			return CancelledDeleted, nil
-		default:
-			return "", fmt.Errorf("%w: %s is already %s", ledger.ErrIllegalTransition, id, it.Status)
-		}
-	}
-	return "", fmt.Errorf("consumer: cancel %s: the row kept changing; try again", id)
 }

@@ -82,7 +82,7 @@ func (e *outboxEnv) dispatcher(t *testing.T, cfg consumer.DispatcherConfig) *con
 	t.Helper()
 	cfg.Sink = e.sink
 	cfg.PollInterval = 10 * time.Millisecond
-	cfg.BackoffBase = cmpOr(cfg.BackoffBase, 10*time.Millisecond)
+	cfg.Backoff.Base = cmpOr(cfg.Backoff.Base, 10*time.Millisecond)
 	cfg.Logger = slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	d, err := consumer.NewDispatcher(e.st, cfg)
 	if err != nil {
@@ -145,7 +145,7 @@ func TestClaimRaceExactlyOneSends(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			<-start
-			it, err := st.Claim(context.Background(), id, fmt.Sprintf("worker-%d", i), 5*time.Second)
+			it, err := st.Transition(context.Background(), id, ledger.Claim, ledger.Params{Worker: fmt.Sprintf("worker-%d", i), Lease: 5 * time.Second})
 			if errors.Is(err, ledger.ErrNotClaimed) {
 				return
 			}
@@ -159,7 +159,7 @@ func TestClaimRaceExactlyOneSends(t *testing.T) {
 				t.Error(err)
 				return
 			}
-			if err := st.MarkSent(context.Background(), id, fmt.Sprintf("worker-%d", i), ext); err != nil {
+			if err := tr(st.Transition(context.Background(), id, ledger.Sent, ledger.Params{Worker: fmt.Sprintf("worker-%d", i), ExternalID: ext})); err != nil {
 				t.Error(err)
 			}
 		}()
@@ -235,7 +235,7 @@ func TestLateFailureNeverOverwritesSent(t *testing.T) {
 
 	// Dispatcher A claims, stalls past its lease; the row is re-queued
 	// (idempotent sink) and B claims and sends it.
-	if _, err := st.Claim(ctx, id, "A", time.Second); err != nil {
+	if _, err := st.Transition(ctx, id, ledger.Claim, ledger.Params{Worker: "A", Lease: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -244,19 +244,32 @@ func TestLateFailureNeverOverwritesSent(t *testing.T) {
 	if ex, err := st.ExpireLeases(ctx, "webhook", true); err != nil || len(ex.Requeued) != 1 {
 		t.Fatalf("expire = %+v, %v", ex, err)
 	}
-	if _, err := st.Claim(ctx, id, "B", time.Second); err != nil {
+	if _, err := st.Transition(ctx, id, ledger.Claim, ledger.Params{Worker: "B", Lease: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.MarkSent(ctx, id, "B", "ext-1"); err != nil {
+	if err := tr(st.Transition(ctx, id, ledger.Sent, ledger.Params{Worker: "B", ExternalID: "ext-1"})); err != nil {
 		t.Fatal(err)
 	}
 	for name, late := range map[string]func() error{
-		"A fails":        func() error { return st.MarkFailed(ctx, id, "A", "timeout", 0, false) },
-		"A retries":      func() error { return st.MarkFailed(ctx, id, "A", "timeout", time.Millisecond, true) },
-		"A sends":        func() error { return st.MarkSent(ctx, id, "A", "ext-2") },
-		"A reviews":      func() error { return st.MarkReview(ctx, id, "A", "unknown", "") },
-		"B fails later":  func() error { return st.MarkFailed(ctx, id, "B", "late error", 0, false) },
-		"someone claims": func() error { _, err := st.Claim(ctx, id, "C", time.Second); return err },
+		"A fails": func() error {
+			return tr(st.Transition(ctx, id, ledger.Fail, ledger.Params{Worker: "A", Reason: "timeout"}))
+		},
+		"A retries": func() error {
+			return tr(st.Transition(ctx, id, ledger.RetryMaybeSent, ledger.Params{Worker: "A", Reason: "timeout", Delay: time.Millisecond}))
+		},
+		"A sends": func() error {
+			return tr(st.Transition(ctx, id, ledger.Sent, ledger.Params{Worker: "A", ExternalID: "ext-2"}))
+		},
+		"A reviews": func() error {
+			return tr(st.Transition(ctx, id, ledger.Review, ledger.Params{Worker: "A", Reason: "unknown"}))
+		},
+		"B fails later": func() error {
+			return tr(st.Transition(ctx, id, ledger.Fail, ledger.Params{Worker: "B", Reason: "late error"}))
+		},
+		"someone claims": func() error {
+			_, err := st.Transition(ctx, id, ledger.Claim, ledger.Params{Worker: "C", Lease: time.Second})
+			return err
+		},
 	} {
 		err := late()
 		if !errors.Is(err, ledger.ErrNotOwner) && !errors.Is(err, ledger.ErrNotClaimed) {
@@ -300,7 +313,7 @@ func TestCancelMaybeSentRow(t *testing.T) {
 	e := newOutboxEnv(t, true, 200*time.Millisecond)
 	e.dest.HoldAfterStore() // stored, but the answer comes too late
 	id := e.enqueue(t, "m1")
-	d := e.dispatcher(t, consumer.DispatcherConfig{MaxAttempts: 100, BackoffBase: time.Hour, Lease: 2 * time.Second})
+	d := e.dispatcher(t, consumer.DispatcherConfig{MaxAttempts: 100, Backoff: ackwait.Backoff{Base: time.Hour}, Lease: 2 * time.Second})
 	e.run(t, d)
 	it := e.waitStatus(t, id, ledger.StatusQueued)
 	consumertest.Eventually(t, 10*time.Second, "the timed-out attempt recorded", func() bool {
@@ -385,3 +398,6 @@ func TestDispatcherRefusesShortLease(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// tr drops the row a transition returns, for tests that check only its error.
+func tr(_ ledger.OutboxItem, err error) error { return err }

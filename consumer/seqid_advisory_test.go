@@ -47,7 +47,7 @@ func TestMaxDeliveriesAdvisoryRecordsUnseenConflict(t *testing.T) {
 	}
 	newConsumer := func() *consumer.Consumer {
 		c, err := consumer.New(ctx, js, st, consumer.Config{Stream: "EV", Durable: "limited", Plan: plan, Handler: record,
-			BackoffBase: 10 * time.Millisecond, FetchWait: 50 * time.Millisecond})
+			Backoff: ackwait.Backoff{Base: 10 * time.Millisecond}, FetchWait: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}

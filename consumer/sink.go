@@ -17,14 +17,18 @@ type Sink interface {
 	// Send delivers the item and returns the destination's id for it. Its
 	// error should be a *SendError saying whether the item may have arrived.
 	Send(ctx context.Context, item ledger.OutboxItem) (externalID string, err error)
-	// Delete removes a delivered item at the destination. An item already
-	// gone is not an error.
-	Delete(ctx context.Context, externalID string) error
 	// Idempotent reports that the destination honours idempotency keys, so a
 	// send whose outcome is unknown may be repeated with the same key.
 	Idempotent() bool
 	// Timeout bounds one Send or Delete.
 	Timeout() time.Duration
+}
+
+// Deleter is a sink that can remove a delivered item at the destination by
+// its id there, so a row cancelled after its send can be deleted. An item
+// already gone is not an error.
+type Deleter interface {
+	Delete(ctx context.Context, externalID string) error
 }
 
 // What a failed send means for the item. A *SendError wraps one of these.

@@ -69,7 +69,7 @@ func TestPlanHoldsWhenHandlerCommitAndWriterAreSlow(t *testing.T) {
 	var mu sync.Mutex
 	var reports []consumer.AckReport
 	c, err := consumer.New(context.Background(), js, st, consumer.Config{Stream: "EV", Handler: slow, Plan: plan,
-		BackoffBase: 100 * time.Millisecond, FetchWait: 50 * time.Millisecond,
+		Backoff: ackwait.Backoff{Base: 100 * time.Millisecond}, FetchWait: 50 * time.Millisecond,
 		AfterAcks: func(r consumer.AckReport) { mu.Lock(); reports = append(reports, r); mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)

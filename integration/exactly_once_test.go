@@ -41,7 +41,7 @@ func openLedger(t *testing.T, path string) *ledger.Store {
 func runInProcess(t *testing.T, w *world, st *ledger.Store, cfg consumer.Config) *consumer.Consumer {
 	t.Helper()
 	cfg.Stream = stream
-	cfg.BackoffBase = 10 * time.Millisecond
+	cfg.Backoff.Base = 10 * time.Millisecond
 	cfg.FetchWait = 100 * time.Millisecond
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	c, err := consumer.New(context.Background(), w.js, st, cfg)

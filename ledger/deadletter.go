@@ -176,11 +176,11 @@ func (s *Store) HasProcessed(ctx context.Context, stream string, seq uint64, id 
 
 // DiscardDeadLetter deletes a dead letter: a person decided it needs nothing.
 func (s *Store) DiscardDeadLetter(ctx context.Context, id int64) error {
-	ok, err := s.exec1(ctx, "discard dead letter", fmt.Sprint(id), `DELETE FROM dead_letters WHERE id = ?`, id)
+	res, err := s.writer.ExecContext(ctx, `DELETE FROM dead_letters WHERE id = ?`, id)
 	if err != nil {
-		return err
+		return fmt.Errorf("ledger: discard dead letter %d: %w", id, interpret(err))
 	}
-	if !ok {
+	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("%w: dead letter %d", ErrNotFound, id)
 	}
 	return nil

@@ -220,224 +220,29 @@ func (s *Store) Due(ctx context.Context, sink string, limit int) ([]string, erro
 	return ids, rows.Err()
 }
 
-// exec1 runs a guarded UPDATE and reports whether it changed exactly one row.
-func (s *Store) exec1(ctx context.Context, what, id, query string, args ...any) (bool, error) {
-	res, err := s.writer.ExecContext(ctx, query, args...)
-	if err != nil {
-		return false, fmt.Errorf("ledger: %s %s: %w", what, id, interpret(err))
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("ledger: %s %s: %w", what, id, err)
-	}
-	if n > 1 {
-		return false, fmt.Errorf("ledger: %s %s: changed %d rows", what, id, n) // id is the primary key
-	}
-	return n == 1, nil
-}
-
-// Claim moves a queued row to sending for worker, with a lease: the single
-// guarded UPDATE that decides who sends. ErrNotClaimed means someone else
-// has it (or it is done): stop, it is not an error. The lease starts once the
-// claim holds the writer, so a wait behind a batch or another process does
-// not shorten it; the row is read back by the same statement, so a claimed
-// row always reaches its worker.
-func (s *Store) Claim(ctx context.Context, id, worker string, lease time.Duration) (OutboxItem, error) {
-	tx, err := s.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the wait for the writer is here
-	if err != nil {
-		return OutboxItem{}, fmt.Errorf("ledger: claim %s: %w", id, interpret(err))
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	now := s.cfg.Now()
-	it, err := scanItem(tx.QueryRowContext(ctx, `UPDATE outbox SET status = 'sending', claimed_by = ?, claimed_at = ?,
-		lease_until = ?, attempts = attempts + 1, updated_at = ?
-		WHERE id = ? AND status = 'queued' RETURNING `+outboxCols,
-		worker, now.UnixMilli(), now.Add(lease).UnixMilli(), now.UnixMilli(), id))
-	if errors.Is(err, sql.ErrNoRows) {
-		return OutboxItem{}, fmt.Errorf("%w: %s", ErrNotClaimed, id)
-	}
-	if err != nil {
-		return OutboxItem{}, fmt.Errorf("ledger: claim %s: %w", id, interpret(err))
-	}
-	if err := tx.Commit(); err != nil {
-		return OutboxItem{}, fmt.Errorf("ledger: claim %s: %w", id, interpret(err))
-	}
-	return it, nil
-}
-
-// whyNot explains a write-back by worker that changed nothing: the row was
-// cancelled during the send (ErrCancelled: delete at the destination), or it
-// is no longer the worker's (ErrNotOwner).
-func (s *Store) whyNot(ctx context.Context, id, worker string) error {
-	it, err := s.Get(ctx, id)
-	if err != nil {
-		return err
-	}
-	if it.Status == StatusCancelled && it.PendingDelete && it.ClaimedBy == worker {
-		return fmt.Errorf("%w: %s", ErrCancelled, id)
-	}
-	return fmt.Errorf("%w: %s is %s (claimed by %q)", ErrNotOwner, id, it.Status, it.ClaimedBy)
-}
-
-// MarkSent records a successful send, only if the row is still sending and
-// claimed by worker.
-func (s *Store) MarkSent(ctx context.Context, id, worker, externalID string) error {
-	now := s.cfg.Now().UnixMilli()
-	ok, err := s.exec1(ctx, "mark sent", id, `UPDATE outbox SET status = 'sent', external_id = ?, sent_at = ?,
-		error = NULL, updated_at = ? WHERE id = ? AND status = 'sending' AND claimed_by = ?`,
-		externalID, now, now, id, worker)
-	if err != nil || ok {
-		return err
-	}
-	return s.whyNot(ctx, id, worker)
-}
-
-// MarkFailed records a failed send by worker. With a positive retryAfter
-// the row goes back to queued for another attempt that much later (by the
-// ledger's clock); otherwise it is failed. maybeArrived records that this
-// attempt's outcome is unknown (MaybeSent). Only rows still queued or sending
-// and claimed by worker change: a late failure never overwrites sent. A row
-// that may have arrived is never failed: give it to MarkReview.
-func (s *Store) MarkFailed(ctx context.Context, id, worker, reason string, retryAfter time.Duration, maybeArrived bool) error {
-	now := s.cfg.Now().UnixMilli()
-	var ok bool
-	var err error
-	if retryAfter <= 0 {
-		ok, err = s.exec1(ctx, "mark failed", id, `UPDATE outbox SET status = 'failed', error = ?, updated_at = ?
-			WHERE id = ? AND status IN ('queued', 'sending') AND claimed_by = ? AND maybe_sent = 0 AND NOT ?`,
-			reason, now, id, worker, maybeArrived)
-	} else {
-		ok, err = s.exec1(ctx, "requeue", id, `UPDATE outbox SET status = 'queued', error = ?, next_attempt_at = ?,
-			claimed_by = NULL, claimed_at = NULL, lease_until = NULL, updated_at = ?, maybe_sent = maybe_sent OR ?
-			WHERE id = ? AND status IN ('queued', 'sending') AND claimed_by = ?`, reason, now+retryAfter.Milliseconds(), now, maybeArrived, id, worker)
-	}
-	if err != nil || ok {
-		return err
-	}
-	return s.whyNot(ctx, id, worker)
-}
-
-// MarkReview moves a row worker was sending (or that was cancelled during
-// its send) to review: its fate at the destination is unknown, or it is
-// there (externalID, when known) and could not be deleted.
-func (s *Store) MarkReview(ctx context.Context, id, worker, reason, externalID string) error {
-	ok, err := s.exec1(ctx, "mark review", id, `UPDATE outbox SET status = 'review', error = ?, pending_delete = 0,
-		external_id = coalesce(nullif(?, ''), external_id), updated_at = ? WHERE id = ? AND claimed_by = ?
-		AND (status = 'sending' OR (status = 'cancelled' AND pending_delete = 1))`,
-		reason, externalID, s.cfg.Now().UnixMilli(), id, worker)
-	if err != nil || ok {
-		return err
-	}
-	return s.whyNot(ctx, id, worker)
-}
-
-// FinishCancel completes a cancellation that happened during worker's send,
-// once the item is known not to be at the destination (deleted there, or the
-// send failed).
-func (s *Store) FinishCancel(ctx context.Context, id, worker, externalID string) error {
-	ok, err := s.exec1(ctx, "finish cancel", id, `UPDATE outbox SET pending_delete = 0,
-		external_id = nullif(?, ''), updated_at = ?
-		WHERE id = ? AND status = 'cancelled' AND pending_delete = 1 AND claimed_by = ?`,
-		externalID, s.cfg.Now().UnixMilli(), id, worker)
-	if err != nil || ok {
-		return err
-	}
-	return s.whyNot(ctx, id, worker)
-}
-
-// CancelQueued cancels a row nobody has claimed. ErrTooLate: it is sending.
-func (s *Store) CancelQueued(ctx context.Context, id string) error {
-	ok, err := s.exec1(ctx, "cancel", id, `UPDATE outbox SET status = 'cancelled', updated_at = ?
-		WHERE id = ? AND status = 'queued' AND maybe_sent = 0`, s.cfg.Now().UnixMilli(), id)
-	if err != nil || ok {
-		return err
-	}
-	return s.illegal(ctx, id, "cancel")
-}
-
-// CancelSending marks a row whose send is in flight as cancelled with a
-// delete pending: the sender's write-back will find it and delete the item
-// at the destination, or move the row to review if it cannot.
-func (s *Store) CancelSending(ctx context.Context, id string) error {
-	ok, err := s.exec1(ctx, "cancel in flight", id, `UPDATE outbox SET status = 'cancelled', pending_delete = 1,
-		error = 'cancelled while sending; delete at the destination pending', updated_at = ?
-		WHERE id = ? AND status = 'sending'`, s.cfg.Now().UnixMilli(), id)
-	if err != nil || ok {
-		return err
-	}
-	return s.illegal(ctx, id, "cancel in flight")
-}
-
-// CancelDeleted marks a row cancelled after its item was deleted at the
-// destination, only if it is still in status from with that external id.
-func (s *Store) CancelDeleted(ctx context.Context, id string, from Status, externalID string) error {
-	ok, err := s.exec1(ctx, "cancel", id, `UPDATE outbox SET status = 'cancelled', pending_delete = 0, updated_at = ?
-		WHERE id = ? AND status = ? AND external_id = ?`, s.cfg.Now().UnixMilli(), id, string(from), externalID)
-	if err != nil || ok {
-		return err
-	}
-	return s.illegal(ctx, id, "cancel")
-}
-
-// CancelFailed cancels a failed row: nothing of it is at the destination.
-func (s *Store) CancelFailed(ctx context.Context, id string) error {
-	ok, err := s.exec1(ctx, "cancel", id, `UPDATE outbox SET status = 'cancelled', updated_at = ?
-		WHERE id = ? AND status = 'failed' AND maybe_sent = 0`, s.cfg.Now().UnixMilli(), id)
-	if err != nil || ok {
-		return err
-	}
-	return s.illegal(ctx, id, "cancel")
-}
-
-// illegal explains a transition that changed nothing.
-func (s *Store) illegal(ctx context.Context, id, what string) error {
-	it, err := s.Get(ctx, id)
-	if err != nil {
-		return err
-	}
-	if it.Status == StatusSending && what == "cancel" {
-		return fmt.Errorf("%w: %s is being sent by %s", ErrTooLate, id, it.ClaimedBy)
-	}
-	if it.MaybeSent && what == "cancel" && (it.Status == StatusQueued || it.Status == StatusFailed) {
-		return fmt.Errorf("%w: %s (%s)", ErrMaybeSent, id, it.Status)
-	}
-	return fmt.Errorf("%w: cannot %s %s: it is %s", ErrIllegalTransition, what, id, it.Status)
-}
-
 // Resolve settles a row in review by a person's decision: sent (with the
-// external id found at the destination) or failed.
+// external id found at the destination) or failed. It is ResolveSent or
+// ResolveFailed.
 func (s *Store) Resolve(ctx context.Context, id string, as Status, externalID string) error {
-	now := s.cfg.Now().UnixMilli()
-	var ok bool
 	var err error
 	switch as {
 	case StatusSent:
 		if externalID == "" {
 			return fmt.Errorf("%w: resolving %s as sent needs the external id", ErrIllegalTransition, id)
 		}
-		ok, err = s.exec1(ctx, "resolve", id, `UPDATE outbox SET status = 'sent', external_id = ?, sent_at = ?,
-			updated_at = ? WHERE id = ? AND status = 'review'`, externalID, now, now, id)
+		_, err = s.Transition(ctx, id, ResolveSent, Params{ExternalID: externalID})
 	case StatusFailed:
-		ok, err = s.exec1(ctx, "resolve", id, `UPDATE outbox SET status = 'failed', updated_at = ?
-			WHERE id = ? AND status = 'review'`, now, id)
+		_, err = s.Transition(ctx, id, ResolveFailed, Params{})
 	default:
-		return fmt.Errorf("%w: resolve %s as %q: want sent or failed", ErrIllegalTransition, id, as)
+		err = fmt.Errorf("%w: resolve %s as %q: want sent or failed", ErrIllegalTransition, id, as)
 	}
-	if err != nil || ok {
-		return err
-	}
-	return s.illegal(ctx, id, "resolve")
+	return err
 }
 
-// Retry puts a failed row back in the queue.
+// Retry puts a failed row back in the queue (Requeue).
 func (s *Store) Retry(ctx context.Context, id string) error {
-	ok, err := s.exec1(ctx, "retry", id, `UPDATE outbox SET status = 'queued', next_attempt_at = 0,
-		claimed_by = NULL, claimed_at = NULL, lease_until = NULL, updated_at = ?
-		WHERE id = ? AND status = 'failed'`, s.cfg.Now().UnixMilli(), id)
-	if err != nil || ok {
-		return err
-	}
-	return s.illegal(ctx, id, "retry")
+	_, err := s.Transition(ctx, id, Requeue, Params{})
+	return err
 }
 
 // Expired is what ExpireLeases did.
@@ -448,15 +253,16 @@ type Expired struct {
 
 // ExpireLeases handles rows of sink whose worker's lease ran out mid-send.
 // Such a send is ambiguous. With requeue (the destination honours
-// idempotency keys) the row is queued again to be re-sent with the same key;
-// otherwise it goes to review, never re-sent automatically. A row cancelled
-// during such a send also goes to review: its item may be at the destination.
+// idempotency keys) the row is queued again to be re-sent with the same key
+// (ExpireRequeue, which keeps maybe_sent); otherwise it goes to review
+// (Expire), never re-sent automatically. A row cancelled during such a send
+// also goes to review: its item may be at the destination.
 func (s *Store) ExpireLeases(ctx context.Context, sink string, requeue bool) (Expired, error) {
-	now := s.cfg.Now().UnixMilli()
 	rows, err := s.writer.QueryContext(ctx, `SELECT id, status, claimed_by FROM outbox
-		WHERE sink = ? AND lease_until < ? AND (status = 'sending' OR (status = 'cancelled' AND pending_delete = 1))`, sink, now)
+		WHERE sink = ? AND lease_until < ? AND (status = 'sending' OR (status = 'cancelled' AND pending_delete = 1))`,
+		sink, s.cfg.Now().UnixMilli())
 	if err != nil {
-		return Expired{}, fmt.Errorf("ledger: expired leases: %w", err)
+		return Expired{}, fmt.Errorf("ledger: expired leases: %w", interpret(err))
 	}
 	type row struct{ id, status, worker string }
 	var found []row
@@ -474,27 +280,17 @@ func (s *Store) ExpireLeases(ctx context.Context, sink string, requeue bool) (Ex
 	}
 	var ex Expired
 	for _, r := range found {
-		var ok bool
+		c, list := Expire, &ex.Review
 		if requeue && r.status == string(StatusSending) {
-			// The send may have landed: maybe_sent keeps that through every
-			// later path (no cancel-as-unsent, no failure on a later 4xx).
-			ok, err = s.exec1(ctx, "requeue expired", r.id, `UPDATE outbox SET status = 'queued', claimed_by = NULL,
-				claimed_at = NULL, lease_until = NULL, next_attempt_at = 0, updated_at = ?, maybe_sent = 1,
-				error = 'lease of ' || ? || ' expired mid-send; re-sending with the same idempotency key'
-				WHERE id = ? AND status = 'sending' AND claimed_by = ? AND lease_until < ?`, now, r.worker, r.id, r.worker, now)
-			if ok {
-				ex.Requeued = append(ex.Requeued, r.id)
-			}
-		} else {
-			ok, err = s.exec1(ctx, "review expired", r.id, `UPDATE outbox SET status = 'review', pending_delete = 0, updated_at = ?,
-				error = CASE status WHEN 'cancelled' THEN 'cancelled while ' || ? || ' was sending, and its lease expired: the item may be at the destination'
-				ELSE 'lease of ' || ? || ' expired mid-send: the item may or may not be at the destination' END
-				WHERE id = ? AND status = ? AND claimed_by = ? AND lease_until < ?`, now, r.worker, r.worker, r.id, r.status, r.worker, now)
-			if ok {
-				ex.Review = append(ex.Review, r.id)
-			}
+			c, list = ExpireRequeue, &ex.Requeued
 		}
-		if err != nil {
+		_, err := s.Transition(ctx, r.id, c, Params{Worker: r.worker})
+		switch {
+		case err == nil:
+			*list = append(*list, r.id)
+		case errors.Is(err, ErrNotOwner), errors.Is(err, ErrIllegalTransition), errors.Is(err, ErrCancelled):
+			// Its worker wrote back meanwhile: not ours to expire.
+		default:
 			return ex, err
 		}
 	}

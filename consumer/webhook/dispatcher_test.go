@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/consumer/webhook"
@@ -43,7 +44,7 @@ func TestDispatcherSendsNothingTwiceAfter500(t *testing.T) {
 	}
 
 	d, err := consumer.NewDispatcher(st, consumer.DispatcherConfig{Sink: sink, MaxAttempts: 3,
-		BackoffBase: 10 * time.Millisecond, PollInterval: 10 * time.Millisecond,
+		Backoff: ackwait.Backoff{Base: 10 * time.Millisecond}, PollInterval: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)

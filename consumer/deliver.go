@@ -1,0 +1,153 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/ledger"
+)
+
+// deliver sends one claimed item and writes the result back. It runs to the
+// end even when ctx ends: a claimed row must not be left in sending.
+func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token string) {
+	ctx = context.WithoutCancel(ctx)
+	sctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
+	ext, err := d.sink.Send(sctx, it)
+	cancel()
+	wctx, cancel := context.WithTimeout(ctx, d.cfg.Lease)
+	defer cancel()
+	o := classify(it, ext, err, d.sink.Idempotent(), d.cfg.MaxAttempts, d.cfg.Backoff)
+	o.params.Worker = token
+	werr := d.writeBack(wctx, it.ID, o)
+	d.count(o.change)
+	switch {
+	case werr == nil:
+		if o.change == ledger.Review {
+			d.log.WarnContext(ctx, "send outcome unknown; outbox row moved to review", "outbox_id", it.ID, "err", err)
+		}
+	case errors.Is(werr, ledger.ErrCancelled):
+		d.settleCancelled(wctx, it, token, o)
+	case o.change == ledger.Sent:
+		// The lease ran out and the row moved on (to review, normally).
+		d.log.ErrorContext(ctx, "sent, but the result could not be written back; resolve the row with this external id",
+			"outbox_id", it.ID, "external_id", ext, "err", werr)
+	default:
+		d.log.WarnContext(ctx, "send failed and its result could not be written back", "outbox_id", it.ID, "err", werr)
+	}
+}
+
+// outcome is the change a send's answer calls for.
+type outcome struct {
+	change ledger.Change
+	params ledger.Params
+	maybe  bool // the item may be at the destination
+}
+
+// classify turns what the sink answered into the row's next change: the
+// dispatcher's one decision (DESIGN.md rule 9). An unknown outcome is sent
+// again with the same key only to an idempotent destination; once a send may
+// have landed (this one or an earlier one), the row can only end sent or in
+// review.
+func classify(it ledger.OutboxItem, ext string, err error, idempotent bool, maxAttempts int, b ackwait.Backoff) outcome {
+	if err == nil {
+		return outcome{change: ledger.Sent, params: ledger.Params{ExternalID: ext}}
+	}
+	reason := fmt.Sprintf("attempt %d: %v", it.Attempts, err)
+	ambiguous := !errors.Is(err, ErrRejected) && !errors.Is(err, ErrRetryable)
+	maybe := ambiguous || it.MaybeSent
+	last := it.Attempts >= maxAttempts
+	switch {
+	case ambiguous && (!idempotent || last):
+		return outcome{ledger.Review, ledger.Params{Reason: "send outcome unknown, not re-sent: " + reason}, true}
+	case maybe && (last || errors.Is(err, ErrRejected)):
+		return outcome{ledger.Review, ledger.Params{Reason: fmt.Sprintf(
+			"an earlier attempt's outcome is unknown and this one failed (%s): the item may be at the destination", reason)}, true}
+	case errors.Is(err, ErrRejected):
+		return outcome{change: ledger.Fail, params: ledger.Params{Reason: reason}}
+	case last:
+		return outcome{change: ledger.Fail, params: ledger.Params{Reason: fmt.Sprintf("gave up after %d attempts; last %s", it.Attempts, reason)}}
+	case maybe:
+		return outcome{ledger.RetryMaybeSent, ledger.Params{Reason: reason, Delay: b.Delay(it.Attempts)}, true}
+	}
+	return outcome{change: ledger.Retry, params: ledger.Params{Reason: reason, Delay: b.Delay(it.Attempts)}}
+}
+
+func (d *Dispatcher) count(c ledger.Change) {
+	switch c {
+	case ledger.Sent:
+		d.n.sent.Add(1)
+	case ledger.Fail:
+		d.n.failed.Add(1)
+	case ledger.Review:
+		d.n.review.Add(1)
+	case ledger.Retry, ledger.RetryMaybeSent:
+		d.n.retried.Add(1)
+	}
+}
+
+// writeBack makes the change, retrying what is not a verdict on the row (the
+// database busy, say) until ctx, the lease, runs out: giving up early would
+// leave a row we own in sending, to be reviewed or re-sent.
+func (d *Dispatcher) writeBack(ctx context.Context, id string, o outcome) error {
+	retry := ackwait.Backoff{Base: 50 * time.Millisecond, Max: time.Second}
+	for n := 1; ; n++ {
+		_, err := d.o.Transition(ctx, id, o.change, o.params)
+		if err == nil || errors.Is(err, ledger.ErrCancelled) || errors.Is(err, ledger.ErrNotOwner) ||
+			errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrIllegalTransition) || ctx.Err() != nil {
+			return err
+		}
+		d.log.WarnContext(ctx, "outbox write-back failed; retrying", "outbox_id", id, "err", err)
+		if !sleep(ctx, retry.Delay(n)) {
+			return err
+		}
+	}
+}
+
+// settleCancelled finishes a row that was cancelled while its send was in
+// flight: a sent item is deleted at the destination, and the row cancelled
+// only after that worked; an item that may be there goes to review; one that
+// provably never arrived is simply cancelled.
+func (d *Dispatcher) settleCancelled(ctx context.Context, it ledger.OutboxItem, token string, o outcome) {
+	var err error
+	switch {
+	case o.change == ledger.Sent:
+		err = d.deleteAt(ctx, o.params.ExternalID)
+		if err == nil {
+			d.n.deleted.Add(1)
+			d.log.WarnContext(ctx, "outbox row was cancelled while sending; deleted the item at the destination",
+				"outbox_id", it.ID, "external_id", o.params.ExternalID)
+			_, err = d.o.Transition(ctx, it.ID, ledger.FinishCancel, ledger.Params{Worker: token, ExternalID: o.params.ExternalID})
+			break
+		}
+		d.n.review.Add(1)
+		d.log.ErrorContext(ctx, "outbox row was cancelled while sending and the delete at the destination failed; moved to review",
+			"outbox_id", it.ID, "external_id", o.params.ExternalID, "err", err)
+		_, err = d.o.Transition(ctx, it.ID, ledger.Review, ledger.Params{Worker: token, ExternalID: o.params.ExternalID,
+			Reason: fmt.Sprintf("cancelled while sending; sent as %q but the delete failed: %v", o.params.ExternalID, err)})
+	case o.maybe:
+		_, err = d.o.Transition(ctx, it.ID, ledger.Review, ledger.Params{Worker: token,
+			Reason: "cancelled while sending and the send's outcome is unknown: " + o.params.Reason})
+	default:
+		_, err = d.o.Transition(ctx, it.ID, ledger.FinishCancel, ledger.Params{Worker: token})
+	}
+	if err != nil {
+		d.log.ErrorContext(ctx, "cannot settle a row cancelled while sending", "outbox_id", it.ID, "err", err)
+	}
+}
+
+// deleteAt deletes a sent item at the destination, if the sink can.
+func (d *Dispatcher) deleteAt(ctx context.Context, ext string) error {
+	del, ok := d.sink.(Deleter)
+	switch {
+	case ext == "":
+		return errors.New("the destination returned no id for the item, so it cannot be deleted from here")
+	case !ok:
+		return fmt.Errorf("sink %s cannot delete items", d.sink.Name())
+	}
+	ctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
+	defer cancel()
+	return del.Delete(ctx, ext)
+}

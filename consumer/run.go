@@ -1,0 +1,151 @@
+package consumer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Run consumes until ctx ends, then finishes and commits the batch in hand,
+// sends its acks and returns nil. It returns an error when the ledger fails
+// (nothing of that batch is acked) or the consumer is deleted.
+//
+// Fetching is pipelined: the next batch is fetched while the current one is
+// applied, so the network round trip overlaps the commit. At most one
+// fetched batch waits; its wait is what Plan.BufferWait budgets.
+func (c *Consumer) Run(ctx context.Context) error {
+	defer func() {
+		// Acks are fire-and-forget; make sure the last ones leave the process.
+		if err := c.js.Conn().FlushTimeout(5 * time.Second); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			c.log.Warn("flushing acks", "err", err)
+		}
+	}()
+	if c.serverMax > 0 {
+		// The server may give up on a message whose last delivery we never
+		// saw (a crash); its advisory is the only trace, so record it.
+		sub, err := c.js.Conn().Subscribe(fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", c.cfg.Stream, c.cfg.Durable),
+			func(m *nats.Msg) { c.onMaxDeliveries(ctx, m.Data) })
+		if err != nil {
+			return fmt.Errorf("consumer: subscribe to max-deliveries advisories: %w", err)
+		}
+		defer sub.Unsubscribe() //nolint:errcheck // the connection may be closing
+	}
+	fetchCtx, stopFetching := context.WithCancel(ctx)
+	defer stopFetching()
+	batches := make(chan fetched) // unbuffered: one batch in hand, one waiting
+	fetcherDone := make(chan struct{})
+	go func() {
+		defer close(fetcherDone)
+		defer close(batches)
+		c.fetchLoop(fetchCtx, batches)
+	}()
+	defer func() {
+		stopFetching()
+		for range batches { // a batch fetched after the stop is left to redelivery
+		}
+		<-fetcherDone
+	}()
+	for f := range batches {
+		if f.err != nil {
+			return f.err
+		}
+		if err := c.process(ctx, f.msgs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type fetched struct {
+	msgs []received
+	err  error // fatal: the consumer is gone
+}
+
+// fetchBackoff spaces fetches after a transient error (the server
+// restarting, a cluster electing a leader).
+var fetchBackoff = ackwait.Backoff{Base: 100 * time.Millisecond, Max: 5 * time.Second}
+
+// fetchLoop fetches until ctx ends, handing each non-empty batch over.
+// Transient fetch errors are logged and retried with a growing pause.
+func (c *Consumer) fetchLoop(ctx context.Context, out chan<- fetched) {
+	failures := 0
+	for ctx.Err() == nil {
+		msgs, err := c.fetch()
+		if err != nil {
+			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+				errors.Is(err, jetstream.ErrStreamNotFound) {
+				select {
+				case out <- fetched{err: fmt.Errorf("%w: %s/%s: %v", ErrConsumerGone, c.cfg.Stream, c.cfg.Durable, err)}:
+				case <-ctx.Done():
+				}
+				return
+			}
+			failures++
+			c.log.WarnContext(ctx, "fetch failed", "stream", c.cfg.Stream, "durable", c.cfg.Durable, "err", err)
+			if !sleep(ctx, fetchBackoff.Delay(failures)) {
+				return
+			}
+			continue
+		}
+		failures = 0
+		if len(msgs) == 0 {
+			continue
+		}
+		// Hand the batch over even if ctx ended meanwhile: it was delivered
+		// to us, and processing it now beats waiting for its AckWait.
+		out <- fetched{msgs: msgs}
+	}
+}
+
+type received struct {
+	msg jetstream.Msg
+	at  time.Time
+}
+
+// fetch takes what is available up to the batch size without waiting for a
+// full batch; when nothing is, it waits up to FetchWait for the first message
+// and returns it at once: the pipelined fetcher asks for more meanwhile, so
+// light traffic is not held back for company.
+func (c *Consumer) fetch() ([]received, error) {
+	msgs, err := c.drain(c.cons.FetchNoWait(c.plan.BatchSize))
+	if err != nil || len(msgs) > 0 {
+		return msgs, err
+	}
+	return c.drain(c.cons.Fetch(1, jetstream.FetchMaxWait(c.cfg.FetchWait)))
+}
+
+func (c *Consumer) drain(b jetstream.MessageBatch, err error) ([]received, error) {
+	if err != nil {
+		return nil, err
+	}
+	var out []received
+	for m := range b.Messages() {
+		out = append(out, received{msg: m, at: time.Now()})
+	}
+	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+		// Messages already received are still ours to process.
+		if len(out) > 0 {
+			c.log.Warn("fetch ended early", "err", err)
+			return out, nil
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,208 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Change names a change of an outbox row's state. Every change is one
+// guarded UPDATE … RETURNING built from the transitions table below, so the
+// legal moves of the outbox live in one place (DESIGN.md rules 5–9).
+type Change string
+
+// The changes. "Owned" ones are made only by the worker that claimed the row
+// (Params.Worker), so a late write-back never overwrites what someone else
+// decided.
+const (
+	// Claim: queued → sending, for Params.Worker, with a lease of
+	// Params.Lease starting once the claim holds the writer.
+	Claim Change = "claim"
+	// Sent (owned): sending → sent with Params.ExternalID.
+	Sent Change = "sent"
+	// Retry (owned): sending → queued again after Params.Delay: the send
+	// provably did not arrive.
+	Retry Change = "retry"
+	// RetryMaybeSent (owned): sending → queued again after Params.Delay,
+	// with maybe_sent set: the outcome is unknown and the destination
+	// honours idempotency keys, so it is sent again with the same key.
+	RetryMaybeSent Change = "retry maybe sent"
+	// Fail (owned): sending → failed. Refused for a row that may be at the
+	// destination (maybe_sent): it goes to Review instead.
+	Fail Change = "fail"
+	// Review (owned): sending, or cancelled during its send → review: its
+	// fate at the destination is unknown, or it is there and could not be
+	// deleted.
+	Review Change = "review"
+	// FinishCancel (owned): a row cancelled during its send → cancelled for
+	// good: its item was deleted at the destination, or never got there.
+	FinishCancel Change = "finish cancel"
+	// Cancel: queued or failed → cancelled: nothing was sent. Refused for a
+	// row that may be at the destination (ErrMaybeSent) or is being sent
+	// (ErrTooLate).
+	Cancel Change = "cancel"
+	// CancelInFlight: sending → cancelled with a delete pending: the
+	// worker's write-back deletes the item at the destination.
+	CancelInFlight Change = "cancel in flight"
+	// CancelDeleted: sent or review → cancelled, once its item (by
+	// Params.ExternalID) was deleted at the destination.
+	CancelDeleted Change = "cancel deleted"
+	// ResolveSent: review → sent with Params.ExternalID, by a person who
+	// found the item at the destination.
+	ResolveSent Change = "resolve sent"
+	// ResolveFailed: review → failed, by a person who found it is not there.
+	ResolveFailed Change = "resolve failed"
+	// Requeue: failed → queued, sent again with the same key.
+	Requeue Change = "requeue"
+	// Expire (owned by the vanished Params.Worker): sending, or cancelled
+	// during its send, whose lease ran out → review.
+	Expire Change = "expire"
+	// ExpireRequeue (owned by the vanished Params.Worker): sending whose
+	// lease ran out → queued with maybe_sent, for an idempotent sink.
+	ExpireRequeue Change = "expire requeue"
+)
+
+// Params are the values a change uses; each change reads only its own.
+type Params struct {
+	Worker     string        // the claimer
+	Lease      time.Duration // Claim
+	Delay      time.Duration // Retry, RetryMaybeSent: until the next attempt
+	Reason     string        // written to the row's error
+	ExternalID string        // the destination's id for the item
+}
+
+// The states a change may start from, as SQL. A row cancelled while its send
+// was in flight is "cancelled" with a delete pending until its worker's
+// write-back settles it.
+const (
+	fromQueued     = `status = 'queued'`
+	fromSending    = `status = 'sending'`
+	fromCancelling = `(status = 'cancelled' AND pending_delete = 1)`
+	fromReview     = `status = 'review'`
+	fromFailed     = `status = 'failed'`
+	fromSent       = `status = 'sent'`
+	releaseClaim   = `claimed_by = NULL, claimed_at = NULL, lease_until = NULL`
+)
+
+// transition is one row of the table: from which states, whether only the
+// claimer may make it, any further guard, the new state and what else is set.
+type transition struct {
+	from  []string
+	owned bool
+	guard string
+	to    Status
+	set   string
+}
+
+var transitions = map[Change]transition{
+	Claim: {from: []string{fromQueued}, to: StatusSending,
+		set: `claimed_by = :worker, claimed_at = :now, lease_until = :now + :lease, attempts = attempts + 1`},
+	Sent: {from: []string{fromSending}, owned: true, to: StatusSent,
+		set: `external_id = nullif(:ext, ''), sent_at = :now, error = NULL`},
+	Retry: {from: []string{fromSending}, owned: true, to: StatusQueued,
+		set: `error = :reason, next_attempt_at = :now + :delay, ` + releaseClaim},
+	RetryMaybeSent: {from: []string{fromSending}, owned: true, to: StatusQueued,
+		set: `error = :reason, next_attempt_at = :now + :delay, maybe_sent = 1, ` + releaseClaim},
+	Fail: {from: []string{fromSending}, owned: true, guard: `maybe_sent = 0`, to: StatusFailed,
+		set: `error = :reason`},
+	Review: {from: []string{fromSending, fromCancelling}, owned: true, to: StatusReview,
+		set: `error = :reason, pending_delete = 0, external_id = coalesce(nullif(:ext, ''), external_id)`},
+	FinishCancel: {from: []string{fromCancelling}, owned: true, to: StatusCancelled,
+		set: `pending_delete = 0, external_id = nullif(:ext, '')`},
+	Cancel: {from: []string{fromQueued, fromFailed}, guard: `maybe_sent = 0`, to: StatusCancelled},
+	CancelInFlight: {from: []string{fromSending}, to: StatusCancelled,
+		set: `pending_delete = 1, error = 'cancelled while sending; delete at the destination pending'`},
+	CancelDeleted: {from: []string{fromSent, fromReview}, guard: `external_id = :ext`, to: StatusCancelled,
+		set: `pending_delete = 0`},
+	ResolveSent: {from: []string{fromReview}, guard: `:ext <> ''`, to: StatusSent,
+		set: `external_id = :ext, sent_at = :now`},
+	ResolveFailed: {from: []string{fromReview}, to: StatusFailed, set: `maybe_sent = 0`},
+	Requeue:       {from: []string{fromFailed}, to: StatusQueued, set: `next_attempt_at = 0, ` + releaseClaim},
+	Expire: {from: []string{fromSending, fromCancelling}, owned: true, guard: `lease_until < :now`, to: StatusReview,
+		set: `pending_delete = 0, error = CASE status WHEN 'cancelled' THEN 'cancelled while ' || :worker ||
+			' was sending, and its lease expired: the item may be at the destination'
+			ELSE 'lease of ' || :worker || ' expired mid-send: the item may or may not be at the destination' END`},
+	ExpireRequeue: {from: []string{fromSending}, owned: true, guard: `lease_until < :now`, to: StatusQueued,
+		set: `maybe_sent = 1, next_attempt_at = 0, error = 'lease of ' || :worker ||
+			' expired mid-send; re-sending with the same idempotency key', ` + releaseClaim},
+}
+
+// query builds the guarded UPDATE of a change.
+func (t transition) query() string {
+	var b strings.Builder
+	b.WriteString(`UPDATE outbox SET status = '` + string(t.to) + `', updated_at = :now`)
+	if t.set != "" {
+		b.WriteString(", " + t.set)
+	}
+	b.WriteString(` WHERE id = :id AND (` + strings.Join(t.from, " OR ") + `)`)
+	if t.owned {
+		b.WriteString(` AND claimed_by = :worker`)
+	}
+	if t.guard != "" {
+		b.WriteString(` AND ` + t.guard)
+	}
+	b.WriteString(` RETURNING ` + outboxCols)
+	return b.String()
+}
+
+// Transition makes change c to row id: one guarded UPDATE … RETURNING in a
+// write transaction whose clock is read once it holds the writer (a lease
+// starts then, not before a wait behind a batch). It returns the row as the
+// change left it. When the guard does not hold, nothing changes and the error
+// says why: ErrNotFound, ErrNotClaimed (Claim: someone else has it, not a
+// failure), ErrCancelled (an owned write-back found the row cancelled during
+// its send: delete the item at the destination), ErrNotOwner, ErrTooLate,
+// ErrMaybeSent or ErrIllegalTransition.
+func (s *Store) Transition(ctx context.Context, id string, c Change, p Params) (OutboxItem, error) {
+	t, ok := transitions[c]
+	if !ok {
+		return OutboxItem{}, fmt.Errorf("%w: unknown change %q", ErrIllegalTransition, c)
+	}
+	tx, err := s.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the wait for the writer is here
+	if err != nil {
+		return OutboxItem{}, fmt.Errorf("ledger: %s %s: %w", c, id, interpret(err))
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	now := s.cfg.Now().UnixMilli()
+	it, err := scanItem(tx.QueryRowContext(ctx, t.query(), sql.Named("id", id), sql.Named("now", now),
+		sql.Named("worker", p.Worker), sql.Named("lease", p.Lease.Milliseconds()), sql.Named("delay", p.Delay.Milliseconds()),
+		sql.Named("reason", p.Reason), sql.Named("ext", p.ExternalID)))
+	if errors.Is(err, sql.ErrNoRows) {
+		tx.Rollback() //nolint:errcheck // nothing changed; explain reads on its own
+		return OutboxItem{}, s.refused(ctx, id, c, t, p)
+	}
+	if err != nil {
+		return OutboxItem{}, fmt.Errorf("ledger: %s %s: %w", c, id, interpret(err))
+	}
+	if err := tx.Commit(); err != nil {
+		return OutboxItem{}, fmt.Errorf("ledger: %s %s: %w", c, id, interpret(err))
+	}
+	return it, nil
+}
+
+// refused explains a change whose guard did not hold.
+func (s *Store) refused(ctx context.Context, id string, c Change, t transition, p Params) error {
+	it, err := s.Get(ctx, id)
+	if c == Claim && errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("%w: %w", ErrNotClaimed, err) // gone meanwhile: not ours to send
+	}
+	if err != nil {
+		return err
+	}
+	switch {
+	case c == Claim:
+		return fmt.Errorf("%w: %s is %s", ErrNotClaimed, id, it.Status)
+	case t.owned && it.Status == StatusCancelled && it.PendingDelete && it.ClaimedBy == p.Worker:
+		return fmt.Errorf("%w: %s", ErrCancelled, id)
+	case t.owned && (it.ClaimedBy != p.Worker || it.Status != StatusSending):
+		return fmt.Errorf("%w: %s is %s (claimed by %q)", ErrNotOwner, id, it.Status, it.ClaimedBy)
+	case c == Cancel && it.Status == StatusSending:
+		return fmt.Errorf("%w: %s is being sent by %s", ErrTooLate, id, it.ClaimedBy)
+	case it.MaybeSent && (c == Cancel || c == Fail):
+		return fmt.Errorf("%w: %s (%s)", ErrMaybeSent, id, it.Status)
+	}
+	return fmt.Errorf("%w: cannot %s %s: it is %s", ErrIllegalTransition, c, id, it.Status)
+}
