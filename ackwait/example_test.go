@@ -15,5 +15,5 @@ func ExamplePlan_Validate() {
 	fmt.Println(err)
 	// Output:
 	// AckWait needed: 19.1s
-	// ackwait: consumer AckWait is 5s but the plan needs at least 19.1s (buffer 2s + deadline 10s + commit 5.1s + ack 2s = 19.1s); raise the consumer's AckWait to 19.1s or more (nats consumer edit --wait 19.1s), or lower --deadline/--batch
+	// ackwait: consumer AckWait is 5s but the plan needs at least 19.1s (buffer 2s + deadline 10s + commit 5.1s + ack 2s = 19.1s); raise the consumer's AckWait to 19.1s or more, or shorten the plan's deadline or batch
 }

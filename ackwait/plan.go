@@ -146,8 +146,8 @@ type TooShortError struct {
 
 func (e *TooShortError) Error() string {
 	return fmt.Sprintf("ackwait: consumer %s is %s but the plan needs at least %s (%s); "+
-		"raise the consumer's AckWait to %s or more (nats consumer edit --wait %s), or lower --deadline/--batch",
-		e.Field, e.Have, e.Need, e.Plan, e.Need, e.Need)
+		"raise the consumer's AckWait to %s or more, or shorten the plan's deadline or batch",
+		e.Field, e.Have, e.Need, e.Plan, e.Need)
 }
 
 func (e *TooShortError) Unwrap() error { return ErrAckWaitTooShort }
@@ -173,7 +173,7 @@ func (p Plan) Validate(cfg jetstream.ConsumerConfig) error {
 		}
 	}
 	if cfg.MaxAckPending > 0 && cfg.MaxAckPending < p.BatchSize {
-		return fmt.Errorf("%w: consumer %q has MaxAckPending %d, batch size is %d; raise MaxAckPending or lower --batch",
+		return fmt.Errorf("%w: consumer %q has MaxAckPending %d, batch size is %d; raise MaxAckPending or shorten the batch",
 			ErrMaxAckPending, cfg.Durable, cfg.MaxAckPending, p.BatchSize)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jetledger/jetledger/ackwait"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
@@ -92,14 +93,15 @@ func (p *Publisher) NewID() string {
 	return ulid.MustNew(ulid.Timestamp(time.Now()), p.entropy).String()
 }
 
+// backoff spaces the attempts: RetryWait, doubling.
+func (p *Publisher) backoff() ackwait.Backoff { return ackwait.Backoff{Base: p.cfg.RetryWait} }
+
 // RetryHorizon is the longest time from the first attempt of a publish to
 // its last; the stream's duplicate window must be at least this long.
 func (p *Publisher) RetryHorizon() time.Duration {
 	h := time.Duration(p.cfg.Attempts) * p.cfg.Timeout
-	wait := p.cfg.RetryWait
 	for i := 1; i < p.cfg.Attempts; i++ {
-		h += wait
-		wait *= 2
+		h += p.backoff().Delay(i)
 	}
 	return h
 }
@@ -148,11 +150,12 @@ func (p *Publisher) Publish(ctx context.Context, m Message) (Ack, error) {
 }
 
 func (p *Publisher) publish(ctx context.Context, msg *nats.Msg, id string) (Ack, error) {
-	wait := p.cfg.RetryWait
 	var last error
 	for attempt := 1; attempt <= p.cfg.Attempts; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
-		pa, err := p.js.PublishMsg(actx, msg)
+		// nats.go would retry no-responders by itself; this loop is the one
+		// retry, so Attempts counts requests.
+		pa, err := p.js.PublishMsg(actx, msg, jetstream.WithRetryAttempts(0))
 		cancel()
 		if err == nil {
 			return Ack{ID: id, Stream: pa.Stream, Sequence: pa.Sequence, Duplicate: pa.Duplicate}, nil
@@ -169,14 +172,13 @@ func (p *Publisher) publish(ctx context.Context, msg *nats.Msg, id string) (Ack,
 		}
 		p.log.WarnContext(ctx, "publish failed, retrying with the same id",
 			"msg_id", id, "subject", msg.Subject, "attempt", attempt, "err", err)
-		t := time.NewTimer(wait)
+		t := time.NewTimer(p.backoff().Delay(attempt))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return Ack{}, fmt.Errorf("publisher: publish %s to %s: %w", id, msg.Subject, ctx.Err())
 		case <-t.C:
 		}
-		wait *= 2
 	}
 	return Ack{}, fmt.Errorf("publisher: publish %s to %s: gave up after %d attempts: %w", id, msg.Subject, p.cfg.Attempts, last)
 }
@@ -199,7 +201,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) ([]Ack, er
 			}
 			natsMsgs[i], ids[i] = nm, id
 			// A failed async publish (stalled, say) falls back to a sync one below.
-			futures[i], _ = p.js.PublishMsgAsync(nm)
+			futures[i], _ = p.js.PublishMsgAsync(nm, jetstream.WithRetryAttempts(0))
 		}
 		for i, f := range futures {
 			if f != nil {

@@ -3,6 +3,7 @@ package publisher_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,5 +110,35 @@ func TestCheckDuplicateWindow(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	if _, err := publisher.New(nil, publisher.Config{Attempts: -1}); !errors.Is(err, publisher.ErrInvalidConfig) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// Attempts counts requests: nats.go's own retry of no-responders is off, so
+// the publisher's loop is the only one and three attempts are three requests.
+func TestAttemptsAreRequests(t *testing.T) {
+	s := consumertest.RunServer(t)
+	nc, js := consumertest.Connect(t, s)
+	var requests atomic.Int32
+	// Answers like a server with no stream there: a 503 status.
+	sub, err := nc.Subscribe("nostream.x", func(m *nats.Msg) {
+		requests.Add(1)
+		reply := nats.NewMsg(m.Reply)
+		reply.Header.Set("Status", "503")
+		m.RespondMsg(reply) //nolint:errcheck // test responder
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe() //nolint:errcheck
+	p, err := publisher.New(js, publisher.Config{Timeout: time.Second, RetryWait: time.Millisecond, Attempts: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.Publish(context.Background(), publisher.Message{Subject: "nostream.x", Data: []byte(`{}`)})
+	if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Fatalf("err = %v, want no responders", err)
+	}
+	if n := requests.Load(); n != 3 {
+		t.Fatalf("%d requests for 3 attempts", n)
 	}
 }
