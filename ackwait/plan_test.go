@@ -11,6 +11,7 @@ import (
 )
 
 func TestAckWaitIsSumOfBudget(t *testing.T) {
+	t.Parallel()
 	p := ackwait.Plan{Deadline: 10 * time.Second, BatchSize: 100, BufferWait: time.Second,
 		CommitMargin: 3 * time.Second, PerMessage: 10 * time.Millisecond, AckMargin: time.Second}
 	if got, want := p.AckWait(), 16*time.Second; got != want {
@@ -25,6 +26,7 @@ func TestAckWaitIsSumOfBudget(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
+	t.Parallel()
 	p := ackwait.Plan{Deadline: 5 * time.Second, BatchSize: 10}
 	need := p.AckWait()
 	ok := jetstream.ConsumerConfig{Durable: "d", AckPolicy: jetstream.AckExplicitPolicy, AckWait: need}
@@ -53,6 +55,7 @@ func TestValidate(t *testing.T) {
 }
 
 func TestTooShortErrorNamesBothDurations(t *testing.T) {
+	t.Parallel()
 	p := ackwait.Plan{Deadline: 5 * time.Second, BatchSize: 10}
 	err := p.Validate(jetstream.ConsumerConfig{AckPolicy: jetstream.AckExplicitPolicy, AckWait: 1500 * time.Millisecond})
 	var tse *ackwait.TooShortError
@@ -66,6 +69,7 @@ func TestTooShortErrorNamesBothDurations(t *testing.T) {
 }
 
 func TestAdmit(t *testing.T) {
+	t.Parallel()
 	p := ackwait.Plan{BufferWait: time.Second, Deadline: 10 * time.Second, AckMargin: time.Second}
 	tests := []struct {
 		age  time.Duration
@@ -85,6 +89,7 @@ func TestAdmit(t *testing.T) {
 }
 
 func TestCheck(t *testing.T) {
+	t.Parallel()
 	if err := (ackwait.Plan{Deadline: -1}).Check(); !errors.Is(err, ackwait.ErrInvalidPlan) {
 		t.Fatalf("err = %v", err)
 	}
@@ -94,6 +99,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestValidateLease(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name           string
 		lease, timeout time.Duration
@@ -114,6 +120,7 @@ func TestValidateLease(t *testing.T) {
 }
 
 func TestBackoff(t *testing.T) {
+	t.Parallel()
 	b := ackwait.Backoff{Base: time.Second, Max: 10 * time.Second}
 	tests := []struct {
 		n    int

@@ -107,6 +107,7 @@ func (e *env) waitAcked(t *testing.T, durable string, n uint64) {
 }
 
 func TestAppliesOnceAndAcks(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for i := 0; i < 50; i++ {
 		e.publish(t, "id-"+string(rune('A'+i%26))+string(rune('a'+i/26)), `{}`)
@@ -124,6 +125,7 @@ func TestAppliesOnceAndAcks(t *testing.T) {
 // A message redelivered after its commit (the ack was lost) is a duplicate:
 // acked, handler not run again.
 func TestRedeliveryAfterCommitIsDuplicate(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.publish(t, "m1", `{"a":1}`)
 	// Apply it through the ledger directly, as a consumer that crashed before its ack would have.
@@ -141,6 +143,7 @@ func TestRedeliveryAfterCommitIsDuplicate(t *testing.T) {
 }
 
 func TestHandlerOutcomes(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	var retried atomic.Int32
 	handler := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
@@ -187,6 +190,7 @@ func TestHandlerOutcomes(t *testing.T) {
 }
 
 func TestSequenceIDFallback(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	e.publish(t, "", `{}`)
 	c := e.start(t, consumer.Config{AllowSequenceIDs: true})
@@ -197,6 +201,7 @@ func TestSequenceIDFallback(t *testing.T) {
 }
 
 func TestConflictIsRecordedNotApplied(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	// Same id, different payloads: only possible past the duplicate window, so
 	// use two stream positions by applying the first directly.
@@ -215,6 +220,7 @@ func TestConflictIsRecordedNotApplied(t *testing.T) {
 }
 
 func TestRefusesShortAckWait(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	if _, err := e.js.CreateConsumer(context.Background(), "EV", jetstream.ConsumerConfig{
 		Durable: "short", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second,
@@ -228,6 +234,7 @@ func TestRefusesShortAckWait(t *testing.T) {
 }
 
 func TestCreatesConsumerWithPlanAckWait(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	plan := ackwait.Plan{Deadline: 3 * time.Second, BatchSize: 10}
 	if _, err := consumer.New(context.Background(), e.js, e.st, consumer.Config{Stream: "EV", Durable: "fresh", Handler: record, Plan: plan}); err != nil {
@@ -243,6 +250,7 @@ func TestCreatesConsumerWithPlanAckWait(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tests := []struct {
 		name string
@@ -263,6 +271,7 @@ func TestConfigValidation(t *testing.T) {
 
 // Run returns nil on cancel after acking what it committed.
 func TestRunDrainsOnCancel(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	for i := 0; i < 20; i++ {
 		e.publish(t, "d"+string(rune('a'+i)), `{}`)
@@ -303,6 +312,7 @@ func TestRunDrainsOnCancel(t *testing.T) {
 // the old ones (same payload: a duplicate never applied; another payload: a
 // conflict).
 func TestSequenceIDsSurviveStreamRecreation(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	e.publish(t, "", `{"n":1}`)
@@ -344,6 +354,7 @@ func TestSequenceIDsSurviveStreamRecreation(t *testing.T) {
 // after its commit must not dead-letter it: an applied message is never a
 // dead letter.
 func TestMaxDeliveriesAdvisorySkipsAppliedMessages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	plan := ackwait.Plan{Deadline: 100 * time.Millisecond, BatchSize: 1, BufferWait: 50 * time.Millisecond,

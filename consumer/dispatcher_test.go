@@ -117,6 +117,7 @@ func (e *outboxEnv) waitStatus(t *testing.T, id string, want ledger.Status) ledg
 }
 
 func TestDispatcherSendsWithIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	e := newOutboxEnv(t, false, time.Second)
 	id := e.enqueue(t, "m1")
 	e.run(t, e.dispatcher(t, consumer.DispatcherConfig{}))
@@ -130,6 +131,7 @@ func TestDispatcherSendsWithIdempotencyKey(t *testing.T) {
 // 20 workers, each with its own database connection, race to claim one row:
 // exactly one wins and sends.
 func TestClaimRaceExactlyOneSends(t *testing.T) {
+	t.Parallel()
 	e := newOutboxEnv(t, false, time.Second)
 	id := e.enqueue(t, "m1")
 	var wins atomic.Int32
@@ -175,6 +177,7 @@ func TestClaimRaceExactlyOneSends(t *testing.T) {
 // the row cancelled, deletes the item at the destination, and says so with
 // both ids.
 func TestCancelWhileSendingDeletesAtDestination(t *testing.T) {
+	t.Parallel()
 	e := newOutboxEnv(t, false, 5*time.Second)
 	e.dest.Hold()
 	id := e.enqueue(t, "m1")
@@ -202,6 +205,7 @@ func TestCancelWhileSendingDeletesAtDestination(t *testing.T) {
 // The same, but the delete fails: the row goes to review with the external
 // id, never silently to cancelled.
 func TestCancelWhileSendingDeleteFailsGoesToReview(t *testing.T) {
+	t.Parallel()
 	e := newOutboxEnv(t, false, 5*time.Second)
 	e.dest.Hold()
 	e.dest.FailDeletesWith(http.StatusBadGateway)
@@ -221,6 +225,7 @@ func TestCancelWhileSendingDeleteFailsGoesToReview(t *testing.T) {
 
 // A late failure never overwrites success, whoever reports it.
 func TestLateFailureNeverOverwritesSent(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -285,6 +290,7 @@ func TestLateFailureNeverOverwritesSent(t *testing.T) {
 // Cancelling a sent row whose delete fails: the row is not cancelled and the
 // error says the item is still at the destination.
 func TestCancelSentDeleteFails(t *testing.T) {
+	t.Parallel()
 	e := newOutboxEnv(t, false, time.Second)
 	id := e.enqueue(t, "m1")
 	d := e.dispatcher(t, consumer.DispatcherConfig{})
@@ -310,6 +316,7 @@ func TestCancelSentDeleteFails(t *testing.T) {
 // refuses to report it gone; once re-sent with the same key it has an
 // external id and cancel deletes it there.
 func TestCancelMaybeSentRow(t *testing.T) {
+	t.Parallel()
 	e := newOutboxEnv(t, true, 200*time.Millisecond)
 	e.dest.HoldAfterStore() // stored, but the answer comes too late
 	id := e.enqueue(t, "m1")
@@ -330,6 +337,7 @@ func TestCancelMaybeSentRow(t *testing.T) {
 }
 
 func TestCancelQueued(t *testing.T) {
+	t.Parallel()
 	e := newOutboxEnv(t, false, time.Second)
 	id := e.enqueue(t, "m1")
 	d := e.dispatcher(t, consumer.DispatcherConfig{}) // not running: the row stays queued
@@ -344,6 +352,7 @@ func TestCancelQueued(t *testing.T) {
 
 // Responses end in the documented states, with the status recorded.
 func TestSendOutcomes(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name       string
 		idempotent bool
@@ -379,6 +388,7 @@ func TestSendOutcomes(t *testing.T) {
 
 // A 429 that clears: retried with the same key, sent once.
 func TestRetryableRecovers(t *testing.T) {
+	t.Parallel()
 	e := newOutboxEnv(t, false, time.Second)
 	e.dest.FailWith(429)
 	id := e.enqueue(t, "m1")
@@ -392,6 +402,7 @@ func TestRetryableRecovers(t *testing.T) {
 }
 
 func TestDispatcherRefusesShortLease(t *testing.T) {
+	t.Parallel()
 	e := newOutboxEnv(t, false, 10*time.Second)
 	_, err := consumer.NewDispatcher(e.st, consumer.DispatcherConfig{Sink: e.sink, Lease: 5 * time.Second})
 	if !errors.Is(err, ackwait.ErrLeaseTooShort) {

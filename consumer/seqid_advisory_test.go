@@ -18,6 +18,7 @@ import (
 // died before it reached the ledger, is recorded as a conflict when the
 // server gives up on it: never dropped without a trace, never applied.
 func TestMaxDeliveriesAdvisoryRecordsUnseenConflict(t *testing.T) {
+	t.Parallel()
 	s := consumertest.RunServer(t)
 	nc, js := consumertest.Connect(t, s)
 	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}, Duplicates: 100 * time.Millisecond})
@@ -106,6 +107,7 @@ func TestMaxDeliveriesAdvisoryRecordsUnseenConflict(t *testing.T) {
 // a message applied under the old form whose ack was lost is a duplicate on
 // its redelivery, not applied again.
 func TestSequenceIDsOfEarlierReleasesStayDuplicates(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
 	e.publish(t, "", `{"n":1}`)

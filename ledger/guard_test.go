@@ -16,6 +16,7 @@ import (
 // message's ledger row, once per redelivery: the commit hook refuses them
 // and the batch is redone without the message.
 func TestConflictRollbackCannotEndTheBatch(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	ctx := context.Background()
 	if _, err := st.DB().Exec(`CREATE TABLE counters (k TEXT PRIMARY KEY ON CONFLICT ROLLBACK, n INTEGER NOT NULL);
@@ -61,6 +62,7 @@ func TestConflictRollbackCannotEndTheBatch(t *testing.T) {
 // sent outbox rows, which would be sent again, or forget ledger rows: writes
 // to the ledger's own tables are the ledger's.
 func TestHandlerCannotWriteTheLedgersTables(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	ctx := context.Background()
 	enqueue := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
@@ -95,6 +97,7 @@ func TestHandlerCannotWriteTheLedgersTables(t *testing.T) {
 // A Tx is the message's while its handler runs: a goroutine that outlives
 // the handler cannot write through it afterwards.
 func TestTxIsDoneWhenTheHandlerReturns(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	ctx := context.Background()
 	var kept *ledger.Tx

@@ -58,6 +58,7 @@ func outcomes(rs []ledger.Result) []ledger.Outcome {
 }
 
 func TestApplyBatchOutcomes(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	ctx := context.Background()
 	boom := errors.New("boom")
@@ -121,6 +122,7 @@ func TestApplyBatchOutcomes(t *testing.T) {
 }
 
 func TestApplyBatchEmptyID(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	rs, err := st.ApplyBatch(context.Background(), []ledger.Delivery{delivery("", 1, "x")}, credit, ledger.Budget{})
 	if err != nil {
@@ -135,6 +137,7 @@ func TestApplyBatchEmptyID(t *testing.T) {
 // back the whole transaction. Nothing of the batch may survive half-done, and
 // a retry with time to spare applies every message once.
 func TestApplyBatchOverrunIsRolledBackAndRetried(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	slow := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
 		if err := credit(ctx, tx, d); err != nil {
@@ -182,6 +185,7 @@ func TestApplyBatchOverrunIsRolledBackAndRetried(t *testing.T) {
 // A failure that takes the whole transaction with it while time is left:
 // the batch is redone without the culprit, so the others still commit.
 func TestApplyBatchLostTransactionRedoneWithoutCulprit(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	poison := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
 		if err := credit(ctx, tx, d); err != nil {
@@ -214,6 +218,7 @@ func TestApplyBatchLostTransactionRedoneWithoutCulprit(t *testing.T) {
 // A handler that ignores its context and returns nil after the deadline is
 // rolled back all the same.
 func TestApplyBatchLateSuccessIsRolledBack(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	late := func(hctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
@@ -236,6 +241,7 @@ func TestApplyBatchLateSuccessIsRolledBack(t *testing.T) {
 }
 
 func TestOpenRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "ledger.db")
 	st, err := ledger.Open(path, ledger.Config{})
 	if err != nil {
@@ -258,6 +264,7 @@ func TestOpenRefusesNewerSchema(t *testing.T) {
 }
 
 func TestOpenConfig(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	tests := []struct {
 		name    string
@@ -285,6 +292,7 @@ func TestOpenConfig(t *testing.T) {
 }
 
 func TestDeadLetters(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	ctx := context.Background()
 	dl := ledger.DeadLetter{MessageID: "m1", Stream: "S", Sequence: 7, Subject: "ev",
@@ -320,6 +328,7 @@ func equal[T comparable](a, b []T) bool {
 // A handler failing because the database is full fails the batch, not the
 // message: a resource fault must never walk a message toward a dead letter.
 func TestApplyBatchDatabaseFullFailsTheBatch(t *testing.T) {
+	t.Parallel()
 	st, err := ledger.Open(filepath.Join(t.TempDir(), "full.db"), ledger.Config{MaxSizeBytes: 200_000})
 	if err != nil {
 		t.Fatal(err)
@@ -354,6 +363,7 @@ func TestApplyBatchDatabaseFullFailsTheBatch(t *testing.T) {
 // through its Tx is refused (SQLite's authorizer sees it, so a comment in
 // front does not hide it), and the message that tried fails alone.
 func TestHandlerCannotControlTheTransaction(t *testing.T) {
+	t.Parallel()
 	for _, stmt := range []string{
 		"COMMIT", "ROLLBACK", "RELEASE msg", "SAVEPOINT mine", "BEGIN", "END",
 		"/* hidden */ COMMIT", "-- hidden\nROLLBACK TO msg",
@@ -398,6 +408,7 @@ func TestHandlerCannotControlTheTransaction(t *testing.T) {
 // `jetledger status` or a batch's new connection must not stall behind
 // another process's long transaction.
 func TestOpenAndReadDoNotWaitForTheWriteLock(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "l.db")
 	st := openAt(t, path)
 	st.Close()
@@ -436,6 +447,7 @@ func openAt(tb testing.TB, path string) *ledger.Store {
 // Two processes opening a new ledger at once both succeed: each migration
 // reads the schema version inside its own write transaction.
 func TestConcurrentOpenOfNewLedger(t *testing.T) {
+	t.Parallel()
 	for i := range 20 {
 		path := filepath.Join(t.TempDir(), fmt.Sprintf("l%d.db", i))
 		errs := make(chan error, 2)

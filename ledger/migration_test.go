@@ -14,6 +14,7 @@ import (
 // must keep the row while that copy is in the stream, so a replay meets it
 // as a conflict again, never applies it.
 func TestMigration0004KeepsRecordedConflicts(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "v3.db")
 	raw, err := sql.Open("sqlite", path)
 	if err != nil {

@@ -30,6 +30,7 @@ func enqueueWith(t *testing.T, st *ledger.Store, msgID string, fail error) (stri
 
 // The outbox row exists if and only if its message was applied.
 func TestEnqueueCommitsWithTheMessage(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	ctx := context.Background()
 	failedID, res := enqueueWith(t, st, "m-fail", errors.New("handler failed after enqueue"))
@@ -58,6 +59,7 @@ func TestEnqueueCommitsWithTheMessage(t *testing.T) {
 }
 
 func TestOutboxIllegalTransitions(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	ctx := context.Background()
 	id, _ := enqueueWith(t, st, "m1", nil)
@@ -105,6 +107,7 @@ func TestOutboxIllegalTransitions(t *testing.T) {
 // neither cancelled as unsent nor failed by a later rejection (a 409 "same
 // key in progress" is exactly that), only sent or reviewed.
 func TestExpiredLeaseRequeueKeepsMaybeSent(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1_700_000_000, 0)
 	clock := func() time.Time { return now }
 	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: clock})

@@ -12,6 +12,7 @@ import (
 )
 
 func TestPruneBounds(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
@@ -62,6 +63,7 @@ func TestPruneBounds(t *testing.T) {
 }
 
 func TestNewDatabaseHasIncrementalVacuum(t *testing.T) {
+	t.Parallel()
 	st := openStore(t)
 	var mode int
 	if err := st.DB().QueryRow(`PRAGMA auto_vacuum`).Scan(&mode); err != nil || mode != 2 {
@@ -74,6 +76,7 @@ func TestNewDatabaseHasIncrementalVacuum(t *testing.T) {
 // reuse) still in the stream keeps the row, so a replay or a new durable
 // meets it as a duplicate instead of applying it again.
 func TestPruneKeepsRowsWhoseLaterCopyIsInTheStream(t *testing.T) {
+	t.Parallel()
 	now := time.Now()
 	var mu sync.Mutex
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }

@@ -29,6 +29,7 @@ func setup(t *testing.T) (jetstream.JetStream, *publisher.Publisher) {
 }
 
 func TestPublishIDsAndDuplicates(t *testing.T) {
+	t.Parallel()
 	js, p := setup(t)
 	ctx := context.Background()
 	a1, err := p.Publish(ctx, publisher.Message{Subject: "ev.a", Data: []byte(`{"n":1}`)})
@@ -64,6 +65,7 @@ func TestPublishIDsAndDuplicates(t *testing.T) {
 }
 
 func TestPublishBatch(t *testing.T) {
+	t.Parallel()
 	js, p := setup(t)
 	ctx := context.Background()
 	msgs := make([]publisher.Message, 2000)
@@ -90,6 +92,7 @@ func TestPublishBatch(t *testing.T) {
 }
 
 func TestPublishNoStreamGivesUpWithAttempts(t *testing.T) {
+	t.Parallel()
 	_, p := setup(t)
 	_, err := p.Publish(context.Background(), publisher.Message{Subject: "nostream.x", Data: []byte("x")})
 	if !errors.Is(err, jetstream.ErrNoStreamResponse) && !errors.Is(err, nats.ErrNoResponders) {
@@ -98,6 +101,7 @@ func TestPublishNoStreamGivesUpWithAttempts(t *testing.T) {
 }
 
 func TestCheckDuplicateWindow(t *testing.T) {
+	t.Parallel()
 	_, p := setup(t)
 	if err := p.CheckDuplicateWindow(time.Second); !errors.Is(err, publisher.ErrDuplicateWindowTooShort) {
 		t.Fatalf("err = %v", err)
@@ -108,6 +112,7 @@ func TestCheckDuplicateWindow(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
+	t.Parallel()
 	if _, err := publisher.New(nil, publisher.Config{Attempts: -1}); !errors.Is(err, publisher.ErrInvalidConfig) {
 		t.Fatalf("err = %v", err)
 	}
@@ -116,6 +121,7 @@ func TestConfigValidation(t *testing.T) {
 // Attempts counts requests: nats.go's own retry of no-responders is off, so
 // the publisher's loop is the only one and three attempts are three requests.
 func TestAttemptsAreRequests(t *testing.T) {
+	t.Parallel()
 	s := consumertest.RunServer(t)
 	nc, js := consumertest.Connect(t, s)
 	var requests atomic.Int32

@@ -23,6 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 var item = ledger.OutboxItem{ID: "01OUTBOX", MessageID: "msg-1", Payload: []byte(`{"a":1}`)}
 
 func TestSendHeadersAndSignature(t *testing.T) {
+	t.Parallel()
 	var got http.Header
 	var body []byte
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -49,6 +50,7 @@ func TestSendHeadersAndSignature(t *testing.T) {
 }
 
 func TestExternalID(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, header, body, field, want string
 	}{
@@ -213,6 +215,7 @@ func TestSendNeverRepeatsARequest(t *testing.T) {
 }
 
 func TestDelete(t *testing.T) {
+	t.Parallel()
 	var paths []string
 	status := http.StatusNoContent
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -242,6 +245,7 @@ func TestDelete(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		cfg     webhook.Config
