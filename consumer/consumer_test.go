@@ -26,7 +26,7 @@ type env struct {
 	st *ledger.Store
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	s := consumertest.RunServer(t)
 	nc, js := consumertest.Connect(t, s)

@@ -46,7 +46,7 @@ type outboxEnv struct {
 	logs *syncBuffer
 }
 
-func newOutboxEnv(t *testing.T, idempotent bool, timeout time.Duration) *outboxEnv {
+func newOutboxEnv(t testing.TB, idempotent bool, timeout time.Duration) *outboxEnv {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "l.db")
 	st, err := ledger.Open(path, ledger.Config{})

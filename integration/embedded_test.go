@@ -89,7 +89,7 @@ func TestEmbeddedLockNotTakenWithNats(t *testing.T) {
 
 // waitServing waits until p accepts NATS connections on addr, failing early
 // if p exits first.
-func waitServing(t *testing.T, p *proc, addr string) {
+func waitServing(t testing.TB, p *proc, addr string) {
 	t.Helper()
 	consumertest.Eventually(t, 30*time.Second, "embedded server listening on "+addr, func() bool {
 		select {

@@ -25,7 +25,7 @@ func credit(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
 	return err
 }
 
-func openLedger(t *testing.T, path string) *ledger.Store {
+func openLedger(t testing.TB, path string) *ledger.Store {
 	t.Helper()
 	st, err := ledger.Open(path, ledger.Config{})
 	if err != nil {
@@ -38,7 +38,7 @@ func openLedger(t *testing.T, path string) *ledger.Store {
 	return st
 }
 
-func runInProcess(t *testing.T, w *world, st *ledger.Store, cfg consumer.Config) *consumer.Consumer {
+func runInProcess(t testing.TB, w *world, st *ledger.Store, cfg consumer.Config) *consumer.Consumer {
 	t.Helper()
 	cfg.Stream = stream
 	cfg.Backoff.Base = 10 * time.Millisecond

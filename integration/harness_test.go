@@ -61,7 +61,7 @@ var fastPlan = []string{"--deadline", "1s", "--buffer-wait", "200ms", "--commit-
 
 // world is one test's NATS server, stream, and ledger path.
 type world struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *server.Server
 	js     jetstream.JetStream
 	pub    *publisher.Publisher
@@ -70,7 +70,7 @@ type world struct {
 	schema string
 }
 
-func newWorld(t *testing.T, dupWindow time.Duration) *world {
+func newWorld(t testing.TB, dupWindow time.Duration) *world {
 	t.Helper()
 	srv := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, srv)
@@ -107,7 +107,7 @@ func makeEvents(rng *rand.Rand, pub *publisher.Publisher, n int) []event {
 }
 
 // randFor seeds a generator from the test's name, so a failure replays.
-func randFor(t *testing.T) *rand.Rand {
+func randFor(t testing.TB) *rand.Rand {
 	var seed uint64
 	for _, c := range t.Name() {
 		seed = seed*31 + uint64(c)
@@ -138,7 +138,7 @@ func (w *world) publish(evs []event) []publisher.Ack {
 
 // proc is a running jetledger process.
 type proc struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	stderr *bytes.Buffer
 	mu     *sync.Mutex
@@ -158,24 +158,24 @@ func (l lockedBuffer) Write(p []byte) (int, error) {
 }
 
 // start runs the binary with args and extra environment.
-func start(t *testing.T, env []string, args ...string) *proc {
+func start(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
 	return startIn(t, nil, env, args...)
 }
 
 // startIn is start with stdin as the process's standard input.
-func startIn(t *testing.T, stdin []byte, env []string, args ...string) *proc {
+func startIn(t testing.TB, stdin []byte, env []string, args ...string) *proc {
 	t.Helper()
 	return startCmd(t, binPath, stdin, env, args...)
 }
 
 // startBinary runs another program (nats-server) the same way.
-func startBinary(t *testing.T, bin string, env []string, args ...string) *proc {
+func startBinary(t testing.TB, bin string, env []string, args ...string) *proc {
 	t.Helper()
 	return startCmd(t, bin, nil, env, args...)
 }
 
-func startCmd(t *testing.T, bin string, stdin []byte, env []string, args ...string) *proc {
+func startCmd(t testing.TB, bin string, stdin []byte, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
@@ -278,7 +278,7 @@ func (w *world) ledgerDB() *sql.DB {
 }
 
 // count runs a counting query; a table not created yet counts as 0.
-func count(t *testing.T, db *sql.DB, q string, args ...any) int {
+func count(t testing.TB, db *sql.DB, q string, args ...any) int {
 	t.Helper()
 	var n sql.NullInt64
 	if err := db.QueryRow(q, args...).Scan(&n); err != nil {

@@ -15,7 +15,7 @@ import (
 	"github.com/jetledger/jetledger/consumer/consumertest"
 )
 
-func get(t *testing.T, url string) (int, string) {
+func get(t testing.TB, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
 	if err != nil {

@@ -20,7 +20,7 @@ type outboxRow struct {
 	ID, MessageID, Status, ExternalID, Error string
 }
 
-func outboxRows(t *testing.T, db *sql.DB) []outboxRow {
+func outboxRows(t testing.TB, db *sql.DB) []outboxRow {
 	t.Helper()
 	rows, err := db.Query(`SELECT id, message_id, status, coalesce(external_id, ''), coalesce(error, '') FROM outbox ORDER BY id`)
 	if err != nil {
@@ -41,7 +41,7 @@ func outboxRows(t *testing.T, db *sql.DB) []outboxRow {
 	return out
 }
 
-func waitRowStatus(t *testing.T, db *sql.DB, id, status string, timeout time.Duration) outboxRow {
+func waitRowStatus(t testing.TB, db *sql.DB, id, status string, timeout time.Duration) outboxRow {
 	t.Helper()
 	var found outboxRow
 	consumertest.Eventually(t, timeout, "outbox row "+id+" "+status, func() bool {
@@ -57,7 +57,7 @@ func waitRowStatus(t *testing.T, db *sql.DB, id, status string, timeout time.Dur
 }
 
 // cli runs a short jetledger command and returns its output and exit code.
-func cli(t *testing.T, args ...string) (string, int) {
+func cli(t testing.TB, args ...string) (string, int) {
 	t.Helper()
 	p := start(t, nil, args...)
 	code := p.wait(30 * time.Second)

@@ -16,7 +16,7 @@ type replaySummary struct {
 	Suppressed                                  int64
 }
 
-func runReplay(t *testing.T, w *world, extra ...string) replaySummary {
+func runReplay(t testing.TB, w *world, extra ...string) replaySummary {
 	t.Helper()
 	args := append([]string{"replay", "--nats", w.srv.ClientURL(), "--db", w.db, "--stream", stream,
 		"--schema", w.schema, "--apply", balanceApply, "--json", "--log-level", "warn"}, fastPlan...)

@@ -114,7 +114,7 @@ func TestTLSNKeyAndUserPassword(t *testing.T) {
 
 // testTLS writes a CA certificate and returns its path and a server TLS
 // config with a certificate it signed for 127.0.0.1.
-func testTLS(t *testing.T, dir string) (string, *tls.Config) {
+func testTLS(t testing.TB, dir string) (string, *tls.Config) {
 	t.Helper()
 	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "jetledger test CA"},

@@ -31,7 +31,7 @@ type soakProfile struct {
 	Seed                                      uint64
 }
 
-func soakProfileFromEnv(t *testing.T) soakProfile {
+func soakProfileFromEnv(t testing.TB) soakProfile {
 	p := soakProfile{Name: "short", Messages: 3000, Rate: 250, ConsumerKills: 6, BrokerKills: 2, Pauses: 1, Hangs: 1, Seed: 1}
 	if os.Getenv("JETLEDGER_SOAK") == "long" {
 		p = soakProfile{Name: "long", Messages: 40000, Rate: 100, ConsumerKills: 25, BrokerKills: 4, Pauses: 4, Hangs: 4, Seed: 1}
@@ -60,7 +60,7 @@ var (
 )
 
 // natsServerBinary builds nats-server from the module, once per run.
-func natsServerBinary(t *testing.T) string {
+func natsServerBinary(t testing.TB) string {
 	t.Helper()
 	natsServerOnce.Do(func() {
 		natsServerBin = filepath.Join(filepath.Dir(binPath), "nats-server")
@@ -75,7 +75,7 @@ func natsServerBinary(t *testing.T) string {
 	return natsServerBin
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -88,7 +88,7 @@ func freePort(t *testing.T) int {
 // broker is a nats-server process that can be killed and restarted on the
 // same port and store.
 type broker struct {
-	t    *testing.T
+	t    testing.TB
 	bin  string
 	dir  string
 	port int
@@ -271,7 +271,7 @@ func TestSoak(t *testing.T) {
 
 // checkSoak compares what was published with the ledger, the balances, the
 // outbox and the destination, message by message.
-func checkSoak(t *testing.T, db *sql.DB, dest *consumertest.Destination, published, uncertain map[string]event, rep *soakReport) {
+func checkSoak(t testing.TB, db *sql.DB, dest *consumertest.Destination, published, uncertain map[string]event, rep *soakReport) {
 	t.Helper()
 	rep.Published, rep.Uncertain = len(published), len(uncertain)
 	applied := map[string]bool{}

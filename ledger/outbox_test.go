@@ -11,7 +11,7 @@ import (
 	"github.com/jetledger/jetledger/ledger"
 )
 
-func enqueueWith(t *testing.T, st *ledger.Store, msgID string, fail error) (string, ledger.Result) {
+func enqueueWith(t testing.TB, st *ledger.Store, msgID string, fail error) (string, ledger.Result) {
 	t.Helper()
 	var id string
 	rs, err := st.ApplyBatch(context.Background(), []ledger.Delivery{delivery(msgID, 1, "x")},

@@ -16,7 +16,7 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func setup(t *testing.T) (jetstream.JetStream, *publisher.Publisher) {
+func setup(t testing.TB) (jetstream.JetStream, *publisher.Publisher) {
 	t.Helper()
 	s := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, s)

@@ -128,14 +128,14 @@ func TestSendTransportErrors(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
-		url     func(t *testing.T) string
+		url     func(t testing.TB) string
 		timeout time.Duration
 		wantErr error
 	}{
 		{name: "connection refused", url: refusingURL, wantErr: consumer.ErrRetryable},
 		{name: "untrusted TLS certificate", url: untrustedTLSURL, wantErr: consumer.ErrRetryable},
 		{name: "timeout after the request left", url: silentURL, timeout: 50 * time.Millisecond, wantErr: consumer.ErrAmbiguous},
-		{name: "connection closed after the work was recorded", url: func(t *testing.T) string {
+		{name: "connection closed after the work was recorded", url: func(t testing.TB) string {
 			dest := consumertest.NewDestination(t, false)
 			dest.CloseAfterStore()
 			return dest.URL()
@@ -156,7 +156,7 @@ func TestSendTransportErrors(t *testing.T) {
 }
 
 // refusingURL is an address nothing listens on: the request never arrives.
-func refusingURL(t *testing.T) string {
+func refusingURL(t testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +168,7 @@ func refusingURL(t *testing.T) string {
 
 // untrustedTLSURL is a TLS server whose certificate the default client does
 // not trust: the handshake fails before a byte of the request is sent.
-func untrustedTLSURL(t *testing.T) string {
+func untrustedTLSURL(t testing.TB) string {
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		t.Error("request arrived despite the failed handshake")
 	}))
@@ -179,7 +179,7 @@ func untrustedTLSURL(t *testing.T) string {
 }
 
 // silentURL is a server that never answers while the test runs.
-func silentURL(t *testing.T) string {
+func silentURL(t testing.TB) string {
 	release := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {

@@ -24,7 +24,7 @@ func countMessages(tb testing.TB, dir string) report {
 // publishes until at least minAcked messages are acknowledged, kills it
 // mid-stream, cuts the power, and returns the acknowledged count and what a
 // restarted server finds.
-func publishAndCut(t *testing.T, opts lazyfs.Options, syncAlways bool, minAcked int) (acked int, got report, st lazyfs.Stats) {
+func publishAndCut(t testing.TB, opts lazyfs.Options, syncAlways bool, minAcked int) (acked int, got report, st lazyfs.Stats) {
 	t.Helper()
 	d := newDisk(t, opts)
 	fsys := d.mount(t)
