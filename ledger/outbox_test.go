@@ -68,11 +68,16 @@ func TestOutboxIllegalTransitions(t *testing.T) {
 		do      func() error
 		wantErr error
 	}{
-		{"sent by a non-claimer", func() error { return tr(st.Transition(ctx, id, ledger.Sent, ledger.Params{Worker: "w", ExternalID: "x"})) }, ledger.ErrNotOwner},
+		{"sent by a non-claimer", func() error {
+			return tr(st.Transition(ctx, id, ledger.Sent, ledger.Params{Worker: "w", ExternalID: "x"}))
+		}, ledger.ErrNotOwner},
 		{"resolve a queued row", func() error { return st.Resolve(ctx, id, ledger.StatusSent, "x") }, ledger.ErrIllegalTransition},
 		{"retry a queued row", func() error { return st.Retry(ctx, id) }, ledger.ErrIllegalTransition},
 		{"resolve as queued", func() error { return st.Resolve(ctx, id, ledger.StatusQueued, "") }, ledger.ErrIllegalTransition},
-		{"unknown id", func() error { _, err := st.Transition(ctx, "nope", ledger.Claim, ledger.Params{Worker: "w", Lease: time.Second}); return err }, ledger.ErrNotClaimed},
+		{"unknown id", func() error {
+			_, err := st.Transition(ctx, "nope", ledger.Claim, ledger.Params{Worker: "w", Lease: time.Second})
+			return err
+		}, ledger.ErrNotClaimed},
 		{"get unknown", func() error { _, err := st.Get(ctx, "nope"); return err }, ledger.ErrNotFound},
 	}
 	for _, tt := range tests {
