@@ -79,27 +79,21 @@ func (s *Store) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error
 func (s *Store) deadLetters(ctx context.Context, where string, args ...any) ([]DeadLetter, error) {
 	rows, err := s.reader.QueryContext(ctx, `SELECT id, message_id, stream, stream_seq, subject, headers,
 		payload, reason, deliveries, created_at FROM dead_letters `+where, args...)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: list dead letters: %w", err)
-	}
-	defer rows.Close()
-	var out []DeadLetter
-	for rows.Next() {
+	return collect("list dead letters", rows, err, func(sc scanner) (DeadLetter, error) {
 		var dl DeadLetter
 		var seq, deliveries, created int64
 		var hdr string
-		if err := rows.Scan(&dl.ID, &dl.MessageID, &dl.Stream, &seq, &dl.Subject, &hdr,
+		if err := sc.Scan(&dl.ID, &dl.MessageID, &dl.Stream, &seq, &dl.Subject, &hdr,
 			&dl.Payload, &dl.Reason, &deliveries, &created); err != nil {
-			return nil, fmt.Errorf("ledger: list dead letters: %w", err)
+			return dl, err
 		}
 		dl.Sequence, dl.Deliveries = uint64(seq), uint64(deliveries)
 		dl.CreatedAt = time.UnixMilli(created)
 		if err := json.Unmarshal([]byte(hdr), &dl.Headers); err != nil {
-			return nil, fmt.Errorf("ledger: dead letter %d headers: %w", dl.ID, err)
+			return dl, fmt.Errorf("dead letter %d headers: %w", dl.ID, err)
 		}
-		out = append(out, dl)
-	}
-	return out, rows.Err()
+		return dl, nil
+	})
 }
 
 // ConflictRecord is a same-id-different-payload case from the conflicts table.
@@ -120,21 +114,13 @@ func (s *Store) Conflicts(ctx context.Context, limit int) ([]ConflictRecord, err
 	}
 	rows, err := s.reader.QueryContext(ctx, `SELECT message_id, stream, stream_seq, subject,
 		existing_sha256, new_sha256, seen_at FROM conflicts ORDER BY id LIMIT ?`, limit)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: list conflicts: %w", err)
-	}
-	defer rows.Close()
-	var out []ConflictRecord
-	for rows.Next() {
+	return collect("list conflicts", rows, err, func(sc scanner) (ConflictRecord, error) {
 		var c ConflictRecord
 		var seq, seen int64
-		if err := rows.Scan(&c.MessageID, &c.Stream, &seq, &c.Subject, &c.ExistingSHA256, &c.NewSHA256, &seen); err != nil {
-			return nil, fmt.Errorf("ledger: list conflicts: %w", err)
-		}
+		err := sc.Scan(&c.MessageID, &c.Stream, &seq, &c.Subject, &c.ExistingSHA256, &c.NewSHA256, &seen)
 		c.Sequence, c.SeenAt = uint64(seq), time.UnixMilli(seen)
-		out = append(out, c)
-	}
-	return out, rows.Err()
+		return c, err
+	})
 }
 
 // DeadLetter reads one dead letter by its id.

@@ -115,7 +115,7 @@ func (t *Tx) enqueue(ctx context.Context, sink string, payload []byte, st Status
 const outboxCols = `id, message_id, sink, payload, status, attempts, claimed_by, claimed_at, lease_until,
 	pending_delete, maybe_sent, external_id, error, next_attempt_at, sent_at, created_at, updated_at`
 
-func scanItem(sc interface{ Scan(...any) error }) (OutboxItem, error) {
+func scanItem(sc scanner) (OutboxItem, error) {
 	var it OutboxItem
 	var status string
 	var claimedBy, ext, errText sql.NullString
@@ -162,41 +162,30 @@ func (s *Store) ListOutbox(ctx context.Context, status Status, limit int) ([]Out
 	}
 	rows, err := s.reader.QueryContext(ctx, `SELECT `+outboxCols+` FROM outbox
 		WHERE ? = '' OR status = ? ORDER BY id LIMIT ?`, string(status), string(status), limit)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: list outbox: %w", err)
-	}
-	defer rows.Close()
-	var out []OutboxItem
-	for rows.Next() {
-		it, err := scanItem(rows)
-		if err != nil {
-			return nil, fmt.Errorf("ledger: list outbox: %w", err)
-		}
-		out = append(out, it)
-	}
-	return out, rows.Err()
+	return collect("list outbox", rows, err, scanItem)
 }
 
 // OutboxCounts counts rows per status.
 func (s *Store) OutboxCounts(ctx context.Context) (map[Status]int64, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT status, count(*) FROM outbox GROUP BY status`)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: count outbox: %w", err)
+	type count struct {
+		st Status
+		n  int64
 	}
-	defer rows.Close()
+	rows, err := s.reader.QueryContext(ctx, `SELECT status, count(*) FROM outbox GROUP BY status`)
+	counts, err := collect("count outbox", rows, err, func(sc scanner) (c count, err error) {
+		return c, sc.Scan(&c.st, &c.n)
+	})
+	if err != nil {
+		return nil, err
+	}
 	out := map[Status]int64{}
 	for _, st := range Statuses {
 		out[st] = 0
 	}
-	for rows.Next() {
-		var st string
-		var n int64
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, fmt.Errorf("ledger: count outbox: %w", err)
-		}
-		out[Status(st)] = n
+	for _, c := range counts {
+		out[c.st] = c.n
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // Due returns ids of queued rows of sink whose next attempt is due, oldest
@@ -205,19 +194,7 @@ func (s *Store) Due(ctx context.Context, sink string, limit int) ([]string, erro
 	rows, err := s.writer.QueryContext(ctx, `SELECT id FROM outbox
 		WHERE status = 'queued' AND sink = ? AND next_attempt_at <= ? ORDER BY id LIMIT ?`,
 		sink, s.cfg.Now().UnixMilli(), limit)
-	if err != nil {
-		return nil, fmt.Errorf("ledger: due outbox rows: %w", err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return collect("due outbox rows", rows, err, func(sc scanner) (id string, err error) { return id, sc.Scan(&id) })
 }
 
 // Resolve settles a row in review by a person's decision: sent (with the
@@ -258,24 +235,14 @@ type Expired struct {
 // (Expire), never re-sent automatically. A row cancelled during such a send
 // also goes to review: its item may be at the destination.
 func (s *Store) ExpireLeases(ctx context.Context, sink string, requeue bool) (Expired, error) {
+	type row struct{ id, status, worker string }
 	rows, err := s.writer.QueryContext(ctx, `SELECT id, status, claimed_by FROM outbox
 		WHERE sink = ? AND lease_until < ? AND (status = 'sending' OR (status = 'cancelled' AND pending_delete = 1))`,
 		sink, s.cfg.Now().UnixMilli())
+	found, err := collect("expired leases", rows, err, func(sc scanner) (r row, err error) {
+		return r, sc.Scan(&r.id, &r.status, &r.worker)
+	})
 	if err != nil {
-		return Expired{}, fmt.Errorf("ledger: expired leases: %w", interpret(err))
-	}
-	type row struct{ id, status, worker string }
-	var found []row
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.id, &r.status, &r.worker); err != nil {
-			rows.Close()
-			return Expired{}, err
-		}
-		found = append(found, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return Expired{}, err
 	}
 	var ex Expired

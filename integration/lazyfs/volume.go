@@ -643,6 +643,20 @@ func (v *volume) slowDisk() error {
 // fsyncFile makes a file's data, size and attributes durable and, unless
 // the namespace is strict, the change that gave the file its name.
 func (v *volume) fsyncFile(f *inode) syscall.Errno {
+	return v.fsync(&v.stats.Fsyncs, func() error {
+		if f.data == nil {
+			return nil
+		}
+		if err := v.syncFile(f); err != nil || v.strict {
+			return err
+		}
+		return v.commit(f.lastOwn)
+	})
+}
+
+// fsync runs one fsync on a slow disk: the delay, then sync under the lock,
+// counted in counter. A power cut during the delay or a dead volume is EIO.
+func (v *volume) fsync(counter *int, sync func() error) syscall.Errno {
 	if err := v.slowDisk(); err != nil {
 		return syscall.EIO
 	}
@@ -651,17 +665,9 @@ func (v *volume) fsyncFile(f *inode) syscall.Errno {
 	if v.dead {
 		return syscall.EIO
 	}
-	v.stats.Fsyncs++
-	if f.data == nil {
-		return 0
-	}
-	if err := v.syncFile(f); err != nil {
+	*counter++
+	if err := sync(); err != nil {
 		return syscall.EIO
-	}
-	if !v.strict {
-		if err := v.commit(f.lastOwn); err != nil {
-			return syscall.EIO
-		}
 	}
 	return 0
 }
@@ -695,23 +701,13 @@ func (v *volume) syncFile(f *inode) error {
 // change the journal holds before them; unless the namespace is strict,
 // also the change that gave the directory its name.
 func (v *volume) fsyncDir(d *inode) syscall.Errno {
-	if err := v.slowDisk(); err != nil {
-		return syscall.EIO
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.dead {
-		return syscall.EIO
-	}
-	v.stats.DirFsyncs++
-	upTo := d.lastEntries
-	if !v.strict {
-		upTo = max(upTo, d.lastOwn)
-	}
-	if err := v.commit(upTo); err != nil {
-		return syscall.EIO
-	}
-	return 0
+	return v.fsync(&v.stats.DirFsyncs, func() error {
+		upTo := d.lastEntries
+		if !v.strict {
+			upTo = max(upTo, d.lastOwn)
+		}
+		return v.commit(upTo)
+	})
 }
 
 // commit replays the journal on the backing directory up to and including
