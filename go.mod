@@ -3,6 +3,8 @@ module github.com/jetledger/jetledger
 go 1.26.8
 
 require (
+	github.com/BurntSushi/toml v1.6.0
+	github.com/alecthomas/kong v1.17.0
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/lmittmann/tint v1.2.1
 	github.com/mattn/go-isatty v0.0.24

@@ -1,18 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -45,56 +39,78 @@ const (
 var demoPlan = ackwait.Plan{Deadline: time.Second, BatchSize: 25, BufferWait: 250 * time.Millisecond,
 	CommitMargin: 500 * time.Millisecond, AckMargin: 250 * time.Millisecond}
 
-func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var events, resent int
-	var keep bool
-	fs := newFlags("demo", "demo [flags]", demoHelp, stdout)
-	fs.IntVar(&events, "events", 500, "distinct payment events to publish")
-	fs.IntVar(&resent, "resend", 50, "events published a second time with the same id")
-	fs.BoolVar(&keep, "keep", false, "keep the temporary directory (database and stream store) and print its path")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if events < 4*demoPlan.BatchSize || resent < 0 || resent > events {
+var demoAccounts = []string{"alice", "bob", "carol", "dave", "erin"}
+
+// demoCmd is `jetledger demo`.
+type demoCmd struct {
+	Events int  `name:"events" default:"500" help:"distinct payment events to publish"`
+	Resend int  `name:"resend" default:"50" help:"events published a second time with the same id"`
+	Keep   bool `name:"keep" help:"keep the temporary directory (database and stream store) and print its path"`
+}
+
+func (demoCmd) Help() string { return demoHelp }
+
+// demoTotals are what the demo published per account.
+type demoTotals struct {
+	expected, count map[string]int
+}
+
+func (c *demoCmd) Run(inv *invocation) error {
+	ctx, out := inv.ctx, inv.stdout
+	if c.Events < 4*demoPlan.BatchSize || c.Resend < 0 || c.Resend > c.Events {
 		return usagef("--events must be at least %d and --resend between 0 and --events", 4*demoPlan.BatchSize)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil)) // the demo tells its own story
-	node, err := newScratchNode(ctx, "demo", 0, log)
+	node, err := newScratchNode(ctx, "demo", 0, quiet) // the demo tells its own story
 	if err != nil {
 		return err
 	}
-	defer node.Close(keep, stdout)
-	srv, js := node.srv, node.js
+	defer node.Close(c.Keep, out)
 	dbPath := filepath.Join(node.dir, "demo.db")
-	fmt.Fprintf(stdout, "1. Embedded JetStream server at %s, ledger %s\n", srv.URL(), dbPath)
-	if _, err := ensureStream(ctx, js, demoStream, []string{demoSubject}, 2*time.Minute, log); err != nil {
+	fmt.Fprintf(out, "1. Embedded JetStream server at %s, ledger %s\n", node.srv.URL(), dbPath)
+	if _, err := ensureStream(ctx, node.js, demoStream, []string{demoSubject}, 2*time.Minute, quiet); err != nil {
 		return err
 	}
-
-	// Publish: every event has an id; some are sent twice, as a retrying publisher would.
-	accounts := []string{"alice", "bob", "carol", "dave", "erin"}
-	rng := rand.New(rand.NewPCG(1, 2))
-	expected := map[string]int{}
-	count := map[string]int{}
-	pub, err := publisher.New(js, publisher.Config{Logger: log})
+	totals, err := c.publish(ctx, node.js, out)
 	if err != nil {
 		return err
 	}
-	msgs := make([]publisher.Message, 0, events+resent)
-	for i := 0; i < events; i++ {
-		acct := accounts[rng.IntN(len(accounts))]
+	if err := crashingConsumer(ctx, node.srv.URL(), dbPath, inv.stderr, out); err != nil {
+		return err
+	}
+	st, err := ledger.Open(dbPath, ledger.Config{Logger: quiet})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := c.restart(ctx, node.js, st, out); err != nil {
+		return err
+	}
+	return c.prove(ctx, st, totals, out)
+}
+
+// publish sends every event with an id, some twice, as a retrying publisher would.
+func (c *demoCmd) publish(ctx context.Context, js jetstream.JetStream, out io.Writer) (demoTotals, error) {
+	t := demoTotals{expected: map[string]int{}, count: map[string]int{}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	pub, err := publisher.New(js, publisher.Config{Logger: quiet})
+	if err != nil {
+		return t, err
+	}
+	msgs := make([]publisher.Message, 0, c.Events+c.Resend)
+	for i := 0; i < c.Events; i++ {
+		acct := demoAccounts[rng.IntN(len(demoAccounts))]
 		amount := 1 + rng.IntN(100)
-		expected[acct] += amount
-		count[acct]++
+		t.expected[acct] += amount
+		t.count[acct]++
 		msgs = append(msgs, publisher.Message{Subject: demoSubject, ID: pub.NewID(),
 			Data: []byte(fmt.Sprintf(`{"account":%q,"amount":%d}`, acct, amount))})
 	}
-	for _, i := range rng.Perm(events)[:resent] {
+	for _, i := range rng.Perm(c.Events)[:c.Resend] {
 		msgs = append(msgs, msgs[i])
 	}
 	acks, err := pub.PublishBatch(ctx, msgs)
 	if err != nil {
-		return err
+		return t, err
 	}
 	dropped := 0
 	for _, a := range acks {
@@ -102,59 +118,27 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			dropped++
 		}
 	}
-	fmt.Fprintf(stdout, "2. Published %d messages: %d distinct events, %d re-sent with the same Nats-Msg-Id; the stream dropped %d as duplicates\n",
-		len(msgs), events, resent, dropped)
+	fmt.Fprintf(out, "2. Published %d messages: %d distinct events, %d re-sent with the same Nats-Msg-Id; the stream dropped %d as duplicates\n",
+		len(msgs), c.Events, c.Resend, dropped)
+	return t, nil
+}
 
-	// Consumer #1 runs in a child process and SIGKILLs itself right after
-	// committing batch 3, before a single ack of that batch is sent.
-	self, err := os.Executable()
-	if err != nil {
-		return err
-	}
-	child := exec.CommandContext(ctx, self, "demo-consumer", "--nats", srv.URL(), "--db", dbPath)
-	child.Stderr = stderr
-	out, err := child.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := child.Start(); err != nil {
-		return fmt.Errorf("start consumer #1: %w", err)
-	}
-	var committed, unacked int
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) == 3 && f[0] == "committed" {
-			committed, _ = strconv.Atoi(f[1])
-			unacked, _ = strconv.Atoi(f[2])
-		}
-	}
-	waitErr := child.Wait()
-	var exitErr *exec.ExitError
-	if !errors.As(waitErr, &exitErr) || exitErr.ExitCode() != -1 || unacked == 0 {
-		return fmt.Errorf("consumer #1 should have been killed after its commit; it ended with %v", waitErr)
-	}
-	fmt.Fprintf(stdout, "3. Consumer #1 committed %d events in %d batches and was SIGKILLed after committing batch %d, before acking its %d events\n",
-		committed, demoCrashBatch, demoCrashBatch, unacked)
-
-	// Consumer #2: the server redelivers the unacked events after AckWait.
-	st, err := ledger.Open(dbPath, ledger.Config{Logger: log})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
+// restart runs consumer #2 until every event is acked: the server
+// redelivers what #1 committed but never acked.
+func (c *demoCmd) restart(ctx context.Context, js jetstream.JetStream, st *ledger.Store, out io.Writer) error {
 	h, err := newEventsHandler(ctx, st, "", demoApply)
 	if err != nil {
 		return err
 	}
-	c, err := consumer.New(ctx, js, st, consumer.Config{Stream: demoStream, Plan: demoPlan, Handler: h.handle, Logger: log})
+	cons, err := consumer.New(ctx, js, st, consumer.Config{Stream: demoStream, Plan: demoPlan, Handler: h.handle, Logger: quiet})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "4. Consumer #2 started; the server redelivers unacked events after AckWait (%s)\n", demoPlan.AckWait())
+	fmt.Fprintf(out, "4. Consumer #2 started; the server redelivers unacked events after AckWait (%s)\n", demoPlan.AckWait())
 	runCtx, stopRun := context.WithCancel(ctx)
 	runDone := make(chan error, 1)
-	go func() { runDone <- c.Run(runCtx) }()
-	err = waitAllAcked(ctx, js, uint64(events), 2*time.Minute)
+	go func() { runDone <- cons.Run(runCtx) }()
+	err = waitAllAcked(ctx, js, uint64(c.Events), 2*time.Minute)
 	stopRun()
 	if rerr := <-runDone; err == nil {
 		err = rerr
@@ -162,26 +146,29 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	counts := c.Counts()
-	fmt.Fprintf(stdout, "   It applied %d new events and recognised %d redelivered ones as duplicates: acked, not applied again\n\n",
-		counts.Applied, counts.Duplicates)
+	n := cons.Counts()
+	fmt.Fprintf(out, "   It applied %d new events and recognised %d redelivered ones as duplicates: acked, not applied again\n\n",
+		n.Applied, n.Duplicates)
+	return nil
+}
 
-	// The proof: balances equal the sum of distinct events.
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+// prove prints the balances against the sums of the distinct events.
+func (c *demoCmd) prove(ctx context.Context, st *ledger.Store, t demoTotals, out io.Writer) error {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "account\tevents\texpected\tbalance\texactly once\t")
 	ok := true
 	var totalEvents, totalExpected, totalBalance int
-	for _, a := range accounts {
+	for _, a := range demoAccounts {
 		var bal int
 		if err := st.DB().QueryRowContext(ctx, `SELECT amount FROM balances WHERE account = ?`, a).Scan(&bal); err != nil {
 			return fmt.Errorf("read balance of %s: %w", a, err)
 		}
-		match := bal == expected[a]
+		match := bal == t.expected[a]
 		ok = ok && match
-		totalEvents += count[a]
-		totalExpected += expected[a]
+		totalEvents += t.count[a]
+		totalExpected += t.expected[a]
 		totalBalance += bal
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t\n", a, count[a], expected[a], bal, yesNo(match))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t\n", a, t.count[a], t.expected[a], bal, yesNo(match))
 	}
 	fmt.Fprintf(tw, "total\t%d\t%d\t%d\t%s\t\n", totalEvents, totalExpected, totalBalance, yesNo(totalBalance == totalExpected))
 	tw.Flush()
@@ -189,11 +176,11 @@ func demoCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "\nprocessed_messages rows: %d for %d distinct events\n", stats.Processed, events)
-	if !ok || stats.Processed != int64(events) {
+	fmt.Fprintf(out, "\nprocessed_messages rows: %d for %d distinct events\n", stats.Processed, c.Events)
+	if !ok || stats.Processed != int64(c.Events) {
 		return errors.New("balances do not match the published events")
 	}
-	fmt.Fprintln(stdout, "Every event was applied exactly once, across a duplicate publish and a crash between commit and ack.")
+	fmt.Fprintln(out, "Every event was applied exactly once, across a duplicate publish and a crash between commit and ack.")
 	return nil
 }
 
@@ -202,75 +189,4 @@ func yesNo(b bool) string {
 		return "yes"
 	}
 	return "NO"
-}
-
-// waitAllAcked polls the demo consumer until every stream message is acked.
-func waitAllAcked(ctx context.Context, js jetstream.JetStream, last uint64, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	t := time.NewTicker(50 * time.Millisecond)
-	defer t.Stop()
-	for {
-		cons, err := js.Consumer(ctx, demoStream, consumer.DurableDefault)
-		if err == nil {
-			info, err := cons.Info(ctx)
-			if err == nil && info.AckFloor.Stream >= last && info.NumAckPending == 0 && info.NumPending == 0 {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for every event to be acked: %w", ctx.Err())
-		case <-t.C:
-		}
-	}
-}
-
-// demoConsumerCmd is consumer #1 of the demo: it consumes until it has
-// committed batch demoCrashBatch, reports on stdout and kills itself before
-// sending that batch's acks.
-func demoConsumerCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var url, dbPath string
-	fs := newFlags("demo-consumer", "demo-consumer --nats URL --db FILE", "Consumer #1 of the demo; not for direct use.", stdout)
-	fs.StringVar(&url, "nats", "", "NATS URL")
-	fs.StringVar(&dbPath, "db", "", "ledger file")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := ledger.Open(dbPath, ledger.Config{Logger: log})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if _, err := st.DB().ExecContext(ctx, demoSchema); err != nil {
-		return err
-	}
-	h, err := newEventsHandler(ctx, st, "", demoApply)
-	if err != nil {
-		return err
-	}
-	nc, js, err := connect(ctx, natsFlags{url: url}, log)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	batches, committed := 0, 0
-	c, err := consumer.New(ctx, js, st, consumer.Config{
-		Stream: demoStream, Plan: demoPlan, Handler: h.handle, Logger: log,
-		AfterCommit: func(r consumer.BatchReport) {
-			batches++
-			committed += len(r.Results)
-			if batches == demoCrashBatch {
-				fmt.Fprintf(stdout, "committed %d %d\n", committed, len(r.Results))
-				p, _ := os.FindProcess(os.Getpid())
-				p.Kill() //nolint:errcheck // SIGKILL: the crash the demo is about
-				select {}
-			}
-		},
-	})
-	if err != nil {
-		return err
-	}
-	return c.Run(ctx)
 }

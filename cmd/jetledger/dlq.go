@@ -1,14 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"slices"
-	"strconv"
 	"time"
 
 	"github.com/jetledger/jetledger/ledger"
@@ -16,122 +11,137 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-const dlqHelp = `
-Operate the dead letters: messages given up on (a Term error, the last allowed
-delivery failing, no usable Nats-Msg-Id, or the server's max-deliveries
-advisory), each kept with its headers, payload and reason.
+// dlqCmd is `jetledger dlq`: operate the dead letters.
+type dlqCmd struct {
+	dbFlag
+	jsonFlag
+	List    dlqListCmd    `cmd:"" help:"dead letters, oldest first"`
+	Show    dlqShowCmd    `cmd:"" help:"one dead letter with its headers and payload"`
+	Requeue dlqRequeueCmd `cmd:"" help:"republish the original payload and headers with the original Nats-Msg-Id, then delete the dead letter"`
+	Discard dlqDiscardCmd `cmd:"" help:"delete the dead letter: nothing more will happen to it"`
+}
 
-Subcommands:
-  list            dead letters, oldest first (--limit, --json)
-  show ID         one dead letter with its headers and payload
-  requeue ID      republish the original payload and headers, with the
-                  original Nats-Msg-Id, to the original subject, then delete
-                  the dead letter: fix the cause first; the message is applied
-                  once. Refused while the stream's duplicate window still
-                  remembers the id (the stream would drop the copy).
-  discard ID      delete the dead letter: nothing more will happen to it`
+func (dlqCmd) Help() string {
+	return `Dead letters are messages given up on (a Term error, the last allowed
+delivery failing, no usable Nats-Msg-Id, or the server's max-deliveries
+advisory), each kept with its headers, payload and reason.`
+}
 
 // errStillInWindow: requeue published into a stream that dropped the copy.
 var errStillInWindow = errors.New("the stream's duplicate window still holds this id, so it dropped the copy")
 
-func dlqCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	withID := []string{"show", "requeue", "discard"}
-	sub, idArg, rest, err := subcommand(args, "jetledger dlq <list|show|requeue|discard> [ID] [flags]", dlqHelp, withID, stdout)
-	if err != nil {
-		return err
+// dlqID is the argument of the commands on one dead letter.
+type dlqID struct {
+	ID int64 `arg:"" name:"id" help:"the dead letter's numeric id (see 'dlq list')"`
+}
+
+// withStore checks the id, then runs f with the ledger of q.
+func (d dlqID) withStore(q *dlqCmd, f func(*ledger.Store) error) error {
+	if d.ID <= 0 {
+		return usagef("want the dead letter's numeric id (see 'dlq list'), got %d", d.ID)
 	}
-	needsID := slices.Contains(withID, sub)
-	var db string
-	var asJSON bool
-	var limit int
-	n := natsFlags{url: defaultNATS}
-	fs := newFlags("dlq "+sub, "dlq "+sub+" [ID] [flags]", dlqHelp, stdout)
-	fs.StringVar(&db, "db", "jetledger.db", "SQLite ledger file")
-	fs.BoolVar(&asJSON, "json", false, "print JSON")
-	switch sub {
-	case "list":
-		fs.IntVar(&limit, "limit", 100, "most rows to list (0: all)")
-	case "requeue":
-		n.register(fs, "NATS server URL to republish to")
-	case "show", "discard":
-	default:
-		return usagef("unknown subcommand %q: want list, show, requeue or discard", sub)
-	}
-	if err := parse(fs, rest); err != nil {
-		return err
-	}
-	var id int64
-	if needsID {
-		if id, err = strconv.ParseInt(idArg, 10, 64); err != nil || id <= 0 {
-			return usagef("dlq %s needs the dead letter's numeric id (see 'dlq list'), got %q", sub, idArg)
-		}
-	}
-	st, err := openExisting(db)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	enc := json.NewEncoder(stdout)
-	switch sub {
-	case "list":
-		dls, err := st.DeadLetters(ctx, limit)
+	return q.withStore(f)
+}
+
+type dlqListCmd struct {
+	limitFlag
+}
+
+func (c *dlqListCmd) Run(inv *invocation, q *dlqCmd) error {
+	fetch := func(st *ledger.Store) ([]ledger.DeadLetter, error) { return st.DeadLetters(inv.ctx, c.Limit) }
+	return listRows(inv, q.dbFlag, q.JSON, fetch, "ID\tMESSAGE ID\tSTREAM\tSEQ\tSUBJECT\tDELIVERIES\tWHEN\tREASON",
+		func(d ledger.DeadLetter) string {
+			return fmt.Sprintf("%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s", d.ID, d.MessageID, d.Stream, d.Sequence, d.Subject,
+				d.Deliveries, d.CreatedAt.Format(time.RFC3339), d.Reason)
+		})
+}
+
+type dlqShowCmd struct {
+	dlqID
+}
+
+func (c *dlqShowCmd) Run(inv *invocation, q *dlqCmd) error {
+	return c.dlqID.withStore(q, func(st *ledger.Store) error {
+		d, err := st.DeadLetter(inv.ctx, c.ID)
 		if err != nil {
 			return err
 		}
-		return printList(stdout, asJSON, dls, "ID\tMESSAGE ID\tSTREAM\tSEQ\tSUBJECT\tDELIVERIES\tWHEN\tREASON",
-			func(d ledger.DeadLetter) string {
-				return fmt.Sprintf("%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s", d.ID, d.MessageID, d.Stream, d.Sequence, d.Subject,
-					d.Deliveries, d.CreatedAt.Format(time.RFC3339), d.Reason)
-			})
-	case "show":
-		d, err := st.DeadLetter(ctx, id)
-		if err != nil {
-			return err
+		if q.JSON {
+			return json.NewEncoder(inv.stdout).Encode(d)
 		}
-		if asJSON {
-			return enc.Encode(d)
-		}
-		fmt.Fprintf(stdout, "id          %d\nmessage id  %s\nstream      %s seq %d\nsubject     %s\ndeliveries  %d\nwhen        %s\nreason      %s\nheaders     %v\npayload     %s\n",
+		fmt.Fprintf(inv.stdout, "id          %d\nmessage id  %s\nstream      %s seq %d\nsubject     %s\ndeliveries  %d\nwhen        %s\nreason      %s\nheaders     %v\npayload     %s\n",
 			d.ID, d.MessageID, d.Stream, d.Sequence, d.Subject, d.Deliveries, d.CreatedAt.Format(time.RFC3339), d.Reason, d.Headers, d.Payload)
 		return nil
-	case "discard":
-		if err := st.DiscardDeadLetter(ctx, id); err != nil {
+	})
+}
+
+type dlqDiscardCmd struct {
+	dlqID
+}
+
+func (c *dlqDiscardCmd) Run(inv *invocation, q *dlqCmd) error {
+	return c.dlqID.withStore(q, func(st *ledger.Store) error {
+		if err := st.DiscardDeadLetter(inv.ctx, c.ID); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "dead letter %d discarded\n", id)
+		fmt.Fprintf(inv.stdout, "dead letter %d discarded\n", c.ID)
 		return nil
-	}
-	// requeue
-	d, err := st.DeadLetter(ctx, id)
+	})
+}
+
+type dlqRequeueCmd struct {
+	dlqID
+	NATS natsFlags `embed:"" group:"nats" set:"nats_help=NATS server URL to republish to"`
+}
+
+func (dlqRequeueCmd) Help() string {
+	return `Fix the cause first: the message is then applied exactly once. Inside the
+stream's duplicate window the stream would drop the copy, so requeue refuses
+(exit 1) and keeps the dead letter until the window has passed.`
+}
+
+func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
+	return c.dlqID.withStore(q, func(st *ledger.Store) error {
+		d, err := st.DeadLetter(inv.ctx, c.ID)
+		if err != nil {
+			return err
+		}
+		if d.MessageID == "" {
+			return fmt.Errorf("dead letter %d has no Nats-Msg-Id, so a republish could not be deduplicated; publish its payload with 'jetledger publish --id ID' and discard it", c.ID)
+		}
+		ack, err := c.republish(inv, d)
+		if err != nil {
+			return err
+		}
+		if err := st.DiscardDeadLetter(inv.ctx, c.ID); err != nil {
+			return fmt.Errorf("requeued as %s seq %d, but removing the dead letter failed: %w", ack.Stream, ack.Sequence, err)
+		}
+		if q.JSON {
+			return json.NewEncoder(inv.stdout).Encode(map[string]any{"requeued": c.ID, "message_id": d.MessageID, "stream": ack.Stream, "seq": ack.Sequence})
+		}
+		fmt.Fprintf(inv.stdout, "dead letter %d requeued as %s seq %d with its original id %s\n", c.ID, ack.Stream, ack.Sequence, d.MessageID)
+		return nil
+	})
+}
+
+// republish publishes the dead letter's payload and headers with its
+// original id; a copy the stream dropped as a duplicate is an error.
+func (c *dlqRequeueCmd) republish(inv *invocation, d ledger.DeadLetter) (publisher.Ack, error) {
+	nc, js, err := connect(inv.ctx, c.NATS, quiet)
 	if err != nil {
-		return err
-	}
-	if d.MessageID == "" {
-		return fmt.Errorf("dead letter %d has no Nats-Msg-Id, so a republish could not be deduplicated; publish its payload with 'jetledger publish --id ID' and discard it", id)
-	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	nc, js, err := connect(ctx, n, quiet)
-	if err != nil {
-		return err
+		return publisher.Ack{}, err
 	}
 	defer nc.Close()
 	p, err := publisher.New(js, publisher.Config{Logger: quiet})
 	if err != nil {
-		return err
+		return publisher.Ack{}, err
 	}
-	ack, err := p.Publish(ctx, publisher.Message{Subject: d.Subject, Data: d.Payload, ID: d.MessageID, Header: nats.Header(d.Headers)})
+	ack, err := p.Publish(inv.ctx, publisher.Message{Subject: d.Subject, Data: d.Payload, ID: d.MessageID, Header: nats.Header(d.Headers)})
 	if err != nil {
-		return fmt.Errorf("requeue dead letter %d: %w; it is kept", id, err)
+		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w; it is kept", c.ID, err)
 	}
 	if ack.Duplicate {
-		return fmt.Errorf("requeue dead letter %d (id %s): %w; it is kept: try again once the window has passed", id, d.MessageID, errStillInWindow)
+		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d (id %s): %w; it is kept: try again once the window has passed", c.ID, d.MessageID, errStillInWindow)
 	}
-	if err := st.DiscardDeadLetter(ctx, id); err != nil {
-		return fmt.Errorf("requeued as %s seq %d, but removing the dead letter failed: %w", ack.Stream, ack.Sequence, err)
-	}
-	if asJSON {
-		return enc.Encode(map[string]any{"requeued": id, "message_id": d.MessageID, "stream": ack.Stream, "seq": ack.Sequence})
-	}
-	fmt.Fprintf(stdout, "dead letter %d requeued as %s seq %d with its original id %s\n", id, ack.Stream, ack.Sequence, d.MessageID)
-	return nil
+	return ack, nil
 }

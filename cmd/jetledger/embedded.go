@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/alecthomas/kong"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -109,7 +108,7 @@ func startEmbedded(cfg embeddedConfig, log *slog.Logger) (*embedded, error) {
 		return nil, errors.New("embedded server did not become ready within 30s")
 	}
 	lock.serving(srv.ClientURL())
-	log.Info("embedded JetStream server started", "url", srv.ClientURL(), "store", abs, "sync_interval", syncFlag{interval: cfg.Sync}.String())
+	log.Info("embedded JetStream server started", "url", srv.ClientURL(), "store", abs, "sync_interval", syncInterval{interval: cfg.Sync}.String())
 	return &embedded{srv: srv, lock: lock}, nil
 }
 
@@ -122,127 +121,45 @@ func (e *embedded) Close() {
 	e.lock.Close()
 }
 
-// syncIntervalUsage is the --help text of --sync-interval.
-const syncIntervalUsage = `how often the embedded server fsyncs its JetStream store: "always" syncs every write before the publish is acked (the embedded store is the system of record); a duration such as 2m is faster but loses up to that long of acked messages on power loss`
+// embeddedFlags configure the embedded server of run and replay.
+type embeddedFlags struct {
+	Listen        string       `name:"listen" default:"127.0.0.1:4222" placeholder:"HOST:PORT" help:"embedded server's listen address (without --nats)"`
+	EmbeddedToken string       `name:"embedded-token" help:"require this token of every client of the embedded server (clients pass --nats-token)"`
+	StoreDir      string       `name:"store-dir" placeholder:"DIR" help:"embedded server's JetStream store (default: <db>.nats beside the database)"`
+	SyncInterval  syncInterval `name:"sync-interval" placeholder:"always|DURATION" help:"how often the embedded server fsyncs its JetStream store: always (the default) syncs every write before the publish is acked (the embedded store is the system of record); a duration such as 2m is faster but loses up to that long of acked messages on power loss"`
+}
 
-// syncFlag is the value of --sync-interval: "always" (interval 0) or a
-// positive duration.
-type syncFlag struct {
+// syncInterval is the value of --sync-interval: "always" (interval 0, the
+// zero value) or a positive duration. It has no default tag, so set says
+// it was given (command line, environment or config file).
+type syncInterval struct {
 	interval time.Duration
-	set      bool // given on the command line or in the environment
+	set      bool
 }
 
-// syncIntervalFlag registers --sync-interval, default always, on fs.
-func syncIntervalFlag(fs *flag.FlagSet) *syncFlag {
-	s := new(syncFlag)
-	fs.Var(s, "sync-interval", syncIntervalUsage)
-	return s
-}
-
-func (s syncFlag) String() string {
-	if s.interval == 0 {
-		return "always"
+// Decode reads the flag's value for kong.
+func (s *syncInterval) Decode(ctx *kong.DecodeContext) error {
+	var v string
+	if err := ctx.Scan.PopValueInto("always|duration", &v); err != nil {
+		return err
 	}
-	return s.interval.String()
-}
-
-func (s *syncFlag) Set(v string) error {
 	if strings.EqualFold(v, "always") {
 		s.interval, s.set = 0, true
 		return nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d <= 0 {
-		return fmt.Errorf("want always or a positive duration such as 2m")
+		return fmt.Errorf("%q: want always or a positive duration such as 2m", v)
 	}
 	s.interval, s.set = d, true
 	return nil
 }
 
-// storeLockFile, inside the store, carries the flock of the process that owns
-// the store. Its content, the owner's pid and URL, only names the owner: the
-// kernel releases the lock when the owner dies, so a file left by a killed
-// process refuses nobody.
-const storeLockFile = "jetledger.lock"
-
-// storeLock is the held lock of an embedded server's store.
-type storeLock struct {
-	f *os.File
-}
-
-// storeInUseError is the refusal of a store another process owns.
-type storeInUseError struct {
-	Dir string
-	PID int    // 0 when the owner had not written it yet
-	URL string // the owner's server, when it had started
-}
-
-func (e *storeInUseError) Error() string {
-	owner, url := "another process", "URL"
-	if e.PID > 0 {
-		owner = "pid " + strconv.Itoa(e.PID)
+func (s syncInterval) String() string {
+	if s.interval == 0 {
+		return "always"
 	}
-	if e.URL != "" {
-		owner += ", serving " + e.URL
-		url = e.URL
-	}
-	return fmt.Sprintf("embedded server store %s is in use by %s (lock %s): stop that process, "+
-		"or give this one another --db or --store-dir, or connect to the running server with --nats %s",
-		e.Dir, owner, filepath.Join(e.Dir, storeLockFile), url)
-}
-
-// lockStore takes the exclusive lock of the store dir without waiting, and
-// writes this process's pid into the lock file.
-func lockStore(dir string) (*storeLock, error) {
-	path := filepath.Join(dir, storeLockFile)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("lock embedded server store: %w", err)
-	}
-	held, err := flockExclusive(f)
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock embedded server store %s: %w", path, err)
-	}
-	if !held {
-		defer f.Close()
-		inUse := &storeInUseError{Dir: dir}
-		sc := bufio.NewScanner(io.LimitReader(f, 4096))
-		if sc.Scan() {
-			inUse.PID, _ = strconv.Atoi(strings.TrimSpace(sc.Text())) // unreadable: the owner is unnamed, still refused
-		}
-		if sc.Scan() {
-			inUse.URL = strings.TrimSpace(sc.Text())
-		}
-		return nil, inUse
-	}
-	l := &storeLock{f: f}
-	if err := l.write(""); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("lock embedded server store %s: %w", path, err)
-	}
-	return l, nil
-}
-
-// serving adds the server's URL to the lock file, so a refused second run
-// can say where to connect instead. The lock holds without it.
-func (l *storeLock) serving(url string) {
-	_ = l.write(url) // informational only
-}
-
-func (l *storeLock) write(url string) error {
-	if err := l.f.Truncate(0); err != nil {
-		return err
-	}
-	_, err := l.f.WriteAt([]byte(fmt.Sprintf("%d\n%s\n", os.Getpid(), url)), 0)
-	return err
-}
-
-// Close empties the lock file and releases the lock.
-func (l *storeLock) Close() {
-	_ = l.f.Truncate(0) // a clean stop leaves no owner named
-	_ = funlock(l.f)    // closing releases it too; this says so
-	l.f.Close()
+	return s.interval.String()
 }
 
 // scratchNode is an embedded JetStream server in a temporary directory with
@@ -266,7 +183,7 @@ func newScratchNode(ctx context.Context, name string, sync time.Duration, log *s
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	if n.nc, n.js, err = connect(ctx, natsFlags{url: n.srv.URL()}, log); err != nil {
+	if n.nc, n.js, err = connect(ctx, natsFlags{URL: n.srv.URL()}, log); err != nil {
 		n.srv.Close()
 		os.RemoveAll(dir)
 		return nil, err

@@ -4,16 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
-)
 
-func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+	"github.com/alecthomas/kong"
+)
 
 // The embedded store is the system of record: by default it syncs every
 // write before the publish is acked; --sync-interval trades that for speed.
@@ -38,20 +35,18 @@ func TestEmbeddedSyncInterval(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			fs := flag.NewFlagSet("run", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			sync := syncIntervalFlag(fs)
-			err := parse(fs, tt.args)
+			root, err := parseArgs(append([]string{"run"}, tt.args...)...)
 			if tt.wantErr {
-				if !errors.As(err, new(usageError)) {
-					t.Fatalf("parse %v: err %v, want a usage error", tt.args, err)
+				if !errors.As(err, new(*kong.ParseError)) {
+					t.Fatalf("parse %v: err %v, want a parse error (exit 2)", tt.args, err)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			srv, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "nats"), Sync: sync.interval}, quietLog())
+			sync := root.Run.Embedded.SyncInterval
+			srv, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "nats"), Sync: sync.interval}, quiet)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +89,7 @@ func TestEmbeddedStoreLock(t *testing.T) {
 	}
 	dir := filepath.Join(t.TempDir(), "nats")
 	start := func() (*embedded, error) {
-		return startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: dir}, quietLog())
+		return startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: dir}, quiet)
 	}
 	first, err := start()
 	if err != nil {

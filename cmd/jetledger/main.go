@@ -1,6 +1,14 @@
 // Command jetledger consumes NATS JetStream with exactly-once effects: each
 // message id is recorded in a SQLite ledger in the same transaction as its
 // local change, and acked only after that commit. See README.md.
+//
+// The command line is parsed by github.com/alecthomas/kong. From the struct
+// tags of one type per command it gives what a host run by systemd or an
+// image needs without hand-written parsing: per-command help, "did you mean"
+// on unknown flags and commands, JETLEDGER_* environment variables
+// (kong.DefaultEnvars) and a config file (kong.Configuration with
+// kong.ConfigFlag, read by tomlConfig), with no dependency beyond itself.
+// Flag groups shared by several commands are embedded structs, declared once.
 package main
 
 import (
@@ -10,9 +18,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"sort"
-	"strings"
 	"syscall"
+
+	"github.com/alecthomas/kong"
+	"github.com/jetledger/jetledger/ackwait"
 )
 
 // Exit codes, as documented in --help and README.md.
@@ -22,30 +31,6 @@ const (
 	exitUsage   = 2 // bad flags, arguments or input format
 )
 
-// command is one subcommand; run gets the arguments after its name.
-type command struct {
-	name    string
-	summary string
-	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
-	hidden  bool
-}
-
-func commands() []command {
-	return []command{
-		{name: "run", summary: "consume a stream through the ledger (embedded JetStream server without --nats)", run: runCmd},
-		{name: "replay", summary: "replay a stream through the ledger from a sequence or time; effects suppressed", run: replayCmd},
-		{name: "publish", summary: "publish JSON messages with stable Nats-Msg-Id headers", run: publishCmd},
-		{name: "outbox", summary: "inspect and operate the outbox: list, review, cancel, resolve, retry", run: outboxCmd},
-		{name: "ledger", summary: "inspect the ledger: stats, conflicts, prune", run: ledgerCmd},
-		{name: "dlq", summary: "dead letters: list, show, requeue with the original id, discard", run: dlqCmd},
-		{name: "status", summary: "one screen: stream, consumer vs plan, ledger, outbox, dead letters, conflicts", run: statusCmd},
-		{name: "check", summary: "verify a live consumer's AckWait against the timing plan", run: checkCmd},
-		{name: "bench", summary: "measure throughput, latency, ledger size and memory against raw JetStream", run: benchCmd},
-		{name: "demo", summary: "publish, consume, crash between commit and ack, restart: exactly once, shown", run: demoCmd},
-		{name: "demo-consumer", summary: "the demo's crashing consumer", run: demoConsumerCmd, hidden: true},
-	}
-}
-
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	code := mainExit(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -53,57 +38,61 @@ func main() {
 	os.Exit(code)
 }
 
-func mainExit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stdout)
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
-	}
-	for _, c := range commands() {
-		if c.name != args[0] {
-			continue
-		}
-		err := c.run(ctx, args[1:], stdout, stderr)
-		switch {
-		case err == nil || errors.Is(err, errHelp):
-			return exitOK
-		case errors.As(err, new(usageError)):
-			fmt.Fprintf(stderr, "jetledger %s: %v\nRun 'jetledger %s --help' for usage.\n", c.name, err, c.name)
-			return exitUsage
-		default:
-			fmt.Fprintf(stderr, "jetledger %s: %v\n", c.name, err)
-			return exitFailure
-		}
-	}
-	fmt.Fprintf(stderr, "jetledger: unknown command %q\n\n", args[0])
-	usage(stderr)
-	return exitUsage
+// invocation is what every command's Run is given: the process's context
+// (cancelled by SIGINT/SIGTERM) and where to write.
+type invocation struct {
+	ctx            context.Context
+	stdout, stderr io.Writer
 }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, `jetledger consumes NATS JetStream with exactly-once effects.
+// exitRequest carries kong's exit (after --help or --version) out of Parse
+// as a panic, so that mainExit returns the code instead of exiting.
+type exitRequest int
 
-Usage: jetledger <command> [flags]
-
-Commands:
-`)
-	cs := commands()
-	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
-	for _, c := range cs {
-		if !c.hidden {
-			fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+// mainExit parses args, runs the command and maps its outcome to an exit
+// code: 0 ok, 1 runtime failure, 2 bad usage.
+func mainExit(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(exitRequest)
+			if !ok {
+				panic(r)
+			}
+			code = int(e)
 		}
+	}()
+	parser, err := newParser(&cli{}, stdout, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "jetledger: %v\n", err)
+		return exitFailure
 	}
-	fmt.Fprint(w, `
-Every flag can also be set by an environment variable: JETLEDGER_ and the
-flag's name in capitals with '-' as '_' (--max-deliver: JETLEDGER_MAX_DELIVER).
-A flag on the command line wins over the environment.
-
-Exit codes: 0 ok, 1 runtime failure, 2 bad usage.
-Run 'jetledger <command> --help' for a command's flags.
-`)
+	if len(args) == 0 {
+		kctx, err := kong.Trace(parser, nil)
+		if err == nil {
+			err = kctx.PrintUsage(false)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "jetledger: %v\n", err)
+		}
+		return exitUsage
+	}
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		parser.Errorf("%v", err)
+		return exitUsage
+	}
+	err = kctx.Run(&invocation{ctx: ctx, stdout: stdout, stderr: stderr})
+	name := kctx.Selected().FullPath()
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", name, err, name)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "%s: %v%s\n", name, err, advice(err))
+		return exitFailure
+	}
 }
 
 // usageError marks an error as the caller's: exit code 2.
@@ -113,13 +102,15 @@ func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format
 
 func (e usageError) Unwrap() error { return e.error }
 
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
+// advice is what the command line can change about a library error, which
+// names only the library's fields; empty when there is nothing to add.
+func advice(err error) string {
+	var short *ackwait.TooShortError
+	switch {
+	case errors.As(err, &short):
+		return fmt.Sprintf("; with the nats CLI: nats consumer edit --wait %s; or shrink the plan: lower --deadline or --batch (or --buffer-wait, --commit-margin, --ack-margin)", short.Need)
+	case errors.Is(err, ackwait.ErrMaxAckPending):
+		return "; with the nats CLI: nats consumer edit --max-pending; or lower --batch"
 	}
-	return out
+	return ""
 }

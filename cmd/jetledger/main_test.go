@@ -46,7 +46,7 @@ func TestEnvironmentFallbackAndPrecedence(t *testing.T) {
 	if code := mainExit(context.Background(), []string{"check"}, &stdout, &stderr); code != exitUsage {
 		t.Fatalf("exit %d, want %d; stderr %s", code, exitUsage, stderr.String())
 	}
-	if !strings.Contains(stderr.String(), "$JETLEDGER_DEADLINE") {
+	if !strings.Contains(stderr.String(), "JETLEDGER_DEADLINE") {
 		t.Fatalf("stderr does not name the variable: %s", stderr.String())
 	}
 	// The command line wins over the environment: this fails later, at connect.

@@ -63,7 +63,7 @@ func (o outboxCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // serveMetrics serves /metrics and /healthz on addr until ctx ends.
-func serveMetrics(ctx context.Context, addr string, m *metrics, c *consumer.Consumer, d *consumer.Dispatcher,
+func serveMetrics(ctx context.Context, addr string, m *metrics, c *consumer.Consumer, d *dispatcher,
 	st *ledger.Store, nc *nats.Conn, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	counter := func(name, help string, f func() uint64) {
@@ -129,7 +129,7 @@ func serveMetrics(ctx context.Context, addr string, m *metrics, c *consumer.Cons
 
 // sendCollector reports the dispatcher's send outcomes at scrape time.
 type sendCollector struct {
-	d    *consumer.Dispatcher
+	d    *dispatcher
 	desc *prometheus.Desc
 }
 

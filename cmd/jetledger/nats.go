@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -18,29 +17,26 @@ import (
 const defaultNATS = "nats://127.0.0.1:4222"
 
 // natsFlags are the connection flags of the commands that talk to a server,
-// named as the nats CLI users know them.
+// named as the nats CLI users know them. The default URL and its help are
+// the variables nats_url and nats_help, which run and replay set to empty:
+// without --nats they start an embedded server.
 type natsFlags struct {
-	url, creds, nkey, user, password, token string
-	tlsCA, tlsCert, tlsKey                  string
-}
-
-func (n *natsFlags) register(fs *flag.FlagSet, usage string) {
-	fs.StringVar(&n.url, "nats", n.url, usage)
-	fs.StringVar(&n.creds, "nats-creds", "", "NATS user credentials file (JWT and seed)")
-	fs.StringVar(&n.nkey, "nats-nkey", "", "NATS user NKey seed file")
-	fs.StringVar(&n.user, "nats-user", "", "NATS user name")
-	fs.StringVar(&n.password, "nats-password", "", "NATS password")
-	fs.StringVar(&n.token, "nats-token", "", "NATS authentication token")
-	fs.StringVar(&n.tlsCA, "tls-ca", "", "CA certificate file to verify the NATS server")
-	fs.StringVar(&n.tlsCert, "tls-cert", "", "client certificate file for NATS TLS")
-	fs.StringVar(&n.tlsKey, "tls-key", "", "client key file for NATS TLS")
+	URL      string `name:"nats" default:"${nats_url}" placeholder:"URL" help:"${nats_help}"`
+	Creds    string `name:"nats-creds" placeholder:"FILE" help:"NATS user credentials file (JWT and seed)"`
+	NKey     string `name:"nats-nkey" placeholder:"FILE" help:"NATS user NKey seed file"`
+	User     string `name:"nats-user" help:"NATS user name"`
+	Password string `name:"nats-password" help:"NATS password"`
+	Token    string `name:"nats-token" help:"NATS authentication token"`
+	TLSCA    string `name:"tls-ca" placeholder:"FILE" help:"CA certificate file to verify the NATS server"`
+	TLSCert  string `name:"tls-cert" placeholder:"FILE" help:"client certificate file for NATS TLS"`
+	TLSKey   string `name:"tls-key" placeholder:"FILE" help:"client key file for NATS TLS"`
 }
 
 // options turns the flags into nats.go options, checking that files exist
 // so a typo names the flag rather than failing inside the handshake.
 func (n natsFlags) options() ([]nats.Option, error) {
 	var opts []nats.Option
-	for flagName, path := range map[string]string{"--nats-creds": n.creds, "--nats-nkey": n.nkey, "--tls-ca": n.tlsCA, "--tls-cert": n.tlsCert, "--tls-key": n.tlsKey} {
+	for flagName, path := range map[string]string{"--nats-creds": n.Creds, "--nats-nkey": n.NKey, "--tls-ca": n.TLSCA, "--tls-cert": n.TLSCert, "--tls-key": n.TLSKey} {
 		if path == "" {
 			continue
 		}
@@ -48,30 +44,30 @@ func (n natsFlags) options() ([]nats.Option, error) {
 			return nil, usagef("%s: %v", flagName, err)
 		}
 	}
-	if (n.tlsCert == "") != (n.tlsKey == "") {
+	if (n.TLSCert == "") != (n.TLSKey == "") {
 		return nil, usagef("--tls-cert and --tls-key go together")
 	}
-	if n.creds != "" {
-		opts = append(opts, nats.UserCredentials(n.creds))
+	if n.Creds != "" {
+		opts = append(opts, nats.UserCredentials(n.Creds))
 	}
-	if n.nkey != "" {
-		o, err := nats.NkeyOptionFromSeed(n.nkey)
+	if n.NKey != "" {
+		o, err := nats.NkeyOptionFromSeed(n.NKey)
 		if err != nil {
-			return nil, usagef("--nats-nkey %s: %v", n.nkey, err)
+			return nil, usagef("--nats-nkey %s: %v", n.NKey, err)
 		}
 		opts = append(opts, o)
 	}
-	if n.user != "" || n.password != "" {
-		opts = append(opts, nats.UserInfo(n.user, n.password))
+	if n.User != "" || n.Password != "" {
+		opts = append(opts, nats.UserInfo(n.User, n.Password))
 	}
-	if n.token != "" {
-		opts = append(opts, nats.Token(n.token))
+	if n.Token != "" {
+		opts = append(opts, nats.Token(n.Token))
 	}
-	if n.tlsCA != "" {
-		opts = append(opts, nats.RootCAs(n.tlsCA))
+	if n.TLSCA != "" {
+		opts = append(opts, nats.RootCAs(n.TLSCA))
 	}
-	if n.tlsCert != "" {
-		opts = append(opts, nats.ClientCert(n.tlsCert, n.tlsKey))
+	if n.TLSCert != "" {
+		opts = append(opts, nats.ClientCert(n.TLSCert, n.TLSKey))
 	}
 	return opts, nil
 }
@@ -83,7 +79,7 @@ func connect(ctx context.Context, n natsFlags, log *slog.Logger) (*nats.Conn, je
 	if err != nil {
 		return nil, nil, err
 	}
-	url := n.url
+	url := n.URL
 	nc, err := nats.Connect(url, append(auth,
 		nats.Name("jetledger"),
 		nats.MaxReconnects(-1),

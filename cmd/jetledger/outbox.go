@@ -1,177 +1,151 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
 )
 
-const outboxHelp = `
-Inspect and operate the outbox of external side effects.
+// outboxCmd is `jetledger outbox`: inspect and operate the outbox of
+// external side effects.
+type outboxCmd struct {
+	dbFlag
+	jsonFlag
+	List    outboxListCmd    `cmd:"" help:"rows, oldest first, with status, attempts, external id and the last error"`
+	Review  outboxReviewCmd  `cmd:"" help:"rows whose send has an unknown outcome, waiting for a person"`
+	Cancel  outboxCancelCmd  `cmd:"" help:"cancel a row; an item that may be at the destination is deleted there first (--webhook-delete-url)"`
+	Resolve outboxResolveCmd `cmd:"" help:"settle a row in review after checking the destination: --as sent --external-id X, or --as failed"`
+	Retry   outboxRetryCmd   `cmd:"" help:"put a failed row back in the queue; a running run sends it again with the same key"`
+}
 
-Subcommands:
-  list [--status S]       rows, oldest first (S: queued, sending, sent, failed,
-                          review, cancelled, suppressed)
-  review                  rows whose send has an unknown outcome: a person decides
-  cancel ID               queued/failed: cancelled, nothing was sent; sending:
-                          marked cancelled, the item is deleted at the destination
-                          when its send returns; sent: deleted at the destination
-                          (--webhook-delete-url) first, cancelled only if that worked
-  resolve ID --as sent --external-id X | --as failed
-                          settle a row in review after checking the destination
-  retry ID                put a failed row back in the queue
+func (outboxCmd) Help() string {
+	return `Each subcommand prints what it did (--json for machines) and exits 1 when
+the row's state does not allow the change, naming that state.`
+}
 
-Each prints what it did and exits 1 when it could not.`
-
-func outboxCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	withID := []string{"cancel", "resolve", "retry"}
-	sub, id, rest, err := subcommand(args, "jetledger outbox <list|review|cancel|resolve|retry> [ID] [flags]", outboxHelp, withID, stdout)
+// report prints what was done to row id, and its state now.
+func (o *outboxCmd) report(inv *invocation, st *ledger.Store, id, did string) error {
+	it, err := st.Get(inv.ctx, id)
 	if err != nil {
 		return err
 	}
-	needsID := slices.Contains(withID, sub)
-	var db, status, as, ext string
-	var asJSON bool
-	var limit int
-	var wf webhookFlags
-	fs := newFlags("outbox "+sub, "outbox "+sub+" [ID] [flags]", outboxHelp, stdout)
-	fs.StringVar(&db, "db", "jetledger.db", "SQLite ledger file")
-	fs.BoolVar(&asJSON, "json", false, "print JSON")
-	switch sub {
-	case "list":
-		fs.StringVar(&status, "status", "", "only rows in this status")
-		fs.IntVar(&limit, "limit", 100, "most rows to list (0: all)")
-	case "review":
-		fs.IntVar(&limit, "limit", 100, "most rows to list (0: all)")
-	case "cancel":
-		wf.register(fs)
-	case "resolve":
-		fs.StringVar(&as, "as", "", "sent or failed (required)")
-		fs.StringVar(&ext, "external-id", "", "the destination's id for the item (required with --as sent)")
-	case "retry":
-	default:
-		return usagef("unknown subcommand %q: want list, review, cancel, resolve or retry", sub)
+	if o.JSON {
+		return json.NewEncoder(inv.stdout).Encode(map[string]any{"result": did, "row": it})
 	}
-	if err := parse(fs, rest); err != nil {
-		return err
-	}
-	if needsID && id == "" {
-		return usagef("outbox %s needs the row's id", sub)
-	}
-	if status != "" && !validStatus(ledger.Status(status)) {
-		return usagef("--status %q: want one of %s", status, statusNames())
-	}
-	st, err := openExisting(db)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-
-	report := func(it ledger.OutboxItem, did string) error {
-		if asJSON {
-			return json.NewEncoder(stdout).Encode(map[string]any{"result": did, "row": it})
-		}
-		fmt.Fprintf(stdout, "%s: %s (now %s)\n", it.ID, did, it.Status)
-		return nil
-	}
-	switch sub {
-	case "list", "review":
-		if sub == "review" {
-			status = string(ledger.StatusReview)
-		}
-		items, err := st.ListOutbox(ctx, ledger.Status(status), limit)
-		if err != nil {
-			return err
-		}
-		return printList(stdout, asJSON, items, "ID\tSTATUS\tMESSAGE ID\tSINK\tATTEMPTS\tEXTERNAL ID\tUPDATED\tERROR",
-			func(it ledger.OutboxItem) string {
-				return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s", it.ID, it.Status, it.MessageID, it.Sink, it.Attempts,
-					it.ExternalID, it.UpdatedAt.Format(time.RFC3339), it.Error)
-			})
-	case "cancel":
-		sink, err := wf.sink()
-		if err != nil {
-			return err
-		}
-		if sink == nil {
-			sink = noDeleteSink{}
-		}
-		d, err := consumer.NewDispatcher(st, consumer.DispatcherConfig{Sink: sink})
-		if err != nil {
-			return usageError{err}
-		}
-		out, err := d.Cancel(ctx, id)
-		if err != nil {
-			return err
-		}
-		it, err := st.Get(ctx, id)
-		if err != nil {
-			return err
-		}
-		return report(it, string(out))
-	case "resolve":
-		if as != string(ledger.StatusSent) && as != string(ledger.StatusFailed) {
-			return usagef("--as %q: want sent or failed", as)
-		}
-		if as == string(ledger.StatusSent) && ext == "" {
-			return usagef("--as sent needs --external-id: the destination's id for the item")
-		}
-		if err := st.Resolve(ctx, id, ledger.Status(as), ext); err != nil {
-			return err
-		}
-		it, err := st.Get(ctx, id)
-		if err != nil {
-			return err
-		}
-		return report(it, "resolved as "+as)
-	case "retry":
-		if err := st.Retry(ctx, id); err != nil {
-			return err
-		}
-		it, err := st.Get(ctx, id)
-		if err != nil {
-			return err
-		}
-		return report(it, "queued again; a running 'jetledger run' with the sink will send it")
-	}
+	fmt.Fprintf(inv.stdout, "%s: %s (now %s)\n", it.ID, did, it.Status)
 	return nil
 }
 
-func validStatus(s ledger.Status) bool {
-	for _, v := range ledger.Statuses {
-		if v == s {
-			return true
+// change runs f, a change of row id that says what it did, and reports it;
+// a change the row's state does not allow is said in the command's words,
+// naming that state.
+func (o *outboxCmd) change(inv *invocation, verb, id string, f func(*ledger.Store) (string, error)) error {
+	return o.withStore(func(st *ledger.Store) error {
+		did, err := f(st)
+		if errors.Is(err, ledger.ErrIllegalTransition) {
+			if it, gerr := st.Get(inv.ctx, id); gerr == nil {
+				return fmt.Errorf("cannot %s %s: it is %s (%w)", verb, id, it.Status, ledger.ErrIllegalTransition)
+			}
 		}
+		if err != nil {
+			return err
+		}
+		return o.report(inv, st, id, did)
+	})
+}
+
+// list prints the rows in status (all with ""), oldest first.
+func (o *outboxCmd) list(inv *invocation, status ledger.Status, limit int) error {
+	fetch := func(st *ledger.Store) ([]ledger.OutboxItem, error) { return st.ListOutbox(inv.ctx, status, limit) }
+	return listRows(inv, o.dbFlag, o.JSON, fetch, "ID\tSTATUS\tMESSAGE ID\tSINK\tATTEMPTS\tEXTERNAL ID\tUPDATED\tERROR",
+		func(it ledger.OutboxItem) string {
+			return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s", it.ID, it.Status, it.MessageID, it.Sink, it.Attempts,
+				it.ExternalID, it.UpdatedAt.Format(time.RFC3339), it.Error)
+		})
+}
+
+type outboxListCmd struct {
+	limitFlag
+	Status string `name:"status" help:"only rows in this status: queued, sending, sent, failed, review, cancelled or suppressed"`
+}
+
+func (c *outboxListCmd) Run(inv *invocation, o *outboxCmd) error {
+	if c.Status != "" && !slices.Contains(ledger.Statuses, ledger.Status(c.Status)) {
+		names := make([]string, len(ledger.Statuses))
+		for i, s := range ledger.Statuses {
+			names[i] = string(s)
+		}
+		return usagef("--status %q: want one of %s", c.Status, strings.Join(names, ", "))
 	}
-	return false
+	return o.list(inv, ledger.Status(c.Status), c.Limit)
 }
 
-func statusNames() string {
-	names := make([]string, len(ledger.Statuses))
-	for i, s := range ledger.Statuses {
-		names[i] = string(s)
+type outboxReviewCmd struct {
+	limitFlag
+}
+
+func (c *outboxReviewCmd) Run(inv *invocation, o *outboxCmd) error {
+	return o.list(inv, ledger.StatusReview, c.Limit)
+}
+
+// outboxRow is the argument of the commands that change one row.
+type outboxRow struct {
+	ID string `arg:"" name:"id" help:"the row's id, which is also its idempotency key"`
+}
+
+type outboxCancelCmd struct {
+	outboxRow
+	Webhook webhookFlags `embed:"" group:"webhook"`
+}
+
+func (outboxCancelCmd) Help() string {
+	return `queued/failed: cancelled, nothing was sent. sending: too late, already
+sending, so the row is marked cancelled and the item is deleted at the
+destination when the send returns (review if that fails). sent/review with an
+external id: deleted at the destination (--webhook-delete-url) first,
+cancelled only after that worked; otherwise exit 1 saying the item is still
+at the destination, row unchanged.`
+}
+
+func (c *outboxCancelCmd) Run(inv *invocation, o *outboxCmd) error {
+	s, err := c.Webhook.sink()
+	if err != nil {
+		return err
 	}
-	return strings.Join(names, ", ")
+	return o.change(inv, "cancel", c.ID, func(st *ledger.Store) (string, error) {
+		return cancelOutbox(inv.ctx, st, s, c.ID)
+	})
 }
 
-// noDeleteSink stands in when outbox cancel is given no --webhook-delete-url:
-// rows never sent can still be cancelled; sent ones cannot be deleted.
-type noDeleteSink struct{}
+type outboxResolveCmd struct {
+	outboxRow
+	As         string `name:"as" placeholder:"sent|failed" help:"sent or failed (required)"`
+	ExternalID string `name:"external-id" help:"the destination's id for the item (required with --as sent)"`
+}
 
-func (noDeleteSink) Name() string { return "webhook" }
-func (noDeleteSink) Send(context.Context, ledger.OutboxItem) (string, error) {
-	return "", errors.New("not sending")
+func (c *outboxResolveCmd) Run(inv *invocation, o *outboxCmd) error {
+	if c.As != string(ledger.StatusSent) && c.As != string(ledger.StatusFailed) {
+		return usagef("--as %q: want sent or failed", c.As)
+	}
+	if c.As == string(ledger.StatusSent) && c.ExternalID == "" {
+		return usagef("--as sent needs --external-id: the destination's id for the item")
+	}
+	return o.change(inv, "resolve", c.ID, func(st *ledger.Store) (string, error) {
+		return "resolved as " + c.As, st.Resolve(inv.ctx, c.ID, ledger.Status(c.As), c.ExternalID)
+	})
 }
-func (noDeleteSink) Delete(context.Context, string) error {
-	return errors.New("no --webhook-delete-url given, so the item cannot be deleted at the destination")
+
+type outboxRetryCmd struct {
+	outboxRow
 }
-func (noDeleteSink) Idempotent() bool       { return false }
-func (noDeleteSink) Timeout() time.Duration { return 10 * time.Second }
+
+func (c *outboxRetryCmd) Run(inv *invocation, o *outboxCmd) error {
+	return o.change(inv, "retry", c.ID, func(st *ledger.Store) (string, error) {
+		return "queued again; a running 'jetledger run' with the sink will send it", st.Retry(inv.ctx, c.ID)
+	})
+}

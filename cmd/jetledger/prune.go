@@ -14,26 +14,26 @@ import (
 // pruner removes ledger rows that no redelivery or republish can meet, with
 // the bounds read from the live stream each time.
 type pruner struct {
-	st                         *ledger.Store
-	js                         jetstream.JetStream
-	stream, durable            string // the durable: what it has not handled yet holds ids back
-	retention, outboxRetention time.Duration
-	hold                       time.Duration // the plan's PruneHold: a batch waits this long at most
-	log                        *slog.Logger
+	st          *ledger.Store
+	js          jetstream.JetStream
+	streamFlags // the durable: what it has not handled yet holds ids back
+	retentionFlags
+	hold time.Duration // the plan's PruneHold: a batch waits this long at most
+	log  *slog.Logger
 }
 
 // options reads the stream's first sequence and duplicate window now.
 func (p *pruner) options(ctx context.Context) (ledger.PruneOptions, error) {
-	s, err := p.js.Stream(ctx, p.stream)
+	s, err := p.js.Stream(ctx, p.Stream)
 	if err != nil {
-		return ledger.PruneOptions{}, fmt.Errorf("prune: stream %s: %w", p.stream, err)
+		return ledger.PruneOptions{}, fmt.Errorf("prune: stream %s: %w", p.Stream, err)
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
-		return ledger.PruneOptions{}, fmt.Errorf("prune: stream %s: %w", p.stream, err)
+		return ledger.PruneOptions{}, fmt.Errorf("prune: stream %s: %w", p.Stream, err)
 	}
-	o := ledger.PruneOptions{Stream: p.stream, FirstSeq: info.State.FirstSeq, DuplicateWindow: info.Config.Duplicates,
-		Retention: p.retention, OutboxRetention: p.outboxRetention, Hold: p.hold}
+	o := ledger.PruneOptions{Stream: p.Stream, FirstSeq: info.State.FirstSeq, DuplicateWindow: info.Config.Duplicates,
+		Retention: p.Retention, OutboxRetention: p.OutboxRetention, Hold: p.hold}
 	if o.Unconsumed, err = p.unconsumed(ctx, s, info.State.LastSeq); err != nil {
 		return ledger.PruneOptions{}, err
 	}
@@ -55,12 +55,12 @@ func (p *pruner) options(ctx context.Context) (ledger.PruneOptions, error) {
 // a consumer made later starts at the stream's start.
 func (p *pruner) unconsumed(ctx context.Context, s jetstream.Stream, lastSeq uint64) (time.Time, error) {
 	var floor uint64
-	cons, err := p.js.Consumer(ctx, p.stream, p.durable)
+	cons, err := p.js.Consumer(ctx, p.Stream, p.Durable)
 	switch {
 	case err == nil:
 		floor = cons.CachedInfo().AckFloor.Stream
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
-		return time.Time{}, fmt.Errorf("prune: durable %s: %w", p.durable, err)
+		return time.Time{}, fmt.Errorf("prune: durable %s: %w", p.Durable, err)
 	}
 	if floor >= lastSeq {
 		return time.Time{}, nil
@@ -70,7 +70,7 @@ func (p *pruner) unconsumed(ctx context.Context, s jetstream.Stream, lastSeq uin
 		return time.Time{}, nil // purged meanwhile
 	}
 	if err != nil {
-		return time.Time{}, fmt.Errorf("prune: first message past the ack floor of %s: %w", p.durable, err)
+		return time.Time{}, fmt.Errorf("prune: first message past the ack floor of %s: %w", p.Durable, err)
 	}
 	return m.Time, nil
 }
@@ -81,9 +81,9 @@ func (p *pruner) check(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if p.retention < o.DuplicateWindow {
+	if p.Retention < o.DuplicateWindow {
 		return usagef("--retention %s is shorter than stream %s's duplicate window %s: a republished id could be applied twice",
-			p.retention, p.stream, o.DuplicateWindow)
+			p.Retention, p.Stream, o.DuplicateWindow)
 	}
 	return nil
 }

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/jetledger/jetledger/publisher"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 const publishHelp = `
@@ -28,99 +30,114 @@ sequence of the stored copy.
 Timeouts and no-responders are retried with the same id (--attempts).
 
 Examples:
-  jetledger publish --subject payments.in --data '{"account":"a1","amount":5}' --id evt_123
-  jetledger publish --subject payments.in --id-field event_id < events.jsonl`
 
-func publishCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	n := natsFlags{url: defaultNATS}
-	var subject, data, id, idField string
-	var attempts int
-	var timeout time.Duration
-	var asJSON, raw bool
-	var lf logFlags
-	fs := newFlags("publish", "publish --subject S [--data JSON [--id ID] | < lines.jsonl] [flags]", publishHelp, stdout)
-	n.register(fs, "NATS server URL")
-	fs.StringVar(&subject, "subject", "", "subject to publish to (required)")
-	fs.StringVar(&data, "data", "", "publish this one message instead of reading standard input")
-	fs.StringVar(&id, "id", "", "Nats-Msg-Id of the --data message (default: a new ULID)")
-	fs.StringVar(&idField, "id-field", "", "top-level JSON field holding each line's id (string or number)")
-	fs.IntVar(&attempts, "attempts", publisher.AttemptsDefault, "tries per message on timeout or no responders, all with the same id")
-	fs.DurationVar(&timeout, "timeout", publisher.TimeoutDefault, "wait for the stream's ack per attempt")
-	fs.BoolVar(&raw, "raw", false, "publish lines as they are, without checking that they are JSON")
-	fs.BoolVar(&asJSON, "json", false, "print one JSON object per message")
-	lf.register(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if subject == "" {
+    jetledger publish --subject payments.in --data '{"account":"a1","amount":5}' --id evt_123
+    jetledger publish --subject payments.in --id-field event_id < events.jsonl`
+
+// publishCmd is `jetledger publish`.
+type publishCmd struct {
+	NATS     natsFlags     `embed:"" group:"nats"`
+	Subject  string        `name:"subject" help:"subject to publish to (required)"`
+	Data     string        `name:"data" placeholder:"JSON" help:"publish this one message instead of reading standard input"`
+	ID       string        `name:"id" help:"Nats-Msg-Id of the --data message (default: a new ULID)"`
+	IDField  string        `name:"id-field" placeholder:"FIELD" help:"top-level JSON field holding each line's id (string or number)"`
+	Attempts int           `name:"attempts" default:"${publish_attempts}" help:"tries per message on timeout or no responders, all with the same id"`
+	Timeout  time.Duration `name:"timeout" default:"${publish_timeout}" help:"wait for the stream's ack per attempt"`
+	Raw      bool          `name:"raw" help:"publish lines as they are, without checking that they are JSON"`
+	jsonFlag
+	Log logFlags `embed:"" group:"log"`
+}
+
+func (publishCmd) Help() string { return publishHelp }
+
+func (c *publishCmd) Run(inv *invocation) error {
+	if c.Subject == "" {
 		return usagef("--subject is required")
 	}
-	if id != "" && data == "" {
+	if c.ID != "" && c.Data == "" {
 		return usagef("--id needs --data; for standard input use --id-field")
 	}
-	if attempts < 1 || timeout <= 0 {
+	if c.Attempts < 1 || c.Timeout <= 0 {
 		return usagef("--attempts must be at least 1 and --timeout positive")
 	}
-	log, err := lf.logger(stderr)
+	log, err := c.Log.logger(inv.stderr)
 	if err != nil {
 		return err
 	}
-
-	var msgs []publisher.Message
-	if data != "" {
-		if !raw && !json.Valid([]byte(data)) {
-			return usagef("--data is not valid JSON (use --raw to publish it anyway)")
-		}
-		m := publisher.Message{Subject: subject, Data: []byte(data), ID: id}
-		if id == "" && idField != "" {
-			if m.ID, err = fieldID([]byte(data), idField); err != nil {
-				return usagef("--data: %v", err)
-			}
-		}
-		msgs = append(msgs, m)
-	} else if msgs, err = readLines(os.Stdin, subject, idField, raw); err != nil {
+	msgs, err := c.messages()
+	if err != nil {
 		return err
 	}
-	if len(msgs) == 0 {
-		return usagef("nothing to publish: give --data or JSON lines on standard input")
-	}
-
-	nc, js, err := connect(ctx, n, log)
+	nc, js, err := connect(inv.ctx, c.NATS, log)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	p, err := publisher.New(js, publisher.Config{Attempts: attempts, Timeout: timeout, Logger: log})
+	p, err := publisher.New(js, publisher.Config{Attempts: c.Attempts, Timeout: c.Timeout, Logger: log})
 	if err != nil {
 		return usageError{err}
 	}
-	if name, err := js.StreamNameBySubject(ctx, subject); err == nil {
-		if s, err := js.Stream(ctx, name); err == nil {
-			if err := p.CheckDuplicateWindow(s.CachedInfo().Config.Duplicates); err != nil {
-				log.WarnContext(ctx, "retries may outlive the stream's duplicate window", "stream", name, "err", err)
-			}
+	warnWindow(inv.ctx, js, p, c.Subject, log)
+	acks, err := p.PublishBatch(inv.ctx, msgs)
+	dups := c.report(inv.stdout, acks)
+	if err != nil {
+		return fmt.Errorf("published %d of %d messages: %w", len(acks), len(msgs), err)
+	}
+	if !c.JSON && len(acks) > 1 {
+		fmt.Fprintf(inv.stdout, "published %d messages (%d duplicates)\n", len(acks), dups)
+	}
+	return nil
+}
+
+// messages reads and checks all input before anything is published.
+func (c *publishCmd) messages() ([]publisher.Message, error) {
+	if c.Data == "" {
+		msgs, err := readLines(os.Stdin, c.Subject, c.IDField, c.Raw)
+		if err == nil && len(msgs) == 0 {
+			err = usagef("nothing to publish: give --data or JSON lines on standard input")
+		}
+		return msgs, err
+	}
+	if !c.Raw && !json.Valid([]byte(c.Data)) {
+		return nil, usagef("--data is not valid JSON (use --raw to publish it anyway)")
+	}
+	m := publisher.Message{Subject: c.Subject, Data: []byte(c.Data), ID: c.ID}
+	if c.ID == "" && c.IDField != "" {
+		var err error
+		if m.ID, err = fieldID([]byte(c.Data), c.IDField); err != nil {
+			return nil, usagef("--data: %v", err)
 		}
 	}
-	acks, err := p.PublishBatch(ctx, msgs)
-	enc := json.NewEncoder(stdout)
-	dups := 0
+	return []publisher.Message{m}, nil
+}
+
+// report prints one line (or JSON object) per ack and returns the duplicates.
+func (c *publishCmd) report(w io.Writer, acks []publisher.Ack) (dups int) {
+	enc := json.NewEncoder(w)
 	for _, a := range acks {
 		if a.Duplicate {
 			dups++
 		}
-		if asJSON {
+		if c.JSON {
 			enc.Encode(a) //nolint:errcheck // stdout
 		} else {
-			fmt.Fprintf(stdout, "seq=%d id=%s duplicate=%t\n", a.Sequence, a.ID, a.Duplicate)
+			fmt.Fprintf(w, "seq=%d id=%s duplicate=%t\n", a.Sequence, a.ID, a.Duplicate)
 		}
 	}
+	return dups
+}
+
+// warnWindow warns when retries may outlive the stream's duplicate window.
+func warnWindow(ctx context.Context, js jetstream.JetStream, p *publisher.Publisher, subject string, log *slog.Logger) {
+	name, err := js.StreamNameBySubject(ctx, subject)
 	if err != nil {
-		return fmt.Errorf("published %d of %d messages: %w", len(acks), len(msgs), err)
+		return
 	}
-	if !asJSON && len(acks) > 1 {
-		fmt.Fprintf(stdout, "published %d messages (%d duplicates)\n", len(acks), dups)
+	if s, err := js.Stream(ctx, name); err == nil {
+		if err := p.CheckDuplicateWindow(s.CachedInfo().Config.Duplicates); err != nil {
+			log.WarnContext(ctx, "retries may outlive the stream's duplicate window", "stream", name, "err", err)
+		}
 	}
-	return nil
 }
 
 // maxLine bounds one input line; the server's own limit (1 MiB by default)

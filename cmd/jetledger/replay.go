@@ -1,10 +1,8 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,7 +11,6 @@ import (
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/mattn/go-isatty"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/schollz/progressbar/v3"
 )
 
@@ -43,116 +40,85 @@ goes to standard error (a bar on a terminal, lines otherwise); the summary to
 standard output: applied, duplicates, conflicts, suppressed, queued for run,
 in review, dead letters.`
 
-func replayCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return consume(ctx, args, stdout, stderr, true)
+// replayCmd is `jetledger replay`.
+type replayCmd struct {
+	consumeFlags `set:"durable_help=the live durable consumer of run: the replay stops at the last message it was delivered and leaves the rest, with its effects, to run"`
+	FromSeq      uint64 `name:"from-seq" placeholder:"N" help:"replay from this stream sequence (default: the stream's start)"`
+	ToSeq        uint64 `name:"to-seq" placeholder:"N" help:"replay up to this stream sequence (default: the last one delivered to --durable, where run stands); effects of messages run was never delivered are queued for run"`
+	Since        string `name:"since" placeholder:"DURATION|TIME" help:"replay messages stored since this long ago (1h) or this time (RFC 3339)"`
+	SendEffects  bool   `name:"send-effects" help:"queue the outbox effects of every replayed message for run to send (default: suppressed up to run's ack floor)"`
+	NoEffects    bool   `name:"no-effects" help:"run has no outbox effects (no --webhook): replay past its ack floor without recording any"`
+	jsonFlag
+}
+
+func (replayCmd) Help() string { return replayHelp }
+
+func (c *replayCmd) Run(inv *invocation) error {
+	ctx := inv.ctx
+	from, err := c.replayFrom()
+	if err != nil {
+		return err
+	}
+	s, err := c.setup(ctx, inv.stderr)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	setupCtx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	b, err := boundReplay(setupCtx, s.js, c.Stream, c.Durable, c.ToSeq)
+	if err != nil {
+		return err
+	}
+	if b.upTo == 0 || b.upTo < from.Seq {
+		fmt.Fprintf(inv.stderr, "jetledger replay: nothing to replay: durable %s was delivered nothing from there\n", c.Durable)
+		return replaySummary(ctx, s.st, nil, time.Now(), b, c.JSON, inv.stdout)
+	}
+	if err := checkEffectsDecided(setupCtx, s.st, c.Stream, b, s.sink, c.NoEffects); err != nil {
+		return err
+	}
+	from.UpTo = b.upTo
+	s.h.replay = &replayEffects{replayBound: b, sendAll: c.SendEffects}
+	s.cfg.Replay = &from
+	cons, err := consumer.New(setupCtx, s.js, s.st, s.cfg)
+	if err != nil {
+		return err
+	}
+	started := time.Now()
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	progressDone := make(chan error, 1)
+	go func() { progressDone <- followReplay(runCtx, cons, inv.stderr, stop) }()
+	runErr := cons.Run(runCtx)
+	stop()
+	if perr := <-progressDone; runErr == nil {
+		runErr = perr
+	}
+	if runErr != nil {
+		return runErr
+	}
+	return replaySummary(ctx, s.st, cons, started, b, c.JSON, inv.stdout)
 }
 
 // replayFrom reads --from-seq and --since.
-func (f *runFlags) replayFrom() (consumer.ReplayFrom, error) {
-	if f.fromSeq > 0 && f.since != "" {
+func (c *replayCmd) replayFrom() (consumer.ReplayFrom, error) {
+	if c.FromSeq > 0 && c.Since != "" {
 		return consumer.ReplayFrom{}, usagef("give --from-seq or --since, not both")
 	}
-	if f.since == "" {
-		return consumer.ReplayFrom{Seq: f.fromSeq}, nil
+	if c.Since == "" {
+		return consumer.ReplayFrom{Seq: c.FromSeq}, nil
 	}
-	if d, err := time.ParseDuration(f.since); err == nil {
+	if d, err := time.ParseDuration(c.Since); err == nil {
 		if d <= 0 {
-			return consumer.ReplayFrom{}, usagef("--since %q: want a positive duration", f.since)
+			return consumer.ReplayFrom{}, usagef("--since %q: want a positive duration", c.Since)
 		}
 		return consumer.ReplayFrom{Time: time.Now().Add(-d)}, nil
 	}
-	t, err := time.Parse(time.RFC3339, f.since)
+	t, err := time.Parse(time.RFC3339, c.Since)
 	if err != nil {
-		return consumer.ReplayFrom{}, usagef("--since %q: want a duration (24h) or an RFC 3339 time (2026-11-30T00:00:00Z)", f.since)
+		return consumer.ReplayFrom{}, usagef("--since %q: want a duration (24h) or an RFC 3339 time (2026-11-30T00:00:00Z)", c.Since)
 	}
 	return consumer.ReplayFrom{Time: t}, nil
-}
-
-// replayBound is where a replay stops, where run stands: every message up
-// to its ack floor handled, none past the last it was delivered.
-type replayBound struct {
-	upTo, floor, delivered uint64
-}
-
-// replayEffects decides what becomes of a replayed message's outbox effect,
-// so that a replay never swallows one that run has yet to send, nor sends
-// twice one that run already has.
-type replayEffects struct {
-	replayBound
-	sendAll bool // --send-effects: queue every effect for run to send
-}
-
-const reviewPastFloor = "replayed past run's ack floor: run had this message delivered and may have sent its effect; " +
-	"check the destination for the idempotency key (the row id), then resolve the row"
-
-// record settles the message's dead letter, if run gave up on it, and
-// records its effect (for sink, when there is one): queued for run when run
-// never handled the message (dead-lettered, or never delivered) or with
-// --send-effects; suppressed when run did (up to its ack floor); in review
-// when nobody can tell (delivered to run past its floor).
-func (r *replayEffects) record(ctx context.Context, tx *ledger.Tx, d ledger.Delivery, sink string) error {
-	dead, err := tx.ClearDeadLetter(ctx)
-	if err != nil || sink == "" {
-		return err
-	}
-	switch {
-	case dead || d.Sequence > r.delivered || r.sendAll:
-		_, err = tx.Enqueue(ctx, sink, d.Data)
-	case d.Sequence <= r.floor:
-		_, err = tx.EnqueueSuppressed(ctx, sink, d.Data)
-	default:
-		_, err = tx.EnqueueReview(ctx, sink, d.Data, reviewPastFloor)
-	}
-	return err
-}
-
-// boundReplay reads where run's durable stands: the replay goes up to the
-// last message run was delivered (--to-seq moves it), since run may have
-// acked messages past its ack floor, which it will never be given again.
-// Without the durable, --to-seq says how far messages count as handled
-// elsewhere.
-func boundReplay(ctx context.Context, js jetstream.JetStream, stream, durable string, toSeq uint64) (replayBound, error) {
-	cons, err := js.Consumer(ctx, stream, durable)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		if toSeq == 0 {
-			return replayBound{}, usagef("stream %s has no durable %q, so replay cannot tell which messages run has yet to handle; "+
-				"name run's durable with --durable, or give --to-seq N: messages up to N then count as handled elsewhere and their effects are suppressed",
-				stream, durable)
-		}
-		return replayBound{upTo: toSeq, floor: toSeq, delivered: toSeq}, nil
-	}
-	if err != nil {
-		return replayBound{}, fmt.Errorf("look up durable %s of stream %s: %w", durable, stream, err)
-	}
-	info := cons.CachedInfo()
-	b := replayBound{floor: info.AckFloor.Stream, delivered: max(info.Delivered.Stream, info.AckFloor.Stream)}
-	b.upTo = cmp.Or(toSeq, b.delivered)
-	return b, nil
-}
-
-// checkEffectsDecided refuses a replay that would apply messages run has not
-// handled (past its ack floor, or dead-lettered) without being told what run
-// does with effects: applied without an outbox row, their effects would be
-// lost, since run then meets them as duplicates.
-func checkEffectsDecided(ctx context.Context, st *ledger.Store, stream string, b replayBound, sink consumer.Sink, noEffects bool) error {
-	if sink != nil || noEffects {
-		return nil
-	}
-	if b.upTo > b.floor {
-		return usagef("the replay goes past run's ack floor (seq %d, up to %d): give it run's --webhook so their effects are recorded, or --no-effects if run has none",
-			b.floor, b.upTo)
-	}
-	dls, err := st.DeadLetters(ctx, 0)
-	if err != nil {
-		return err
-	}
-	for _, dl := range dls {
-		if dl.Stream == stream && dl.Sequence <= b.upTo {
-			return usagef("the replay reaches dead letter %d (seq %d), which run never applied: give it run's --webhook so its effect is recorded, or --no-effects if run has none",
-				dl.ID, dl.Sequence)
-		}
-	}
-	return nil
 }
 
 // followReplay shows progress on out (standard error: standard output

@@ -2,16 +2,14 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"text/tabwriter"
 	"time"
 
-	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 const statusHelp = `
@@ -49,86 +47,85 @@ type statusReport struct {
 	Problems []string                `json:"problems,omitempty"`
 }
 
-func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	n := natsFlags{url: defaultNATS}
-	var db, stream, durable string
-	var asJSON bool
-	var pf planFlags
-	fs := newFlags("status", "status [flags]", statusHelp, stdout)
-	fs.StringVar(&db, "db", "jetledger.db", "SQLite ledger file")
-	n.register(fs, "NATS server URL")
-	fs.StringVar(&stream, "stream", "EVENTS", "stream")
-	fs.StringVar(&durable, "durable", consumer.DurableDefault, "durable consumer")
-	fs.BoolVar(&asJSON, "json", false, "print JSON")
-	pf.register(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	plan, err := pf.plan()
+// statusCmd is `jetledger status`.
+type statusCmd struct {
+	dbFlag
+	NATS natsFlags `embed:"" group:"nats"`
+	streamFlags
+	jsonFlag
+	Plan planFlags `embed:"" group:"timing"`
+}
+
+func (statusCmd) Help() string { return statusHelp }
+
+func (c *statusCmd) Run(inv *invocation) error {
+	plan, err := c.Plan.plan()
 	if err != nil {
 		return err
 	}
 	var rep statusReport
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(inv.ctx, 10*time.Second)
 	defer cancel()
-
-	if _, err := os.Stat(db); err != nil {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("ledger %s: %v", db, err))
-	} else if st, err := ledger.Open(db, ledger.Config{}); err != nil {
-		rep.Problems = append(rep.Problems, err.Error())
-	} else {
-		defer st.Close()
-		if s, err := st.Stats(ctx); err != nil {
-			rep.Problems = append(rep.Problems, err.Error())
-		} else {
-			rep.Ledger = &s
-		}
-		if oc, err := st.OutboxCounts(ctx); err != nil {
-			rep.Problems = append(rep.Problems, err.Error())
-		} else {
-			rep.Outbox = oc
-		}
-	}
-
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	if nc, js, err := connect(ctx, n, quiet); err != nil {
+	c.readLedger(ctx, &rep)
+	if nc, js, err := connect(ctx, c.NATS, quiet); err != nil {
 		rep.Problems = append(rep.Problems, err.Error())
 	} else {
 		defer nc.Close()
-		if s, err := js.Stream(ctx, stream); err != nil {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("stream %s: %v", stream, err))
-		} else if info, err := s.Info(ctx); err != nil {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("stream %s: %v", stream, err))
-		} else {
-			rep.Stream = &streamStatus{stream, info.State.FirstSeq, info.State.LastSeq, info.State.Msgs, info.Config.Duplicates}
-		}
-		if c, err := js.Consumer(ctx, stream, durable); err != nil {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("consumer %s/%s: %v", stream, durable, err))
-		} else if info, err := c.Info(ctx); err != nil {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("consumer %s/%s: %v", stream, durable, err))
-		} else {
-			verr := plan.Validate(info.Config)
-			if verr != nil {
-				rep.Problems = append(rep.Problems, verr.Error())
-			}
-			rep.Consumer = &consumerStatus{durable, info.Config.AckWait, plan.AckWait(), verr == nil, info.NumPending, info.NumAckPending,
-				info.NumRedelivered, info.AckFloor.Stream, info.Config.MaxDeliver}
-		}
+		c.readServer(ctx, js, plan, &rep)
 	}
-
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+	if c.JSON {
+		if err := printJSON(inv.stdout, rep); err != nil {
 			return err
 		}
 	} else {
-		printStatus(stdout, rep)
+		printStatus(inv.stdout, rep)
 	}
 	if len(rep.Problems) > 0 {
 		return fmt.Errorf("%d problem(s): %s", len(rep.Problems), rep.Problems[0])
 	}
 	return nil
+}
+
+// readLedger fills in the ledger's part of rep.
+func (c *statusCmd) readLedger(ctx context.Context, rep *statusReport) {
+	err := c.withStore(func(st *ledger.Store) error {
+		s, err := st.Stats(ctx)
+		if err != nil {
+			return err
+		}
+		rep.Ledger = &s
+		rep.Outbox, err = st.OutboxCounts(ctx)
+		return err
+	})
+	if err != nil {
+		rep.Problems = append(rep.Problems, err.Error())
+	}
+}
+
+// readServer fills in the stream's and the consumer's parts of rep.
+func (c *statusCmd) readServer(ctx context.Context, js jetstream.JetStream, plan ackwait.Plan, rep *statusReport) {
+	if s, err := js.Stream(ctx, c.Stream); err != nil {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("stream %s: %v", c.Stream, err))
+	} else if info, err := s.Info(ctx); err != nil {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("stream %s: %v", c.Stream, err))
+	} else {
+		rep.Stream = &streamStatus{c.Stream, info.State.FirstSeq, info.State.LastSeq, info.State.Msgs, info.Config.Duplicates}
+	}
+	cons, err := js.Consumer(ctx, c.Stream, c.Durable)
+	var info *jetstream.ConsumerInfo
+	if err == nil {
+		info, err = cons.Info(ctx)
+	}
+	if err != nil {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("consumer %s/%s: %v", c.Stream, c.Durable, err))
+		return
+	}
+	verr := plan.Validate(info.Config)
+	if verr != nil {
+		rep.Problems = append(rep.Problems, verr.Error()+advice(verr))
+	}
+	rep.Consumer = &consumerStatus{c.Durable, info.Config.AckWait, plan.AckWait(), verr == nil, info.NumPending, info.NumAckPending,
+		info.NumRedelivered, info.AckFloor.Stream, info.Config.MaxDeliver}
 }
 
 func printStatus(w io.Writer, r statusReport) {

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/alecthomas/kong"
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/publisher"
+)
+
+// cli is the command line: global flags, then one command per field, each
+// in a file of its own name.
+type cli struct {
+	Config  kong.ConfigFlag `help:"read flag values from this TOML file: top-level keys for every command, a [command] or [command.subcommand] table for one" placeholder:"FILE"`
+	Version versionFlag     `help:"print the version and exit" env:"-"`
+
+	Run          runCmd          `cmd:"" help:"consume a stream through the ledger (embedded JetStream server without --nats)"`
+	Replay       replayCmd       `cmd:"" help:"replay a stream through the ledger up to where run stands; effects recorded for run"`
+	Publish      publishCmd      `cmd:"" help:"publish JSON messages with stable Nats-Msg-Id headers"`
+	Outbox       outboxCmd       `cmd:"" help:"inspect and operate the outbox: list, review, cancel, resolve, retry"`
+	Ledger       ledgerCmd       `cmd:"" help:"inspect the ledger: stats, conflicts, prune"`
+	DLQ          dlqCmd          `cmd:"" name:"dlq" help:"dead letters: list, show, requeue with the original id, discard"`
+	Status       statusCmd       `cmd:"" help:"one screen: stream, consumer vs plan, ledger, outbox, dead letters, conflicts"`
+	Check        checkCmd        `cmd:"" help:"verify a live consumer's AckWait against the timing plan"`
+	Bench        benchCmd        `cmd:"" help:"measure throughput, latency, ledger size and memory against raw JetStream"`
+	Demo         demoCmd         `cmd:"" help:"publish, consume, crash between commit and ack, restart: exactly once, shown"`
+	DemoConsumer demoConsumerCmd `cmd:"" name:"demo-consumer" hidden:"" help:"the demo's crashing consumer"`
+	VersionCmd   versionCmd      `cmd:"" name:"version" help:"print the version: module, VCS commit, Go"`
+	Completion   completionCmd   `cmd:"" help:"print a shell completion script: bash, zsh or fish"`
+	Help         helpCmd         `cmd:"" help:"print the help of a command: jetledger help outbox cancel"`
+	Complete     completeCmd     `cmd:"" name:"__complete" hidden:"" help:"complete a command line (used by the completion scripts)"`
+}
+
+const description = `jetledger consumes NATS JetStream with exactly-once effects.
+
+Every flag can also be set by an environment variable: JETLEDGER_ and the
+flag's name in capitals with '-' as '_' (--max-deliver: JETLEDGER_MAX_DELIVER),
+or in the TOML file of --config (JETLEDGER_CONFIG). The command line wins over
+the environment, which wins over the file.
+
+Exit codes: 0 ok, 1 runtime failure, 2 bad usage.`
+
+// flagGroups order the flags of a long --help by what they are about.
+var flagGroups = []kong.Group{
+	{Key: "nats", Title: "NATS connection:"},
+	{Key: "embedded", Title: "Embedded server (without --nats):"},
+	{Key: "timing", Title: "Timing (the AckWait plan):"},
+	{Key: "webhook", Title: "Webhook sink:"},
+	{Key: "log", Title: "Logging:"},
+}
+
+// defaults are the library's defaults, shown in --help and used as the
+// flags' defaults, and the help of flags whose meaning varies by command.
+func defaults() kong.Vars {
+	return kong.Vars{
+		"nats_url":            defaultNATS,
+		"nats_help":           "NATS server URL",
+		"durable_help":        "durable pull consumer name",
+		"durable_default":     consumer.DurableDefault,
+		"max_deliver":         strconv.Itoa(consumer.MaxDeliverDefault),
+		"deadline":            ackwait.DeadlineDefault.String(),
+		"batch":               strconv.Itoa(ackwait.BatchSizeDefault),
+		"buffer_wait":         ackwait.BufferWaitDefault.String(),
+		"commit_margin":       ackwait.CommitMarginDefault.String(),
+		"ack_margin":          ackwait.AckMarginDefault.String(),
+		"retention":           ledger.RetentionDefault.String(),
+		"outbox_retention":    ledger.OutboxRetentionDefault.String(),
+		"publish_attempts":    strconv.Itoa(publisher.AttemptsDefault),
+		"publish_timeout":     publisher.TimeoutDefault.String(),
+		"outbox_workers":      strconv.Itoa(outboxWorkersDefault),
+		"outbox_max_attempts": strconv.Itoa(outboxMaxAttemptsDefault),
+		"webhook_timeout":     webhookTimeoutDefault.String(),
+		"webhook_id_field":    webhookIDFieldDefault,
+	}
+}
+
+// newParser builds the parser of root. Exits (after --help, --version)
+// panic with an exitRequest for mainExit to recover.
+func newParser(root *cli, stdout, stderr io.Writer) (*kong.Kong, error) {
+	return kong.New(root,
+		kong.Name("jetledger"),
+		kong.Description(description),
+		kong.Writers(stdout, stderr),
+		kong.Exit(func(code int) { panic(exitRequest(code)) }),
+		kong.DefaultEnvars("JETLEDGER"),
+		kong.Configuration(loadTOML),
+		// With a resolver in place, kong reports a bad environment value
+		// only when the command line does not override the flag.
+		kong.Resolvers(kong.ResolverFunc(func(*kong.Context, *kong.Path, *kong.Flag) (any, error) { return nil, nil })),
+		kong.Vars(defaults()),
+		kong.ExplicitGroups(flagGroups),
+		kong.ValueFormatter(helpValue),
+		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
+		// As the flag package did: a value may start with '-' (--max-deliver -1).
+		kong.WithHyphenPrefixedParameters(true),
+	)
+}
+
+// helpValue is a flag's help line: its text, its default where the
+// placeholder (FILE, URL) hides it, and its environment variable.
+func helpValue(v *kong.Value) string {
+	s := v.Help
+	if v.HasDefault && v.Default != "" && v.Flag != nil && v.Flag.PlaceHolder != "" {
+		s += " (default " + v.Default + ")"
+	}
+	if len(v.Tag.Envs) > 0 {
+		s += " ($" + strings.Join(v.Tag.Envs, ", $") + ")"
+	}
+	return s
+}

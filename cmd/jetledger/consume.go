@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/publisher"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// setupTimeout bounds the calls to the server while run or replay starts.
+const setupTimeout = 30 * time.Second
+
+// consumeFlags are the flags of run and replay, which take the same path
+// through the ledger.
+type consumeFlags struct {
+	dbFlag
+	NATS     natsFlags     `embed:"" group:"nats" kong:"set='nats_url=',set='nats_help=NATS server URL; empty starts an embedded JetStream server'"`
+	Embedded embeddedFlags `embed:"" group:"embedded"`
+	streamFlags
+	Subjects          string        `name:"subjects" placeholder:"LIST" help:"comma-separated subjects; creates the stream with them if it does not exist"`
+	DuplicateWindow   time.Duration `name:"duplicate-window" default:"2m" help:"duplicate window of a stream created by --subjects"`
+	MaxDeliver        int           `name:"max-deliver" default:"${max_deliver}" help:"deliveries before a failing message is dead-lettered, enforced by jetledger (-1 unlimited); consumers are created with no server-side limit"`
+	DBMaxSize         int64         `name:"db-max-size" placeholder:"BYTES" help:"cap the database at this many bytes; past it run stops with 'database or disk is full' (0: no cap)"`
+	Apply             string        `name:"apply" placeholder:"SQL" help:"SQL run per message in its transaction, with :msg_id :subject :seq :data"`
+	Schema            string        `name:"schema" placeholder:"FILE" help:"SQL file run at start to create your tables"`
+	AllowSeqIDs       bool          `name:"allow-seq-ids" help:"give messages without Nats-Msg-Id the id <stream>@<created>/<seq> (the stream instance and the sequence) instead of dead-lettering them (cannot catch publisher retries)"`
+	Plan              planFlags     `embed:"" group:"timing"`
+	Webhook           webhookFlags  `embed:"" group:"webhook"`
+	OutboxWorkers     int           `name:"outbox-workers" default:"${outbox_workers}" group:"webhook" help:"concurrent outbox sends"`
+	OutboxMaxAttempts int           `name:"outbox-max-attempts" default:"${outbox_max_attempts}" group:"webhook" help:"sends of an outbox row on retryable failures (429, 5xx) before it is failed"`
+	Log               logFlags      `embed:"" group:"log"`
+}
+
+// validate checks what kong cannot: ranges and flags that go together.
+func (f *consumeFlags) validate() error {
+	switch {
+	case f.MaxDeliver == 0 || f.MaxDeliver < -1:
+		return usagef("--max-deliver %d: want a positive number or -1", f.MaxDeliver)
+	case f.Webhook.URL == "" && f.Webhook.DeleteURL != "":
+		return usagef("--webhook-delete-url needs --webhook")
+	case f.OutboxWorkers < 1 || f.OutboxMaxAttempts < 1:
+		return usagef("--outbox-workers and --outbox-max-attempts must be at least 1")
+	case f.DBMaxSize < 0:
+		return usagef("--db-max-size %d: want 0 or more bytes", f.DBMaxSize)
+	case f.NATS.URL != "" && f.Embedded.EmbeddedToken != "":
+		return usagef("--embedded-token is for the embedded server; with --nats use --nats-token")
+	case f.NATS.URL != "" && f.Embedded.SyncInterval.set:
+		return usagef("--sync-interval is for the embedded server; the server at --nats syncs as its own sync_interval says")
+	}
+	return nil
+}
+
+// consumption is what run and replay share once their flags are read: the
+// plan, the logger, the sink, the embedded server if any, the ledger with
+// the built-in handler, the connection, and the consumer's configuration.
+type consumption struct {
+	plan    ackwait.Plan
+	log     *slog.Logger
+	sink    sink // nil without --webhook
+	st      *ledger.Store
+	h       *eventsHandler
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	cfg     consumer.Config
+	closers []func()
+}
+
+// setup checks the flags, then starts what run and replay consume with. The
+// embedded server's store lock comes first: a second owner is refused
+// before it touches anything.
+func (f *consumeFlags) setup(ctx context.Context, stderr io.Writer) (*consumption, error) {
+	c := &consumption{}
+	if err := f.start(ctx, c, stderr); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (f *consumeFlags) start(ctx context.Context, c *consumption, stderr io.Writer) (err error) {
+	if c.plan, err = f.Plan.plan(); err != nil {
+		return err
+	}
+	if err := f.validate(); err != nil {
+		return err
+	}
+	if c.log, err = f.Log.logger(stderr); err != nil {
+		return err
+	}
+	if c.sink, err = f.Webhook.sink(); err != nil {
+		return err
+	}
+	conn := f.NATS
+	if conn.URL == "" {
+		if conn, err = f.startEmbedded(c); err != nil {
+			return err
+		}
+	}
+	if c.st, err = ledger.Open(f.DB, ledger.Config{Logger: c.log, MaxSizeBytes: f.DBMaxSize}); err != nil {
+		return err
+	}
+	c.closers = append(c.closers, func() { c.st.Close() })
+	if c.h, err = newEventsHandler(ctx, c.st, f.Schema, f.Apply); err != nil {
+		return err
+	}
+	if c.sink != nil {
+		c.h.sink = c.sink.Name()
+	}
+	if c.nc, c.js, err = connect(ctx, conn, c.log); err != nil {
+		return err
+	}
+	c.closers = append(c.closers, c.nc.Close)
+	if err := f.ensureStream(ctx, c); err != nil {
+		return err
+	}
+	c.cfg = consumer.Config{Stream: f.Stream, Durable: f.Durable, Plan: c.plan, Handler: c.h.handle,
+		MaxDeliver: f.MaxDeliver, AllowSequenceIDs: f.AllowSeqIDs, Logger: c.log}
+	return nil
+}
+
+// startEmbedded starts the embedded server, its store beside the database
+// unless --store-dir says otherwise, and returns how to connect to it.
+func (f *consumeFlags) startEmbedded(c *consumption) (natsFlags, error) {
+	e := f.Embedded
+	dir := e.StoreDir
+	if dir == "" {
+		dir = f.DB + ".nats"
+	}
+	srv, err := startEmbedded(embeddedConfig{Listen: e.Listen, StoreDir: dir, Token: e.EmbeddedToken, Sync: e.SyncInterval.interval}, c.log)
+	if err != nil {
+		return natsFlags{}, err
+	}
+	c.closers = append(c.closers, srv.Close)
+	return natsFlags{URL: srv.URL(), Token: e.EmbeddedToken}, nil
+}
+
+// ensureStream creates the stream with --subjects if it is missing, and
+// warns when its duplicate window is shorter than a publisher retries.
+func (f *consumeFlags) ensureStream(ctx context.Context, c *consumption) error {
+	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
+	defer cancel()
+	info, err := ensureStream(sctx, c.js, f.Stream, splitList(f.Subjects), f.DuplicateWindow, c.log)
+	if err != nil {
+		return err
+	}
+	p, err := publisher.New(nil, publisher.Config{})
+	if err != nil {
+		return nil
+	}
+	if err := p.CheckDuplicateWindow(info.Config.Duplicates); err != nil {
+		c.log.WarnContext(ctx, "stream duplicate window is short", "err", err)
+	}
+	return nil
+}
+
+// Close releases what setup started, last first.
+func (c *consumption) Close() {
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		c.closers[i]()
+	}
+	c.closers = nil
+}

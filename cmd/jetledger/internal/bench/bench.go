@@ -1,0 +1,198 @@
+// Package bench measures jetledger against plain JetStream in one run, on
+// a server the caller provides (jetledger bench starts an embedded one in a
+// temporary directory):
+//
+//   - (a) raw: a plain JetStream consume-and-ack loop, no ledger, no guarantee;
+//   - (b) per-msg: jetledger with one transaction per message, fetched in
+//     batches like (c), each message committed and acked alone;
+//   - (c) group: jetledger with group commit and the balance handler.
+//
+// It reports messages/s, the ratios c/a and c/b, p50/p99 publish-to-commit
+// latency of (c) at a fixed offered load, ledger bytes per message, the peak
+// RSS of this process and, optionally, that of a real `jetledger run`.
+// It reads /proc for RSS, so those figures are Linux only (zero elsewhere).
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"time"
+
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Schema and Apply are the balance handler of (b), (c) and the latency run:
+// the --schema and --apply of `jetledger run`.
+const (
+	Schema = `CREATE TABLE IF NOT EXISTS balances (account TEXT PRIMARY KEY, amount INTEGER NOT NULL)`
+	Apply  = `INSERT INTO balances (account, amount)
+	VALUES (json_extract(:data, '$.account'), json_extract(:data, '$.amount'))
+	ON CONFLICT (account) DO UPDATE SET amount = amount + excluded.amount`
+)
+
+// quiet is the logger of everything measured: the bench reports, it does not log.
+var quiet = slog.New(slog.DiscardHandler)
+
+// Config is one benchmark run.
+type Config struct {
+	JS  jetstream.JetStream // a client of the server the run uses
+	URL string              // that server's URL, for the `jetledger run` child
+	Dir string              // scratch directory for the databases
+	// Binary is the jetledger binary that the RSS run starts as `run`.
+	Binary string
+	// Handler returns run's built-in handler with --apply apply on st.
+	Handler func(ctx context.Context, st *ledger.Store, apply string) (ledger.Handler, error)
+
+	Messages        int           // published and consumed by (a) and (c); at least 1000
+	PerMsgMessages  int           // consumed by (b); 100 up to Messages
+	Batch           int           // batch size of (c)
+	Rate            int           // offered load of the latency run, messages/s
+	LatencyDuration time.Duration // length of the latency run
+	RSSMessages     int           // messages of the RSS run; 0 skips it
+	SyncInterval    string        // how the server syncs its store, reported as is
+	CPUProfile      string        // file for a CPU profile of (c); empty for none
+	Progress        io.Writer     // progress lines; nil for none
+}
+
+// ErrConfig is a Config out of its ranges.
+var ErrConfig = errors.New("bench: Messages must be at least 1000, PerMsgMessages between 100 and Messages, the rest positive")
+
+// Validate checks the ranges, before any I/O.
+func (c Config) Validate() error {
+	if c.Messages < 1000 || c.PerMsgMessages < 100 || c.PerMsgMessages > c.Messages || c.Batch < 1 ||
+		c.Rate < 1 || c.LatencyDuration <= 0 || c.RSSMessages < 0 {
+		return ErrConfig
+	}
+	return nil
+}
+
+// Result is what a run measured (jetledger bench --json).
+type Result struct {
+	Cores          int     `json:"cores"`
+	Messages       int     `json:"messages"`
+	PerMsgMessages int     `json:"per_msg_messages"`
+	Batch          int     `json:"batch"`
+	SyncInterval   string  `json:"sync_interval"`
+	PublishPerSec  float64 `json:"publish_msgs_per_sec"`
+	RawPerSec      float64 `json:"raw_msgs_per_sec"`
+	PerMsgPerSec   float64 `json:"per_msg_msgs_per_sec"`
+	GroupPerSec    float64 `json:"group_msgs_per_sec"`
+	RatioGroupRaw  float64 `json:"ratio_group_over_raw"`
+	RatioGroupPer  float64 `json:"ratio_group_over_per_msg"`
+	Rate           int     `json:"latency_rate_per_sec"`
+	LatencyCount   int     `json:"latency_messages"`
+	P50Ms          float64 `json:"latency_p50_ms"`
+	P99Ms          float64 `json:"latency_p99_ms"`
+	MaxMs          float64 `json:"latency_max_ms"`
+	LedgerBytesMsg float64 `json:"ledger_bytes_per_msg"`
+	FileBytesMsg   float64 `json:"db_file_bytes_per_msg"`
+	PeakRSSMiB     float64 `json:"bench_peak_rss_mib"`
+	RunMessages    int     `json:"run_messages,omitempty"`
+	RunPerSec      float64 `json:"run_msgs_per_sec,omitempty"`
+	RunPeakRSSMiB  float64 `json:"run_peak_rss_mib,omitempty"`
+}
+
+// Run measures every mode in turn.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	res := Result{Cores: runtime.NumCPU(), Messages: cfg.Messages, PerMsgMessages: cfg.PerMsgMessages,
+		Batch: cfg.Batch, Rate: cfg.Rate, SyncInterval: cfg.SyncInterval}
+	// Latency first, while the process is small: the throughput runs below
+	// leave hundreds of MiB of garbage whose collection would be measured too.
+	cfg.progress("latency of (c) at %d messages/s for %s…", cfg.Rate, cfg.LatencyDuration)
+	lat, err := latency(ctx, cfg)
+	if err != nil {
+		return res, err
+	}
+	res.LatencyCount = len(lat)
+	res.P50Ms, res.P99Ms, res.MaxMs = percentile(lat, 0.50), percentile(lat, 0.99), percentile(lat, 1)
+
+	cfg.progress("publishing %d messages on %d cores, sync_interval %s…", cfg.Messages, res.Cores, res.SyncInterval)
+	if res.PublishPerSec, err = publish(ctx, cfg.JS, "BENCH", "bench.pay", cfg.Messages); err != nil {
+		return res, err
+	}
+	cfg.progress("(a) raw JetStream consume+ack…")
+	if res.RawPerSec, err = raw(ctx, cfg.JS, cfg.Messages); err != nil {
+		return res, err
+	}
+	cfg.progress("(b) jetledger, one transaction per message…")
+	if res.PerMsgPerSec, err = perMessage(ctx, cfg); err != nil {
+		return res, err
+	}
+	cfg.progress("(c) jetledger, group commit (batch %d) with the balance handler…", cfg.Batch)
+	if err := group(ctx, cfg, &res); err != nil {
+		return res, err
+	}
+	if cfg.RSSMessages > 0 {
+		cfg.progress("'jetledger run' over %d messages, measuring its peak RSS…", cfg.RSSMessages)
+		res.RunMessages = cfg.RSSMessages
+		if res.RunPerSec, res.RunPeakRSSMiB, err = runRSS(ctx, cfg); err != nil {
+			return res, err
+		}
+	}
+	res.PeakRSSMiB = selfPeakRSS()
+	return res, nil
+}
+
+// group runs (c), with a CPU profile if asked, and measures its ledger.
+func group(ctx context.Context, cfg Config, res *Result) error {
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	rate, st, err := consumeLedger(ctx, cfg, filepath.Join(cfg.Dir, "group.db"), "group")
+	if cfg.CPUProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	res.GroupPerSec = rate
+	if res.LedgerBytesMsg, res.FileBytesMsg, err = ledgerBytes(ctx, st, cfg.Messages); err != nil {
+		return err
+	}
+	res.RatioGroupRaw = res.GroupPerSec / res.RawPerSec
+	res.RatioGroupPer = res.GroupPerSec / res.PerMsgPerSec
+	return nil
+}
+
+func (c Config) progress(format string, a ...any) {
+	if c.Progress != nil {
+		fmt.Fprintf(c.Progress, format+"\n", a...)
+	}
+}
+
+// WriteText prints the result as a table.
+func (r Result) WriteText(w io.Writer) {
+	fmt.Fprintf(w, "\n%-40s %12s\n", "mode", "messages/s")
+	fmt.Fprintf(w, "%-40s %12.0f\n", "publish, acked (sync_interval "+r.SyncInterval+")", r.PublishPerSec)
+	fmt.Fprintf(w, "%-40s %12.0f\n", "(a) raw JetStream consume+ack", r.RawPerSec)
+	fmt.Fprintf(w, "%-40s %12.0f\n", "(b) jetledger, 1 transaction/message", r.PerMsgPerSec)
+	fmt.Fprintf(w, "%-40s %12.0f\n", fmt.Sprintf("(c) jetledger, group commit (batch %d)", r.Batch), r.GroupPerSec)
+	fmt.Fprintf(w, "\nc/a = %.2f   c/b = %.1f\n", r.RatioGroupRaw, r.RatioGroupPer)
+	fmt.Fprintf(w, "latency (c) at %d msg/s, %d messages: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
+		r.Rate, r.LatencyCount, r.P50Ms, r.P99Ms, r.MaxMs)
+	fmt.Fprintf(w, "ledger: %.0f bytes/message (processed_messages + index); whole database %.0f bytes/message\n",
+		r.LedgerBytesMsg, r.FileBytesMsg)
+	fmt.Fprintf(w, "peak RSS of this process: %.1f MiB\n", r.PeakRSSMiB)
+	if r.RunMessages > 0 {
+		fmt.Fprintf(w, "'jetledger run' over %d messages: %.0f messages/s, peak RSS %.1f MiB\n", r.RunMessages, r.RunPerSec, r.RunPeakRSSMiB)
+	}
+}

@@ -1,0 +1,43 @@
+package bench
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	ok := Config{Messages: 1000, PerMsgMessages: 100, Batch: 1, Rate: 1, LatencyDuration: time.Second}
+	tests := []struct {
+		name    string
+		change  func(*Config)
+		wantErr error
+	}{
+		{name: "smallest", change: func(*Config) {}},
+		{name: "too few messages", change: func(c *Config) { c.Messages = 999 }, wantErr: ErrConfig},
+		{name: "per-msg above messages", change: func(c *Config) { c.PerMsgMessages = 1001 }, wantErr: ErrConfig},
+		{name: "no latency run", change: func(c *Config) { c.LatencyDuration = 0 }, wantErr: ErrConfig},
+		{name: "negative rss", change: func(c *Config) { c.RSSMessages = -1 }, wantErr: ErrConfig},
+	}
+	for _, tt := range tests {
+		c := ok
+		tt.change(&c)
+		if err := c.Validate(); !errors.Is(err, tt.wantErr) {
+			t.Errorf("%s: err %v, want %v", tt.name, err, tt.wantErr)
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	t.Parallel()
+	v := []float64{5, 1, 4, 2, 3}
+	for _, tt := range []struct{ p, want float64 }{{0.5, 3}, {1, 5}, {0.01, 1}} {
+		if got := percentile(v, tt.p); got != tt.want {
+			t.Errorf("percentile(%v) = %v, want %v", tt.p, got, tt.want)
+		}
+	}
+	if percentile(nil, 0.5) != 0 {
+		t.Error("percentile of nothing is not 0")
+	}
+}

@@ -1,0 +1,194 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func payload(rng *rand.Rand, i int) []byte {
+	return []byte(fmt.Sprintf(`{"account":"acct-%d","amount":%d,"n":%d}`, rng.IntN(100), 1+rng.IntN(1000), i))
+}
+
+// publish creates the stream, fills it with n messages with ids, and
+// returns the rate of acked publishes.
+func publish(ctx context.Context, js jetstream.JetStream, stream, subject string, n int) (float64, error) {
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject}, Storage: jetstream.FileStorage}); err != nil {
+		return 0, fmt.Errorf("create stream %s: %w", stream, err)
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	const window = 2000
+	futures := make([]jetstream.PubAckFuture, 0, window)
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		msg := &nats.Msg{Subject: subject, Data: payload(rng, i), Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("bench-%09d", i))
+		f, err := js.PublishMsgAsync(msg)
+		if err != nil {
+			return 0, fmt.Errorf("publish: %w", err)
+		}
+		futures = append(futures, f)
+		if len(futures) == window || i == n-1 {
+			for _, f := range futures {
+				select {
+				case <-f.Ok():
+				case err := <-f.Err():
+					return 0, fmt.Errorf("publish: %w", err)
+				case <-ctx.Done():
+					return 0, ctx.Err()
+				}
+			}
+			futures = futures[:0]
+		}
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// raw consumes n messages with a plain Consume callback that acks each.
+func raw(ctx context.Context, js jetstream.JetStream, n int) (float64, error) {
+	cons, err := js.CreateConsumer(ctx, "BENCH", jetstream.ConsumerConfig{Durable: "raw", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute})
+	if err != nil {
+		return 0, err
+	}
+	var got atomic.Int64
+	done := make(chan struct{})
+	start := time.Now()
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		m.Ack() //nolint:errcheck // the raw baseline does no more than this
+		if got.Add(1) == int64(n) {
+			close(done)
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer cc.Stop()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	if err := js.Conn().Flush(); err != nil {
+		return 0, err
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// openLedger opens a ledger at path with the balance table and run's
+// built-in handler applying Apply.
+func openLedger(ctx context.Context, cfg Config, path string) (*ledger.Store, ledger.Handler, error) {
+	st, err := ledger.Open(path, ledger.Config{Logger: quiet})
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := st.DB().ExecContext(ctx, Schema); err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	h, err := cfg.Handler(ctx, st, Apply)
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return st, h, nil
+}
+
+// consumeLedger consumes cfg.Messages messages of BENCH through a ledger at
+// path, cfg.Batch messages per transaction, and returns the open ledger.
+func consumeLedger(ctx context.Context, cfg Config, path, durable string) (float64, *ledger.Store, error) {
+	st, h, err := openLedger(ctx, cfg, path)
+	if err != nil {
+		return 0, nil, err
+	}
+	var done atomic.Int64
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c, err := consumer.New(ctx, cfg.JS, st, consumer.Config{
+		Stream: "BENCH", Durable: durable, Handler: h, Logger: quiet,
+		Plan: ackwait.Plan{BatchSize: cfg.Batch},
+		AfterCommit: func(r consumer.BatchReport) {
+			if done.Add(int64(len(r.Results))) >= int64(cfg.Messages) {
+				cancel()
+			}
+		},
+	})
+	if err == nil {
+		start := time.Now()
+		if err = c.Run(runCtx); err == nil && ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		if err == nil {
+			return float64(done.Load()) / time.Since(start).Seconds(), st, nil
+		}
+	}
+	st.Close()
+	return 0, nil, err
+}
+
+// perMessage is the per-message framework's shape: messages are fetched in
+// batches like (c), but each is applied in a transaction of its own
+// (ApplyBatch of one) and acked after that commit.
+func perMessage(ctx context.Context, cfg Config) (float64, error) {
+	st, h, err := openLedger(ctx, cfg, filepath.Join(cfg.Dir, "per-msg.db"))
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	cons, err := cfg.JS.CreateConsumer(ctx, "BENCH", jetstream.ConsumerConfig{Durable: "permsg", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute})
+	if err != nil {
+		return 0, err
+	}
+	n := cfg.PerMsgMessages
+	start := time.Now()
+	for done := 0; done < n; {
+		b, err := cons.Fetch(min(cfg.Batch, n-done), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return 0, err
+		}
+		for m := range b.Messages() {
+			meta, err := m.Metadata()
+			if err != nil {
+				return 0, err
+			}
+			d := ledger.Delivery{MessageID: m.Headers().Get(jetstream.MsgIDHeader), Stream: meta.Stream,
+				Sequence: meta.Sequence.Stream, Subject: m.Subject(), Data: m.Data(), Delivered: meta.NumDelivered}
+			if _, err := st.ApplyBatch(ctx, []ledger.Delivery{d}, h, ledger.Budget{Work: ackwait.DeadlineDefault}); err != nil {
+				return 0, err
+			}
+			m.Ack() //nolint:errcheck // as (a) and (c)
+			done++
+		}
+		if err := b.Error(); err != nil {
+			return 0, err
+		}
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+// ledgerBytes reports the bytes per message of processed_messages with its
+// indexes, and of the whole database file after a checkpoint.
+func ledgerBytes(ctx context.Context, st *ledger.Store, n int) (ledgerPerMsg, filePerMsg float64, err error) {
+	if _, err := st.DB().ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		return 0, 0, err
+	}
+	var total int64
+	if err := st.DB().QueryRowContext(ctx, `SELECT sum(pgsize) FROM dbstat
+		WHERE name IN (SELECT name FROM sqlite_master WHERE tbl_name = 'processed_messages')`).Scan(&total); err != nil {
+		return 0, 0, fmt.Errorf("dbstat: %w", err)
+	}
+	fi, err := os.Stat(st.Path())
+	if err != nil {
+		return 0, 0, err
+	}
+	return float64(total) / float64(n), float64(fi.Size()) / float64(n), nil
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/hex"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/jetledger/jetledger/ledger"
+)
+
+// ledgerCmd is `jetledger ledger`: inspect the ledger database.
+type ledgerCmd struct {
+	dbFlag
+	jsonFlag
+	Stats     ledgerStatsCmd     `cmd:"" help:"rows, size, oldest and newest entries, conflicts, dead letters"`
+	Conflicts ledgerConflictsCmd `cmd:"" help:"messages whose id was reused with a different payload, with both payload hashes"`
+	Prune     ledgerPruneCmd     `cmd:"" help:"remove rows no redelivery or republish can meet, then vacuum; reads the stream's bounds from --nats"`
+}
+
+func (ledgerCmd) Help() string { return "Dead letters have a command of their own: 'jetledger dlq'." }
+
+type ledgerStatsCmd struct{}
+
+func (ledgerStatsCmd) Run(inv *invocation, l *ledgerCmd) error {
+	return l.withStore(func(st *ledger.Store) error {
+		s, err := st.Stats(inv.ctx)
+		if err != nil {
+			return err
+		}
+		if l.JSON {
+			return printJSON(inv.stdout, s)
+		}
+		tw := tabwriter.NewWriter(inv.stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(tw, "database\t%s\nschema version\t%d\nsize\t%d bytes\nprocessed messages\t%d\n", s.Path, s.SchemaVersion, s.SizeBytes, s.Processed)
+		if s.Processed > 0 {
+			fmt.Fprintf(tw, "oldest\t%s\nnewest\t%s\n", s.Oldest.Format(time.RFC3339), s.Newest.Format(time.RFC3339))
+		}
+		fmt.Fprintf(tw, "conflicts\t%d\ndead letters\t%d\n", s.Conflicts, s.DeadLetters)
+		return tw.Flush()
+	})
+}
+
+type ledgerConflictsCmd struct {
+	limitFlag
+}
+
+func (c *ledgerConflictsCmd) Run(inv *invocation, l *ledgerCmd) error {
+	fetch := func(st *ledger.Store) ([]ledger.ConflictRecord, error) { return st.Conflicts(inv.ctx, c.Limit) }
+	return listRows(inv, l.dbFlag, l.JSON, fetch, "MESSAGE ID\tSTREAM\tSEQ\tSUBJECT\tAPPLIED SHA256\tNEW SHA256\tSEEN",
+		func(c ledger.ConflictRecord) string {
+			return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s\t%s", c.MessageID, c.Stream, c.Sequence, c.Subject,
+				hex.EncodeToString(c.ExistingSHA256)[:16], hex.EncodeToString(c.NewSHA256)[:16], c.SeenAt.Format(time.RFC3339))
+		})
+}
+
+type ledgerPruneCmd struct {
+	NATS        natsFlags `embed:"" group:"nats" set:"nats_help=NATS server URL, to read the stream's first sequence and duplicate window"`
+	streamFlags `set:"durable_help=the durable consumer of run: messages it has not handled yet keep their ids' rows"`
+	retentionFlags
+}
+
+func (ledgerPruneCmd) Help() string {
+	return `Removes processed_messages rows older than --retention whose messages are
+gone from the stream (below its first sequence) and outside its duplicate
+window, and that the durable (--durable) has no copy of left to handle; and
+sent or cancelled outbox rows older than --outbox-retention. Then vacuums.
+A --retention shorter than the stream's duplicate window is refused (exit 2).`
+}
+
+func (c *ledgerPruneCmd) Run(inv *invocation, l *ledgerCmd) error {
+	return l.withStore(func(st *ledger.Store) error {
+		nc, js, err := connect(inv.ctx, c.NATS, quiet)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		p := &pruner{st: st, js: js, streamFlags: c.streamFlags, retentionFlags: c.retentionFlags, log: quiet}
+		if err := p.check(inv.ctx); err != nil {
+			return err
+		}
+		res, err := p.once(inv.ctx)
+		if err != nil {
+			return err
+		}
+		if l.JSON {
+			return printJSON(inv.stdout, res)
+		}
+		fmt.Fprintf(inv.stdout, "pruned %d processed_messages rows and %d outbox rows; %d pages returned to the file system\n",
+			res.Processed, res.Outbox, res.FreedPages)
+		return nil
+	})
+}
