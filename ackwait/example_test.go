@@ -5,13 +5,12 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 func ExamplePlan_Validate() {
 	p := ackwait.Plan{Deadline: 10 * time.Second, BatchSize: 100}
 	fmt.Println("AckWait needed:", p.AckWait())
-	err := p.Validate(jetstream.ConsumerConfig{AckPolicy: jetstream.AckExplicitPolicy, AckWait: 5 * time.Second})
+	err := p.Validate(ackwait.Durable{Name: "billing", ExplicitAck: true, AckWait: 5 * time.Second})
 	fmt.Println(err)
 	// Output:
 	// AckWait needed: 19.1s

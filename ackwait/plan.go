@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Defaults for Plan fields left at zero.
@@ -152,29 +150,40 @@ func (e *TooShortError) Error() string {
 
 func (e *TooShortError) Unwrap() error { return ErrAckWaitTooShort }
 
-// Validate checks a live consumer's configuration against the plan: explicit
-// acks, an AckWait (and every BackOff step, which replaces AckWait on
-// redeliveries) at least the plan's AckWait, and room for a whole batch.
-func (p Plan) Validate(cfg jetstream.ConsumerConfig) error {
+// Durable is what the plan checks of a live consumer, in its own terms (the
+// consumer package reads it off a JetStream consumer's configuration).
+type Durable struct {
+	Name          string
+	ExplicitAck   bool            // acks are per message: the only way to ack after each commit
+	AckPolicy     string          // the policy's name, for the error when it is not explicit
+	AckWait       time.Duration   // how long the server waits for an ack before redelivering
+	BackOff       []time.Duration // redelivery waits, each replacing AckWait for its delivery
+	MaxAckPending int             // 0 or less: no limit
+}
+
+// Validate checks a live consumer against the plan: explicit acks, an
+// AckWait (and every BackOff step, which replaces AckWait on redeliveries)
+// at least the plan's AckWait, and room for a whole batch.
+func (p Plan) Validate(d Durable) error {
 	if err := p.Check(); err != nil {
 		return err
 	}
 	p = p.WithDefaults()
-	if cfg.AckPolicy != jetstream.AckExplicitPolicy {
-		return fmt.Errorf("%w: consumer %q has ack policy %s; recreate it with explicit acks", ErrAckPolicy, cfg.Durable, cfg.AckPolicy)
+	if !d.ExplicitAck {
+		return fmt.Errorf("%w: consumer %q has ack policy %s; recreate it with explicit acks", ErrAckPolicy, d.Name, d.AckPolicy)
 	}
 	need := p.AckWait()
-	if cfg.AckWait < need {
-		return &TooShortError{Field: "AckWait", Have: cfg.AckWait, Need: need, Plan: p}
+	if d.AckWait < need {
+		return &TooShortError{Field: "AckWait", Have: d.AckWait, Need: need, Plan: p}
 	}
-	for i, b := range cfg.BackOff {
+	for i, b := range d.BackOff {
 		if b < need {
 			return &TooShortError{Field: fmt.Sprintf("BackOff[%d]", i), Have: b, Need: need, Plan: p}
 		}
 	}
-	if cfg.MaxAckPending > 0 && cfg.MaxAckPending < p.BatchSize {
+	if d.MaxAckPending > 0 && d.MaxAckPending < p.BatchSize {
 		return fmt.Errorf("%w: consumer %q has MaxAckPending %d, batch size is %d; raise MaxAckPending or shorten the batch",
-			ErrMaxAckPending, cfg.Durable, cfg.MaxAckPending, p.BatchSize)
+			ErrMaxAckPending, d.Name, d.MaxAckPending, p.BatchSize)
 	}
 	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestAckWaitIsSumOfBudget(t *testing.T) {
@@ -29,25 +28,24 @@ func TestValidate(t *testing.T) {
 	t.Parallel()
 	p := ackwait.Plan{Deadline: 5 * time.Second, BatchSize: 10}
 	need := p.AckWait()
-	ok := jetstream.ConsumerConfig{Durable: "d", AckPolicy: jetstream.AckExplicitPolicy, AckWait: need}
+	ok := ackwait.Durable{Name: "d", ExplicitAck: true, AckPolicy: "AckExplicit", AckWait: need}
 	tests := []struct {
 		name    string
-		mod     func(c *jetstream.ConsumerConfig)
+		mod     func(d *ackwait.Durable)
 		wantErr error
 	}{
-		{name: "exact", mod: func(c *jetstream.ConsumerConfig) {}},
-		{name: "longer", mod: func(c *jetstream.ConsumerConfig) { c.AckWait = time.Hour }},
-		{name: "short", mod: func(c *jetstream.ConsumerConfig) { c.AckWait = time.Second }, wantErr: ackwait.ErrAckWaitTooShort},
-		{name: "short backoff", mod: func(c *jetstream.ConsumerConfig) { c.BackOff = []time.Duration{need, time.Second} }, wantErr: ackwait.ErrAckWaitTooShort},
-		{name: "ack none", mod: func(c *jetstream.ConsumerConfig) { c.AckPolicy = jetstream.AckNonePolicy }, wantErr: ackwait.ErrAckPolicy},
-		{name: "ack all", mod: func(c *jetstream.ConsumerConfig) { c.AckPolicy = jetstream.AckAllPolicy }, wantErr: ackwait.ErrAckPolicy},
-		{name: "max ack pending", mod: func(c *jetstream.ConsumerConfig) { c.MaxAckPending = 5 }, wantErr: ackwait.ErrMaxAckPending},
+		{name: "exact", mod: func(d *ackwait.Durable) {}},
+		{name: "longer", mod: func(d *ackwait.Durable) { d.AckWait = time.Hour }},
+		{name: "short", mod: func(d *ackwait.Durable) { d.AckWait = time.Second }, wantErr: ackwait.ErrAckWaitTooShort},
+		{name: "short backoff", mod: func(d *ackwait.Durable) { d.BackOff = []time.Duration{need, time.Second} }, wantErr: ackwait.ErrAckWaitTooShort},
+		{name: "ack none", mod: func(d *ackwait.Durable) { d.ExplicitAck, d.AckPolicy = false, "AckNone" }, wantErr: ackwait.ErrAckPolicy},
+		{name: "max ack pending", mod: func(d *ackwait.Durable) { d.MaxAckPending = 5 }, wantErr: ackwait.ErrMaxAckPending},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := ok
-			tt.mod(&cfg)
-			if err := p.Validate(cfg); !errors.Is(err, tt.wantErr) {
+			d := ok
+			tt.mod(&d)
+			if err := p.Validate(d); !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}
 		})
@@ -57,7 +55,7 @@ func TestValidate(t *testing.T) {
 func TestTooShortErrorNamesBothDurations(t *testing.T) {
 	t.Parallel()
 	p := ackwait.Plan{Deadline: 5 * time.Second, BatchSize: 10}
-	err := p.Validate(jetstream.ConsumerConfig{AckPolicy: jetstream.AckExplicitPolicy, AckWait: 1500 * time.Millisecond})
+	err := p.Validate(ackwait.Durable{ExplicitAck: true, AckWait: 1500 * time.Millisecond})
 	var tse *ackwait.TooShortError
 	if !errors.As(err, &tse) || tse.Have != 1500*time.Millisecond || tse.Need != p.AckWait() {
 		t.Fatalf("err = %v", err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetledger/jetledger/ackwait"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -104,7 +105,7 @@ func (c *Consumer) checkDurable(ctx context.Context, cfg jetstream.ConsumerConfi
 	if cfg.DeliverSubject != "" {
 		return fmt.Errorf("%w: %s/%s", ErrPushConsumer, c.cfg.Stream, c.cfg.Durable)
 	}
-	if err := c.plan.Validate(cfg); err != nil {
+	if err := c.plan.Validate(DurableOf(cfg)); err != nil {
 		return fmt.Errorf("consumer %s/%s: %w", c.cfg.Stream, c.cfg.Durable, err)
 	}
 	c.serverMax = cfg.MaxDeliver
@@ -116,4 +117,11 @@ func (c *Consumer) checkDurable(ctx context.Context, cfg jetstream.ConsumerConfi
 			"stream", c.cfg.Stream, "durable", c.cfg.Durable, "max_deliver", server)
 	}
 	return nil
+}
+
+// DurableOf reads what the timing plan checks off a JetStream consumer's
+// configuration (ackwait.Plan.Validate).
+func DurableOf(cfg jetstream.ConsumerConfig) ackwait.Durable {
+	return ackwait.Durable{Name: cfg.Durable, ExplicitAck: cfg.AckPolicy == jetstream.AckExplicitPolicy,
+		AckPolicy: cfg.AckPolicy.String(), AckWait: cfg.AckWait, BackOff: cfg.BackOff, MaxAckPending: cfg.MaxAckPending}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/jetledger/jetledger/publisher"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
 	_ "modernc.org/sqlite"
 )
 
@@ -44,6 +45,12 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	// In-process servers, consumers and the processes' watchers end with
+	// their tests; a goroutine left over is a leak.
+	if err := goleak.Find(); code == 0 && err != nil {
+		fmt.Fprintln(os.Stderr, "goroutines left after the tests:", err)
+		code = 1
+	}
 	os.Exit(code)
 }
 
@@ -310,10 +317,19 @@ func (w *world) consumerInfo() *jetstream.ConsumerInfo {
 func (w *world) finish(p *proc, timeout time.Duration) {
 	w.t.Helper()
 	w.waitDrained(timeout)
-	p.signal(syscall.SIGTERM)
+	p.stop()
 	if code := p.wait(30 * time.Second); code != 0 {
 		w.t.Fatalf("exit code %d after SIGTERM, want 0", code)
 	}
+}
+
+// stop sends SIGTERM once the process is past its start: until main has
+// installed its handler, SIGTERM's default action kills a process, which
+// says nothing about jetledger. Any output means it is past that point.
+func (p *proc) stop() {
+	p.t.Helper()
+	consumertest.Eventually(p.t, 30*time.Second, "the process to start", func() bool { return p.output() != "" })
+	p.signal(syscall.SIGTERM)
 }
 
 // waitDrained waits until the consumer has acked or terminated every message.

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
+
 	"github.com/jetledger/jetledger/consumer/consumertest"
 )
 
@@ -41,7 +43,7 @@ func metricValue(body, series string) (float64, bool) {
 // the same state on one screen.
 func TestMetricsHealthAndStatus(t *testing.T) {
 	w := newWorld(t, time.Minute)
-	dest := consumertest.NewDestination(t, false)
+	dest := webhooktest.NewDestination(t, false)
 	evs := makeEvents(randFor(t), w.pub, 200)
 	w.publish(evs)
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))

@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
+
 	"github.com/jetledger/jetledger/consumer/consumertest"
 )
 
-func webhookArgs(d *consumertest.Destination, extra ...string) []string {
+func webhookArgs(d *webhooktest.Destination, extra ...string) []string {
 	return append([]string{"--webhook", d.URL(), "--webhook-delete-url", d.DeleteURL(), "--webhook-timeout", "1s"}, extra...)
 }
 
@@ -69,7 +71,7 @@ func cli(t testing.TB, args ...string) (string, int) {
 // got exactly one request, and `outbox resolve` settles it.
 func TestKillDuringSendGoesToReview(t *testing.T) {
 	w := newWorld(t, time.Minute)
-	dest := consumertest.NewDestination(t, false)
+	dest := webhooktest.NewDestination(t, false)
 	dest.HoldAfterStore()
 	w.publish([]event{{ID: "e1", Account: "a", Amount: 5}})
 	p := w.runConsumer(nil, webhookArgs(dest)...)
@@ -115,7 +117,7 @@ func TestKillDuringSendGoesToReview(t *testing.T) {
 // with the same key; the destination saw the key twice and stored one item.
 func TestKillDuringSendIdempotentResends(t *testing.T) {
 	w := newWorld(t, time.Minute)
-	dest := consumertest.NewDestination(t, true)
+	dest := webhooktest.NewDestination(t, true)
 	dest.HoldAfterStore()
 	w.publish([]event{{ID: "e1", Account: "a", Amount: 5}})
 	p := w.runConsumer(nil, webhookArgs(dest, "--webhook-idempotent")...)
@@ -138,7 +140,7 @@ func TestKillDuringSendIdempotentResends(t *testing.T) {
 // and says the item is still there; list filters; retry re-queues a failed row.
 func TestOutboxCommands(t *testing.T) {
 	w := newWorld(t, time.Minute)
-	dest := consumertest.NewDestination(t, false)
+	dest := webhooktest.NewDestination(t, false)
 	w.publish([]event{{ID: "e1", Account: "a", Amount: 5}})
 	p := w.runConsumer(nil, webhookArgs(dest)...)
 	db := w.ledgerDB()
@@ -216,7 +218,7 @@ func TestOutboxCommands(t *testing.T) {
 // external ids; the balances are exact.
 func TestWebhookRunWithRandomKills(t *testing.T) {
 	w := newWorld(t, time.Minute)
-	dest := consumertest.NewDestination(t, false)
+	dest := webhooktest.NewDestination(t, false)
 	dest.SetDelay(2 * time.Millisecond)
 	rng := rand.New(rand.NewPCG(7, 2000))
 	evs := makeEvents(rng, w.pub, 2000)
@@ -248,7 +250,7 @@ func TestWebhookRunWithRandomKills(t *testing.T) {
 	}
 	w.checkExact(db, evs)
 
-	byKey := map[string][]consumertest.StoredItem{}
+	byKey := map[string][]webhooktest.StoredItem{}
 	perMessage := map[string]int{}
 	for _, it := range dest.Items() {
 		byKey[it.Key] = append(byKey[it.Key], it)

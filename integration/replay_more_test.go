@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
+
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/publisher"
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,7 +23,7 @@ var fixedApply = strings.Replace(balanceApply, "json_extract(:data, '$.amount')"
 // sends it, once.
 func TestReplayAppliesADeadLetterWithItsEffect(t *testing.T) {
 	w := newWorld(t, time.Minute)
-	dest := consumertest.NewDestination(t, false)
+	dest := webhooktest.NewDestination(t, false)
 	good := event{ID: "good-1", Account: "a", Amount: 5}
 	w.publish([]event{good})
 	if _, err := w.pub.Publish(context.Background(), publisher.Message{Subject: subject, ID: "bad-1", Data: []byte(`{"account":"a","amount":null}`)}); err != nil {
@@ -69,7 +71,7 @@ func TestReplayRebuildsWhatRunAckedPastTheFloor(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, time.Minute)
-			dest := consumertest.NewDestination(t, false)
+			dest := webhooktest.NewDestination(t, false)
 			effects := tc.effects
 			if effects == nil {
 				effects = []string{"--webhook", dest.URL()}
@@ -132,7 +134,7 @@ func TestReplayRebuildsWhatRunAckedPastTheFloor(t *testing.T) {
 // would be lost, since run then meets them as duplicates.
 func TestReplayPastTheFloorNeedsRunsEffects(t *testing.T) {
 	w := newWorld(t, time.Minute)
-	dest := consumertest.NewDestination(t, false)
+	dest := webhooktest.NewDestination(t, false)
 	evs := makeEvents(randFor(t), w.pub, 10)
 	w.publish(evs[:5])
 	run := w.runConsumer(nil, "--webhook", dest.URL())

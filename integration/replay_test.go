@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
+
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -43,7 +45,7 @@ func runReplay(t testing.TB, w *world, extra ...string) replaySummary {
 // and a second replay over the same ledger is all duplicates.
 func TestReplayRebuildsWithEffectsSuppressed(t *testing.T) {
 	w := newWorld(t, time.Minute)
-	dest := consumertest.NewDestination(t, false)
+	dest := webhooktest.NewDestination(t, false)
 	evs := makeEvents(randFor(t), w.pub, 500)
 	w.publish(evs)
 
@@ -152,7 +154,7 @@ func TestReplayNeverSwallowsRunsEffects(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, time.Minute)
-			dest := consumertest.NewDestination(t, false)
+			dest := webhooktest.NewDestination(t, false)
 			evs := makeEvents(randFor(t), w.pub, 10)
 			w.publish(evs[:5])
 			run := w.runConsumer(nil, "--webhook", dest.URL())

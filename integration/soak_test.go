@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
+
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/publisher"
 	"github.com/nats-io/nats.go"
@@ -159,7 +161,7 @@ func TestSoak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dest := consumertest.NewDestination(t, false)
+	dest := webhooktest.NewDestination(t, false)
 	dest.SetDelay(time.Millisecond)
 
 	w := &world{t: t, js: js, pub: pub, dir: dir, db: filepath.Join(dir, "ledger.db"), schema: filepath.Join(dir, "schema.sql")}
@@ -250,7 +252,7 @@ func TestSoak(t *testing.T) {
 	consumertest.Eventually(t, 2*time.Minute, "every outbox row sent or in review", func() bool {
 		return count(t, db, `SELECT count(*) FROM outbox WHERE status NOT IN ('sent', 'review')`) == 0
 	})
-	primary.signal(syscall.SIGTERM)
+	primary.stop()
 	if code := primary.wait(time.Minute); code != 0 {
 		t.Errorf("final consumer exited %d", code)
 	}
@@ -271,7 +273,7 @@ func TestSoak(t *testing.T) {
 
 // checkSoak compares what was published with the ledger, the balances, the
 // outbox and the destination, message by message.
-func checkSoak(t testing.TB, db *sql.DB, dest *consumertest.Destination, published, uncertain map[string]event, rep *soakReport) {
+func checkSoak(t testing.TB, db *sql.DB, dest *webhooktest.Destination, published, uncertain map[string]event, rep *soakReport) {
 	t.Helper()
 	rep.Published, rep.Uncertain = len(published), len(uncertain)
 	applied := map[string]bool{}
@@ -330,7 +332,7 @@ func checkSoak(t testing.TB, db *sql.DB, dest *consumertest.Destination, publish
 	}
 	// Sent twice: per outbox row and per message, at most one item; a sent
 	// row's external id is the item's.
-	byKey := map[string][]consumertest.StoredItem{}
+	byKey := map[string][]webhooktest.StoredItem{}
 	perMessage := map[string]int{}
 	for _, it := range dest.Items() {
 		byKey[it.Key] = append(byKey[it.Key], it)

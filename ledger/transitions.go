@@ -183,6 +183,31 @@ func (s *Store) Transition(ctx context.Context, id string, c Change, p Params) (
 	return it, nil
 }
 
+// StateError is a change the row's state did not allow. It wraps the
+// sentinel that says why (ErrNotClaimed, ErrCancelled, ErrNotOwner,
+// ErrTooLate, ErrMaybeSent or ErrIllegalTransition).
+type StateError struct {
+	ID        string
+	Change    Change
+	Status    Status // the row's state when the change was refused
+	ClaimedBy string
+	Err       error
+}
+
+func (e *StateError) Error() string {
+	switch e.Err {
+	case ErrTooLate:
+		return fmt.Sprintf("%v: %s is being sent by %s", e.Err, e.ID, e.ClaimedBy)
+	case ErrNotOwner:
+		return fmt.Sprintf("%v: %s is %s (claimed by %q)", e.Err, e.ID, e.Status, e.ClaimedBy)
+	case ErrIllegalTransition:
+		return fmt.Sprintf("%v: cannot %s %s: it is %s", e.Err, e.Change, e.ID, e.Status)
+	}
+	return fmt.Sprintf("%v: %s (%s)", e.Err, e.ID, e.Status)
+}
+
+func (e *StateError) Unwrap() error { return e.Err }
+
 // refused explains a change whose guard did not hold.
 func (s *Store) refused(ctx context.Context, id string, c Change, t transition, p Params) error {
 	it, err := s.Get(ctx, id)
@@ -192,17 +217,18 @@ func (s *Store) refused(ctx context.Context, id string, c Change, t transition, 
 	if err != nil {
 		return err
 	}
+	e := &StateError{ID: id, Change: c, Status: it.Status, ClaimedBy: it.ClaimedBy, Err: ErrIllegalTransition}
 	switch {
 	case c == Claim:
-		return fmt.Errorf("%w: %s is %s", ErrNotClaimed, id, it.Status)
+		e.Err = ErrNotClaimed
 	case t.owned && it.Status == StatusCancelled && it.PendingDelete && it.ClaimedBy == p.Worker:
-		return fmt.Errorf("%w: %s", ErrCancelled, id)
+		e.Err = ErrCancelled
 	case t.owned && (it.ClaimedBy != p.Worker || it.Status != StatusSending):
-		return fmt.Errorf("%w: %s is %s (claimed by %q)", ErrNotOwner, id, it.Status, it.ClaimedBy)
+		e.Err = ErrNotOwner
 	case c == Cancel && it.Status == StatusSending:
-		return fmt.Errorf("%w: %s is being sent by %s", ErrTooLate, id, it.ClaimedBy)
+		e.Err = ErrTooLate
 	case it.MaybeSent && (c == Cancel || c == Fail):
-		return fmt.Errorf("%w: %s (%s)", ErrMaybeSent, id, it.Status)
+		e.Err = ErrMaybeSent
 	}
-	return fmt.Errorf("%w: cannot %s %s: it is %s", ErrIllegalTransition, c, id, it.Status)
+	return e
 }

@@ -76,10 +76,7 @@ func New(js jetstream.Publisher, cfg Config) (*Publisher, error) {
 	if cfg.Attempts < 0 || cfg.Timeout < 0 || cfg.RetryWait < 0 || cfg.Window < 0 {
 		return nil, fmt.Errorf("%w: attempts, timeout, retry wait and window must not be negative", ErrInvalidConfig)
 	}
-	cfg.Attempts = cmp.Or(cfg.Attempts, AttemptsDefault)
-	cfg.Timeout = cmp.Or(cfg.Timeout, TimeoutDefault)
-	cfg.RetryWait = cmp.Or(cfg.RetryWait, RetryWaitDefault)
-	cfg.Window = cmp.Or(cfg.Window, WindowDefault)
+	cfg = cfg.withDefaults()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -93,27 +90,46 @@ func (p *Publisher) NewID() string {
 	return ulid.MustNew(ulid.Timestamp(time.Now()), p.entropy).String()
 }
 
+// withDefaults returns c with zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	c.Attempts = cmp.Or(c.Attempts, AttemptsDefault)
+	c.Timeout = cmp.Or(c.Timeout, TimeoutDefault)
+	c.RetryWait = cmp.Or(c.RetryWait, RetryWaitDefault)
+	c.Window = cmp.Or(c.Window, WindowDefault)
+	return c
+}
+
 // backoff spaces the attempts: RetryWait, doubling.
-func (p *Publisher) backoff() ackwait.Backoff { return ackwait.Backoff{Base: p.cfg.RetryWait} }
+func (c Config) backoff() ackwait.Backoff { return ackwait.Backoff{Base: c.withDefaults().RetryWait} }
 
 // RetryHorizon is the longest time from the first attempt of a publish to
 // its last; the stream's duplicate window must be at least this long.
-func (p *Publisher) RetryHorizon() time.Duration {
-	h := time.Duration(p.cfg.Attempts) * p.cfg.Timeout
-	for i := 1; i < p.cfg.Attempts; i++ {
-		h += p.backoff().Delay(i)
+func (c Config) RetryHorizon() time.Duration {
+	c = c.withDefaults()
+	h := time.Duration(c.Attempts) * c.Timeout
+	for i := 1; i < c.Attempts; i++ {
+		h += c.backoff().Delay(i)
 	}
 	return h
 }
 
 // CheckDuplicateWindow returns ErrDuplicateWindowTooShort, with both
-// durations, when a stream's duplicate window is shorter than RetryHorizon.
-func (p *Publisher) CheckDuplicateWindow(window time.Duration) error {
-	if h := p.RetryHorizon(); window < h {
+// durations, when a stream's duplicate window is shorter than RetryHorizon:
+// a retried publish could then be stored twice.
+func (c Config) CheckDuplicateWindow(window time.Duration) error {
+	if h := c.RetryHorizon(); window < h {
 		return fmt.Errorf("%w: duplicate window %s < retry horizon %s; raise the stream's duplicate window or lower the publisher's attempts/timeout",
 			ErrDuplicateWindowTooShort, window, h)
 	}
 	return nil
+}
+
+// RetryHorizon is the Config's RetryHorizon.
+func (p *Publisher) RetryHorizon() time.Duration { return p.cfg.RetryHorizon() }
+
+// CheckDuplicateWindow is the Config's CheckDuplicateWindow.
+func (p *Publisher) CheckDuplicateWindow(window time.Duration) error {
+	return p.cfg.CheckDuplicateWindow(window)
 }
 
 func (p *Publisher) natsMsg(m Message) (*nats.Msg, string, error) {
@@ -172,7 +188,7 @@ func (p *Publisher) publish(ctx context.Context, msg *nats.Msg, id string) (Ack,
 		}
 		p.log.WarnContext(ctx, "publish failed, retrying with the same id",
 			"msg_id", id, "subject", msg.Subject, "attempt", attempt, "err", err)
-		t := time.NewTimer(p.backoff().Delay(attempt))
+		t := time.NewTimer(p.cfg.backoff().Delay(attempt))
 		select {
 		case <-ctx.Done():
 			t.Stop()

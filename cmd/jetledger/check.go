@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -50,7 +51,7 @@ func (c *checkCmd) Run(inv *invocation) error {
 	}
 	cfg := cons.CachedInfo().Config
 	fmt.Fprintf(inv.stdout, "consumer   %s/%s\nack wait   %s\nplan       %s\n", c.Stream, c.Durable, cfg.AckWait, plan)
-	if err := plan.Validate(cfg); err != nil {
+	if err := plan.Validate(consumer.DurableOf(cfg)); err != nil {
 		fmt.Fprintln(inv.stdout, "result     UNSAFE")
 		return fmt.Errorf("consumer %s/%s: %w", c.Stream, c.Durable, err)
 	}

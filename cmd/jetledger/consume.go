@@ -150,11 +150,7 @@ func (f *consumeFlags) ensureStream(ctx context.Context, c *consumption) error {
 	if err != nil {
 		return err
 	}
-	p, err := publisher.New(nil, publisher.Config{})
-	if err != nil {
-		return nil
-	}
-	if err := p.CheckDuplicateWindow(info.Config.Duplicates); err != nil {
+	if err := (publisher.Config{}).CheckDuplicateWindow(info.Config.Duplicates); err != nil {
 		c.log.WarnContext(ctx, "stream duplicate window is short", "err", err)
 	}
 	return nil

@@ -9,9 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/outbox"
+
 	"github.com/jetledger/jetledger/ackwait"
-	"github.com/jetledger/jetledger/consumer"
-	"github.com/jetledger/jetledger/consumer/webhook"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/ledger"
 )
 
@@ -19,13 +20,13 @@ import (
 // webhook sink, so that moving those packages touches it alone.
 
 type (
-	dispatcher = consumer.Dispatcher
-	sink       = consumer.Sink
+	dispatcher = outbox.Dispatcher
+	sink       = outbox.Sink
 )
 
 const (
-	outboxWorkersDefault     = consumer.WorkersDefault
-	outboxMaxAttemptsDefault = consumer.MaxAttemptsDefault
+	outboxWorkersDefault     = outbox.WorkersDefault
+	outboxMaxAttemptsDefault = outbox.MaxAttemptsDefault
 	webhookTimeoutDefault    = webhook.TimeoutDefault
 	webhookIDFieldDefault    = webhook.ExternalIDFieldDefault
 )
@@ -84,7 +85,7 @@ func parseStatuses(s string) ([]int, error) {
 
 // newDispatcher is run's outbox dispatcher: its claim lease comes from the plan.
 func newDispatcher(st *ledger.Store, s sink, plan ackwait.Plan, workers, attempts int, log *slog.Logger) (*dispatcher, error) {
-	d, err := consumer.NewDispatcher(st, consumer.DispatcherConfig{Sink: s, Workers: workers,
+	d, err := outbox.New(st, outbox.Config{Sink: s, Workers: workers,
 		MaxAttempts: attempts, Lease: plan.ClaimLease(s.Timeout()), Logger: log})
 	if err != nil {
 		return nil, usageError{err}
@@ -95,27 +96,13 @@ func newDispatcher(st *ledger.Store, s sink, plan ackwait.Plan, workers, attempt
 // cancelOutbox cancels a row, deleting the item at the destination through
 // s when it may be there; without s, rows never sent can still be cancelled.
 func cancelOutbox(ctx context.Context, st *ledger.Store, s sink, id string) (string, error) {
-	if s == nil {
-		s = noDeleteSink{}
+	var del outbox.Deleter
+	if d, ok := s.(outbox.Deleter); ok {
+		del = d
 	}
-	d, err := consumer.NewDispatcher(st, consumer.DispatcherConfig{Sink: s})
-	if err != nil {
-		return "", usageError{err}
+	out, err := outbox.Cancel(ctx, st, del, id)
+	if errors.Is(err, outbox.ErrStillAtDestination) && del == nil {
+		err = fmt.Errorf("%w (give --webhook-delete-url to delete it there)", err)
 	}
-	out, err := d.Cancel(ctx, id)
 	return string(out), err
 }
-
-// noDeleteSink stands in when outbox cancel is given no --webhook-delete-url:
-// rows never sent can still be cancelled; sent ones cannot be deleted.
-type noDeleteSink struct{}
-
-func (noDeleteSink) Name() string { return "webhook" }
-func (noDeleteSink) Send(context.Context, ledger.OutboxItem) (string, error) {
-	return "", errors.New("not sending")
-}
-func (noDeleteSink) Delete(context.Context, string) error {
-	return errors.New("no --webhook-delete-url given, so the item cannot be deleted at the destination")
-}
-func (noDeleteSink) Idempotent() bool       { return false }
-func (noDeleteSink) Timeout() time.Duration { return webhookTimeoutDefault }

@@ -47,10 +47,9 @@ func (o *outboxCmd) report(inv *invocation, st *ledger.Store, id, did string) er
 func (o *outboxCmd) change(inv *invocation, verb, id string, f func(*ledger.Store) (string, error)) error {
 	return o.withStore(func(st *ledger.Store) error {
 		did, err := f(st)
-		if errors.Is(err, ledger.ErrIllegalTransition) {
-			if it, gerr := st.Get(inv.ctx, id); gerr == nil {
-				return fmt.Errorf("cannot %s %s: it is %s (%w)", verb, id, it.Status, ledger.ErrIllegalTransition)
-			}
+		var se *ledger.StateError
+		if errors.As(err, &se) && errors.Is(err, ledger.ErrIllegalTransition) {
+			return fmt.Errorf("cannot %s %s: it is %s (%w)", verb, id, se.Status, ledger.ErrIllegalTransition)
 		}
 		if err != nil {
 			return err

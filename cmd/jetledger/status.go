@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -120,7 +121,7 @@ func (c *statusCmd) readServer(ctx context.Context, js jetstream.JetStream, plan
 		rep.Problems = append(rep.Problems, fmt.Sprintf("consumer %s/%s: %v", c.Stream, c.Durable, err))
 		return
 	}
-	verr := plan.Validate(info.Config)
+	verr := plan.Validate(consumer.DurableOf(info.Config))
 	if verr != nil {
 		rep.Problems = append(rep.Problems, verr.Error()+advice(verr))
 	}

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jetledger/jetledger/consumer/webhook"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 )
 
 // FuzzExternalID parses arbitrary response bodies and headers: no panic,

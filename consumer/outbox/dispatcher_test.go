@@ -1,6 +1,7 @@
-package consumer_test
+package outbox_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,10 +13,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
+
 	"github.com/jetledger/jetledger/ackwait"
-	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/consumertest"
-	"github.com/jetledger/jetledger/consumer/webhook"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/ledger"
 )
 
@@ -61,7 +64,7 @@ func (r *records) find(level slog.Level, want map[string]string) (slog.Record, b
 type outboxEnv struct {
 	path string
 	st   *ledger.Store
-	dest *consumertest.Destination
+	dest *webhooktest.Destination
 	sink *webhook.Sink
 	logs *records
 }
@@ -74,7 +77,7 @@ func newOutboxEnv(t testing.TB, idempotent bool, timeout time.Duration) *outboxE
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	dest := consumertest.NewDestination(t, idempotent)
+	dest := webhooktest.NewDestination(t, idempotent)
 	sink, err := webhook.New(webhook.Config{URL: dest.URL(), DeleteURL: dest.DeleteURL(), Timeout: timeout, Idempotent: idempotent})
 	if err != nil {
 		t.Fatal(err)
@@ -98,20 +101,20 @@ func (e *outboxEnv) enqueue(t *testing.T, msgID string) string {
 	return id
 }
 
-func (e *outboxEnv) dispatcher(t *testing.T, cfg consumer.DispatcherConfig) *consumer.Dispatcher {
+func (e *outboxEnv) dispatcher(t *testing.T, cfg outbox.Config) *outbox.Dispatcher {
 	t.Helper()
 	cfg.Sink = e.sink
 	cfg.PollInterval = 10 * time.Millisecond
-	cfg.Backoff.Base = cmpOr(cfg.Backoff.Base, 10*time.Millisecond)
+	cfg.Backoff.Base = cmp.Or(cfg.Backoff.Base, 10*time.Millisecond)
 	cfg.Logger = slog.New(e.logs)
-	d, err := consumer.NewDispatcher(e.st, cfg)
+	d, err := outbox.New(e.st, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return d
 }
 
-func (e *outboxEnv) run(t *testing.T, d *consumer.Dispatcher) {
+func (e *outboxEnv) run(t *testing.T, d *outbox.Dispatcher) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -140,7 +143,7 @@ func TestDispatcherSendsWithIdempotencyKey(t *testing.T) {
 	t.Parallel()
 	e := newOutboxEnv(t, false, time.Second)
 	id := e.enqueue(t, "m1")
-	e.run(t, e.dispatcher(t, consumer.DispatcherConfig{}))
+	e.run(t, e.dispatcher(t, outbox.Config{}))
 	it := e.waitStatus(t, id, ledger.StatusSent)
 	items := e.dest.Items()
 	if len(items) != 1 || items[0].Key != id || items[0].MessageID != "m1" || it.ExternalID != items[0].ExternalID {
@@ -201,11 +204,11 @@ func TestCancelWhileSendingDeletesAtDestination(t *testing.T) {
 	e := newOutboxEnv(t, false, 5*time.Second)
 	e.dest.Hold()
 	id := e.enqueue(t, "m1")
-	d := e.dispatcher(t, consumer.DispatcherConfig{})
+	d := e.dispatcher(t, outbox.Config{})
 	e.run(t, d)
 	<-e.dest.Arrived()
 	out, err := d.Cancel(context.Background(), id)
-	if err != nil || out != consumer.CancelledInFlight {
+	if err != nil || out != outbox.CancelledInFlight {
 		t.Fatalf("cancel = %q, %v", out, err)
 	}
 	e.dest.Release()
@@ -227,7 +230,7 @@ func TestCancelWhileSendingDeleteFailsGoesToReview(t *testing.T) {
 	e.dest.Hold()
 	e.dest.FailDeletesWith(http.StatusBadGateway)
 	id := e.enqueue(t, "m1")
-	d := e.dispatcher(t, consumer.DispatcherConfig{})
+	d := e.dispatcher(t, outbox.Config{})
 	e.run(t, d)
 	<-e.dest.Arrived()
 	if _, err := d.Cancel(context.Background(), id); err != nil {
@@ -310,12 +313,12 @@ func TestCancelSentDeleteFails(t *testing.T) {
 	t.Parallel()
 	e := newOutboxEnv(t, false, time.Second)
 	id := e.enqueue(t, "m1")
-	d := e.dispatcher(t, consumer.DispatcherConfig{})
+	d := e.dispatcher(t, outbox.Config{})
 	e.run(t, d)
 	e.waitStatus(t, id, ledger.StatusSent)
 	e.dest.FailDeletesWith(http.StatusInternalServerError)
 	_, err := d.Cancel(context.Background(), id)
-	if !errors.Is(err, consumer.ErrStillAtDestination) {
+	if !errors.Is(err, outbox.ErrStillAtDestination) {
 		t.Fatalf("err = %v, want ErrStillAtDestination with the status", err)
 	}
 	if it, _ := e.st.Get(context.Background(), id); it.Status != ledger.StatusSent {
@@ -323,7 +326,7 @@ func TestCancelSentDeleteFails(t *testing.T) {
 	}
 	e.dest.FailDeletesWith(0)
 	out, err := d.Cancel(context.Background(), id)
-	if err != nil || out != consumer.CancelledDeleted || len(e.dest.Items()) != 0 {
+	if err != nil || out != outbox.CancelledDeleted || len(e.dest.Items()) != 0 {
 		t.Fatalf("cancel = %q, %v; items %d", out, err, len(e.dest.Items()))
 	}
 	// Cancel returned: the row is cancelled now, nothing to wait for.
@@ -340,7 +343,7 @@ func TestCancelMaybeSentRow(t *testing.T) {
 	e := newOutboxEnv(t, true, 200*time.Millisecond)
 	e.dest.HoldAfterStore() // stored, but the answer comes too late
 	id := e.enqueue(t, "m1")
-	d := e.dispatcher(t, consumer.DispatcherConfig{MaxAttempts: 100, Backoff: ackwait.Backoff{Base: time.Hour}, Lease: 2 * time.Second})
+	d := e.dispatcher(t, outbox.Config{MaxAttempts: 100, Backoff: ackwait.Backoff{Base: time.Hour}, Lease: 2 * time.Second})
 	e.run(t, d)
 	it := e.waitStatus(t, id, ledger.StatusQueued)
 	consumertest.Eventually(t, 10*time.Second, "the timed-out attempt recorded", func() bool {
@@ -348,7 +351,7 @@ func TestCancelMaybeSentRow(t *testing.T) {
 		return it.MaybeSent && it.Status == ledger.StatusQueued
 	})
 	_, err := d.Cancel(context.Background(), id)
-	if !errors.Is(err, consumer.ErrStillAtDestination) || len(e.dest.Items()) != 1 {
+	if !errors.Is(err, outbox.ErrStillAtDestination) || len(e.dest.Items()) != 1 {
 		t.Fatalf("cancel of a maybe-sent row: err = %v, destination %d items", err, len(e.dest.Items()))
 	}
 	if it, _ := e.st.Get(context.Background(), id); it.Status != ledger.StatusQueued {
@@ -360,9 +363,9 @@ func TestCancelQueued(t *testing.T) {
 	t.Parallel()
 	e := newOutboxEnv(t, false, time.Second)
 	id := e.enqueue(t, "m1")
-	d := e.dispatcher(t, consumer.DispatcherConfig{}) // not running: the row stays queued
+	d := e.dispatcher(t, outbox.Config{}) // not running: the row stays queued
 	out, err := d.Cancel(context.Background(), id)
-	if err != nil || out != consumer.CancelledUnsent {
+	if err != nil || out != outbox.CancelledUnsent {
 		t.Fatalf("cancel = %q, %v", out, err)
 	}
 	if _, err := d.Cancel(context.Background(), id); !errors.Is(err, ledger.ErrIllegalTransition) {
@@ -376,27 +379,27 @@ func TestSendOutcomes(t *testing.T) {
 	tests := []struct {
 		name       string
 		idempotent bool
-		setup      func(d *consumertest.Destination)
+		setup      func(d *webhooktest.Destination)
 		want       ledger.Status
 		wantReqs   int
 	}{
-		{name: "400 fails at once", setup: func(d *consumertest.Destination) { d.FailWith(400) }, want: ledger.StatusFailed, wantReqs: 1},
-		{name: "422 fails at once", setup: func(d *consumertest.Destination) { d.FailWith(422) }, want: ledger.StatusFailed, wantReqs: 1},
+		{name: "400 fails at once", setup: func(d *webhooktest.Destination) { d.FailWith(400) }, want: ledger.StatusFailed, wantReqs: 1},
+		{name: "422 fails at once", setup: func(d *webhooktest.Destination) { d.FailWith(422) }, want: ledger.StatusFailed, wantReqs: 1},
 		// A 500 may come after the work was done: not re-sent unless the destination is idempotent.
-		{name: "500 goes to review", setup: func(d *consumertest.Destination) { d.FailWith(500) }, want: ledger.StatusReview, wantReqs: 1},
-		{name: "500 to idempotent destination retried, then review", idempotent: true, setup: func(d *consumertest.Destination) { d.FailWith(500) }, want: ledger.StatusReview, wantReqs: 3},
-		{name: "429 retried then failed", setup: func(d *consumertest.Destination) { d.FailWith(429) }, want: ledger.StatusFailed, wantReqs: 3},
-		{name: "timeout goes to review", setup: func(d *consumertest.Destination) { d.Hold() }, want: ledger.StatusReview, wantReqs: 1},
+		{name: "500 goes to review", setup: func(d *webhooktest.Destination) { d.FailWith(500) }, want: ledger.StatusReview, wantReqs: 1},
+		{name: "500 to idempotent destination retried, then review", idempotent: true, setup: func(d *webhooktest.Destination) { d.FailWith(500) }, want: ledger.StatusReview, wantReqs: 3},
+		{name: "429 retried then failed", setup: func(d *webhooktest.Destination) { d.FailWith(429) }, want: ledger.StatusFailed, wantReqs: 3},
+		{name: "timeout goes to review", setup: func(d *webhooktest.Destination) { d.Hold() }, want: ledger.StatusReview, wantReqs: 1},
 		// Re-sent with the same key, but never reported failed: the item may be there.
-		{name: "timeout to idempotent destination retried, then review", idempotent: true, setup: func(d *consumertest.Destination) { d.Hold() }, want: ledger.StatusReview, wantReqs: 3},
-		{name: "502 from a gateway goes to review", setup: func(d *consumertest.Destination) { d.FailWith(502) }, want: ledger.StatusReview, wantReqs: 1},
+		{name: "timeout to idempotent destination retried, then review", idempotent: true, setup: func(d *webhooktest.Destination) { d.Hold() }, want: ledger.StatusReview, wantReqs: 3},
+		{name: "502 from a gateway goes to review", setup: func(d *webhooktest.Destination) { d.FailWith(502) }, want: ledger.StatusReview, wantReqs: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newOutboxEnv(t, tt.idempotent, 200*time.Millisecond)
 			tt.setup(e.dest)
 			id := e.enqueue(t, "m1")
-			e.run(t, e.dispatcher(t, consumer.DispatcherConfig{MaxAttempts: 3, Lease: 2 * time.Second}))
+			e.run(t, e.dispatcher(t, outbox.Config{MaxAttempts: 3, Lease: 2 * time.Second}))
 			it := e.waitStatus(t, id, tt.want)
 			if e.dest.Requests(id) != tt.wantReqs || it.Error == "" {
 				t.Fatalf("row %+v: requests %d (want %d), and the last error recorded", it, e.dest.Requests(id), tt.wantReqs)
@@ -411,7 +414,7 @@ func TestRetryableRecovers(t *testing.T) {
 	e := newOutboxEnv(t, false, time.Second)
 	e.dest.FailWith(429)
 	id := e.enqueue(t, "m1")
-	e.run(t, e.dispatcher(t, consumer.DispatcherConfig{MaxAttempts: 100}))
+	e.run(t, e.dispatcher(t, outbox.Config{MaxAttempts: 100}))
 	consumertest.Eventually(t, 5*time.Second, "a retry", func() bool { return e.dest.Requests(id) >= 2 })
 	e.dest.FailWith(0)
 	e.waitStatus(t, id, ledger.StatusSent)
@@ -423,7 +426,7 @@ func TestRetryableRecovers(t *testing.T) {
 func TestDispatcherRefusesShortLease(t *testing.T) {
 	t.Parallel()
 	e := newOutboxEnv(t, false, 10*time.Second)
-	_, err := consumer.NewDispatcher(e.st, consumer.DispatcherConfig{Sink: e.sink, Lease: 5 * time.Second})
+	_, err := outbox.New(e.st, outbox.Config{Sink: e.sink, Lease: 5 * time.Second})
 	if !errors.Is(err, ackwait.ErrLeaseTooShort) {
 		t.Fatalf("err = %v", err)
 	}

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
+
 	"github.com/jetledger/jetledger/ackwait"
-	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/consumertest"
-	"github.com/jetledger/jetledger/consumer/webhook"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/ledger"
 )
 
@@ -25,7 +27,7 @@ func TestDispatcherSendsNothingTwiceAfter500(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	dest := consumertest.NewDestination(t, false)
+	dest := webhooktest.NewDestination(t, false)
 	dest.FailAfterStoreWith(500)
 	sink, err := webhook.New(webhook.Config{URL: dest.URL(), Timeout: time.Second})
 	if err != nil {
@@ -43,7 +45,7 @@ func TestDispatcherSendsNothingTwiceAfter500(t *testing.T) {
 		t.Fatalf("enqueue: %v %+v", err, rs)
 	}
 
-	d, err := consumer.NewDispatcher(st, consumer.DispatcherConfig{Sink: sink, MaxAttempts: 3,
+	d, err := outbox.New(st, outbox.Config{Sink: sink, MaxAttempts: 3,
 		Backoff: ackwait.Backoff{Base: 10 * time.Millisecond}, PollInterval: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

@@ -11,9 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jetledger/jetledger/consumer"
-	"github.com/jetledger/jetledger/consumer/consumertest"
-	"github.com/jetledger/jetledger/consumer/webhook"
+	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
+
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/ledger"
 	"go.uber.org/goleak"
 )
@@ -87,31 +88,31 @@ func TestSendClassification(t *testing.T) {
 		status  int
 		wantErr error
 	}{
-		{name: "429 is retried by default", status: 429, wantErr: consumer.ErrRetryable},
-		{name: "429 not listed is rejected", retryOn: []int{}, status: 429, wantErr: consumer.ErrRejected},
-		{name: "503 documented as not processed is retried", retryOn: []int{503}, status: 503, wantErr: consumer.ErrRetryable},
-		{name: "500 stays unknown when only 503 is listed", retryOn: []int{503}, status: 500, wantErr: consumer.ErrAmbiguous},
-		{name: "500 after the work was recorded is an unknown outcome", status: 500, wantErr: consumer.ErrAmbiguous},
-		{name: "503 is an unknown outcome by default", status: 503, wantErr: consumer.ErrAmbiguous},
-		{name: "502 from a gateway", status: 502, wantErr: consumer.ErrAmbiguous},
-		{name: "504 from a gateway", status: 504, wantErr: consumer.ErrAmbiguous},
-		{name: "599", status: 599, wantErr: consumer.ErrAmbiguous},
-		{name: "400", status: 400, wantErr: consumer.ErrRejected},
-		{name: "404", status: 404, wantErr: consumer.ErrRejected},
-		{name: "redirect: not followed, and the POST may have been processed", status: 302, wantErr: consumer.ErrAmbiguous},
-		{name: "303 see other after processing", status: 303, wantErr: consumer.ErrAmbiguous},
+		{name: "429 is retried by default", status: 429, wantErr: outbox.ErrRetryable},
+		{name: "429 not listed is rejected", retryOn: []int{}, status: 429, wantErr: outbox.ErrRejected},
+		{name: "503 documented as not processed is retried", retryOn: []int{503}, status: 503, wantErr: outbox.ErrRetryable},
+		{name: "500 stays unknown when only 503 is listed", retryOn: []int{503}, status: 500, wantErr: outbox.ErrAmbiguous},
+		{name: "500 after the work was recorded is an unknown outcome", status: 500, wantErr: outbox.ErrAmbiguous},
+		{name: "503 is an unknown outcome by default", status: 503, wantErr: outbox.ErrAmbiguous},
+		{name: "502 from a gateway", status: 502, wantErr: outbox.ErrAmbiguous},
+		{name: "504 from a gateway", status: 504, wantErr: outbox.ErrAmbiguous},
+		{name: "599", status: 599, wantErr: outbox.ErrAmbiguous},
+		{name: "400", status: 400, wantErr: outbox.ErrRejected},
+		{name: "404", status: 404, wantErr: outbox.ErrRejected},
+		{name: "redirect: not followed, and the POST may have been processed", status: 302, wantErr: outbox.ErrAmbiguous},
+		{name: "303 see other after processing", status: 303, wantErr: outbox.ErrAmbiguous},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			dest := consumertest.NewDestination(t, false)
+			dest := webhooktest.NewDestination(t, false)
 			dest.FailAfterStoreWith(tt.status)
 			s, err := webhook.New(webhook.Config{URL: dest.URL(), RetryOn: tt.retryOn})
 			if err != nil {
 				t.Fatal(err)
 			}
 			_, err = s.Send(context.Background(), item)
-			var se *consumer.SendError
+			var se *outbox.SendError
 			if !errors.Is(err, tt.wantErr) || !errors.As(err, &se) || se.Status != tt.status {
 				t.Fatalf("err = %v, want %v with status %d", err, tt.wantErr, tt.status)
 			}
@@ -132,14 +133,14 @@ func TestSendTransportErrors(t *testing.T) {
 		timeout time.Duration
 		wantErr error
 	}{
-		{name: "connection refused", url: refusingURL, wantErr: consumer.ErrRetryable},
-		{name: "untrusted TLS certificate", url: untrustedTLSURL, wantErr: consumer.ErrRetryable},
-		{name: "timeout after the request left", url: silentURL, timeout: 50 * time.Millisecond, wantErr: consumer.ErrAmbiguous},
+		{name: "connection refused", url: refusingURL, wantErr: outbox.ErrRetryable},
+		{name: "untrusted TLS certificate", url: untrustedTLSURL, wantErr: outbox.ErrRetryable},
+		{name: "timeout after the request left", url: silentURL, timeout: 50 * time.Millisecond, wantErr: outbox.ErrAmbiguous},
 		{name: "connection closed after the work was recorded", url: func(t testing.TB) string {
-			dest := consumertest.NewDestination(t, false)
+			dest := webhooktest.NewDestination(t, false)
 			dest.CloseAfterStore()
 			return dest.URL()
-		}, wantErr: consumer.ErrAmbiguous},
+		}, wantErr: outbox.ErrAmbiguous},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,7 +198,7 @@ func silentURL(t testing.TB) string {
 // destination would do the work twice while Send reports one outcome.
 func TestSendNeverRepeatsARequest(t *testing.T) {
 	t.Parallel()
-	dest := consumertest.NewDestination(t, false)
+	dest := webhooktest.NewDestination(t, false)
 	s, err := webhook.New(webhook.Config{URL: dest.URL()})
 	if err != nil {
 		t.Fatal(err)
@@ -209,8 +210,8 @@ func TestSendNeverRepeatsARequest(t *testing.T) {
 	}
 	dest.CloseAfterStore()
 	_, err = s.Send(context.Background(), item)
-	if n := dest.Requests(item.ID); n != 1 || !errors.Is(err, consumer.ErrAmbiguous) {
-		t.Fatalf("destination saw %d requests for the item (want 1); Send err = %v (want %v)", n, err, consumer.ErrAmbiguous)
+	if n := dest.Requests(item.ID); n != 1 || !errors.Is(err, outbox.ErrAmbiguous) {
+		t.Fatalf("destination saw %d requests for the item (want 1); Send err = %v (want %v)", n, err, outbox.ErrAmbiguous)
 	}
 }
 

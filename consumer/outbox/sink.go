@@ -1,4 +1,4 @@
-package consumer
+package outbox
 
 import (
 	"context"
@@ -35,18 +35,18 @@ type Deleter interface {
 var (
 	// ErrRejected: the destination refused the item (a 4xx); it is not
 	// there and sending it again will not help. The row is failed.
-	ErrRejected = errors.New("consumer: send rejected by the destination")
+	ErrRejected = errors.New("outbox: send rejected by the destination")
 	// ErrRetryable: the item provably did not arrive: connection refused, or
 	// a status the destination documents as "not processed" (429, say).
 	// Retried with backoff, then failed.
-	ErrRetryable = errors.New("consumer: send failed, retryable")
+	ErrRetryable = errors.New("outbox: send failed, retryable")
 	// ErrAmbiguous: the item may or may not have arrived (a timeout, reset or
 	// 5xx after the request left). Re-sent only to an idempotent destination,
 	// with the same key; otherwise the row goes to review.
-	ErrAmbiguous = errors.New("consumer: send outcome unknown")
+	ErrAmbiguous = errors.New("outbox: send outcome unknown")
 	// ErrStillAtDestination: a cancel could not delete the sent item at the
 	// destination; the row is unchanged.
-	ErrStillAtDestination = errors.New("consumer: item is still at the destination")
+	ErrStillAtDestination = errors.New("outbox: item is still at the destination")
 )
 
 // SendError is a failed send with what is known about it.

@@ -1,4 +1,4 @@
-package consumer
+package outbox
 
 import (
 	"context"
@@ -150,4 +150,16 @@ func (d *Dispatcher) deleteAt(ctx context.Context, ext string) error {
 	ctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
 	defer cancel()
 	return del.Delete(ctx, ext)
+}
+
+// sleep waits d or until ctx ends; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

@@ -1,4 +1,4 @@
-package consumer
+package outbox
 
 import (
 	"context"
@@ -64,7 +64,7 @@ func Cancel(ctx context.Context, o Outbox, del Deleter, id string) (CancelOutcom
 			return "", fmt.Errorf("%w: %s is already %s", ledger.ErrIllegalTransition, id, it.Status)
 		}
 	}
-	return "", fmt.Errorf("consumer: cancel %s: the row kept changing; try again", id)
+	return "", fmt.Errorf("outbox: cancel %s: the row kept changing; try again", id)
 }
 
 // cancelSent deletes a sent (or reviewed) item at the destination, then

@@ -1,4 +1,4 @@
-package consumer
+package outbox
 
 import (
 	"cmp"
@@ -28,15 +28,17 @@ type Outbox interface {
 
 var _ Outbox = (*ledger.Store)(nil)
 
-// Defaults for DispatcherConfig fields left at zero.
+// Defaults for Config fields left at zero.
 const (
 	WorkersDefault      = 4
 	MaxAttemptsDefault  = 5
 	PollIntervalDefault = 250 * time.Millisecond
+	BackoffBaseDefault  = time.Second
+	BackoffMaxDefault   = time.Minute
 )
 
-// DispatcherConfig configures a Dispatcher.
-type DispatcherConfig struct {
+// Config configures a Dispatcher.
+type Config struct {
 	// Sink receives the items. Required.
 	Sink Sink
 	// Workers is how many sends run at once. Default 4.
@@ -62,7 +64,7 @@ type DispatcherConfig struct {
 type Dispatcher struct {
 	o      Outbox
 	sink   Sink
-	cfg    DispatcherConfig
+	cfg    Config
 	log    *slog.Logger
 	id     string
 	claims atomic.Uint64
@@ -70,8 +72,8 @@ type Dispatcher struct {
 	n      struct{ sent, failed, retried, review, deleted atomic.Uint64 }
 }
 
-// NewDispatcher validates cfg; the lease must outlast the sink's timeout.
-func NewDispatcher(o Outbox, cfg DispatcherConfig) (*Dispatcher, error) {
+// New validates cfg; the lease must outlast the sink's timeout.
+func New(o Outbox, cfg Config) (*Dispatcher, error) {
 	if cfg.Sink == nil {
 		return nil, fmt.Errorf("%w: Sink is required", ErrInvalidConfig)
 	}
@@ -106,14 +108,14 @@ func (d *Dispatcher) Notify() {
 	}
 }
 
-// DispatchCounts are running totals of send outcomes.
-type DispatchCounts struct {
+// Counts are running totals of send outcomes.
+type Counts struct {
 	Sent, Failed, Retried, Review, Deleted uint64
 }
 
 // Counts returns the running totals.
-func (d *Dispatcher) Counts() DispatchCounts {
-	return DispatchCounts{Sent: d.n.sent.Load(), Failed: d.n.failed.Load(), Retried: d.n.retried.Load(),
+func (d *Dispatcher) Counts() Counts {
+	return Counts{Sent: d.n.sent.Load(), Failed: d.n.failed.Load(), Retried: d.n.retried.Load(),
 		Review: d.n.review.Load(), Deleted: d.n.deleted.Load()}
 }
 
@@ -133,7 +135,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			failures++
 			d.log.WarnContext(ctx, "outbox poll failed", "err", err)
 			if failures > 20 {
-				return fmt.Errorf("consumer: outbox: %w", err)
+				return fmt.Errorf("outbox: %w", err)
 			}
 		} else {
 			failures = 0

@@ -8,9 +8,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/jetledger/jetledger/consumer"
-	"github.com/jetledger/jetledger/consumer/consumertest"
-	"github.com/jetledger/jetledger/consumer/webhook"
+	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
+
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/ledger"
 )
 
@@ -19,7 +20,7 @@ import (
 // request as safe to replay on a reused connection that dropped.
 func TestSendNeverRepeatsAnEmptyPayload(t *testing.T) {
 	t.Parallel()
-	dest := consumertest.NewDestination(t, false)
+	dest := webhooktest.NewDestination(t, false)
 	s, err := webhook.New(webhook.Config{URL: dest.URL()})
 	if err != nil {
 		t.Fatal(err)
@@ -31,8 +32,8 @@ func TestSendNeverRepeatsAnEmptyPayload(t *testing.T) {
 	dest.CloseAfterStore()
 	empty := ledger.OutboxItem{ID: "01EMPTYPAYLOAD", MessageID: "msg-empty", Payload: []byte{}}
 	_, err = s.Send(context.Background(), empty)
-	if n := dest.Requests(empty.ID); n != 1 || !errors.Is(err, consumer.ErrAmbiguous) {
-		t.Fatalf("destination saw %d requests for the empty item (want 1); Send err = %v (want %v)", n, err, consumer.ErrAmbiguous)
+	if n := dest.Requests(empty.ID); n != 1 || !errors.Is(err, outbox.ErrAmbiguous) {
+		t.Fatalf("destination saw %d requests for the empty item (want 1); Send err = %v (want %v)", n, err, outbox.ErrAmbiguous)
 	}
 }
 
@@ -53,7 +54,7 @@ func TestSeeOtherAfterProcessingIsAnUnknownOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = s.Send(context.Background(), item)
-	if !errors.Is(err, consumer.ErrAmbiguous) {
+	if !errors.Is(err, outbox.ErrAmbiguous) {
 		t.Fatalf("303 See Other after the destination stored the item (stored=%d): err = %v, want ErrAmbiguous", stored.Load(), err)
 	}
 }

@@ -15,7 +15,7 @@
 //		Secret:    os.Getenv("HOOK_SECRET"),
 //		DeleteURL: "https://api.example.com/hooks/{external_id}",
 //	})
-//	d, err := consumer.NewDispatcher(store, consumer.DispatcherConfig{Sink: sink})
+//	d, err := outbox.New(store, outbox.Config{Sink: sink})
 package webhook
 
 import (
@@ -40,7 +40,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/outbox"
+
 	"github.com/jetledger/jetledger/ledger"
 )
 
@@ -107,7 +108,7 @@ type Sink struct {
 	cfg Config
 }
 
-var _ consumer.Sink = (*Sink)(nil)
+var _ outbox.Sink = (*Sink)(nil)
 
 // New validates cfg.
 func New(cfg Config) (*Sink, error) {
@@ -177,21 +178,21 @@ func Sign(secret, ts string, body []byte) string {
 }
 
 // Send POSTs the item once. 2xx: sent, with the external id from the
-// response. A status in Config.RetryOn: consumer.ErrRetryable. Other 4xx:
-// consumer.ErrRejected. Anything else (5xx, 3xx): consumer.ErrAmbiguous,
+// response. A status in Config.RetryOn: outbox.ErrRetryable. Other 4xx:
+// outbox.ErrRejected. Anything else (5xx, 3xx): outbox.ErrAmbiguous,
 // since the destination may have done the work before answering so. With no
 // response: ErrRetryable when the request provably never arrived (connection
 // refused, DNS failure, TLS certificate rejected), otherwise ErrAmbiguous
 // (timeout, reset, connection closed after the request was written).
 func (s *Sink) Send(ctx context.Context, it ledger.OutboxItem) (string, error) {
 	if s.cfg.URL == "" {
-		return "", &consumer.SendError{Kind: consumer.ErrRejected, Detail: "webhook: no URL configured"}
+		return "", &outbox.SendError{Kind: outbox.ErrRejected, Detail: "webhook: no URL configured"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(it.Payload))
 	if err != nil {
-		return "", &consumer.SendError{Kind: consumer.ErrRejected, Detail: err.Error()}
+		return "", &outbox.SendError{Kind: outbox.ErrRejected, Detail: err.Error()}
 	}
 	// net/http repeats a request on its own (it carries an Idempotency-Key)
 	// when a reused connection drops before the answer, after the destination
@@ -223,15 +224,15 @@ func (s *Sink) Send(ctx context.Context, it ledger.OutboxItem) (string, error) {
 		return ExternalID(resp.Header, body, s.cfg.ExternalIDHeader, s.cfg.ExternalIDField, ""), nil
 	case slices.Contains(s.cfg.RetryOn, resp.StatusCode):
 		// The destination documents this status as "not processed".
-		return "", &consumer.SendError{Kind: consumer.ErrRetryable, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
+		return "", &outbox.SendError{Kind: outbox.ErrRetryable, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
 	case resp.StatusCode >= 400 && resp.StatusCode <= 499:
 		// The destination refused the request itself.
-		return "", &consumer.SendError{Kind: consumer.ErrRejected, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
+		return "", &outbox.SendError{Kind: outbox.ErrRejected, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
 	default:
 		// A 5xx: the application, or one behind a gateway, may have committed
 		// the work and then failed. A 3xx: redirects are not followed, and a
 		// 303 is how many APIs answer a POST they did process.
-		return "", &consumer.SendError{Kind: consumer.ErrAmbiguous, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
+		return "", &outbox.SendError{Kind: outbox.ErrAmbiguous, Status: resp.StatusCode, Detail: bodyExcerpt(body)}
 	}
 }
 
@@ -277,9 +278,9 @@ func bodyExcerpt(b []byte) string {
 // when no byte of it can have reached the destination.
 func transportError(err error) error {
 	if neverSent(err) {
-		return &consumer.SendError{Kind: consumer.ErrRetryable, Detail: err.Error()}
+		return &outbox.SendError{Kind: outbox.ErrRetryable, Detail: err.Error()}
 	}
-	return &consumer.SendError{Kind: consumer.ErrAmbiguous, Detail: err.Error()}
+	return &outbox.SendError{Kind: outbox.ErrAmbiguous, Detail: err.Error()}
 }
 
 // neverSent reports a failure before the request could be written: no

@@ -1,4 +1,7 @@
-package consumertest
+// Package webhooktest runs a webhook destination for tests, in the manner of
+// net/http/httptest: it stores POSTed items by idempotency key and can be
+// told to fail, hang, answer late or close without answering.
+package webhooktest
 
 import (
 	"encoding/json"
