@@ -1,6 +1,9 @@
 package ackwait
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Backoff spaces the retries of one thing: a message naked after a failed
 // delivery, an outbox send, a fetch, a publish. The n-th retry waits
@@ -23,4 +26,17 @@ func (b Backoff) Delay(n int) time.Duration {
 		d = min(d, b.Max)
 	}
 	return d
+}
+
+// Wait waits Delay(n), or until ctx ends; it reports whether ctx is still
+// live.
+func (b Backoff) Wait(ctx context.Context, n int) bool {
+	t := time.NewTimer(b.Delay(n))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }

@@ -87,7 +87,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, out chan<- fetched) {
 			}
 			failures++
 			c.log.WarnContext(ctx, "fetch failed", "stream", c.cfg.Stream, "durable", c.cfg.Durable, "err", err)
-			if !sleep(ctx, fetchBackoff.Delay(failures)) {
+			if !fetchBackoff.Wait(ctx, failures) {
 				return
 			}
 			continue
@@ -136,16 +136,4 @@ func (c *Consumer) drain(b jetstream.MessageBatch, err error) ([]received, error
 		return nil, err
 	}
 	return out, nil
-}
-
-// sleep waits d or until ctx ends; it reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

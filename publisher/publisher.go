@@ -188,12 +188,8 @@ func (p *Publisher) publish(ctx context.Context, msg *nats.Msg, id string) (Ack,
 		}
 		p.log.WarnContext(ctx, "publish failed, retrying with the same id",
 			"msg_id", id, "subject", msg.Subject, "attempt", attempt, "err", err)
-		t := time.NewTimer(p.cfg.backoff().Delay(attempt))
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !p.cfg.backoff().Wait(ctx, attempt) {
 			return Ack{}, fmt.Errorf("publisher: publish %s to %s: %w", id, msg.Subject, ctx.Err())
-		case <-t.C:
 		}
 	}
 	return Ack{}, fmt.Errorf("publisher: publish %s to %s: gave up after %d attempts: %w", id, msg.Subject, p.cfg.Attempts, last)

@@ -31,11 +31,7 @@ func (c *checkCmd) Run(inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	log, err := c.Log.logger(inv.stderr)
-	if err != nil {
-		return err
-	}
-	nc, js, err := connect(inv.ctx, c.NATS, log)
+	nc, js, _, err := dial(inv, c.NATS, c.Log)
 	if err != nil {
 		return err
 	}

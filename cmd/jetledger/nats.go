@@ -74,6 +74,16 @@ func (n natsFlags) options() ([]nats.Option, error) {
 
 // connect dials the server with reconnects forever: a restarting broker is a
 // pause, not an exit.
+// dial builds the command's logger and connects with it.
+func dial(inv *invocation, n natsFlags, l logFlags) (*nats.Conn, jetstream.JetStream, *slog.Logger, error) {
+	log, err := l.logger(inv.stderr)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	nc, js, err := connect(inv.ctx, n, log)
+	return nc, js, log, err
+}
+
 func connect(ctx context.Context, n natsFlags, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
 	auth, err := n.options()
 	if err != nil {

@@ -60,15 +60,11 @@ func (c *publishCmd) Run(inv *invocation) error {
 	if c.Attempts < 1 || c.Timeout <= 0 {
 		return usagef("--attempts must be at least 1 and --timeout positive")
 	}
-	log, err := c.Log.logger(inv.stderr)
-	if err != nil {
-		return err
-	}
 	msgs, err := c.messages()
 	if err != nil {
 		return err
 	}
-	nc, js, err := connect(inv.ctx, c.NATS, log)
+	nc, js, log, err := dial(inv, c.NATS, c.Log)
 	if err != nil {
 		return err
 	}

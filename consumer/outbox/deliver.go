@@ -100,7 +100,7 @@ func (d *Dispatcher) writeBack(ctx context.Context, id string, o outcome) error 
 			return err
 		}
 		d.log.WarnContext(ctx, "outbox write-back failed; retrying", "outbox_id", id, "err", err)
-		if !sleep(ctx, retry.Delay(n)) {
+		if !retry.Wait(ctx, n) {
 			return err
 		}
 	}
@@ -150,16 +150,4 @@ func (d *Dispatcher) deleteAt(ctx context.Context, ext string) error {
 	ctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
 	defer cancel()
 	return del.Delete(ctx, ext)
-}
-
-// sleep waits d or until ctx ends; it reports whether ctx is still live.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

@@ -321,22 +321,10 @@ func (v *volume) setattr(n *inode, ch attrChange, out *fuse.Attr) syscall.Errno 
 			n.attrDirty = true
 		}
 	}
-	if ch.uid != nil {
-		n.uid = *ch.uid
-		n.attrDirty = true
-	}
-	if ch.gid != nil {
-		n.gid = *ch.gid
-		n.attrDirty = true
-	}
-	if ch.atime != nil {
-		n.atime = *ch.atime
-		n.attrDirty = true
-	}
-	if ch.mtime != nil {
-		n.mtime = *ch.mtime
-		n.attrDirty = true
-	}
+	setAttr(&n.uid, ch.uid, &n.attrDirty)
+	setAttr(&n.gid, ch.gid, &n.attrDirty)
+	setAttr(&n.atime, ch.atime, &n.attrDirty)
+	setAttr(&n.mtime, ch.mtime, &n.attrDirty)
 	n.ctime = now
 	n.fillAttr(out)
 	return 0
@@ -414,16 +402,25 @@ func (v *volume) link(dir *inode, name string, f *inode, out *fuse.Attr) syscall
 	return 0
 }
 
+// child is the entry name of a usable dir; the caller holds v.mu.
+func (v *volume) child(dir *inode, name string) (*inode, syscall.Errno) {
+	if errno := v.usableDir(dir); errno != 0 {
+		return nil, errno
+	}
+	f, ok := dir.children[name]
+	if !ok {
+		return nil, syscall.ENOENT
+	}
+	return f, 0
+}
+
 func (v *volume) unlink(dir *inode, name string) syscall.Errno {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if errno := v.usableDir(dir); errno != 0 {
-		return errno
-	}
-	f, ok := dir.children[name]
+	f, errno := v.child(dir, name)
 	switch {
-	case !ok:
-		return syscall.ENOENT
+	case errno != 0:
+		return errno
 	case f.isDir():
 		return syscall.EISDIR
 	}
@@ -438,13 +435,10 @@ func (v *volume) unlink(dir *inode, name string) syscall.Errno {
 func (v *volume) rmdir(dir *inode, name string) syscall.Errno {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if errno := v.usableDir(dir); errno != 0 {
-		return errno
-	}
-	d, ok := dir.children[name]
+	d, errno := v.child(dir, name)
 	switch {
-	case !ok:
-		return syscall.ENOENT
+	case errno != 0:
+		return errno
 	case !d.isDir():
 		return syscall.ENOTDIR
 	case len(d.children) > 0:
@@ -851,4 +845,11 @@ func errnoOf(err error) syscall.Errno {
 		return errno
 	}
 	return syscall.EIO
+}
+
+// setAttr sets *dst to *v when v is given, marking the attributes dirty.
+func setAttr[T any](dst *T, v *T, dirty *bool) {
+	if v != nil {
+		*dst, *dirty = *v, true
+	}
 }
