@@ -50,14 +50,28 @@ func (p Plan) WithDefaults() Plan {
 // Check reports a plan with negative or absurd fields.
 func (p Plan) Check() error {
 	p = p.WithDefaults()
-	switch {
-	case p.Deadline < 0 || p.BufferWait < 0 || p.CommitMargin < 0 || p.PerMessage < 0 || p.AckMargin < 0:
-		return fmt.Errorf("%w: durations must not be negative", ErrInvalidPlan)
-	case p.BatchSize < 0 || p.BatchSize > 100_000:
-		return fmt.Errorf("%w: batch size %d: want 1 to 100000", ErrInvalidPlan, p.BatchSize)
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"deadline", p.Deadline}, {"buffer wait", p.BufferWait}, {"commit margin", p.CommitMargin},
+		{"per-message time", p.PerMessage}, {"ack margin", p.AckMargin}} {
+		// Bounded so that their sum, AckWait, cannot overflow: a day is far
+		// past any AckWait a server keeps a message for.
+		if d.v < 0 || d.v > MaxDuration {
+			return fmt.Errorf("%w: %s %s: want 0 to %s", ErrInvalidPlan, d.name, d.v, MaxDuration)
+		}
+	}
+	if p.BatchSize < 0 || p.BatchSize > MaxBatchSize {
+		return fmt.Errorf("%w: batch size %d: want 1 to %d", ErrInvalidPlan, p.BatchSize, MaxBatchSize)
 	}
 	return nil
 }
+
+// Bounds of a Plan's fields.
+const (
+	MaxDuration  = 24 * time.Hour
+	MaxBatchSize = 100_000
+)
 
 // AckWait is the shortest AckWait that covers the worst case of one message:
 // it waits in the buffer, its batch waits for the writer and runs its

@@ -94,6 +94,14 @@ func TestCheck(t *testing.T) {
 	if err := (ackwait.Plan{BatchSize: 1_000_000}).Check(); !errors.Is(err, ackwait.ErrInvalidPlan) {
 		t.Fatalf("err = %v", err)
 	}
+	// A deadline that would make AckWait overflow is refused, not summed.
+	if err := (ackwait.Plan{Deadline: 2562047 * time.Hour}).Check(); !errors.Is(err, ackwait.ErrInvalidPlan) {
+		t.Fatalf("huge deadline: err = %v", err)
+	}
+	if w := (ackwait.Plan{Deadline: ackwait.MaxDuration, BufferWait: ackwait.MaxDuration, CommitMargin: ackwait.MaxDuration,
+		PerMessage: ackwait.MaxDuration, AckMargin: ackwait.MaxDuration, BatchSize: ackwait.MaxBatchSize}).AckWait(); w <= 0 {
+		t.Fatalf("the largest valid plan's AckWait overflowed: %s", w)
+	}
 }
 
 func TestValidateLease(t *testing.T) {

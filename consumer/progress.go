@@ -10,7 +10,7 @@ import (
 // the batch runs (its work and its commit), that it is still being worked
 // on, so a batch that runs long is not redelivered meanwhile.
 func (c *Consumer) keepInProgress(work []item, refreshed *atomic.Int64) (stop func()) {
-	iv := c.plan.InProgressInterval()
+	iv := max(c.plan.InProgressInterval(), time.Millisecond) // a checked plan has one; never a zero ticker
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)

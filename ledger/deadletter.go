@@ -98,13 +98,13 @@ func (s *Store) deadLetters(ctx context.Context, where string, args ...any) ([]D
 
 // ConflictRecord is a same-id-different-payload case from the conflicts table.
 type ConflictRecord struct {
-	MessageID      string
-	Stream         string
-	Sequence       uint64
-	Subject        string
-	ExistingSHA256 []byte
-	NewSHA256      []byte
-	SeenAt         time.Time
+	MessageID      string    `json:"message_id"`
+	Stream         string    `json:"stream"`
+	Sequence       uint64    `json:"stream_seq"`
+	Subject        string    `json:"subject"`
+	ExistingSHA256 []byte    `json:"existing_sha256"` // of the applied payload
+	NewSHA256      []byte    `json:"new_sha256"`      // of the payload that reused the id
+	SeenAt         time.Time `json:"seen_at"`
 }
 
 // Conflicts lists recorded conflicts, oldest first, at most limit (0: all).

@@ -38,8 +38,8 @@ var (
 // Outbox errors. Every outbox transition is one guarded UPDATE; these say why
 // it changed nothing.
 var (
-	// ErrNotFound: no outbox row has that id.
-	ErrNotFound = errors.New("ledger: outbox row not found")
+	// ErrNotFound: no row (outbox row, dead letter) has that id.
+	ErrNotFound = errors.New("ledger: not found")
 	// ErrNotClaimed: the row was not queued (another worker has it, or it is
 	// done). Not a failure: stop, someone else is responsible.
 	ErrNotClaimed = errors.New("ledger: outbox row not claimed: it is not queued")

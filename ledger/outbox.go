@@ -67,30 +67,25 @@ func newULID(now time.Time) string {
 // savepoint: the row exists if and only if the message is applied. It
 // returns the row's id, which is also the idempotency key.
 func (t *Tx) Enqueue(ctx context.Context, sink string, payload []byte) (string, error) {
-	return t.enqueue(ctx, sink, payload, StatusQueued)
+	return t.enqueue(ctx, sink, payload, StatusQueued, "")
 }
 
 // EnqueueSuppressed records an effect that must not be sent (a replayed
 // message's, say), so the ledger still shows it.
 func (t *Tx) EnqueueSuppressed(ctx context.Context, sink string, payload []byte) (string, error) {
-	return t.enqueue(ctx, sink, payload, StatusSuppressed)
+	return t.enqueue(ctx, sink, payload, StatusSuppressed, "")
 }
 
 // EnqueueReview records an effect whose fate nobody can tell (a replay of a
 // message another process may have handled and sent) straight into review,
 // with reason, for a person to settle; it is never sent automatically.
 func (t *Tx) EnqueueReview(ctx context.Context, sink string, payload []byte, reason string) (string, error) {
-	id, err := t.enqueue(ctx, sink, payload, StatusReview)
-	if err != nil {
-		return "", err
-	}
-	if _, err := t.ownExec(ctx, `UPDATE outbox SET maybe_sent = 1, error = ? WHERE id = ?`, reason, id); err != nil {
-		return "", fmt.Errorf("ledger: enqueue for %s: %w", t.d.MessageID, err)
-	}
-	return id, nil
+	return t.enqueue(ctx, sink, payload, StatusReview, reason)
 }
 
-func (t *Tx) enqueue(ctx context.Context, sink string, payload []byte, st Status) (string, error) {
+// enqueue inserts the row in status st; a review row (reason set) may be at
+// the destination, so it carries maybe_sent from the start.
+func (t *Tx) enqueue(ctx context.Context, sink string, payload []byte, st Status, reason string) (string, error) {
 	if t.d == nil {
 		return "", fmt.Errorf("ledger: enqueue outside a handler")
 	}
@@ -105,8 +100,9 @@ func (t *Tx) enqueue(ctx context.Context, sink string, payload []byte, st Status
 	if payload == nil {
 		payload = []byte{}
 	}
-	if _, err := t.ownExec(ctx, `INSERT INTO outbox (id, message_id, sink, payload, status, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?)`, id, t.d.MessageID, sink, payload, string(st), now.UnixMilli(), now.UnixMilli()); err != nil {
+	if _, err := t.ownExec(ctx, `INSERT INTO outbox (id, message_id, sink, payload, status, maybe_sent, error, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, nullif(?, ''), ?, ?)`, id, t.d.MessageID, sink, payload, string(st), st == StatusReview, reason,
+		now.UnixMilli(), now.UnixMilli()); err != nil {
 		return "", fmt.Errorf("ledger: enqueue for %s: %w", t.d.MessageID, err)
 	}
 	return id, nil
@@ -220,6 +216,27 @@ func (s *Store) Resolve(ctx context.Context, id string, as Status, externalID st
 func (s *Store) Retry(ctx context.Context, id string) error {
 	_, err := s.Transition(ctx, id, Requeue, Params{})
 	return err
+}
+
+// Reviewable returns review rows of sink due for a lookup at the
+// destination, oldest first.
+func (s *Store) Reviewable(ctx context.Context, sink string, limit int) ([]OutboxItem, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+outboxCols+` FROM outbox
+		WHERE status = 'review' AND sink = ? AND next_attempt_at <= ? ORDER BY id LIMIT ?`,
+		sink, s.cfg.Now().UnixMilli(), limit)
+	return collect("reviewable outbox rows", rows, err, scanItem)
+}
+
+// LastSent returns the newest sent row of sink, if there is one: a known
+// item to check a destination's lookup against.
+func (s *Store) LastSent(ctx context.Context, sink string) (OutboxItem, bool, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+outboxCols+` FROM outbox
+		WHERE status = 'sent' AND sink = ? ORDER BY id DESC LIMIT 1`, sink)
+	items, err := collect("last sent outbox row", rows, err, scanItem)
+	if err != nil || len(items) == 0 {
+		return OutboxItem{}, false, err
+	}
+	return items[0], true, nil
 }
 
 // Expired is what ExpireLeases did.

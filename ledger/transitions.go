@@ -57,6 +57,15 @@ const (
 	ResolveFailed Change = "resolve failed"
 	// Requeue: failed → queued, sent again with the same key.
 	Requeue Change = "requeue"
+	// Found: review → sent, by a lookup that found the item at the
+	// destination (with its id there, when it gave one).
+	Found Change = "found"
+	// Unseen: review → queued, by a lookup the destination answered with
+	// "never seen": sent again with the same key, no longer maybe sent.
+	Unseen Change = "unseen"
+	// LookupLater: review stays review, looked up again after Params.Delay
+	// (the destination could not answer now).
+	LookupLater Change = "lookup later"
 	// Expire (owned by the vanished Params.Worker): sending, or cancelled
 	// during its send, whose lease ran out → review.
 	Expire Change = "expire"
@@ -121,6 +130,11 @@ var transitions = map[Change]transition{
 		set: `external_id = :ext, sent_at = :now`},
 	ResolveFailed: {from: []string{fromReview}, to: StatusFailed, set: `maybe_sent = 0`},
 	Requeue:       {from: []string{fromFailed}, to: StatusQueued, set: `next_attempt_at = 0, ` + releaseClaim},
+	Found: {from: []string{fromReview}, to: StatusSent,
+		set: `external_id = coalesce(nullif(:ext, ''), external_id), sent_at = :now, error = NULL`},
+	Unseen: {from: []string{fromReview}, guard: `pending_delete = 0`, to: StatusQueued,
+		set: `maybe_sent = 0, next_attempt_at = 0, error = :reason, ` + releaseClaim},
+	LookupLater: {from: []string{fromReview}, to: StatusReview, set: `next_attempt_at = :now + :delay, error = :reason`},
 	Expire: {from: []string{fromSending, fromCancelling}, owned: true, guard: `lease_until < :now`, to: StatusReview,
 		set: `pending_delete = 0, error = CASE status WHEN 'cancelled' THEN 'cancelled while ' || :worker ||
 			' was sending, and its lease expired: the item may be at the destination'

@@ -24,6 +24,8 @@ type Outbox interface {
 	Get(ctx context.Context, id string) (ledger.OutboxItem, error)
 	Transition(ctx context.Context, id string, c ledger.Change, p ledger.Params) (ledger.OutboxItem, error)
 	ExpireLeases(ctx context.Context, sink string, requeue bool) (ledger.Expired, error)
+	Reviewable(ctx context.Context, sink string, limit int) ([]ledger.OutboxItem, error)
+	LastSent(ctx context.Context, sink string) (ledger.OutboxItem, bool, error)
 }
 
 var _ Outbox = (*ledger.Store)(nil)
@@ -33,6 +35,7 @@ const (
 	WorkersDefault      = 4
 	MaxAttemptsDefault  = 5
 	PollIntervalDefault = 250 * time.Millisecond
+	LookupEveryDefault  = time.Minute
 	BackoffBaseDefault  = time.Second
 	BackoffMaxDefault   = time.Minute
 )
@@ -56,6 +59,10 @@ type Config struct {
 	// PollInterval is how often queued rows and expired leases are looked
 	// for when nothing calls Notify. Default 250ms.
 	PollInterval time.Duration
+	// LookupEvery is how often a row in review is looked up again at the
+	// destination, when the sink can (a Looker) and the destination could
+	// not answer. Default 1m.
+	LookupEvery time.Duration
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -69,7 +76,8 @@ type Dispatcher struct {
 	id     string
 	claims atomic.Uint64
 	wake   chan struct{}
-	n      struct{ sent, failed, retried, review, deleted atomic.Uint64 }
+	n      struct{ sent, failed, retried, review, deleted, found, unseen, lookupOff atomic.Uint64 }
+	lookup lookupState // only the Run goroutine reads and writes it
 }
 
 // New validates cfg; the lease must outlast the sink's timeout.
@@ -77,7 +85,7 @@ func New(o Outbox, cfg Config) (*Dispatcher, error) {
 	if cfg.Sink == nil {
 		return nil, fmt.Errorf("%w: Sink is required", ErrInvalidConfig)
 	}
-	if cfg.Workers < 0 || cfg.MaxAttempts < 0 || cfg.Lease < 0 || cfg.Backoff.Base < 0 || cfg.Backoff.Max < 0 || cfg.PollInterval < 0 {
+	if cfg.Workers < 0 || cfg.MaxAttempts < 0 || cfg.Lease < 0 || cfg.Backoff.Base < 0 || cfg.Backoff.Max < 0 || cfg.PollInterval < 0 || cfg.LookupEvery < 0 {
 		return nil, fmt.Errorf("%w: dispatcher settings must not be negative", ErrInvalidConfig)
 	}
 	cfg.Workers = cmp.Or(cfg.Workers, WorkersDefault)
@@ -86,6 +94,7 @@ func New(o Outbox, cfg Config) (*Dispatcher, error) {
 	cfg.Backoff.Base = cmp.Or(cfg.Backoff.Base, BackoffBaseDefault)
 	cfg.Backoff.Max = cmp.Or(cfg.Backoff.Max, BackoffMaxDefault)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, PollIntervalDefault)
+	cfg.LookupEvery = cmp.Or(cfg.LookupEvery, LookupEveryDefault)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -111,12 +120,18 @@ func (d *Dispatcher) Notify() {
 // Counts are running totals of send outcomes.
 type Counts struct {
 	Sent, Failed, Retried, Review, Deleted uint64
+	// Found and Unseen count rows in review that a lookup at the
+	// destination settled: found there (sent), or never seen (sent again).
+	Found, Unseen uint64
+	// LookupOff is 1 once the sink's lookup denied an item the destination
+	// holds: lookups are off, rows in review wait for a person.
+	LookupOff uint64
 }
 
 // Counts returns the running totals.
 func (d *Dispatcher) Counts() Counts {
 	return Counts{Sent: d.n.sent.Load(), Failed: d.n.failed.Load(), Retried: d.n.retried.Load(),
-		Review: d.n.review.Load(), Deleted: d.n.deleted.Load()}
+		Review: d.n.review.Load(), Deleted: d.n.deleted.Load(), Found: d.n.found.Load(), Unseen: d.n.unseen.Load(), LookupOff: d.n.lookupOff.Load()}
 }
 
 // Run sends until ctx ends, then lets sends in flight finish and write back
@@ -164,6 +179,9 @@ func (d *Dispatcher) round(ctx context.Context, slots chan struct{}, wg *sync.Wa
 		d.log.WarnContext(ctx, "outbox row's lease expired mid-send; re-sending with the same idempotency key", "outbox_id", id)
 	}
 	if err != nil {
+		return false, err
+	}
+	if err := d.settleReview(ctx); err != nil {
 		return false, err
 	}
 	free := cap(slots) - len(slots)

@@ -26,9 +26,20 @@ type Sink interface {
 
 // Deleter is a sink that can remove a delivered item at the destination by
 // its id there, so a row cancelled after its send can be deleted. An item
-// already gone is not an error.
+// already gone is not an error; errors.ErrUnsupported says this sink cannot
+// delete (not configured).
 type Deleter interface {
 	Delete(ctx context.Context, externalID string) error
+}
+
+// Looker is a sink that can ask the destination whether it holds an item,
+// by its idempotency key (the row id), so that rows in review settle
+// themselves: found means sent (with the destination's id for it, when it
+// gives one); not found means the destination never saw it, so it is sent
+// again with the same key. An error means the destination cannot say now;
+// errors.ErrUnsupported, that this sink cannot look up (not configured).
+type Looker interface {
+	Lookup(ctx context.Context, item ledger.OutboxItem) (externalID string, found bool, err error)
 }
 
 // What a failed send means for the item. A *SendError wraps one of these.

@@ -78,6 +78,11 @@ type Config struct {
 	// {external_id} is replaced by the destination's id, path-escaped.
 	// Empty: sent items cannot be deleted, so cancelling them fails.
 	DeleteURL string
+	// LookupURL is where the destination answers whether it holds an item
+	// by its idempotency key: {key} is replaced by the outbox row id,
+	// path-escaped. GET answers 2xx (found; the external id as for a send)
+	// or 404/410 (never seen). Empty: rows in review wait for a person.
+	LookupURL string
 	// ExternalIDHeader, if set, is the response header holding the
 	// destination's id for the item. Otherwise the JSON body's
 	// ExternalIDField (default "id") is used. Failing both the item has no
@@ -108,7 +113,11 @@ type Sink struct {
 	cfg Config
 }
 
-var _ outbox.Sink = (*Sink)(nil)
+var (
+	_ outbox.Sink    = (*Sink)(nil)
+	_ outbox.Deleter = (*Sink)(nil)
+	_ outbox.Looker  = (*Sink)(nil)
+)
 
 // New validates cfg.
 func New(cfg Config) (*Sink, error) {
@@ -120,10 +129,13 @@ func New(cfg Config) (*Sink, error) {
 			return nil, fmt.Errorf("%w: URL %q: %v", ErrInvalidConfig, cfg.URL, err)
 		}
 	}
-	if cfg.DeleteURL != "" {
-		probe := strings.ReplaceAll(cfg.DeleteURL, "{external_id}", "x")
+	for name, tmpl := range map[string]string{"DeleteURL": cfg.DeleteURL, "LookupURL": cfg.LookupURL} {
+		if tmpl == "" {
+			continue
+		}
+		probe := strings.NewReplacer("{external_id}", "x", "{key}", "x").Replace(tmpl)
 		if err := checkURL(probe); err != nil {
-			return nil, fmt.Errorf("%w: DeleteURL %q: %v", ErrInvalidConfig, cfg.DeleteURL, err)
+			return nil, fmt.Errorf("%w: %s %q: %v", ErrInvalidConfig, name, tmpl, err)
 		}
 	}
 	if cfg.Timeout < 0 {
@@ -298,26 +310,57 @@ func neverSent(err error) bool {
 		errors.As(err, &unknownCA) || errors.As(err, &badHost) || errors.As(err, &invalidCert)
 }
 
-// Delete removes a sent item at DeleteURL. 2xx, 404 and 410 count as deleted.
+// Delete removes a sent item at DeleteURL. 2xx, 404 and 410 count as
+// deleted. Without DeleteURL it is errors.ErrUnsupported.
 func (s *Sink) Delete(ctx context.Context, externalID string) error {
 	if s.cfg.DeleteURL == "" {
-		return errors.New("webhook: no delete URL configured")
+		return fmt.Errorf("webhook: no delete URL configured: %w", errors.ErrUnsupported)
 	}
 	target := strings.ReplaceAll(s.cfg.DeleteURL, "{external_id}", url.PathEscape(externalID))
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodDelete, target, nil)
+	status, _, body, err := s.do(ctx, http.MethodDelete, target)
 	if err != nil {
 		return fmt.Errorf("webhook: delete %s: %w", externalID, err)
+	}
+	if status/100 == 2 || status == http.StatusNotFound || status == http.StatusGone {
+		return nil
+	}
+	return fmt.Errorf("webhook: delete %s: status %d: %s", externalID, status, bodyExcerpt(body))
+}
+
+// Lookup asks LookupURL whether the destination holds the item, by its
+// idempotency key. 2xx: found, with the external id read as for a send;
+// 404 or 410: never seen; anything else: an error (it cannot say now).
+// Without LookupURL it is errors.ErrUnsupported.
+func (s *Sink) Lookup(ctx context.Context, it ledger.OutboxItem) (string, bool, error) {
+	if s.cfg.LookupURL == "" {
+		return "", false, fmt.Errorf("webhook: no lookup URL configured: %w", errors.ErrUnsupported)
+	}
+	target := strings.ReplaceAll(s.cfg.LookupURL, "{key}", url.PathEscape(it.ID))
+	status, h, body, err := s.do(ctx, http.MethodGet, target)
+	switch {
+	case err != nil:
+		return "", false, fmt.Errorf("webhook: look up %s: %w", it.ID, err)
+	case status/100 == 2:
+		return ExternalID(h, body, s.cfg.ExternalIDHeader, s.cfg.ExternalIDField, ""), true, nil
+	case status == http.StatusNotFound || status == http.StatusGone:
+		return "", false, nil
+	}
+	return "", false, fmt.Errorf("webhook: look up %s: status %d: %s", it.ID, status, bodyExcerpt(body))
+}
+
+// do makes a bodiless request within the sink's timeout.
+func (s *Sink) do(ctx context.Context, method, target string) (int, http.Header, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, target, nil)
+	if err != nil {
+		return 0, nil, nil, err
 	}
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
-		return fmt.Errorf("webhook: delete %s: %w", externalID, err)
+		return 0, nil, nil, err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusGone {
-		return nil
-	}
-	return fmt.Errorf("webhook: delete %s: status %d: %s", externalID, resp.StatusCode, bodyExcerpt(body))
+	return resp.StatusCode, resp.Header, body, nil
 }

@@ -45,6 +45,7 @@ type Destination struct {
 	holdAfter    bool                  // hold after storing: the item is there, the answer is late
 	delay        time.Duration         // answer every POST this much later: a slow destination
 	next         int
+	lookups      int
 	arrived      chan string
 }
 
@@ -63,6 +64,11 @@ func NewDestination(tb testing.TB, idempotent bool) *Destination {
 
 // URL is where to POST items.
 func (d *Destination) URL() string { return d.srv.URL + "/items" }
+
+// LookupURL is the lookup template for webhook.Config.LookupURL: the
+// destination answers 200 with the item's id if it holds an item stored
+// under the key, 404 otherwise.
+func (d *Destination) LookupURL() string { return d.srv.URL + "/by-key/{key}" }
 
 // DeleteURL is the delete template for webhook.Config.DeleteURL.
 func (d *Destination) DeleteURL() string { return d.srv.URL + "/items/{external_id}" }
@@ -166,6 +172,8 @@ func (d *Destination) serve(w http.ResponseWriter, r *http.Request) {
 		d.post(w, r)
 	case r.Method == http.MethodDelete && strings.HasPrefix(r.URL.Path, "/items/"):
 		d.delete(w, strings.TrimPrefix(r.URL.Path, "/items/"))
+	case r.Method == http.MethodGet && strings.HasPrefix(r.URL.Path, "/by-key/"):
+		d.lookup(w, strings.TrimPrefix(r.URL.Path, "/by-key/"))
 	default:
 		http.Error(w, "not found", http.StatusNotFound)
 	}
@@ -250,4 +258,25 @@ func (d *Destination) delete(w http.ResponseWriter, ext string) {
 	}
 	delete(d.items, ext)
 	w.WriteHeader(http.StatusNoContent)
+}
+
+func (d *Destination) lookup(w http.ResponseWriter, key string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lookups++
+	for ext, it := range d.items {
+		if it.Key == key {
+			w.Header().Set("Content-Type", "application/json")
+			json.NewEncoder(w).Encode(map[string]string{"id": ext}) //nolint:errcheck // test server
+			return
+		}
+	}
+	http.Error(w, "never seen", http.StatusNotFound)
+}
+
+// Lookups is how many lookups by key the destination answered.
+func (d *Destination) Lookups() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.lookups
 }
