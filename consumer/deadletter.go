@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,7 +51,8 @@ func (c *Consumer) onMaxDeliveries(ctx context.Context, data []byte) {
 		c.log.WarnContext(ctx, "unreadable max-deliveries advisory", "err", err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	// Recording it is a write like a dead letter's: the plan's commit bound.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.plan.CommitTimeout())
 	defer cancel()
 	if seen, err := c.ledger.HasDeadLetter(ctx, adv.Stream, adv.StreamSeq); err == nil && seen {
 		return

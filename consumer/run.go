@@ -21,7 +21,8 @@ import (
 func (c *Consumer) Run(ctx context.Context) error {
 	defer func() {
 		// Acks are fire-and-forget; make sure the last ones leave the process.
-		if err := c.js.Conn().FlushTimeout(5 * time.Second); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+		// Within the plan's ack margin, or they are late anyway.
+		if err := c.js.Conn().FlushTimeout(c.plan.AckMargin); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			c.log.Warn("flushing acks", "err", err)
 		}
 	}()

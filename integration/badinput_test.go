@@ -16,6 +16,7 @@ import (
 // an applied id each end as a dead letter or conflict row with a reason; the
 // consumer keeps going and the good messages around them are applied once.
 func TestBadInputDeadLettersAndConflicts(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, 100*time.Millisecond)
 	ctx := context.Background()
 	good := []event{{ID: "g1", Account: "a", Amount: 10}, {ID: "g2", Account: "b", Amount: 20}}
@@ -59,9 +60,9 @@ func TestBadInputDeadLettersAndConflicts(t *testing.T) {
 	}
 	out, code := cli(t, "ledger", "conflicts", "--db", w.db, "--json")
 	var listed []struct {
-		MessageID      string
-		ExistingSHA256 []byte
-		NewSHA256      []byte
+		MessageID      string `json:"message_id"`
+		ExistingSHA256 []byte `json:"existing_sha256"`
+		NewSHA256      []byte `json:"new_sha256"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 1 || listed[0].MessageID != "g1" ||
 		len(listed[0].ExistingSHA256) != 32 || len(listed[0].NewSHA256) != 32 {

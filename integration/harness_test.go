@@ -249,24 +249,39 @@ func (p *proc) wait(timeout time.Duration) int {
 	return 0
 }
 
-// stopped returns the totals the binary logged when it stopped cleanly.
-func (p *proc) stopped() map[string]float64 {
-	p.t.Helper()
+// record returns the first JSON log record of the process that match
+// accepts: tests look at a record's fields, not its wording.
+func (p *proc) record(match func(map[string]any) bool) (map[string]any, bool) {
 	sc := bufio.NewScanner(strings.NewReader(p.output()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var rec map[string]any
-		if json.Unmarshal(sc.Bytes(), &rec) == nil && rec["msg"] == "consumer stopped" {
-			out := map[string]float64{}
-			for k, v := range rec {
-				if f, ok := v.(float64); ok {
-					out[k] = f
-				}
-			}
-			return out
+		if json.Unmarshal(sc.Bytes(), &rec) == nil && match(rec) {
+			return rec, true
 		}
 	}
-	p.t.Fatalf("no 'consumer stopped' line in output:\n%s", p.output())
-	return nil
+	return nil, false
+}
+
+// stopped returns the totals the binary logged when it stopped cleanly: the
+// record that carries the batch and applied counts.
+func (p *proc) stopped() map[string]float64 {
+	p.t.Helper()
+	rec, ok := p.record(func(r map[string]any) bool {
+		_, b := r["batches"].(float64)
+		_, a := r["applied"].(float64)
+		return a && b
+	})
+	if !ok {
+		p.t.Fatalf("no totals in the output:\n%s", p.output())
+	}
+	out := map[string]float64{}
+	for k, v := range rec {
+		if f, ok := v.(float64); ok {
+			out[k] = f
+		}
+	}
+	return out
 }
 
 // ledgerDB opens the ledger read-only alongside the running binary.
@@ -281,17 +296,20 @@ func (w *world) ledgerDB() *sql.DB {
 		w.t.Fatal(err)
 	}
 	w.t.Cleanup(func() { db.Close() })
+	// The built-in handler creates its events table after the ledger's and
+	// the --schema tables: once it is there, every table a test counts is.
+	consumertest.Eventually(w.t, 10*time.Second, "the ledger's tables", func() bool {
+		var n int
+		return db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'events'`).Scan(&n) == nil && n == 1
+	})
 	return db
 }
 
-// count runs a counting query; a table not created yet counts as 0.
+// count runs a counting query.
 func count(t testing.TB, db *sql.DB, q string, args ...any) int {
 	t.Helper()
 	var n sql.NullInt64
 	if err := db.QueryRow(q, args...).Scan(&n); err != nil {
-		if strings.Contains(err.Error(), "no such table") {
-			return 0
-		}
 		t.Fatal(err)
 	}
 	return int(n.Int64)

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jetledger/jetledger/ackwait"
 	"modernc.org/sqlite" // pure-Go driver, so CGO_ENABLED=0 builds work
 )
 
@@ -173,16 +174,18 @@ func create(file string, busy time.Duration) error {
 	defer db.Close()
 	// Another process creating it at the same moment can make the switch to
 	// WAL fail at once with SQLITE_BUSY, without waiting: try again.
-	deadline := time.Now().Add(busy)
-	for {
+	ctx, cancel := context.WithTimeout(context.Background(), busy)
+	defer cancel()
+	retry := ackwait.Backoff{Base: 10 * time.Millisecond, Max: 200 * time.Millisecond}
+	for n := 1; ; n++ {
 		_, err := db.Exec("PRAGMA auto_vacuum = INCREMENTAL; PRAGMA journal_mode = WAL")
-		if err = interpret(err); err == nil || !errors.Is(err, ErrBusy) || time.Now().After(deadline) {
-			if err != nil {
-				return fmt.Errorf("ledger: create %s: %w", file, err)
-			}
-			return nil
+		if err = interpret(err); err != nil && errors.Is(err, ErrBusy) && retry.Wait(ctx, n) {
+			continue
 		}
-		time.Sleep(10 * time.Millisecond) // back off before the next try
+		if err != nil {
+			return fmt.Errorf("ledger: create %s: %w", file, err)
+		}
+		return nil
 	}
 }
 
