@@ -335,11 +335,8 @@ func (v *volume) setattr(n *inode, ch attrChange, out *fuse.Attr) syscall.Errno 
 func (v *volume) create(dir *inode, name string, mode, uid, gid uint32, out *fuse.Attr) (*inode, syscall.Errno) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if errno := v.usableDir(dir); errno != 0 {
+	if errno := v.free(dir, name); errno != 0 {
 		return nil, errno
-	}
-	if _, ok := dir.children[name]; ok {
-		return nil, syscall.EEXIST
 	}
 	fd, err := unix.Open(v.root, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, mode&07777)
 	if err != nil {
@@ -360,11 +357,8 @@ func (v *volume) create(dir *inode, name string, mode, uid, gid uint32, out *fus
 func (v *volume) mkdir(dir *inode, name string, mode, uid, gid uint32, out *fuse.Attr) (*inode, syscall.Errno) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if errno := v.usableDir(dir); errno != 0 {
+	if errno := v.free(dir, name); errno != 0 {
 		return nil, errno
-	}
-	if _, ok := dir.children[name]; ok {
-		return nil, syscall.EEXIST
 	}
 	d := v.newInode(syscall.S_IFDIR|mode&07777, uid, gid)
 	d.children = map[string]*inode{}
@@ -389,8 +383,8 @@ func (v *volume) link(dir *inode, name string, f *inode, out *fuse.Attr) syscall
 	case f.data == nil || f.nlink == 0:
 		return syscall.ENOENT
 	}
-	if _, ok := dir.children[name]; ok {
-		return syscall.EEXIST
+	if errno := v.free(dir, name); errno != 0 {
+		return errno
 	}
 	dir.children[name] = f
 	f.nlink++
@@ -399,6 +393,18 @@ func (v *volume) link(dir *inode, name string, f *inode, out *fuse.Attr) syscall
 	f.lastOwn = seq
 	touch(seq, dir)
 	f.fillAttr(out)
+	return 0
+}
+
+// free checks that name can be made in dir: a usable directory without
+// that entry. The caller holds v.mu.
+func (v *volume) free(dir *inode, name string) syscall.Errno {
+	if errno := v.usableDir(dir); errno != 0 {
+		return errno
+	}
+	if _, ok := dir.children[name]; ok {
+		return syscall.EEXIST
+	}
 	return 0
 }
 
