@@ -15,6 +15,7 @@ import (
 // server redelivers that batch; the ledger counts every message of it as a
 // duplicate, acks it, and the state is unchanged.
 func TestCrashBetweenCommitAndAck(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, time.Minute)
 	evs := makeEvents(rand.New(rand.NewPCG(2, 2)), w.pub, 300)
 	w.publish(evs)
@@ -53,6 +54,7 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 // SIGKILL at random points of a 5 000-event run, five times, then a clean
 // finish: the sum is exact and nothing is missing.
 func TestRandomKillsThenFinish(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, time.Minute)
 	rng := rand.New(rand.NewPCG(3, 5000))
 	evs := makeEvents(rng, w.pub, 5000)
@@ -79,6 +81,7 @@ func TestRandomKillsThenFinish(t *testing.T) {
 // SIGTERM mid-stream: exit 0, every committed message acked and nothing
 // else delivered-but-unacked; the rest is applied after a restart.
 func TestSIGTERMMidStream(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, time.Minute)
 	evs := makeEvents(rand.New(rand.NewPCG(7, 7)), w.pub, 5000)
 	w.publish(evs)

@@ -62,6 +62,7 @@ func hashOf(s string) uint32 {
 // stream's duplicate window (so the consumer, not the stream, must catch them),
 // and some forced back through nak: the balances equal the distinct events.
 func TestTenThousandEventsSumExact(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, 100*time.Millisecond)
 	rng := rand.New(rand.NewPCG(10, 10000))
 	evs := makeEvents(rng, w.pub, 10_000)
@@ -118,6 +119,7 @@ func TestTenThousandEventsSumExact(t *testing.T) {
 // A handler that overruns the batch deadline is cancelled and rolled back
 // with its writes; the retry applies it exactly once.
 func TestOverrunningHandlerRolledBackAndRetried(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, time.Minute)
 	rng := rand.New(rand.NewPCG(5, 5))
 	evs := makeEvents(rng, w.pub, 30)

@@ -19,6 +19,7 @@ import (
 // A payload over the server's max payload is refused at publish with a
 // clear error (library and CLI); one just under it is applied once.
 func TestOversizedPayloads(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, time.Minute)
 	ctx := context.Background()
 	max := int(server.MAX_PAYLOAD_SIZE) // the default max_payload, 1 MiB
@@ -51,6 +52,7 @@ func TestOversizedPayloads(t *testing.T) {
 // Ids of odd lengths and bytes are stored exactly; an id past the limit is
 // dead-lettered with the reason.
 func TestOddMessageIDs(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, time.Minute)
 	ids := []string{"a", strings.Repeat("x", 512), "ключ-🙂", "with space", "semi;colon:and=equals", "\x01\x7f bytes", "0"}
 	tooLong := strings.Repeat("y", 513)
@@ -81,6 +83,7 @@ func TestOddMessageIDs(t *testing.T) {
 // with exit 1 and "full" in the error; nothing is acked without its commit,
 // and a restart with room finishes exactly.
 func TestDatabaseFull(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, time.Minute)
 	evs := makeEvents(randFor(t), w.pub, 3000)
 	w.publish(evs)
@@ -110,6 +113,7 @@ func TestDatabaseFull(t *testing.T) {
 // immutable) stops it with exit 1 and a clear error; nothing is acked
 // without its commit, and a restart once it is writable finishes exactly.
 func TestDatabaseBecomesReadOnly(t *testing.T) {
+	t.Parallel()
 	if _, err := exec.LookPath("chattr"); err != nil {
 		t.Skip("chattr not available: cannot make the file read-only for root")
 	}
@@ -148,6 +152,7 @@ func TestDatabaseBecomesReadOnly(t *testing.T) {
 // Deleting the stream or the consumer under a running `run` stops it with
 // exit 1 and says which.
 func TestStreamOrConsumerDeleted(t *testing.T) {
+	t.Parallel()
 	for _, what := range []string{"consumer", "stream"} {
 		t.Run(what, func(t *testing.T) {
 			w := newWorld(t, time.Minute)

@@ -17,6 +17,7 @@ import (
 // and SIGKILLs at random points. The failing messages end as dead letters,
 // the rest is applied exactly once.
 func TestGroupCommitWithFailuresAndKills(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, time.Minute)
 	rng := rand.New(rand.NewPCG(4, 4))
 	evs := makeEvents(rng, w.pub, 4000)

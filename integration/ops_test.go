@@ -42,6 +42,7 @@ func metricValue(body, series string) (float64, bool) {
 // /healthz that checks NATS, the database and the consumer; status shows
 // the same state on one screen.
 func TestMetricsHealthAndStatus(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, time.Minute)
 	dest := webhooktest.NewDestination(t, false)
 	evs := makeEvents(randFor(t), w.pub, 200)

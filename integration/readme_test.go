@@ -16,29 +16,29 @@ import (
 )
 
 // readmeBlock returns the first ```sh block after heading in README.md.
-func readmeBlock(t *testing.T, heading string) string {
-	t.Helper()
+func readmeBlock(tb testing.TB, heading string) string {
+	tb.Helper()
 	b, err := os.ReadFile("../README.md")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(b), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no heading %q", heading)
+		tb.Fatalf("README.md has no heading %q", heading)
 	}
 	m := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(after)
 	if m == nil {
-		t.Fatalf("no sh block under %q", heading)
+		tb.Fatalf("no sh block under %q", heading)
 	}
 	return m[1]
 }
 
 // cutAt splits script before the first line that starts with prefix.
-func cutAt(t *testing.T, script, prefix string) (before, from string) {
-	t.Helper()
+func cutAt(tb testing.TB, script, prefix string) (before, from string) {
+	tb.Helper()
 	i := strings.Index(script, "\n"+prefix)
 	if i < 0 {
-		t.Fatalf("README quick start has no line starting %q:\n%s", prefix, script)
+		tb.Fatalf("README quick start has no line starting %q:\n%s", prefix, script)
 	}
 	return script[:i+1], script[i+1:]
 }

@@ -18,6 +18,7 @@ import (
 // An existing consumer whose AckWait is below the plan: run refuses to start
 // (exit 1) naming both durations, and check reports the same.
 func TestRunRefusesShortAckWait(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, time.Minute)
 	if _, err := w.js.CreateConsumer(context.Background(), stream, jetstream.ConsumerConfig{
 		Durable: "jetledger", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 3 * time.Second,
@@ -51,6 +52,7 @@ func TestRunRefusesShortAckWait(t *testing.T) {
 
 // Usage errors exit 2 with the bad input named.
 func TestUsageErrors(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		args []string
@@ -84,6 +86,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestHelpExitsZero(t *testing.T) {
+	t.Parallel()
 	for _, cmd := range []string{"run", "publish", "check", "demo", "ledger"} {
 		p := start(t, nil, cmd, "--help")
 		if code := p.wait(30 * time.Second); code != 0 {
@@ -98,6 +101,7 @@ func TestHelpExitsZero(t *testing.T) {
 // SIGTERM while run is still starting (here: in a slow --schema) is a clean
 // stop, exit 0, not a usage error. The soak found it exiting 2.
 func TestSIGTERMDuringStartup(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, time.Minute)
 	slow := filepath.Join(w.dir, "slow.sql")
 	if err := os.WriteFile(slow, []byte(balanceTable+`

@@ -22,6 +22,7 @@ var fixedApply = strings.Replace(balanceApply, "json_extract(:data, '$.amount')"
 // effect queued (run never sent it) and its dead letter removed; run then
 // sends it, once.
 func TestReplayAppliesADeadLetterWithItsEffect(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, time.Minute)
 	dest := webhooktest.NewDestination(t, false)
 	good := event{ID: "good-1", Account: "a", Amount: 5}
@@ -62,6 +63,7 @@ func TestReplayAppliesADeadLetterWithItsEffect(t *testing.T) {
 // goes up to the last message run was delivered, so the rebuilt state lacks
 // nothing; the effects run may have sent meanwhile go to review, none twice.
 func TestReplayRebuildsWhatRunAckedPastTheFloor(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		effects []string
@@ -133,6 +135,7 @@ func TestReplayRebuildsWhatRunAckedPastTheFloor(t *testing.T) {
 // run's effects, is refused: applied without an outbox row, their effects
 // would be lost, since run then meets them as duplicates.
 func TestReplayPastTheFloorNeedsRunsEffects(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, time.Minute)
 	dest := webhooktest.NewDestination(t, false)
 	evs := makeEvents(randFor(t), w.pub, 10)
@@ -157,6 +160,7 @@ func TestReplayPastTheFloorNeedsRunsEffects(t *testing.T) {
 // id's row: prune counts the retention back from the oldest message the
 // durable has not handled, so run meets the re-send as a duplicate.
 func TestPruneKeepsRowsForUnconsumedResends(t *testing.T) {
+	t.Parallel()
 	const retention = 3 * time.Second
 	w := newWorld(t, 100*time.Millisecond)
 	ev := event{ID: "evt-late", Account: "a", Amount: 7}

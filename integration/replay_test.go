@@ -44,6 +44,7 @@ func runReplay(t testing.TB, w *world, extra ...string) replaySummary {
 // Replay rebuilds a fresh ledger from the stream with effects suppressed,
 // and a second replay over the same ledger is all duplicates.
 func TestReplayRebuildsWithEffectsSuppressed(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, time.Minute)
 	dest := webhooktest.NewDestination(t, false)
 	evs := makeEvents(randFor(t), w.pub, 500)
@@ -73,6 +74,7 @@ func TestReplayRebuildsWithEffectsSuppressed(t *testing.T) {
 // Pruning then replaying cannot double-apply anything still in the stream:
 // rows are pruned only below the stream's first sequence.
 func TestReplayAfterPruneCannotDoubleApply(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, 100*time.Millisecond)
 	evs := makeEvents(randFor(t), w.pub, 300)
 	w.publish(evs)
@@ -126,6 +128,7 @@ func TestReplayAfterPruneCannotDoubleApply(t *testing.T) {
 
 // A retention shorter than the stream's duplicate window is refused.
 func TestPruneRefusesRetentionInsideDuplicateWindow(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, time.Hour)
 	w.publish(makeEvents(randFor(t), w.pub, 1))
 	run := w.runConsumer(nil, "--retention", "1m")
@@ -145,6 +148,7 @@ func TestPruneRefusesRetentionInsideDuplicateWindow(t *testing.T) {
 // --to-seq past it, the effects of the messages beyond are queued for run
 // instead of suppressed.
 func TestReplayNeverSwallowsRunsEffects(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name  string
 		extra []string
@@ -184,6 +188,7 @@ func TestReplayNeverSwallowsRunsEffects(t *testing.T) {
 // in the stream keeps its ledger row through a prune, so a replay meets it
 // as a duplicate: never applied twice, never a dead letter.
 func TestLateResendSurvivesPruneAndReplay(t *testing.T) {
+	t.Parallel()
 	w := newWorld(t, 100*time.Millisecond)
 	ev := makeEvents(randFor(t), w.pub, 1)[0]
 	w.publish([]event{ev})

@@ -26,6 +26,7 @@ import (
 // The embedded server can require a token; clients pass --nats-token. The
 // ledger file is created with mode 0600.
 func TestEmbeddedTokenAndLedgerMode(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "l.db")
 	port := freePort(t)
@@ -64,6 +65,7 @@ func TestEmbeddedTokenAndLedgerMode(t *testing.T) {
 // TLS with a private CA, NKey and user/password authentication, as nats CLI
 // users configure them.
 func TestTLSNKeyAndUserPassword(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	caFile, tlsConf := testTLS(t, dir)
 	user, err := nkeys.CreateUser()

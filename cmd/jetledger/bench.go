@@ -51,7 +51,7 @@ func (c *benchCmd) Run(inv *invocation) error {
 		LatencyDuration: c.LatencyDuration, RSSMessages: c.RSSMessages, CPUProfile: c.CPUProfile,
 		SyncInterval: c.SyncInterval.String(), Handler: builtinHandler}
 	if err := cfg.Validate(); err != nil {
-		return usagef("--messages must be at least 1000, --per-msg-messages between 100 and --messages, the rest positive")
+		return usageError{err}
 	}
 	self, err := os.Executable()
 	if err != nil {

@@ -28,6 +28,9 @@ func (checkCmd) Help() string { return checkHelp }
 
 func (c *checkCmd) Run(inv *invocation) error {
 	plan, err := c.Plan.plan()
+	if err == nil {
+		err = c.streamFlags.validate()
+	}
 	if err != nil {
 		return err
 	}
@@ -49,7 +52,7 @@ func (c *checkCmd) Run(inv *invocation) error {
 	fmt.Fprintf(inv.stdout, "consumer   %s/%s\nack wait   %s\nplan       %s\n", c.Stream, c.Durable, cfg.AckWait, plan)
 	if err := plan.Validate(consumer.DurableOf(cfg)); err != nil {
 		fmt.Fprintln(inv.stdout, "result     UNSAFE")
-		return fmt.Errorf("consumer %s/%s: %w", c.Stream, c.Durable, err)
+		return refusal(c.Stream, c.Durable, plan.BatchSize, fmt.Errorf("consumer %s/%s: %w", c.Stream, c.Durable, err))
 	}
 	fmt.Fprintln(inv.stdout, "result     ok")
 	return nil

@@ -15,8 +15,8 @@ import (
 // cli is the command line: global flags, then one command per field, each
 // in a file of its own name.
 type cli struct {
-	Config  kong.ConfigFlag `help:"read flag values from this TOML file: top-level keys for every command, a [command] or [command.subcommand] table for one" placeholder:"FILE"`
-	Version versionFlag     `help:"print the version and exit" env:"-"`
+	Config  configFlag  `help:"read flag values from this TOML file: top-level keys for every command, a [command] or [command.subcommand] table for one" placeholder:"FILE"`
+	Version versionFlag `help:"print the version and exit" env:"-"`
 
 	Run          runCmd          `cmd:"" help:"consume a stream through the ledger (embedded JetStream server without --nats)"`
 	Replay       replayCmd       `cmd:"" help:"replay a stream through the ledger up to where run stands; effects recorded for run"`
@@ -59,6 +59,7 @@ func defaults() kong.Vars {
 	return kong.Vars{
 		"nats_url":            defaultNATS,
 		"nats_help":           "NATS server URL",
+		"webhook_help":        "POST each applied message's payload to this URL through the outbox (Idempotency-Key: <outbox id>)",
 		"durable_help":        "durable pull consumer name",
 		"durable_default":     consumer.DurableDefault,
 		"max_deliver":         strconv.Itoa(consumer.MaxDeliverDefault),
@@ -81,13 +82,12 @@ func defaults() kong.Vars {
 // newParser builds the parser of root. Exits (after --help, --version)
 // panic with an exitRequest for mainExit to recover.
 func newParser(root *cli, stdout, stderr io.Writer) (*kong.Kong, error) {
-	return kong.New(root,
+	return kong.New(root, append([]kong.Option{
 		kong.Name("jetledger"),
 		kong.Description(description),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { panic(exitRequest(code)) }),
 		kong.DefaultEnvars("JETLEDGER"),
-		kong.Configuration(loadTOML),
 		// With a resolver in place, kong reports a bad environment value
 		// only when the command line does not override the flag.
 		kong.Resolvers(kong.ResolverFunc(func(*kong.Context, *kong.Path, *kong.Flag) (any, error) { return nil, nil })),
@@ -95,9 +95,10 @@ func newParser(root *cli, stdout, stderr io.Writer) (*kong.Kong, error) {
 		kong.ExplicitGroups(flagGroups),
 		kong.ValueFormatter(helpValue),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
-		// As the flag package did: a value may start with '-' (--max-deliver -1).
+		// A negative number is a value (--max-deliver -1); valueMappers
+		// refuse the other words that start with '-', and a missing value.
 		kong.WithHyphenPrefixedParameters(true),
-	)
+	}, valueMappers()...)...)
 }
 
 // helpValue is a flag's help line: its text, its default where the

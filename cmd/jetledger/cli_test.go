@@ -16,6 +16,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/ledger"
 )
 
 // parseArgs parses args as main does, without running the command.
@@ -83,22 +84,25 @@ func TestHelpOncePerCommand(t *testing.T) {
 }
 
 // An unknown flag or command is one line on standard error with the
-// closest name, exit 2; nothing on standard output.
+// closest name, and a line saying where the help is, exit 2; nothing on
+// standard output.
 func TestUnknownNamesOneLineDidYouMean(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		args    []string
 		wantErr string
 	}{
-		{[]string{"run", "--dbb", "x"}, `jetledger: error: unknown flag --dbb, did you mean "--db"?`},
-		{[]string{"outbox", "list", "--limt", "3"}, `jetledger: error: unknown flag --limt, did you mean "--limit"?`},
-		{[]string{"rnu"}, `jetledger: error: unexpected argument rnu, did you mean "run"?`},
-		{[]string{"ledger", "stat"}, `jetledger: error: unexpected argument stat, did you mean "stats"?`},
+		{[]string{"run", "--dbb", "x"}, `jetledger run: unknown flag --dbb, did you mean "--db"?`},
+		{[]string{"outbox", "list", "--limt", "3"}, `jetledger outbox list: unknown flag --limt, did you mean "--limit"?`},
+		{[]string{"rnu"}, `jetledger: unexpected argument rnu, did you mean "run"?`},
+		{[]string{"ledger", "stat"}, `jetledger ledger: unexpected argument stat, did you mean "stats"?`},
 	}
 	for _, tt := range tests {
 		code, out, errOut := runMain(tt.args...)
-		if code != exitUsage || out != "" || errOut != tt.wantErr+"\n" {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and only %q", tt.args, code, out, errOut, exitUsage, tt.wantErr)
+		name, _, _ := strings.Cut(tt.wantErr, ":")
+		want := tt.wantErr + "\nRun '" + name + " --help' for usage.\n"
+		if code != exitUsage || out != "" || errOut != want {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and only %q", tt.args, code, out, errOut, exitUsage, want)
 		}
 	}
 }
@@ -124,7 +128,7 @@ func TestVersion(t *testing.T) {
 
 func TestCompletionScripts(t *testing.T) {
 	t.Parallel()
-	for shell, marker := range map[string]string{"bash": "complete -o default -F _jetledger jetledger", "zsh": "compdef _jetledger jetledger", "fish": "complete -c jetledger"} {
+	for shell, marker := range map[string]string{"bash": "complete -o default -F _jetledger jetledger ./jetledger", "zsh": "compdef _jetledger jetledger", "fish": "complete -c jetledger"} {
 		code, out, _ := runMain("completion", shell)
 		if code != exitOK || !strings.Contains(out, marker) || !strings.Contains(out, "__complete") {
 			t.Fatalf("completion %s: exit %d\n%s", shell, code, out)
@@ -148,6 +152,17 @@ func TestCompletions(t *testing.T) {
 		{[]string{"outbox", "re"}, []string{"resolve", "retry", "review"}},
 		{[]string{"outbox", "cancel", "--webhook-d"}, []string{"--webhook-delete-url"}},
 		{[]string{"--json", "ledger", "--db=x", "s"}, []string{"stats"}},
+		{[]string{"completion", ""}, []string{"bash", "fish", "zsh"}},
+		{[]string{"completion", "z"}, []string{"zsh"}},
+		{[]string{"help", "ou"}, []string{"outbox"}},
+		{[]string{"help", "outbox", "re"}, []string{"resolve", "retry", "review"}},
+		{[]string{"run", "--log-level", ""}, []string{"debug", "error", "info", "warn"}},
+		{[]string{"check", "--log-format", "j"}, []string{"json"}},
+		{[]string{"outbox", "resolve", "ID", "--as", ""}, []string{"failed", "sent"}},
+		{[]string{"outbox", "list", "--status", "s"}, []string{"sending", "sent", "suppressed"}},
+		{[]string{"run", "--log-level=w"}, []string{"--log-level=warn"}},
+		{[]string{"run", "--log-level", "=", "d"}, []string{"debug"}}, // bash splits words at '='
+		{[]string{"run", "--log-level", "="}, []string{"debug", "error", "info", "warn"}},
 	}
 	parser, err := newParser(&cli{}, io.Discard, io.Discard)
 	if err != nil {
@@ -162,6 +177,18 @@ func TestCompletions(t *testing.T) {
 	if code != exitOK || out != "--deadline\n" {
 		t.Fatalf("__complete: exit %d, %q", code, out)
 	}
+	status := findFlag(findCommand(findCommand(parser.Model.Node, "outbox"), "list"), "--status")
+	if got := valuesOf(status.Value); !slices.Equal(got, slicesOf(ledger.Statuses)) {
+		t.Fatalf("outbox list --status completes %q, want the ledger's statuses %q", got, ledger.Statuses)
+	}
+}
+
+func slicesOf[S ~string](in []S) []string {
+	out := make([]string, len(in))
+	for i, s := range in {
+		out[i] = string(s)
+	}
+	return out
 }
 
 // Every flag has its environment variable: JETLEDGER_ and the name in
@@ -266,7 +293,11 @@ func TestConfigFileRefusesUnknownKeys(t *testing.T) {
 		{name: "not this command's", text: "[publish]\ndeadline = \"1s\"", want: `"deadline"`},
 		{name: "no such command", text: "[rnu]\ndb = \"x\"", want: "[rnu]"},
 		{name: "no such subcommand", text: "[outbox.cancle]\ndb = \"x\"", want: "[outbox.cancle]"},
-		{name: "config in config", text: `config = "other.toml"`, want: `"config"`},
+		{name: "config in config", text: `config = "other.toml"`, want: `"config" is not settable in a config file`},
+		{name: "help", text: `help = true`, want: `"help" is not settable in a config file`},
+		{name: "version", text: "[run]\nversion = true", want: `"version" is not settable in a config file`},
+		{name: "array of tables", text: "[[run]]\ndb = \"x\"", want: "[[run]] is an array of tables; a command's flags go in one table: [run]"},
+		{name: "array of tables of no command", text: "[[rnu]]\ndb = \"x\"", want: `[[rnu]] is not a command, did you mean "run"?`},
 		{name: "a date", text: `since = 2026-01-02T00:00:00Z`, want: "since"},
 		{name: "not TOML", text: `db = `, want: "config"},
 	}
@@ -279,48 +310,86 @@ func TestConfigFileRefusesUnknownKeys(t *testing.T) {
 			if !errors.As(err, &perr) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want a parse error naming %s", err, tt.want)
 			}
+			if !strings.Contains(err.Error(), "config file "+cfg+": ") {
+				t.Fatalf("err = %v, want the file named", err)
+			}
 			if code, _, _ := runMain("--config", cfg, "version"); code != exitUsage {
 				t.Fatalf("exit %d, want %d", code, exitUsage)
 			}
 		})
 	}
+	missing := filepath.Join(t.TempDir(), "none.toml")
+	if got := usageMessage(t, "--config", missing, "run"); got != "config file "+missing+": no such file" {
+		t.Fatalf("a missing file: %q", got)
+	}
 }
 
-// The CLI adds the flags to change to a library error that names only the
-// library's fields.
-func TestAdviceNamesFlags(t *testing.T) {
+// A live consumer the plan refuses is said in the command line's terms: the
+// flags and the nats CLI command that fix it, once. The library's own
+// advice, in its field names, is replaced rather than repeated.
+func TestPlanRefusalNamesFlags(t *testing.T) {
 	t.Parallel()
-	short := fmt.Errorf("consumer X: %w", &ackwait.TooShortError{Field: "AckWait", Have: time.Second, Need: 19 * time.Second})
-	if a := advice(short); !strings.Contains(a, "--deadline") || !strings.Contains(a, "--batch") {
-		t.Fatalf("advice for a short AckWait: %q", a)
+	plan := ackwait.Plan{}.WithDefaults()
+	short := fmt.Errorf("consumer EV/d: %w", &ackwait.TooShortError{Field: "AckWait", Have: time.Second, Need: plan.AckWait(), Plan: plan})
+	err := refusal("EV", "d", 100, short)
+	if !errors.Is(err, ackwait.ErrAckWaitTooShort) {
+		t.Fatalf("refusal lost the library's error: %v", err)
 	}
-	if a := advice(fmt.Errorf("x: %w", ackwait.ErrMaxAckPending)); !strings.Contains(a, "--batch") {
-		t.Fatalf("advice for MaxAckPending: %q", a)
+	msg := err.Error()
+	if !strings.Contains(msg, "nats consumer edit EV d --wait "+plan.AckWait().String()) || strings.Count(msg, "--deadline") != 1 ||
+		strings.Count(msg, "--batch") != 1 || strings.Contains(msg, "shorten the plan") {
+		t.Fatalf("short AckWait: %s", msg)
 	}
-	if a := advice(errors.New("other")); a != "" {
-		t.Fatalf("advice for another error: %q", a)
+	backoff := refusal("EV", "d", 100, &ackwait.TooShortError{Field: "BackOff[1]", Have: time.Second, Need: plan.AckWait(), Plan: plan})
+	if !strings.Contains(backoff.Error(), "BackOff[1] is 1s") || strings.Contains(backoff.Error(), "--wait") {
+		t.Fatalf("short BackOff: %s", backoff)
 	}
+	pending := refusal("EV", "d", 100, fmt.Errorf("x: %w", ackwait.ErrMaxAckPending))
+	if !errors.Is(pending, ackwait.ErrMaxAckPending) || !strings.Contains(pending.Error(), "--max-pending 100") || !strings.Contains(pending.Error(), "lower --batch") {
+		t.Fatalf("MaxAckPending: %s", pending)
+	}
+	other := errors.New("other")
+	if got := refusal("EV", "d", 100, other); got != other {
+		t.Fatalf("another error: %v", got)
+	}
+}
+
+// readmeBlock is the text of README.md from just after the first marker to
+// the next code fence.
+func readmeBlock(tb testing.TB, marker string) string {
+	tb.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(b), marker)
+	block, _, _ := strings.Cut(after, "```")
+	if !ok || block == "" {
+		tb.Fatalf("README.md has no block after %q", marker)
+	}
+	return block
 }
 
 // The config file example of the README's Commands section is valid.
 func TestReadmeConfigExample(t *testing.T) {
 	t.Parallel()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, _ := strings.Cut(string(b), "## Commands\n")
-	_, block, ok := strings.Cut(after, "```toml\n")
-	block, _, _ = strings.Cut(block, "```")
-	if !ok || block == "" {
-		t.Fatal("no ```toml block in the README's Commands section")
-	}
-	cfg := writeConfig(t, block)
+	cfg := writeConfig(t, readmeBlock(t, "```toml\n"))
 	root, err := parseArgs("--config", cfg, "run")
 	if err != nil || root.Run.Subjects != "payments.>" || root.Run.Plan.Deadline != 30*time.Second {
 		t.Fatalf("run: %v, %+v", err, root.Run)
 	}
 	if root, err = parseArgs("--config", cfg, "outbox", "cancel", "X"); err != nil || root.Outbox.Cancel.Webhook.DeleteURL == "" {
 		t.Fatalf("outbox cancel: %v", err)
+	}
+}
+
+// The README's example of a short AckWait is the message run prints.
+func TestReadmeAckWaitMessage(t *testing.T) {
+	t.Parallel()
+	block := readmeBlock(t, "```\n  jetledger run: consumer ")
+	plan := ackwait.Plan{}.WithDefaults()
+	want := refusal("EVENTS", "jetledger", plan.BatchSize, &ackwait.TooShortError{Field: "AckWait", Have: 3 * time.Second, Need: plan.AckWait(), Plan: plan})
+	if got := "consumer " + strings.Join(strings.Fields(block), " "); got != want.Error() {
+		t.Fatalf("README:\n%s\nrun prints:\n%s", got, want)
 	}
 }

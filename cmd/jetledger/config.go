@@ -1,8 +1,9 @@
 package main
 
 import (
+	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"os"
 	"reflect"
 	"slices"
@@ -32,49 +33,86 @@ import (
 // file: kong gives the environment to a flag before resolvers run, so the
 // file's resolver steps aside for a flag whose variable is set.
 type tomlConfig struct {
+	path   string
 	values map[string]any
 }
 
-// loadTOML is the kong.ConfigurationLoader of --config.
-func loadTOML(r io.Reader) (kong.Resolver, error) {
-	var values map[string]any
-	if _, err := toml.NewDecoder(r).Decode(&values); err != nil {
-		return nil, fmt.Errorf("config: %w", err)
+// configFlag is --config: the file is read before the flags are resolved,
+// and every error about it names it.
+type configFlag string
+
+// BeforeResolve reads the file and adds it as a resolver.
+func (configFlag) BeforeResolve(kctx *kong.Context, trace *kong.Path) error {
+	path, _ := kctx.FlagValue(trace.Flag).(configFlag)
+	if path == "" {
+		return errors.New("--config is empty: give a file, or leave the flag out")
 	}
-	return &tomlConfig{values: values}, nil
+	return loadConfig(kctx, kong.ExpandPath(string(path)))
 }
 
-// notInFile are the flags a config file cannot set.
+// loadConfig reads the TOML file at path and adds it as a resolver.
+func loadConfig(kctx *kong.Context, path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("config file %s: no such file", path)
+	}
+	if err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	defer f.Close()
+	cfg := &tomlConfig{path: path}
+	if _, err := toml.NewDecoder(f).Decode(&cfg.values); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	kctx.AddResolver(cfg)
+	return nil
+}
+
+// notInFile are the flags a config file cannot set: they act at once
+// (--help, --version) or name the file itself (--config).
 var notInFile = []string{"help", "config", "version"}
 
 // Validate checks every key of the file against the application's commands
 // and flags.
 func (c *tomlConfig) Validate(app *kong.Application) error {
-	return checkTable(c.values, app.Node, "")
+	if err := checkTable(c.values, app.Node, ""); err != nil {
+		return fmt.Errorf("config file %s: %w", c.path, err)
+	}
+	return nil
 }
 
 func checkTable(table map[string]any, node *kong.Node, where string) error {
 	for key, v := range table {
-		if sub, ok := v.(map[string]any); ok {
+		name := strings.TrimPrefix(where+"."+key, ".")
+		switch v := v.(type) {
+		case map[string]any:
 			child := findCommand(node, key)
 			if child == nil {
-				return fmt.Errorf("config: [%s] is not a command%s", strings.TrimPrefix(where+"."+key, "."), suggest(key, commandNames(node)))
+				return fmt.Errorf("[%s] is not a command%s", name, suggest(key, commandNames(node)))
 			}
-			if err := checkTable(sub, child, strings.TrimPrefix(where+"."+key, ".")); err != nil {
+			if err := checkTable(v, child, name); err != nil {
 				return err
 			}
 			continue
+		case []map[string]any:
+			if findCommand(node, key) != nil {
+				return fmt.Errorf("[[%s]] is an array of tables; a command's flags go in one table: [%s]", name, name)
+			}
+			return fmt.Errorf("[[%s]] is not a command%s", name, suggest(key, commandNames(node)))
+		}
+		if slices.Contains(notInFile, key) {
+			return fmt.Errorf("%q is not settable in a config file: give --%s on the command line", key, key)
 		}
 		names := flagNames(node, where == "")
-		if !slices.Contains(names, key) || slices.Contains(notInFile, key) {
+		if !slices.Contains(names, key) {
 			in := "no command has --" + key
 			if where != "" {
 				in = fmt.Sprintf("[%s] has no --%s", where, key)
 			}
-			return fmt.Errorf("config: unknown key %q (%s)%s", key, in, suggest(key, names))
+			return fmt.Errorf("unknown key %q (%s)%s", key, in, suggest(key, names))
 		}
 		if _, err := flagValue(v); err != nil {
-			return fmt.Errorf("config: %s: %w", key, err)
+			return fmt.Errorf("%s: %w", key, err)
 		}
 	}
 	return nil
@@ -116,7 +154,7 @@ func (c *tomlConfig) Resolve(kctx *kong.Context, _ *kong.Path, flag *kong.Flag) 
 	scratch := reflect.New(flag.Target.Type()).Elem()
 	scan := kong.ScanFromTokens(kong.Token{Type: kong.FlagValueToken, Value: v})
 	if err := flag.Mapper.Decode(&kong.DecodeContext{Value: flag.Value, Scan: scan}, scratch); err != nil {
-		return nil, fmt.Errorf("in the config file: %w", err)
+		return nil, fmt.Errorf("in config file %s: %w", c.path, err)
 	}
 	return v, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
@@ -21,40 +22,41 @@ const setupTimeout = 30 * time.Second
 // through the ledger.
 type consumeFlags struct {
 	dbFlag
-	NATS     natsFlags     `embed:"" group:"nats" kong:"set='nats_url=',set='nats_help=NATS server URL; empty starts an embedded JetStream server'"`
+	NATS     natsFlags     `embed:"" group:"nats" kong:"set='nats_url=',set='nats_help=NATS server URL (without it, an embedded JetStream server is started)'"`
 	Embedded embeddedFlags `embed:"" group:"embedded"`
 	streamFlags
-	Subjects          string        `name:"subjects" placeholder:"LIST" help:"comma-separated subjects; creates the stream with them if it does not exist"`
-	DuplicateWindow   time.Duration `name:"duplicate-window" default:"2m" help:"duplicate window of a stream created by --subjects"`
-	MaxDeliver        int           `name:"max-deliver" default:"${max_deliver}" help:"deliveries before a failing message is dead-lettered, enforced by jetledger (-1 unlimited); consumers are created with no server-side limit"`
-	DBMaxSize         int64         `name:"db-max-size" placeholder:"BYTES" help:"cap the database at this many bytes; past it run stops with 'database or disk is full' (0: no cap)"`
-	Apply             string        `name:"apply" placeholder:"SQL" help:"SQL run per message in its transaction, with :msg_id :subject :seq :data"`
-	Schema            string        `name:"schema" placeholder:"FILE" help:"SQL file run at start to create your tables"`
-	AllowSeqIDs       bool          `name:"allow-seq-ids" help:"give messages without Nats-Msg-Id the id <stream>@<created>/<seq> (the stream instance and the sequence) instead of dead-lettering them (cannot catch publisher retries)"`
-	Plan              planFlags     `embed:"" group:"timing"`
-	Webhook           webhookFlags  `embed:"" group:"webhook"`
-	OutboxWorkers     int           `name:"outbox-workers" default:"${outbox_workers}" group:"webhook" help:"concurrent outbox sends"`
-	OutboxMaxAttempts int           `name:"outbox-max-attempts" default:"${outbox_max_attempts}" group:"webhook" help:"sends of an outbox row on retryable failures (429, 5xx) before it is failed"`
-	Log               logFlags      `embed:"" group:"log"`
+	Subjects        string        `name:"subjects" placeholder:"LIST" help:"comma-separated subjects; creates the stream with them if it does not exist"`
+	DuplicateWindow time.Duration `name:"duplicate-window" default:"2m" help:"duplicate window of a stream created by --subjects"`
+	MaxDeliver      int           `name:"max-deliver" default:"${max_deliver}" help:"deliveries before a failing message is dead-lettered, enforced by jetledger (-1 unlimited); consumers are created with no server-side limit"`
+	DBMaxSize       int64         `name:"db-max-size" placeholder:"BYTES" help:"cap the database at this many bytes; past it run stops with 'database or disk is full' (0: no cap)"`
+	Apply           string        `name:"apply" placeholder:"SQL" help:"SQL run per message in its transaction, with :msg_id :subject :seq :data"`
+	Schema          string        `name:"schema" placeholder:"FILE" help:"SQL file run at start to create your tables"`
+	AllowSeqIDs     bool          `name:"allow-seq-ids" help:"give messages without Nats-Msg-Id the id <stream>@<created>/<seq> (the stream instance and the sequence) instead of dead-lettering them (cannot catch publisher retries)"`
+	Plan            planFlags     `embed:"" group:"timing"`
+	Webhook         webhookURL    `embed:"" group:"webhook"`
+	Log             logFlags      `embed:"" group:"log"`
 }
 
-// validate checks what kong cannot: ranges and flags that go together.
-func (f *consumeFlags) validate() error {
-	switch {
-	case f.MaxDeliver == 0 || f.MaxDeliver < -1:
-		return usagef("--max-deliver %d: want a positive number or -1", f.MaxDeliver)
-	case f.Webhook.URL == "" && f.Webhook.DeleteURL != "":
-		return usagef("--webhook-delete-url needs --webhook")
-	case f.OutboxWorkers < 1 || f.OutboxMaxAttempts < 1:
-		return usagef("--outbox-workers and --outbox-max-attempts must be at least 1")
-	case f.DBMaxSize < 0:
-		return usagef("--db-max-size %d: want 0 or more bytes", f.DBMaxSize)
-	case f.NATS.URL != "" && f.Embedded.EmbeddedToken != "":
-		return usagef("--embedded-token is for the embedded server; with --nats use --nats-token")
-	case f.NATS.URL != "" && f.Embedded.SyncInterval.set:
-		return usagef("--sync-interval is for the embedded server; the server at --nats syncs as its own sync_interval says")
+// validate checks every flag, naming the first bad one, before anything is
+// started, and returns the timing plan.
+func (f *consumeFlags) validate() (ackwait.Plan, error) {
+	plan, err := f.Plan.plan()
+	if err == nil {
+		err = firstError(f.dbFlag.validate(), f.streamFlags.validate(), checkSubjects(f.Subjects),
+			checkDurations(durationFlag{"--duplicate-window", f.DuplicateWindow}), f.Embedded.validate(f.NATS.URL != ""))
 	}
-	return nil
+	switch {
+	case err != nil:
+	case f.MaxDeliver == 0 || f.MaxDeliver < -1:
+		err = usagef("--max-deliver %d: want a positive number or -1", f.MaxDeliver)
+	case f.DBMaxSize < 0:
+		err = usagef("--db-max-size %d: want 0 or more bytes", f.DBMaxSize)
+	case f.Schema != "":
+		if _, serr := os.Stat(f.Schema); serr != nil {
+			err = usagef("--schema: %v", serr)
+		}
+	}
+	return plan, err
 }
 
 // consumption is what run and replay share once their flags are read: the
@@ -72,11 +74,14 @@ type consumption struct {
 	closers []func()
 }
 
-// setup checks the flags, then starts what run and replay consume with. The
-// embedded server's store lock comes first: a second owner is refused
-// before it touches anything.
-func (f *consumeFlags) setup(ctx context.Context, stderr io.Writer) (*consumption, error) {
-	c := &consumption{}
+// setup checks the flags, then starts what run and replay consume with,
+// effects going to s (nil: none). The embedded server's store lock comes
+// first: a second owner is refused before it touches anything. The ledger
+// is opened once the server answers, so that an unreachable one leaves no
+// new database behind; --schema and --apply, which need the ledger, are
+// checked before the stream is created.
+func (f *consumeFlags) setup(ctx context.Context, stderr io.Writer, s sink) (*consumption, error) {
+	c := &consumption{sink: s}
 	if err := f.start(ctx, c, stderr); err != nil {
 		c.Close()
 		return nil, err
@@ -85,16 +90,10 @@ func (f *consumeFlags) setup(ctx context.Context, stderr io.Writer) (*consumptio
 }
 
 func (f *consumeFlags) start(ctx context.Context, c *consumption, stderr io.Writer) (err error) {
-	if c.plan, err = f.Plan.plan(); err != nil {
-		return err
-	}
-	if err := f.validate(); err != nil {
+	if c.plan, err = f.validate(); err != nil {
 		return err
 	}
 	if c.log, err = f.Log.logger(stderr); err != nil {
-		return err
-	}
-	if c.sink, err = f.Webhook.sink(); err != nil {
 		return err
 	}
 	conn := f.NATS
@@ -103,7 +102,11 @@ func (f *consumeFlags) start(ctx context.Context, c *consumption, stderr io.Writ
 			return err
 		}
 	}
-	if c.st, err = ledger.Open(f.DB, ledger.Config{Logger: c.log, MaxSizeBytes: f.DBMaxSize}); err != nil {
+	if c.nc, c.js, err = connect(ctx, conn, c.log); err != nil {
+		return err
+	}
+	c.closers = append(c.closers, c.nc.Close)
+	if c.st, err = f.open(ledger.Config{Logger: c.log, MaxSizeBytes: f.DBMaxSize}); err != nil {
 		return err
 	}
 	c.closers = append(c.closers, func() { c.st.Close() })
@@ -113,10 +116,6 @@ func (f *consumeFlags) start(ctx context.Context, c *consumption, stderr io.Writ
 	if c.sink != nil {
 		c.h.sink = c.sink.Name()
 	}
-	if c.nc, c.js, err = connect(ctx, conn, c.log); err != nil {
-		return err
-	}
-	c.closers = append(c.closers, c.nc.Close)
 	if err := f.ensureStream(ctx, c); err != nil {
 		return err
 	}

@@ -57,8 +57,11 @@ type demoTotals struct {
 
 func (c *demoCmd) Run(inv *invocation) error {
 	ctx, out := inv.ctx, inv.stdout
-	if c.Events < 4*demoPlan.BatchSize || c.Resend < 0 || c.Resend > c.Events {
-		return usagef("--events must be at least %d and --resend between 0 and --events", 4*demoPlan.BatchSize)
+	switch {
+	case c.Events < 4*demoPlan.BatchSize:
+		return usagef("--events %d: want at least %d", c.Events, 4*demoPlan.BatchSize)
+	case c.Resend < 0 || c.Resend > c.Events:
+		return usagef("--resend %d: want 0 up to --events (%d)", c.Resend, c.Events)
 	}
 	node, err := newScratchNode(ctx, "demo", 0, quiet) // the demo tells its own story
 	if err != nil {

@@ -48,11 +48,14 @@ type dlqListCmd struct {
 }
 
 func (c *dlqListCmd) Run(inv *invocation, q *dlqCmd) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
 	fetch := func(st *ledger.Store) ([]ledger.DeadLetter, error) { return st.DeadLetters(inv.ctx, c.Limit) }
-	return listRows(inv, q.dbFlag, q.JSON, fetch, "ID\tMESSAGE ID\tSTREAM\tSEQ\tSUBJECT\tDELIVERIES\tWHEN\tREASON",
-		func(d ledger.DeadLetter) string {
-			return fmt.Sprintf("%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s", d.ID, d.MessageID, d.Stream, d.Sequence, d.Subject,
-				d.Deliveries, d.CreatedAt.Format(time.RFC3339), d.Reason)
+	return listRows(inv, q.dbFlag, q.JSON, fetch, []string{"ID", "MESSAGE ID", "STREAM", "SEQ", "SUBJECT", "DELIVERIES", "WHEN", "REASON"},
+		func(d ledger.DeadLetter) []string {
+			return []string{fmt.Sprint(d.ID), d.MessageID, d.Stream, fmt.Sprint(d.Sequence), d.Subject,
+				fmt.Sprint(d.Deliveries), d.CreatedAt.Format(time.RFC3339), d.Reason}
 		})
 }
 
@@ -83,6 +86,9 @@ func (c *dlqDiscardCmd) Run(inv *invocation, q *dlqCmd) error {
 	return c.dlqID.withStore(q, func(st *ledger.Store) error {
 		if err := st.DiscardDeadLetter(inv.ctx, c.ID); err != nil {
 			return err
+		}
+		if q.JSON {
+			return json.NewEncoder(inv.stdout).Encode(map[string]any{"discarded": c.ID})
 		}
 		fmt.Fprintf(inv.stdout, "dead letter %d discarded\n", c.ID)
 		return nil

@@ -31,30 +31,103 @@ const (
 	webhookIDFieldDefault    = webhook.ExternalIDFieldDefault
 )
 
-// webhookFlags configure the webhook sink, for run (sending), replay
-// (recording effects for run) and outbox cancel (deleting at the destination).
-type webhookFlags struct {
-	URL        string        `name:"webhook" placeholder:"URL" help:"POST each applied message's payload to this URL through the outbox (Idempotency-Key: <outbox id>)"`
-	Secret     string        `name:"webhook-secret" help:"sign webhook requests: Jetledger-Signature: v1=HMAC-SHA256(secret, timestamp + \".\" + body)"`
-	Timeout    time.Duration `name:"webhook-timeout" default:"${webhook_timeout}" help:"timeout of one webhook request"`
-	DeleteURL  string        `name:"webhook-delete-url" placeholder:"URL" help:"DELETE URL template for cancelling sent items; {external_id} is replaced"`
-	IDHeader   string        `name:"webhook-id-header" help:"response header holding the destination's id for an item"`
-	IDField    string        `name:"webhook-id-field" default:"${webhook_id_field}" help:"response JSON field holding the destination's id (used when the header is absent)"`
-	Idempotent bool          `name:"webhook-idempotent" help:"the destination honours Idempotency-Key: re-send sends whose outcome is unknown instead of moving them to review"`
-	RetryOn    string        `name:"webhook-retry-on" default:"429" help:"comma-separated HTTP statuses that are retried with backoff, or none: list only statuses the destination documents as \"not processed\"; any other 5xx may come after the work was done, so it is an unknown outcome (review, or re-sent with the same key with --webhook-idempotent)"`
+// webhookURL is --webhook: the sink whose effects run sends and replay
+// records for run.
+type webhookURL struct {
+	URL string `name:"webhook" placeholder:"URL" help:"${webhook_help}"`
 }
 
-// sink builds the webhook sink, or nil when neither URL is set.
-func (w webhookFlags) sink() (sink, error) {
-	if w.URL == "" && w.DeleteURL == "" {
-		return nil, nil
+// webhookDelete are the flags that delete a sent item at the destination:
+// run's (a row cancelled while sending) and outbox cancel's.
+type webhookDelete struct {
+	DeleteURL string        `name:"webhook-delete-url" placeholder:"URL" help:"DELETE URL template for cancelling sent items; {external_id} is replaced"`
+	Timeout   time.Duration `name:"webhook-timeout" default:"${webhook_timeout}" help:"timeout of one webhook request"`
+}
+
+func (w webhookDelete) validate() error {
+	if w.Timeout <= 0 {
+		return usagef("--webhook-timeout %s: must be positive", w.Timeout)
 	}
-	retryOn, err := parseStatuses(w.RetryOn)
+	return nil
+}
+
+// webhookSend are the flags of run's sending: the webhook sink's and the
+// dispatcher's.
+type webhookSend struct {
+	Secret            string `name:"webhook-secret" help:"sign webhook requests: Jetledger-Signature: v1=HMAC-SHA256(secret, timestamp + \".\" + body)"`
+	IDHeader          string `name:"webhook-id-header" help:"response header holding the destination's id for an item"`
+	IDField           string `name:"webhook-id-field" default:"${webhook_id_field}" help:"response JSON field holding the destination's id (used when the header is absent)"`
+	Idempotent        bool   `name:"webhook-idempotent" help:"the destination honours Idempotency-Key: re-send sends whose outcome is unknown instead of moving them to review"`
+	RetryOn           string `name:"webhook-retry-on" default:"429" help:"comma-separated HTTP statuses that are retried with backoff, or none: list only statuses the destination documents as \"not processed\"; any other 5xx may come after the work was done, so it is an unknown outcome (review, or re-sent with the same key with --webhook-idempotent)"`
+	OutboxWorkers     int    `name:"outbox-workers" default:"${outbox_workers}" help:"concurrent outbox sends"`
+	OutboxMaxAttempts int    `name:"outbox-max-attempts" default:"${outbox_max_attempts}" help:"sends of an outbox row that provably did not arrive (a refused connection, a --webhook-retry-on status: 429 by default) before it is failed; any other 5xx is an unknown outcome, which goes to review (see --webhook-idempotent)"`
+}
+
+// statuses checks the flags and reads --webhook-retry-on.
+func (w webhookSend) statuses() ([]int, error) {
+	switch {
+	case w.OutboxWorkers < 1:
+		return nil, usagef("--outbox-workers %d: want at least 1", w.OutboxWorkers)
+	case w.OutboxMaxAttempts < 1:
+		return nil, usagef("--outbox-max-attempts %d: want at least 1", w.OutboxMaxAttempts)
+	}
+	codes, err := parseStatuses(w.RetryOn)
 	if err != nil {
 		return nil, usagef("--webhook-retry-on %q: %v", w.RetryOn, err)
 	}
-	s, err := webhook.New(webhook.Config{URL: w.URL, Secret: w.Secret, Timeout: w.Timeout, DeleteURL: w.DeleteURL,
-		ExternalIDHeader: w.IDHeader, ExternalIDField: w.IDField, Idempotent: w.Idempotent, RetryOn: retryOn})
+	return codes, nil
+}
+
+// runSink is run's webhook sink, or nil without --webhook.
+func runSink(u webhookURL, del webhookDelete, send webhookSend) (sink, error) {
+	retryOn, err := send.statuses()
+	if err == nil {
+		err = del.validate()
+	}
+	switch {
+	case err != nil:
+		return nil, err
+	case u.URL == "" && del.DeleteURL != "":
+		return nil, usagef("--webhook-delete-url needs --webhook")
+	case u.URL == "":
+		return nil, nil
+	}
+	return newSink(webhook.Config{URL: u.URL, Secret: send.Secret, Timeout: del.Timeout, DeleteURL: del.DeleteURL,
+		ExternalIDHeader: send.IDHeader, ExternalIDField: send.IDField, Idempotent: send.Idempotent, RetryOn: retryOn})
+}
+
+// replaySink is the sink replay records effects for, or nil without
+// --webhook: only its name goes into the outbox; replay sends nothing.
+func replaySink(u webhookURL) (sink, error) {
+	if u.URL == "" {
+		return nil, nil
+	}
+	return newSink(webhook.Config{URL: u.URL})
+}
+
+// deleteSink is outbox cancel's sink, or nil without --webhook-delete-url.
+func deleteSink(del webhookDelete) (sink, error) {
+	if err := del.validate(); err != nil || del.DeleteURL == "" {
+		return nil, err
+	}
+	return newSink(webhook.Config{DeleteURL: del.DeleteURL, Timeout: del.Timeout})
+}
+
+// newSink builds the webhook sink of cfg, whose other fields the commands
+// have checked. Each URL is tried alone first, so a refusal names its flag.
+func newSink(cfg webhook.Config) (sink, error) {
+	for _, u := range []struct {
+		flag, url string
+		alone     webhook.Config
+	}{{"--webhook", cfg.URL, webhook.Config{URL: cfg.URL}}, {"--webhook-delete-url", cfg.DeleteURL, webhook.Config{DeleteURL: cfg.DeleteURL}}} {
+		if u.url == "" {
+			continue
+		}
+		if _, err := webhook.New(u.alone); err != nil {
+			return nil, usagef("%s %q: %v", u.flag, u.url, err)
+		}
+	}
+	s, err := webhook.New(cfg)
 	if err != nil {
 		return nil, usageError{err}
 	}
@@ -63,7 +136,6 @@ func (w webhookFlags) sink() (sink, error) {
 
 // parseStatuses reads "429,503" or "none" (no status: an empty, non-nil
 // list, which webhook.Config reads as "retry none" rather than the default).
-// webhook.New checks the range.
 func parseStatuses(s string) ([]int, error) {
 	if strings.EqualFold(strings.TrimSpace(s), "none") {
 		return []int{}, nil
@@ -77,6 +149,10 @@ func parseStatuses(s string) ([]int, error) {
 		code, err := strconv.Atoi(it)
 		if err != nil {
 			return nil, fmt.Errorf("%q is not an HTTP status; want comma-separated statuses, or none", it)
+		}
+		// webhook.New refuses these too, naming its field, not the flag.
+		if code < 100 || code > 599 || code/100 == 2 {
+			return nil, fmt.Errorf("%d: want an HTTP failure status, 100-599 but not 2xx", code)
 		}
 		codes = append(codes, code)
 	}

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -44,13 +43,9 @@ type embedded struct {
 // cfg.StoreDir, which it locks for as long as it runs: two servers on one
 // store lose messages each acked as stored.
 func startEmbedded(cfg embeddedConfig, log *slog.Logger) (*embedded, error) {
-	host, portStr, err := net.SplitHostPort(cfg.Listen)
+	host, port, err := hostPort("--listen", cfg.Listen)
 	if err != nil {
-		return nil, usagef("--listen %q: want host:port: %v", cfg.Listen, err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port < 0 || port > 65535 {
-		return nil, usagef("--listen %q: bad port", cfg.Listen)
+		return nil, err
 	}
 	if port == 0 {
 		port = server.RANDOM_PORT
@@ -129,6 +124,22 @@ type embeddedFlags struct {
 	SyncInterval  syncInterval `name:"sync-interval" placeholder:"always|DURATION" help:"how often the embedded server fsyncs its JetStream store: always (the default) syncs every write before the publish is acked (the embedded store is the system of record); a duration such as 2m is faster but loses up to that long of acked messages on power loss"`
 }
 
+// validate checks the embedded server's flags. With --nats (external) there
+// is no embedded server: the flags only it reads are refused rather than
+// silently ignored.
+func (e embeddedFlags) validate(external bool) error {
+	switch {
+	case external && e.EmbeddedToken != "":
+		return usagef("--embedded-token is for the embedded server; with --nats use --nats-token")
+	case external && e.SyncInterval.set:
+		return usagef("--sync-interval is for the embedded server; the server at --nats syncs as its own sync_interval says")
+	case external:
+		return nil
+	}
+	_, _, err := hostPort("--listen", e.Listen)
+	return err
+}
+
 // syncInterval is the value of --sync-interval: "always" (interval 0, the
 // zero value) or a positive duration. It has no default tag, so set says
 // it was given (command line, environment or config file).
@@ -139,6 +150,9 @@ type syncInterval struct {
 
 // Decode reads the flag's value for kong.
 func (s *syncInterval) Decode(ctx *kong.DecodeContext) error {
+	if err := checkValueGiven(ctx); err != nil {
+		return err
+	}
 	var v string
 	if err := ctx.Scan.PopValueInto("always|duration", &v); err != nil {
 		return err

@@ -1,13 +1,12 @@
 package main
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
@@ -24,13 +23,37 @@ type dbFlag struct {
 	DB string `name:"db" default:"jetledger.db" placeholder:"FILE" help:"SQLite ledger file (run creates it with mode 0600)"`
 }
 
+// validate refuses a path the ledger cannot open, before anything is done.
+func (f dbFlag) validate() error {
+	if f.DB == "" {
+		return usagef("--db needs a file path")
+	}
+	// ledger.Open refuses these too, but only once a server may be running.
+	if strings.ContainsAny(f.DB, "?#") {
+		return usagef("--db %q: the path of a database file may not contain '?' or '#'", f.DB)
+	}
+	return nil
+}
+
 // openExisting opens a ledger that must already exist: inspecting commands
 // never create an empty database by mistake.
 func (f dbFlag) openExisting() (*ledger.Store, error) {
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(f.DB); err != nil {
 		return nil, fmt.Errorf("ledger %s: %w (give the database with --db)", f.DB, err)
 	}
-	return ledger.Open(f.DB, ledger.Config{})
+	return f.open(ledger.Config{})
+}
+
+// open opens the ledger; a path it refuses is the flag's usage error.
+func (f dbFlag) open(cfg ledger.Config) (*ledger.Store, error) {
+	st, err := ledger.Open(f.DB, cfg)
+	if errors.Is(err, ledger.ErrInvalidConfig) {
+		return nil, usagef("--db %q: %w", f.DB, err)
+	}
+	return st, err
 }
 
 // withStore runs f with the ledger, which must exist.
@@ -53,16 +76,34 @@ type limitFlag struct {
 	Limit int `name:"limit" default:"100" help:"most rows to list (0: all)"`
 }
 
+func (f limitFlag) validate() error {
+	if f.Limit < 0 {
+		return usagef("--limit %d: want 0 (all) or more", f.Limit)
+	}
+	return nil
+}
+
 // streamFlags name the stream and run's durable consumer on it.
 type streamFlags struct {
 	Stream  string `name:"stream" default:"EVENTS" help:"stream"`
 	Durable string `name:"durable" default:"${durable_default}" help:"${durable_help}"`
 }
 
+func (f streamFlags) validate() error {
+	if err := checkName("--stream", f.Stream); err != nil {
+		return err
+	}
+	return checkName("--durable", f.Durable)
+}
+
 // retentionFlags say how long pruned rows are kept at least.
 type retentionFlags struct {
 	Retention       time.Duration `name:"retention" default:"${retention}" help:"keep processed_messages rows at least this long; older rows of messages gone from the stream are pruned"`
 	OutboxRetention time.Duration `name:"outbox-retention" default:"${outbox_retention}" help:"keep sent and cancelled outbox rows at least this long"`
+}
+
+func (f retentionFlags) validate() error {
+	return checkDurations(durationFlag{"--retention", f.Retention}, durationFlag{"--outbox-retention", f.OutboxRetention})
 }
 
 // planFlags are the timing flags of run, replay, check and status: each
@@ -75,9 +116,16 @@ type planFlags struct {
 	AckMargin    time.Duration `name:"ack-margin" default:"${ack_margin}" help:"time allowed for the ack to reach the server"`
 }
 
+// plan checks each timing flag, naming it, and returns the plan they make.
 func (p planFlags) plan() (ackwait.Plan, error) {
-	if p.Deadline <= 0 || p.Batch <= 0 || p.BufferWait <= 0 || p.CommitMargin <= 0 || p.AckMargin <= 0 {
-		return ackwait.Plan{}, usagef("--deadline, --batch, --buffer-wait, --commit-margin and --ack-margin must be positive")
+	for _, d := range []durationFlag{{"--deadline", p.Deadline}, {"--buffer-wait", p.BufferWait},
+		{"--commit-margin", p.CommitMargin}, {"--ack-margin", p.AckMargin}} {
+		if d.v <= 0 || d.v > ackwait.MaxDuration {
+			return ackwait.Plan{}, usagef("%s %s: want more than 0 and at most %s", d.name, d.v, ackwait.MaxDuration)
+		}
+	}
+	if p.Batch < 1 || p.Batch > ackwait.MaxBatchSize {
+		return ackwait.Plan{}, usagef("--batch %d: want 1 to %d", p.Batch, ackwait.MaxBatchSize)
 	}
 	plan := ackwait.Plan{Deadline: p.Deadline, BatchSize: p.Batch, BufferWait: p.BufferWait,
 		CommitMargin: p.CommitMargin, AckMargin: p.AckMargin}
@@ -89,8 +137,8 @@ func (p planFlags) plan() (ackwait.Plan, error) {
 
 // logFlags are the logging flags of the commands that log.
 type logFlags struct {
-	Level  string `name:"log-level" default:"info" help:"log level: debug, info, warn or error"`
-	Format string `name:"log-format" default:"auto" help:"log format: auto (colour text on a terminal, JSON otherwise), text or json"`
+	Level  string `name:"log-level" default:"info" values:"debug,info,warn,error" help:"log level: debug, info, warn or error"`
+	Format string `name:"log-format" default:"auto" values:"auto,text,json" help:"log format: auto (colour text on a terminal, JSON otherwise), text or json"`
 }
 
 // logger builds the process's logger: only main picks a handler.
@@ -129,40 +177,4 @@ func splitList(s string) []string {
 		}
 	}
 	return out
-}
-
-// printJSON writes v as indented JSON.
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// listRows prints the rows fetch reads from the ledger of db as printList does.
-func listRows[T any](inv *invocation, db dbFlag, asJSON bool, fetch func(*ledger.Store) ([]T, error), header string, row func(T) string) error {
-	return db.withStore(func(st *ledger.Store) error {
-		items, err := fetch(st)
-		if err != nil {
-			return err
-		}
-		return printList(inv.stdout, asJSON, items, header, row)
-	})
-}
-
-// printList prints a listing: a JSON array with asJSON (empty, not null, when
-// there are no items), otherwise a table of header and one row per item, the
-// row's cells separated by tabs.
-func printList[T any](w io.Writer, asJSON bool, items []T, header string, row func(T) string) error {
-	if asJSON {
-		if items == nil {
-			items = []T{}
-		}
-		return printJSON(w, items)
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, header)
-	for _, it := range items {
-		fmt.Fprintln(tw, row(it))
-	}
-	return tw.Flush()
 }

@@ -46,11 +46,14 @@ type ledgerConflictsCmd struct {
 }
 
 func (c *ledgerConflictsCmd) Run(inv *invocation, l *ledgerCmd) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
 	fetch := func(st *ledger.Store) ([]ledger.ConflictRecord, error) { return st.Conflicts(inv.ctx, c.Limit) }
-	return listRows(inv, l.dbFlag, l.JSON, fetch, "MESSAGE ID\tSTREAM\tSEQ\tSUBJECT\tAPPLIED SHA256\tNEW SHA256\tSEEN",
-		func(c ledger.ConflictRecord) string {
-			return fmt.Sprintf("%s\t%s\t%d\t%s\t%s\t%s\t%s", c.MessageID, c.Stream, c.Sequence, c.Subject,
-				hex.EncodeToString(c.ExistingSHA256)[:16], hex.EncodeToString(c.NewSHA256)[:16], c.SeenAt.Format(time.RFC3339))
+	return listRows(inv, l.dbFlag, l.JSON, fetch, []string{"MESSAGE ID", "STREAM", "SEQ", "SUBJECT", "APPLIED SHA256", "NEW SHA256", "SEEN"},
+		func(c ledger.ConflictRecord) []string {
+			return []string{c.MessageID, c.Stream, fmt.Sprint(c.Sequence), c.Subject,
+				hex.EncodeToString(c.ExistingSHA256)[:16], hex.EncodeToString(c.NewSHA256)[:16], c.SeenAt.Format(time.RFC3339)}
 		})
 }
 
@@ -69,6 +72,9 @@ A --retention shorter than the stream's duplicate window is refused (exit 2).`
 }
 
 func (c *ledgerPruneCmd) Run(inv *invocation, l *ledgerCmd) error {
+	if err := firstError(c.streamFlags.validate(), c.retentionFlags.validate()); err != nil {
+		return err
+	}
 	return l.withStore(func(st *ledger.Store) error {
 		nc, js, err := connect(inv.ctx, c.NATS, quiet)
 		if err != nil {

@@ -6,8 +6,8 @@
 // tags of one type per command it gives what a host run by systemd or an
 // image needs without hand-written parsing: per-command help, "did you mean"
 // on unknown flags and commands, JETLEDGER_* environment variables
-// (kong.DefaultEnvars) and a config file (kong.Configuration with
-// kong.ConfigFlag, read by tomlConfig), with no dependency beyond itself.
+// (kong.DefaultEnvars) and a config file (configFlag, read by tomlConfig),
+// with no dependency beyond itself.
 // Flag groups shared by several commands are embedded structs, declared once.
 package main
 
@@ -61,38 +61,71 @@ func mainExit(ctx context.Context, args []string, stdout, stderr io.Writer) (cod
 			code = int(e)
 		}
 	}()
+	if len(args) == 0 {
+		return noArguments(stderr)
+	}
 	parser, err := newParser(&cli{}, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "jetledger: %v\n", err)
 		return exitFailure
 	}
-	if len(args) == 0 {
-		kctx, err := kong.Trace(parser, nil)
-		if err == nil {
-			err = kctx.PrintUsage(false)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "jetledger: %v\n", err)
-		}
-		return exitUsage
-	}
 	kctx, err := parser.Parse(args)
 	if err != nil {
-		parser.Errorf("%v", err)
-		return exitUsage
+		var perr *kong.ParseError
+		if errors.As(err, &perr) {
+			return usage(stderr, commandName(perr.Context), err)
+		}
+		return usage(stderr, "jetledger", err)
+	}
+	name := commandName(kctx)
+	if err := checkNotEmpty(kctx); err != nil {
+		return usage(stderr, name, err)
 	}
 	err = kctx.Run(&invocation{ctx: ctx, stdout: stdout, stderr: stderr})
-	name := kctx.Selected().FullPath()
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.As(err, new(usageError)):
-		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", name, err, name)
-		return exitUsage
+		return usage(stderr, name, err)
 	default:
-		fmt.Fprintf(stderr, "%s: %v%s\n", name, err, advice(err))
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return exitFailure
 	}
+}
+
+// noArguments prints the usage, asked for by mistake, where errors go.
+func noArguments(stderr io.Writer) int {
+	parser, err := newParser(&cli{}, stderr, stderr)
+	var kctx *kong.Context
+	if err == nil {
+		kctx, err = kong.Trace(parser, nil)
+	}
+	if err == nil {
+		err = kctx.PrintUsage(false)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "jetledger: %v\n", err)
+	}
+	return exitUsage
+}
+
+// commandName is "jetledger" and the command kctx selected so far.
+func commandName(kctx *kong.Context) string {
+	if kctx == nil || kctx.Selected() == nil {
+		return "jetledger"
+	}
+	return kctx.Selected().FullPath()
+}
+
+// usage reports a usage error, the parser's or a command's, in one format:
+// the command, the error, and where its help is. Exit 2.
+func usage(stderr io.Writer, name string, err error) int {
+	var missing *missingValueError
+	if errors.As(err, &missing) {
+		err = missing // kong's prefix would name the flag twice
+	}
+	fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", name, err, name)
+	return exitUsage
 }
 
 // usageError marks an error as the caller's: exit code 2.
@@ -102,15 +135,38 @@ func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format
 
 func (e usageError) Unwrap() error { return e.error }
 
-// advice is what the command line can change about a library error, which
-// names only the library's fields; empty when there is nothing to add.
-func advice(err error) string {
+// planRefusal is a live consumer that the timing plan refuses, said in the
+// command line's terms: the flags and the nats CLI command that fix it,
+// instead of the library's fields and advice.
+type planRefusal struct {
+	stream, durable string
+	batch           int
+	err             error
+}
+
+// refusal wraps err as a planRefusal of stream/durable when it is one, and
+// returns it unchanged otherwise.
+func refusal(stream, durable string, batch int, err error) error {
+	if errors.As(err, new(*ackwait.TooShortError)) || errors.Is(err, ackwait.ErrMaxAckPending) {
+		return &planRefusal{stream: stream, durable: durable, batch: batch, err: err}
+	}
+	return err
+}
+
+func (e *planRefusal) Error() string {
 	var short *ackwait.TooShortError
 	switch {
-	case errors.As(err, &short):
-		return fmt.Sprintf("; with the nats CLI: nats consumer edit --wait %s; or shrink the plan: lower --deadline or --batch (or --buffer-wait, --commit-margin, --ack-margin)", short.Need)
-	case errors.Is(err, ackwait.ErrMaxAckPending):
-		return "; with the nats CLI: nats consumer edit --max-pending; or lower --batch"
+	case errors.As(e.err, &short) && short.Field == "AckWait":
+		return fmt.Sprintf("consumer %s/%s: AckWait is %s but the plan needs at least %s (%s); "+
+			"raise it: nats consumer edit %s %s --wait %s; or shrink the plan: lower --deadline or --batch (or --buffer-wait, --commit-margin, --ack-margin)",
+			e.stream, e.durable, short.Have, short.Need, short.Plan, e.stream, e.durable, short.Need)
+	case short != nil:
+		return fmt.Sprintf("consumer %s/%s: %s is %s but the plan needs at least %s (%s), as every redelivery waits that long; "+
+			"recreate the consumer with BackOff steps of %s or more; or shrink the plan: lower --deadline or --batch (or --buffer-wait, --commit-margin, --ack-margin)",
+			e.stream, e.durable, short.Field, short.Have, short.Need, short.Plan, short.Need)
 	}
-	return ""
+	return fmt.Sprintf("consumer %s/%s: its MaxAckPending is below --batch %d; raise it: nats consumer edit %s %s --max-pending %d; or lower --batch",
+		e.stream, e.durable, e.batch, e.stream, e.durable, e.batch)
 }
+
+func (e *planRefusal) Unwrap() error { return e.err }

@@ -5,9 +5,12 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/jetledger/jetledger/consumer"
 )
 
 func TestFieldID(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, in, field, want string
 		wantErr               bool
@@ -18,9 +21,12 @@ func TestFieldID(t *testing.T) {
 		{name: "empty string", in: `{"id":""}`, field: "id", wantErr: true},
 		{name: "object", in: `{"id":{"a":1}}`, field: "id", wantErr: true},
 		{name: "not an object", in: `[1,2]`, field: "id", wantErr: true},
+		{name: "longer than a consumer takes", in: `{"id":"` + strings.Repeat("x", consumer.MaxMessageIDLen+1) + `"}`, field: "id", wantErr: true},
+		{name: "as long as a consumer takes", in: `{"id":"` + strings.Repeat("x", consumer.MaxMessageIDLen) + `"}`, field: "id", want: strings.Repeat("x", consumer.MaxMessageIDLen)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			got, err := fieldID([]byte(tt.in), tt.field)
 			if (err != nil) != tt.wantErr || got != tt.want {
 				t.Fatalf("fieldID = %q, %v; want %q, error %t", got, err, tt.want, tt.wantErr)
@@ -30,6 +36,7 @@ func TestFieldID(t *testing.T) {
 }
 
 func TestReadLinesRejectsBadLineBeforePublishing(t *testing.T) {
+	t.Parallel()
 	_, err := readLines(strings.NewReader("{\"a\":1}\n\nnope\n"), "s", "", false)
 	if err == nil || !strings.Contains(err.Error(), "line 3") {
 		t.Fatalf("err = %v, want line 3 named", err)
@@ -57,12 +64,14 @@ func TestEnvironmentFallbackAndPrecedence(t *testing.T) {
 	}
 }
 
+// With no arguments the usage is an error: on standard error, exit 2.
 func TestNoArgumentsPrintsUsage(t *testing.T) {
+	t.Parallel()
 	var stdout, stderr bytes.Buffer
 	if code := mainExit(context.Background(), nil, &stdout, &stderr); code != exitUsage {
 		t.Fatalf("exit %d", code)
 	}
-	if !strings.Contains(stdout.String(), "Commands:") || strings.Contains(stdout.String(), "demo-consumer") {
-		t.Fatalf("usage:\n%s", stdout.String())
+	if stdout.Len() != 0 || !strings.Contains(stderr.String(), "Commands:") || strings.Contains(stderr.String(), "demo-consumer") {
+		t.Fatalf("stdout %q; stderr (want the usage):\n%s", stdout.String(), stderr.String())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,21 +18,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// metrics holds the observations that are not running totals of the
-// consumer or dispatcher (those are read at scrape time).
+// metrics holds the listener of --metrics and the observations that are not
+// running totals of the consumer or dispatcher (those are read at scrape
+// time).
 type metrics struct {
+	listener                             net.Listener
 	batchSize, commitSeconds, ackSeconds prometheus.Histogram
 }
 
-func newMetrics() *metrics {
-	return &metrics{
+// listenMetrics takes the address of --metrics, which serveMetrics serves.
+func listenMetrics(addr string) (*metrics, error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %s: %w", addr, err)
+	}
+	return &metrics{listener: l,
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "jetledger_batch_messages",
 			Help: "Messages per committed batch.", Buckets: prometheus.ExponentialBuckets(1, 2, 12)}),
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "jetledger_batch_commit_seconds",
 			Help: "Time from a batch's begin to its commit, handlers included.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		ackSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "jetledger_batch_ack_seconds",
 			Help: "Time to send a committed batch's acks, naks and terms.", Buckets: prometheus.ExponentialBuckets(0.00005, 2, 14)}),
-	}
+	}, nil
 }
 
 func (m *metrics) afterCommit(r consumer.BatchReport) {
@@ -62,9 +70,9 @@ func (o outboxCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// serveMetrics serves /metrics and /healthz on addr until ctx ends.
-func serveMetrics(ctx context.Context, addr string, m *metrics, c *consumer.Consumer, d *dispatcher,
-	st *ledger.Store, nc *nats.Conn, log *slog.Logger) error {
+// serveMetrics serves /metrics and /healthz on m's listener until ctx ends.
+func serveMetrics(ctx context.Context, m *metrics, c *consumer.Consumer, d *dispatcher,
+	st *ledger.Store, nc *nats.Conn, log *slog.Logger) {
 	reg := prometheus.NewRegistry()
 	counter := func(name, help string, f func() uint64) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) }))
@@ -107,10 +115,6 @@ func serveMetrics(ctx context.Context, addr string, m *metrics, c *consumer.Cons
 		}
 		json.NewEncoder(w).Encode(map[string]any{"healthy": healthy, "checks": checks}) //nolint:errcheck // client gone
 	})
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return usagef("--metrics %s: %v", addr, err)
-	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -119,12 +123,11 @@ func serveMetrics(ctx context.Context, addr string, m *metrics, c *consumer.Cons
 		srv.Shutdown(sctx) //nolint:errcheck // best effort on exit
 	}()
 	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.Serve(m.listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics server stopped", "err", err)
 		}
 	}()
-	log.Info("serving metrics", "addr", l.Addr().String())
-	return nil
+	log.Info("serving metrics", "addr", m.listener.Addr().String())
 }
 
 // sendCollector reports the dispatcher's send outcomes at scrape time.

@@ -45,6 +45,9 @@ func (o *outboxCmd) report(inv *invocation, st *ledger.Store, id, did string) er
 // a change the row's state does not allow is said in the command's words,
 // naming that state.
 func (o *outboxCmd) change(inv *invocation, verb, id string, f func(*ledger.Store) (string, error)) error {
+	if id == "" {
+		return usagef("the row's id is required (see 'outbox list')")
+	}
 	return o.withStore(func(st *ledger.Store) error {
 		did, err := f(st)
 		var se *ledger.StateError
@@ -59,18 +62,23 @@ func (o *outboxCmd) change(inv *invocation, verb, id string, f func(*ledger.Stor
 }
 
 // list prints the rows in status (all with ""), oldest first.
-func (o *outboxCmd) list(inv *invocation, status ledger.Status, limit int) error {
-	fetch := func(st *ledger.Store) ([]ledger.OutboxItem, error) { return st.ListOutbox(inv.ctx, status, limit) }
-	return listRows(inv, o.dbFlag, o.JSON, fetch, "ID\tSTATUS\tMESSAGE ID\tSINK\tATTEMPTS\tEXTERNAL ID\tUPDATED\tERROR",
-		func(it ledger.OutboxItem) string {
-			return fmt.Sprintf("%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s", it.ID, it.Status, it.MessageID, it.Sink, it.Attempts,
-				it.ExternalID, it.UpdatedAt.Format(time.RFC3339), it.Error)
+func (o *outboxCmd) list(inv *invocation, status ledger.Status, limit limitFlag) error {
+	if err := limit.validate(); err != nil {
+		return err
+	}
+	fetch := func(st *ledger.Store) ([]ledger.OutboxItem, error) {
+		return st.ListOutbox(inv.ctx, status, limit.Limit)
+	}
+	return listRows(inv, o.dbFlag, o.JSON, fetch, []string{"ID", "STATUS", "MESSAGE ID", "SINK", "ATTEMPTS", "EXTERNAL ID", "UPDATED", "ERROR"},
+		func(it ledger.OutboxItem) []string {
+			return []string{it.ID, string(it.Status), it.MessageID, it.Sink, fmt.Sprint(it.Attempts),
+				it.ExternalID, it.UpdatedAt.Format(time.RFC3339), it.Error}
 		})
 }
 
 type outboxListCmd struct {
 	limitFlag
-	Status string `name:"status" help:"only rows in this status: queued, sending, sent, failed, review, cancelled or suppressed"`
+	Status string `name:"status" values:"queued,sending,sent,failed,review,cancelled,suppressed" help:"only rows in this status: queued, sending, sent, failed, review, cancelled or suppressed"`
 }
 
 func (c *outboxListCmd) Run(inv *invocation, o *outboxCmd) error {
@@ -81,7 +89,7 @@ func (c *outboxListCmd) Run(inv *invocation, o *outboxCmd) error {
 		}
 		return usagef("--status %q: want one of %s", c.Status, strings.Join(names, ", "))
 	}
-	return o.list(inv, ledger.Status(c.Status), c.Limit)
+	return o.list(inv, ledger.Status(c.Status), c.limitFlag)
 }
 
 type outboxReviewCmd struct {
@@ -89,7 +97,7 @@ type outboxReviewCmd struct {
 }
 
 func (c *outboxReviewCmd) Run(inv *invocation, o *outboxCmd) error {
-	return o.list(inv, ledger.StatusReview, c.Limit)
+	return o.list(inv, ledger.StatusReview, c.limitFlag)
 }
 
 // outboxRow is the argument of the commands that change one row.
@@ -99,7 +107,7 @@ type outboxRow struct {
 
 type outboxCancelCmd struct {
 	outboxRow
-	Webhook webhookFlags `embed:"" group:"webhook"`
+	Webhook webhookDelete `embed:"" group:"webhook"`
 }
 
 func (outboxCancelCmd) Help() string {
@@ -112,7 +120,7 @@ at the destination, row unchanged.`
 }
 
 func (c *outboxCancelCmd) Run(inv *invocation, o *outboxCmd) error {
-	s, err := c.Webhook.sink()
+	s, err := deleteSink(c.Webhook)
 	if err != nil {
 		return err
 	}
@@ -123,12 +131,15 @@ func (c *outboxCancelCmd) Run(inv *invocation, o *outboxCmd) error {
 
 type outboxResolveCmd struct {
 	outboxRow
-	As         string `name:"as" placeholder:"sent|failed" help:"sent or failed (required)"`
+	As         string `name:"as" placeholder:"sent|failed" values:"sent,failed" help:"sent or failed (required)"`
 	ExternalID string `name:"external-id" help:"the destination's id for the item (required with --as sent)"`
 }
 
 func (c *outboxResolveCmd) Run(inv *invocation, o *outboxCmd) error {
-	if c.As != string(ledger.StatusSent) && c.As != string(ledger.StatusFailed) {
+	switch {
+	case c.As == "":
+		return usagef("--as is required: sent or failed")
+	case c.As != string(ledger.StatusSent) && c.As != string(ledger.StatusFailed):
 		return usagef("--as %q: want sent or failed", c.As)
 	}
 	if c.As == string(ledger.StatusSent) && c.ExternalID == "" {

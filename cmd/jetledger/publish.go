@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/publisher"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -50,15 +51,26 @@ type publishCmd struct {
 
 func (publishCmd) Help() string { return publishHelp }
 
+// Bounds of --attempts and --timeout: the retry horizon, which the stream's
+// duplicate window must cover, stays a sum of sane durations.
+const (
+	maxPublishAttempts = 100
+	maxPublishTimeout  = time.Hour
+)
+
 func (c *publishCmd) Run(inv *invocation) error {
-	if c.Subject == "" {
+	switch {
+	case c.Subject == "":
 		return usagef("--subject is required")
-	}
-	if c.ID != "" && c.Data == "" {
+	case c.ID != "" && c.Data == "":
 		return usagef("--id needs --data; for standard input use --id-field")
+	case c.Attempts < 1 || c.Attempts > maxPublishAttempts:
+		return usagef("--attempts %d: want 1 to %d", c.Attempts, maxPublishAttempts)
+	case c.Timeout <= 0 || c.Timeout > maxPublishTimeout:
+		return usagef("--timeout %s: want more than 0 and at most %s", c.Timeout, maxPublishTimeout)
 	}
-	if c.Attempts < 1 || c.Timeout <= 0 {
-		return usagef("--attempts must be at least 1 and --timeout positive")
+	if err := checkID(c.ID); err != nil {
+		return usagef("--id: %v", err)
 	}
 	msgs, err := c.messages()
 	if err != nil {
@@ -167,7 +179,16 @@ func readLines(r io.Reader, subject, idField string, raw bool) ([]publisher.Mess
 	return msgs, nil
 }
 
-// fieldID reads a top-level string or number field as the message id.
+// checkID refuses an id the consumer would dead-letter rather than apply.
+func checkID(id string) error {
+	if len(id) > consumer.MaxMessageIDLen {
+		return fmt.Errorf("the id is %d bytes; a consumer dead-letters a Nats-Msg-Id over %d bytes, so nothing was published", len(id), consumer.MaxMessageIDLen)
+	}
+	return nil
+}
+
+// fieldID reads a top-level string or number field as the message id, which
+// checkID must pass.
 func fieldID(b []byte, field string) (string, error) {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(b, &obj); err != nil {
@@ -178,12 +199,16 @@ func fieldID(b []byte, field string) (string, error) {
 		return "", fmt.Errorf("no field %q for the id", field)
 	}
 	var s string
-	if err := json.Unmarshal(v, &s); err == nil && s != "" {
-		return s, nil
-	}
 	var num json.Number
-	if err := json.Unmarshal(v, &num); err == nil {
-		return num.String(), nil
+	switch {
+	case json.Unmarshal(v, &s) == nil && s != "":
+	case json.Unmarshal(v, &num) == nil:
+		s = num.String()
+	default:
+		return "", fmt.Errorf("field %q must be a non-empty string or a number", field)
 	}
-	return "", fmt.Errorf("field %q must be a non-empty string or a number", field)
+	if err := checkID(s); err != nil {
+		return "", err
+	}
+	return s, nil
 }

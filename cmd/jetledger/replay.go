@@ -42,7 +42,7 @@ in review, dead letters.`
 
 // replayCmd is `jetledger replay`.
 type replayCmd struct {
-	consumeFlags `set:"durable_help=the live durable consumer of run: the replay stops at the last message it was delivered and leaves the rest, with its effects, to run"`
+	consumeFlags `kong:"set='durable_help=the live durable consumer of run: the replay stops at the last message it was delivered and leaves the rest, with its effects, to run',set='webhook_help=the --webhook of run: the outbox effects of replayed messages are recorded for it (the replay sends nothing)'"`
 	FromSeq      uint64 `name:"from-seq" placeholder:"N" help:"replay from this stream sequence (default: the stream's start)"`
 	ToSeq        uint64 `name:"to-seq" placeholder:"N" help:"replay up to this stream sequence (default: the last one delivered to --durable, where run stands); effects of messages run was never delivered are queued for run"`
 	Since        string `name:"since" placeholder:"DURATION|TIME" help:"replay messages stored since this long ago (1h) or this time (RFC 3339)"`
@@ -59,7 +59,11 @@ func (c *replayCmd) Run(inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	s, err := c.setup(ctx, inv.stderr)
+	snk, err := replaySink(c.Webhook)
+	if err != nil {
+		return err
+	}
+	s, err := c.setup(ctx, inv.stderr, snk)
 	if err != nil {
 		return err
 	}
@@ -102,8 +106,13 @@ func (c *replayCmd) Run(inv *invocation) error {
 
 // replayFrom reads --from-seq and --since.
 func (c *replayCmd) replayFrom() (consumer.ReplayFrom, error) {
-	if c.FromSeq > 0 && c.Since != "" {
+	switch {
+	case c.FromSeq > 0 && c.Since != "":
 		return consumer.ReplayFrom{}, usagef("give --from-seq or --since, not both")
+	case c.NoEffects && c.Webhook.URL != "":
+		return consumer.ReplayFrom{}, usagef("give --webhook or --no-effects, not both: --no-effects says run has no webhook")
+	case c.ToSeq > 0 && c.FromSeq > c.ToSeq:
+		return consumer.ReplayFrom{}, usagef("--from-seq %d is past --to-seq %d", c.FromSeq, c.ToSeq)
 	}
 	if c.Since == "" {
 		return consumer.ReplayFrom{Seq: c.FromSeq}, nil

@@ -16,6 +16,7 @@ import (
 // long it runs: progress goes to standard error. A poisoned message retried
 // with backoff keeps this replay going past the first progress line.
 func TestReplayJSONOutputIsJSON(t *testing.T) {
+	t.Parallel()
 	srv := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, srv)
 	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}})

@@ -42,6 +42,8 @@ Example:
 // runCmd is `jetledger run`.
 type runCmd struct {
 	consumeFlags
+	Delete webhookDelete `embed:"" group:"webhook"`
+	Send   webhookSend   `embed:"" group:"webhook"`
 	retentionFlags
 	PruneInterval time.Duration `name:"prune-interval" default:"1h" help:"how often to prune the ledger while running (0: never)"`
 	Metrics       string        `name:"metrics" placeholder:"ADDR" help:"serve Prometheus /metrics and /healthz on this address (127.0.0.1:9464, say)"`
@@ -63,20 +65,30 @@ func (c *runCmd) Run(inv *invocation) error {
 // stop together: either of the first two failing stops all.
 func (c *runCmd) run(inv *invocation) error {
 	ctx := inv.ctx
-	s, err := c.setup(ctx, inv.stderr)
+	snk, err := c.prepare()
+	if err != nil {
+		return err
+	}
+	var m *metrics
+	if c.Metrics != "" {
+		// Taken first: a port in use stops run before it creates anything.
+		if m, err = listenMetrics(c.Metrics); err != nil {
+			return err
+		}
+		defer m.listener.Close()
+	}
+	s, err := c.setup(ctx, inv.stderr, snk)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	var d *dispatcher
 	if s.sink != nil {
-		if d, err = newDispatcher(s.st, s.sink, s.plan, c.OutboxWorkers, c.OutboxMaxAttempts, s.log); err != nil {
+		if d, err = newDispatcher(s.st, s.sink, s.plan, c.Send.OutboxWorkers, c.Send.OutboxMaxAttempts, s.log); err != nil {
 			return err
 		}
 	}
-	var m *metrics
-	if c.Metrics != "" {
-		m = newMetrics()
+	if m != nil {
 		s.cfg.AfterAcks = m.afterAcks
 	}
 	s.cfg.AfterCommit = func(r consumer.BatchReport) {
@@ -91,7 +103,7 @@ func (c *runCmd) run(inv *invocation) error {
 	defer cancel()
 	cons, err := consumer.New(setupCtx, s.js, s.st, s.cfg)
 	if err != nil {
-		return err
+		return refusal(c.Stream, c.Durable, s.plan.BatchSize, err)
 	}
 	s.log.InfoContext(ctx, "consuming", "stream", c.Stream, "durable", c.Durable, "db", c.DB,
 		"batch", s.plan.BatchSize, "deadline", s.plan.Deadline, "ack_wait_needed", s.plan.AckWait(), "webhook", c.Webhook.URL)
@@ -99,9 +111,7 @@ func (c *runCmd) run(inv *invocation) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	if m != nil {
-		if err := serveMetrics(runCtx, c.Metrics, m, cons, d, s.st, s.nc, s.log); err != nil {
-			return err
-		}
+		serveMetrics(runCtx, m, cons, d, s.st, s.nc, s.log)
 	}
 	if c.PruneInterval > 0 {
 		p := &pruner{st: s.st, js: s.js, streamFlags: c.streamFlags, retentionFlags: c.retentionFlags, hold: s.plan.PruneHold(), log: s.log}
@@ -113,6 +123,23 @@ func (c *runCmd) run(inv *invocation) error {
 	err = runTogether(runCtx, stop, cons, d)
 	logTotals(s.log, cons, d)
 	return err
+}
+
+// prepare checks every flag (setup checks the shared ones again, without
+// cost) and builds the sink, before the metrics port or anything else is
+// taken.
+func (c *runCmd) prepare() (sink, error) {
+	_, err := c.consumeFlags.validate()
+	if err == nil {
+		err = firstError(c.retentionFlags.validate(), checkDurations(durationFlag{"--prune-interval", c.PruneInterval}))
+	}
+	if err == nil && c.Metrics != "" {
+		_, _, err = hostPort("--metrics", c.Metrics)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return runSink(c.Webhook, c.Delete, c.Send)
 }
 
 // runTogether runs the consumer and, if there is one, the dispatcher until

@@ -15,6 +15,7 @@ import (
 // synchronous=FULL off for the whole process. Setting one to the value the
 // ledger already has changes nothing and passes.
 func TestSchemaCannotWeakenDurability(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dir := t.TempDir()
 	st, err := ledger.Open(filepath.Join(dir, "ledger.db"), ledger.Config{})
@@ -48,6 +49,7 @@ func TestSchemaCannotWeakenDurability(t *testing.T) {
 // typo in a later statement, or transaction control a handler may not run,
 // exits 2 before anything is consumed instead of failing every message.
 func TestApplyIsCheckedStatementByStatement(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st := openTestStore(t)
 	tests := []struct {

@@ -100,6 +100,7 @@ func TestApplyParamsBind(t *testing.T) {
 }
 
 func TestSQLParams(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		sql  string
@@ -148,6 +149,7 @@ func TestSQLParams(t *testing.T) {
 }
 
 func TestClosestParam(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, param, want string
 	}{

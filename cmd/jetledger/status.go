@@ -4,8 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"text/tabwriter"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
@@ -61,6 +62,9 @@ func (statusCmd) Help() string { return statusHelp }
 
 func (c *statusCmd) Run(inv *invocation) error {
 	plan, err := c.Plan.plan()
+	if err == nil {
+		err = firstError(c.dbFlag.validate(), c.streamFlags.validate())
+	}
 	if err != nil {
 		return err
 	}
@@ -123,42 +127,69 @@ func (c *statusCmd) readServer(ctx context.Context, js jetstream.JetStream, plan
 	}
 	verr := plan.Validate(consumer.DurableOf(info.Config))
 	if verr != nil {
-		rep.Problems = append(rep.Problems, verr.Error()+advice(verr))
+		rep.Problems = append(rep.Problems, refusal(c.Stream, c.Durable, plan.BatchSize, verr).Error())
 	}
 	rep.Consumer = &consumerStatus{c.Durable, info.Config.AckWait, plan.AckWait(), verr == nil, info.NumPending, info.NumAckPending,
 		info.NumRedelivered, info.AckFloor.Stream, info.Config.MaxDeliver}
 }
 
 func printStatus(w io.Writer, r statusReport) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	defer tw.Flush()
 	if s := r.Stream; s != nil {
-		fmt.Fprintf(tw, "stream\t%s\tseq %d..%d, %d messages, duplicate window %s\n", s.Name, s.FirstSeq, s.LastSeq, s.Messages, s.DuplicateWindow)
+		field(w, "stream", fmt.Sprintf("%s: seq %d..%d, %d messages, duplicate window %s", s.Name, s.FirstSeq, s.LastSeq, s.Messages, s.DuplicateWindow))
 	}
 	if c := r.Consumer; c != nil {
 		safe := "ok"
 		if !c.Safe {
 			safe = "UNSAFE"
 		}
-		fmt.Fprintf(tw, "consumer\t%s\tAckWait %s (plan needs %s: %s), %d pending, %d waiting for ack, %d redelivered, acked through seq %d\n",
-			c.Name, c.AckWait, c.PlanAckWait, safe, c.Pending, c.AckPending, c.Redelivered, c.AckFloorSeq)
+		field(w, "consumer", fmt.Sprintf("%s: AckWait %s (plan needs %s: %s)", c.Name, c.AckWait, c.PlanAckWait, safe))
+		field(w, "", fmt.Sprintf("%d pending, %d waiting for ack, %d redelivered, acked through seq %d", c.Pending, c.AckPending, c.Redelivered, c.AckFloorSeq))
 	}
 	if l := r.Ledger; l != nil {
 		oldest := "-"
 		if l.Processed > 0 {
 			oldest = l.Oldest.Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "ledger\t%s\t%d rows, %d bytes, oldest %s\n", l.Path, l.Processed, l.SizeBytes, oldest)
-		fmt.Fprintf(tw, "dead letters\t%d\t\nconflicts\t%d\t\n", l.DeadLetters, l.Conflicts)
+		field(w, "ledger", fmt.Sprintf("%s: %d rows, %d bytes, oldest %s", l.Path, l.Processed, l.SizeBytes, oldest))
+		field(w, "dead letters", fmt.Sprint(l.DeadLetters))
+		field(w, "conflicts", fmt.Sprint(l.Conflicts))
 	}
 	if r.Outbox != nil {
-		fmt.Fprint(tw, "outbox\t")
-		for _, s := range ledger.Statuses {
-			fmt.Fprintf(tw, "%s %d  ", s, r.Outbox[s])
+		counts := make([]string, len(ledger.Statuses))
+		for i, s := range ledger.Statuses {
+			counts[i] = fmt.Sprintf("%s %d,", s, r.Outbox[s])
 		}
-		fmt.Fprintln(tw, "\t")
+		field(w, "outbox", strings.TrimSuffix(strings.Join(counts, " "), ","))
 	}
 	for _, p := range r.Problems {
-		fmt.Fprintf(tw, "PROBLEM\t%s\t\n", p)
+		field(w, "PROBLEM", p)
 	}
+}
+
+// Status fits a screen of statusWidth columns: a label, then its value
+// wrapped at spaces, each line continued under the value.
+const (
+	statusLabel = len("dead letters  ")
+	statusWidth = 100
+)
+
+// field writes one labelled value of status.
+func field(w io.Writer, label, text string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-*s", statusLabel, label)
+	n := statusLabel
+	for i, word := range strings.Fields(text) {
+		size := utf8.RuneCountInString(word)
+		switch {
+		case i > 0 && n+1+size > statusWidth:
+			fmt.Fprintf(&b, "\n%*s", statusLabel, "")
+			n = statusLabel
+		case i > 0:
+			b.WriteByte(' ')
+			n++
+		}
+		b.WriteString(word)
+		n += size
+	}
+	fmt.Fprintln(w, b.String())
 }

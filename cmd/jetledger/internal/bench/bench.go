@@ -62,14 +62,44 @@ type Config struct {
 	Progress        io.Writer     // progress lines; nil for none
 }
 
-// ErrConfig is a Config out of its ranges.
-var ErrConfig = errors.New("bench: Messages must be at least 1000, PerMsgMessages between 100 and Messages, the rest positive")
+// ErrConfig is a Config out of its ranges; the error is a *ConfigError.
+var ErrConfig = errors.New("bench: invalid configuration")
+
+// ConfigError names the field out of range by its flag of `jetledger
+// bench`, the one user of this package.
+type ConfigError struct {
+	Flag string
+	Got  any
+	Want string
+}
+
+func (e *ConfigError) Error() string { return fmt.Sprintf("%s %v: want %s", e.Flag, e.Got, e.Want) }
+
+// Is makes a ConfigError ErrConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrConfig }
 
 // Validate checks the ranges, before any I/O.
 func (c Config) Validate() error {
-	if c.Messages < 1000 || c.PerMsgMessages < 100 || c.PerMsgMessages > c.Messages || c.Batch < 1 ||
-		c.Rate < 1 || c.LatencyDuration <= 0 || c.RSSMessages < 0 {
-		return ErrConfig
+	for _, f := range []struct {
+		flag     string
+		got, min int
+		want     string
+	}{
+		{"--messages", c.Messages, 1000, "at least 1000"},
+		{"--per-msg-messages", c.PerMsgMessages, 100, "100 up to --messages"},
+		{"--batch", c.Batch, 1, "at least 1"},
+		{"--rate", c.Rate, 1, "at least 1"},
+		{"--rss-messages", c.RSSMessages, 0, "0 (none) or more"},
+	} {
+		if f.got < f.min {
+			return &ConfigError{Flag: f.flag, Got: f.got, Want: f.want}
+		}
+	}
+	switch {
+	case c.PerMsgMessages > c.Messages:
+		return &ConfigError{Flag: "--per-msg-messages", Got: c.PerMsgMessages, Want: "100 up to --messages"}
+	case c.LatencyDuration <= 0:
+		return &ConfigError{Flag: "--latency-duration", Got: c.LatencyDuration, Want: "a positive duration"}
 	}
 	return nil
 }
