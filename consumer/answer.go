@@ -60,7 +60,7 @@ func (c *Consumer) answer(ctx context.Context, b *batch, results []ledger.Result
 
 // sortResults decides each message's answer from its outcome.
 func (c *Consumer) sortResults(ctx context.Context, b *batch, results []ledger.Result) answers {
-	a := answers{dead: b.dead}
+	a := answers{dead: b.dead, acks: make([]item, 0, len(results))}
 	for i, res := range results {
 		it := b.work[i]
 		switch res.Outcome {

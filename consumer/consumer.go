@@ -17,7 +17,7 @@ import (
 
 // Ledger is what the consumer needs of the store.
 type Ledger interface {
-	ApplyBatch(ctx context.Context, batch []ledger.Delivery, h ledger.Handler, b ledger.Budget) ([]ledger.Result, error)
+	ApplyBatchPipelined(ctx context.Context, batch []ledger.Delivery, h ledger.Handler, b ledger.Budget) ([]ledger.Result, ledger.Pending, error)
 	RecordDeadLetters(ctx context.Context, dls []ledger.DeadLetter) error
 	HasDeadLetter(ctx context.Context, stream string, seq uint64) (bool, error)
 	HasProcessed(ctx context.Context, stream string, seq uint64, id string) (bool, error)
@@ -72,8 +72,8 @@ type Config struct {
 	// "<stream>/<sequence>" as its id instead of being dead-lettered. Such
 	// an id catches redeliveries but not a publisher's retried publish.
 	AllowSequenceIDs bool
-	// AfterCommit, if set, is called after each batch commits and before
-	// its acks are sent.
+	// AfterCommit, if set, is called after each batch commits and its
+	// commit is on disk, before its acks are sent.
 	AfterCommit func(BatchReport)
 	// AfterAcks, if set, is called once a batch's acks, naks and terms are
 	// sent (or it was handed back), with how long that took and how long the
@@ -101,7 +101,7 @@ type BatchReport struct {
 	Deliveries []ledger.Delivery
 	Results    []ledger.Result
 	// Elapsed is the time from the start of the batch's transaction to its
-	// commit, handlers included.
+	// commit on disk, handlers included.
 	Elapsed time.Duration
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,22 +30,22 @@ type batch struct {
 	refreshed  atomic.Int64 // unix nanoseconds of the last InProgress round
 }
 
-// process applies a fetched batch in one ledger transaction and answers
-// every message: ack after the commit, nak, or dead letter and term.
-func (c *Consumer) process(ctx context.Context, msgs []received) error {
+// process applies a fetched batch in one ledger transaction and hands it
+// to the acker, which answers every message once the commit is on disk:
+// ack, nak, or dead letter and term. The next batch runs meanwhile.
+func (c *Consumer) process(ctx context.Context, msgs []received, acks *acker) error {
 	b := c.admit(ctx, msgs)
 	if len(b.work) == 0 {
-		return c.answer(ctx, b, nil)
+		return acks.hand(committed{b: b, stop: func() {}})
 	}
 	// Until every answer is sent: dead letters wait for the writer too.
 	stop := c.keepInProgress(b.work, &b.refreshed)
-	defer stop()
 	// The plan's budget: a stop signal does not cut a batch short, its
 	// deadline does.
-	results, err := c.ledger.ApplyBatch(context.WithoutCancel(ctx), b.deliveries, c.cfg.Handler,
+	results, pending, err := c.ledger.ApplyBatchPipelined(context.WithoutCancel(ctx), b.deliveries, c.cfg.Handler,
 		ledger.Budget{Work: c.plan.Deadline, Commit: c.plan.CommitTimeout()})
-	elapsed := time.Since(b.start)
 	if errors.Is(err, ledger.ErrBusy) {
+		defer stop()
 		// The writer was not free within the batch deadline (another process
 		// holds it, and may be paused): nothing was committed, so hand the
 		// batch back for a later try instead of exiting.
@@ -58,16 +59,106 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 		return nil
 	}
 	if err != nil {
+		stop()
 		// Nothing committed, nothing acked: AckWait brings the batch back
 		// once the database is fixed.
 		return fmt.Errorf("consumer: %w; nothing of this batch was acked", err)
 	}
 	c.n.batches.Add(1)
-	faultPoint("after-commit")
-	if c.cfg.AfterCommit != nil {
-		c.cfg.AfterCommit(BatchReport{Deliveries: b.deliveries, Results: results, Elapsed: elapsed})
+	return acks.hand(committed{b: b, results: results, pending: pending, stop: stop})
+}
+
+// committed is a batch on its way to its answers.
+type committed struct {
+	b       *batch
+	results []ledger.Result // nil: nothing was applied (dead letters only)
+	pending ledger.Pending
+	stop    func() // ends the batch's InProgress refreshes
+}
+
+// acker answers committed batches in order on its own goroutine, each once
+// its commit is on disk, so the disk's flush overlaps the next batch.
+type acker struct {
+	c       *Consumer
+	ctx     context.Context
+	in      chan committed // unbuffered: one batch being answered, one handed over
+	done    chan struct{}
+	failure chan struct{} // closed on the first failure
+	mu      sync.Mutex
+	err     error // the first failure; the batches after it are left unanswered
+}
+
+func (c *Consumer) startAcker(ctx context.Context) *acker {
+	a := &acker{c: c, ctx: ctx, in: make(chan committed), done: make(chan struct{}), failure: make(chan struct{})}
+	go a.loop()
+	return a
+}
+
+func (a *acker) loop() {
+	defer close(a.done)
+	for cb := range a.in {
+		if a.failed() == nil {
+			a.fail(a.answer(cb))
+		}
+		cb.stop()
 	}
-	return c.answer(ctx, b, results)
+}
+
+// answer waits for the batch's commit to reach the disk, then answers it.
+func (a *acker) answer(cb committed) error {
+	c := a.c
+	if cb.results != nil {
+		if err := cb.pending.Durable(context.WithoutCancel(a.ctx)); err != nil {
+			// Committed but perhaps not on disk: acking would be a lie.
+			// AckWait brings the batch back; the ledger dedupes what stuck.
+			return fmt.Errorf("consumer: %w; nothing of this batch was acked", err)
+		}
+		faultPoint("after-commit")
+		if c.cfg.AfterCommit != nil {
+			c.cfg.AfterCommit(BatchReport{Deliveries: cb.b.deliveries, Results: cb.results, Elapsed: time.Since(cb.b.start)})
+		}
+	}
+	return c.answer(a.ctx, cb.b, cb.results)
+}
+
+// hand gives the acker a batch, or returns its failure.
+func (a *acker) hand(cb committed) error {
+	if err := a.failed(); err != nil {
+		cb.stop()
+		return err
+	}
+	a.in <- cb
+	return nil
+}
+
+func (a *acker) fail(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.err == nil && err != nil {
+		a.err = err
+		close(a.failure)
+	}
+}
+
+func (a *acker) failed() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.err
+}
+
+// close waits for the batches handed over to be answered and returns err
+// with the acker's own failure.
+func (a *acker) close(err error) error {
+	close(a.in)
+	<-a.done
+	switch aerr := a.failed(); {
+	case aerr == nil || aerr == err:
+		return err
+	case err == nil:
+		return aerr
+	default:
+		return errors.Join(err, aerr)
+	}
 }
 
 // admit turns fetched messages into deliveries: one past a replay's bound
@@ -75,7 +166,7 @@ func (c *Consumer) process(ctx context.Context, msgs []received) error {
 // redelivery, one that waited long is refreshed, one without a usable id is
 // a dead letter.
 func (c *Consumer) admit(ctx context.Context, msgs []received) *batch {
-	b := &batch{start: time.Now()}
+	b := &batch{start: time.Now(), work: make([]item, 0, len(msgs)), deliveries: make([]ledger.Delivery, 0, len(msgs))}
 	for _, r := range msgs {
 		meta, err := r.msg.Metadata()
 		if err != nil {

@@ -51,15 +51,23 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		<-fetcherDone
 	}()
-	for f := range batches {
-		if f.err != nil {
-			return f.err
-		}
-		if err := c.process(ctx, f.msgs); err != nil {
-			return err
+	acks := c.startAcker(ctx)
+	for {
+		select {
+		case f, ok := <-batches:
+			switch {
+			case !ok:
+				return acks.close(nil)
+			case f.err != nil:
+				return acks.close(f.err)
+			}
+			if err := c.process(ctx, f.msgs, acks); err != nil {
+				return acks.close(err)
+			}
+		case <-acks.failure:
+			return acks.close(nil)
 		}
 	}
-	return nil
 }
 
 type fetched struct {
@@ -76,8 +84,11 @@ var fetchBackoff = ackwait.Backoff{Base: 100 * time.Millisecond, Max: 5 * time.S
 func (c *Consumer) fetchLoop(ctx context.Context, out chan<- fetched) {
 	failures := 0
 	for ctx.Err() == nil {
-		msgs, err := c.fetch()
+		msgs, err := c.fetch(ctx)
 		if err != nil {
+			if ctx.Err() != nil {
+				return // stopped while waiting, not a failure
+			}
 			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
 				errors.Is(err, jetstream.ErrStreamNotFound) {
 				select {
@@ -112,23 +123,32 @@ type received struct {
 // full batch; when nothing is, it waits up to FetchWait for the first message
 // and returns it at once: the pipelined fetcher asks for more meanwhile, so
 // light traffic is not held back for company.
-func (c *Consumer) fetch() ([]received, error) {
-	msgs, err := c.drain(c.cons.FetchNoWait(c.plan.BatchSize))
-	if err != nil || len(msgs) > 0 {
-		return msgs, err
-	}
-	return c.drain(c.cons.Fetch(1, jetstream.FetchMaxWait(c.cfg.FetchWait)))
-}
-
-func (c *Consumer) drain(b jetstream.MessageBatch, err error) ([]received, error) {
+//
+// The wait ends with ctx: stopping must not wait out a pull request (that
+// was a second at the end of every run).
+func (c *Consumer) fetch(ctx context.Context) ([]received, error) {
+	b, err := c.cons.FetchNoWait(c.plan.BatchSize)
 	if err != nil {
 		return nil, err
 	}
-	var out []received
+	if msgs, err := c.collect(b, c.plan.BatchSize); err != nil || len(msgs) > 0 {
+		return msgs, err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, c.cfg.FetchWait)
+	defer cancel()
+	if b, err = c.cons.Fetch(1, jetstream.FetchContext(waitCtx)); err != nil {
+		return nil, err
+	}
+	return c.collect(b, 1)
+}
+
+// collect takes a fetch's messages, up to n.
+func (c *Consumer) collect(b jetstream.MessageBatch, n int) ([]received, error) {
+	out := make([]received, 0, n)
 	for m := range b.Messages() {
 		out = append(out, received{msg: m, at: time.Now()})
 	}
-	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 		// Messages already received are still ours to process.
 		if len(out) > 0 {
 			c.log.Warn("fetch ended early", "err", err)

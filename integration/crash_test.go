@@ -25,15 +25,17 @@ func TestCrashBetweenCommitAndAck(t *testing.T) {
 		t.Fatalf("exit code %d, want death by SIGKILL", code)
 	}
 	db := w.ledgerDB()
+	// The first batch died between its commit and its acks; the second,
+	// applied while the first waited for its sync, may have committed too.
 	committed := count(t, db, `SELECT count(*) FROM processed_messages`)
-	if committed == 0 || committed > 50 {
-		t.Fatalf("committed %d before the crash, want one batch", committed)
+	if committed == 0 || committed > 2*50 {
+		t.Fatalf("committed %d before the crash, want one or two batches", committed)
 	}
 	info := w.consumerInfo()
-	// The committed batch is pending, and so may be the next, fetched
+	// The committed batches are pending, and so may be the next, fetched
 	// meanwhile by the pipelined fetcher and never applied.
-	if info.AckFloor.Stream != 0 || info.NumAckPending < committed || info.NumAckPending > 2*50 {
-		t.Fatalf("after crash: ack floor %d, ack pending %d; want nothing acked and %d to 100 pending",
+	if info.AckFloor.Stream != 0 || info.NumAckPending < committed || info.NumAckPending > 3*50 {
+		t.Fatalf("after crash: ack floor %d, ack pending %d; want nothing acked and %d to 150 pending",
 			info.AckFloor.Stream, info.NumAckPending, committed)
 	}
 	balanceAfterCrash := count(t, db, `SELECT sum(amount) FROM balances`)

@@ -5,8 +5,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -67,104 +68,6 @@ type Result struct {
 // honour ctx: when ctx ends, the message is rolled back whatever it returns.
 type Handler func(ctx context.Context, tx *Tx, d Delivery) error
 
-// Tx is the batch transaction as a handler sees it, positioned inside the
-// message's savepoint. It is the message's for as long as its handler runs:
-// used after the handler returned (from a goroutine that outlived it, say)
-// it fails with ErrTxDone.
-type Tx struct {
-	b    *batchTx
-	d    *Delivery // the message being applied, for Enqueue
-	done atomic.Bool
-}
-
-// batchTx is one batch's transaction and statement caches.
-type batchTx struct {
-	s     *Store
-	tx    *sql.Tx
-	stmts map[string]*sql.Stmt // the handler's, prepared once per batch: parsing dominated the cost
-	own   map[string]*sql.Stmt // the ledger's own, apart: a handler must not reach them through its cache
-}
-
-// maxCachedStmts bounds the per-batch statement cache; a handler building
-// unique SQL per message gets no caching rather than unbounded memory.
-const maxCachedStmts = 64
-
-// stmt returns the handler's query prepared in this transaction, preparing
-// it once.
-func (t *Tx) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
-	if t.done.Load() {
-		return nil, ErrTxDone
-	}
-	return t.b.prepare(ctx, t.b.stmts, query)
-}
-
-func (b *batchTx) prepare(ctx context.Context, cache map[string]*sql.Stmt, query string) (*sql.Stmt, error) {
-	if st, ok := cache[query]; ok {
-		return st, nil
-	}
-	st, err := b.tx.PrepareContext(ctx, query)
-	if err != nil {
-		return nil, b.s.guard.explain(err)
-	}
-	if len(cache) < maxCachedStmts {
-		cache[query] = st
-	}
-	return st, nil
-}
-
-// exec runs one of the ledger's own statements.
-func (b *batchTx) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	st, err := b.prepare(ctx, b.own, query)
-	if err != nil {
-		return nil, err
-	}
-	return st.ExecContext(ctx, args...)
-}
-
-// ownExec runs one of the ledger's own statements inside the handler's
-// window (an outbox row, say), where the guard otherwise refuses writes to
-// the ledger's tables.
-func (t *Tx) ownExec(ctx context.Context, query string, args ...any) (res sql.Result, err error) {
-	if t.done.Load() {
-		return nil, ErrTxDone
-	}
-	err = t.b.s.guard.ownStatement(func() error {
-		res, err = t.b.exec(ctx, query, args...)
-		return err
-	})
-	return res, err
-}
-
-// ExecContext runs a statement in the message's savepoint.
-func (t *Tx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	st, err := t.stmt(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	return st.ExecContext(ctx, args...)
-}
-
-// QueryContext runs a query in the message's savepoint.
-func (t *Tx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	st, err := t.stmt(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	return st.QueryContext(ctx, args...)
-}
-
-// QueryRowContext runs a single-row query in the message's savepoint.
-func (t *Tx) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
-	st, err := t.stmt(ctx, query)
-	if err != nil {
-		// sql.Row carries no public constructor for an error: let the
-		// transaction report the same preparation error. (After the handler
-		// returned, that is a read at most: writes go through ExecContext.)
-		return t.b.tx.QueryRowContext(ctx, query, args...)
-	}
-	return st.QueryRowContext(ctx, args...)
-}
-
 // Budget bounds a batch in time. A consumer gives its ackwait.Plan's
 // Deadline and CommitTimeout, so the ledger keeps the plan's AckWait.
 type Budget struct {
@@ -179,23 +82,58 @@ type Budget struct {
 	Commit time.Duration
 }
 
-// ApplyBatch applies deliveries in one transaction, one savepoint each, and
-// commits once. Each message's ledger row and handler change commit together
-// or not at all. The wait for the writer and the handlers run under ctx and
-// b.Work; the COMMIT under b.Commit.
+// ApplyBatch applies deliveries in one transaction and commits once. Each
+// message's ledger row and handler change commit together or not at all,
+// and a message that fails costs only itself. The wait for the writer and
+// the handlers run under ctx and b.Work; the COMMIT under b.Commit.
+//
+// One query finds which ids the ledger already holds; repeats within the
+// batch are settled in memory (a later copy of an id whose first copy
+// failed is applied); the new ledger rows, and the rows handlers queued
+// with InsertLater, are inserted with multi-row statements after the
+// handlers. While failures are rare a batch runs without a savepoint per
+// message: if a message fails, the transaction is rolled back and the batch
+// redone with a savepoint per message, without the failed one, and later
+// batches keep the savepoints until optimisticAfter batches in a row had no
+// failure. A handler that overruns the deadline in a batch without
+// savepoints takes the batch's work with it (no time is left to redo it):
+// those messages fail and are redelivered.
 //
 // The returned error is for the batch as a whole (database unusable, or the
 // writer not free within b.Work: ErrBusy); then nothing was committed.
 // Otherwise results[i] is the outcome of batch[i].
 func (s *Store) ApplyBatch(ctx context.Context, batch []Delivery, h Handler, b Budget) ([]Result, error) {
+	results, _, err := s.applyBatch(ctx, batch, h, b, false)
+	return results, err
+}
+
+// ApplyBatchPipelined is ApplyBatch for a pipeline: it returns once the
+// batch is committed, before the commit is on disk, and Pending.Durable
+// returns once it is. Run the next batch meanwhile and acknowledge nothing
+// of this one before Durable returns: the disk's flush then overlaps the
+// next batch's work instead of stalling the writer. Until Durable returns a
+// power cut can lose the batch, whole (never part of it); a crash of the
+// process alone cannot. With Config.Synchronous below FULL there is nothing
+// more to wait for.
+func (s *Store) ApplyBatchPipelined(ctx context.Context, batch []Delivery, h Handler, b Budget) ([]Result, Pending, error) {
+	return s.applyBatch(ctx, batch, h, b, s.cfg.Synchronous == "FULL" || s.cfg.Synchronous == "EXTRA")
+}
+
+func (s *Store) applyBatch(ctx context.Context, batch []Delivery, h Handler, b Budget, pipelined bool) ([]Result, Pending, error) {
 	b.Commit = cmp.Or(b.Commit, CommitTimeoutDefault)
 	if b.Work > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, b.Work, fmt.Errorf("batch deadline %s exceeded", b.Work))
+		ctx, cancel = context.WithTimeoutCause(ctx, b.Work, fmt.Errorf("batch deadline %s: %w", b.Work, context.DeadlineExceeded))
 		defer cancel()
 	}
+	// Statements the last batch had to prepare itself, while the writer is free.
+	s.ownStmts.fill(ctx, s.writer)
+	s.handlerStmts.fill(ctx, s.writer)
 	results := make([]Result, len(batch))
 	skip := make([]bool, len(batch))
+	m := s.adapt.mode()
+	m.pipelined = pipelined
+	var done Pending
 	for redo := false; ; redo = true {
 		if redo && ctx.Err() != nil {
 			// No time left to redo the rest: they overran with the culprit.
@@ -204,27 +142,80 @@ func (s *Store) ApplyBatch(ctx context.Context, batch []Delivery, h Handler, b B
 					results[i] = Result{Outcome: Failed, Err: fmt.Errorf("handler overran its deadline: %w", context.Cause(ctx))}
 				}
 			}
-			return results, nil
+			break
 		}
-		lost, err := s.applyOnce(ctx, batch, h, b.Commit, results, skip)
+		end, err := s.applyOnce(ctx, batch, h, b.Commit, m, results, skip)
 		if err != nil {
-			return nil, interpret(err)
+			return nil, Pending{}, interpret(err)
 		}
-		if lost < 0 {
-			return results, nil
+		if end.committed {
+			done = Pending{y: &s.wal, gen: end.gen}
+			break
 		}
-		// Everything before the culprit was rolled back with it; it keeps its
-		// Failed result and the rest is redone without it.
-		skip[lost] = true
+		// Everything was rolled back; the culprit keeps its Failed result
+		// and the rest is redone without it, with savepoints.
+		if end.culprit >= 0 {
+			skip[end.culprit] = true
+		}
+		m.savepoints = true
+		if end.inserts {
+			m.deferInserts = false
+			s.adapt.insertsFailed()
+		}
 	}
+	s.adapt.note(results)
+	return results, done, nil
+}
+
+// mode is how a pass runs.
+type mode struct {
+	pipelined    bool // commit at synchronous=NORMAL; Pending.Durable syncs
+	savepoints   bool // one savepoint per message, so a failure costs only itself
+	deferInserts bool // InsertLater queues rows for multi-row inserts
+}
+
+// adapt picks each batch's mode from how the last ones went.
+type adapt struct {
+	clean     atomic.Int64 // batches in a row without a failed message
+	immediate atomic.Int64 // batches left that insert InsertLater's rows at once
+}
+
+// optimisticAfter is how many batches in a row must pass without a failed
+// message before batches run without a savepoint per message again; and
+// how many batches insert InsertLater's rows one at a time after a
+// multi-row insert failed. With failures in most batches the savepoints
+// stay; a failure now and then costs one redo and a few batches with
+// savepoints.
+const optimisticAfter = 16
+
+func (a *adapt) mode() mode {
+	return mode{savepoints: a.clean.Load() < optimisticAfter, deferInserts: a.immediate.Load() <= 0}
+}
+
+func (a *adapt) insertsFailed() { a.immediate.Store(optimisticAfter + 1) }
+
+// note counts batches without a failed message.
+func (a *adapt) note(results []Result) {
+	a.immediate.Add(-1)
+	for _, r := range results {
+		if r.Outcome == Failed && !errors.Is(r.Err, ErrEmptyMessageID) {
+			a.clean.Store(0)
+			return
+		}
+	}
+	a.clean.Add(1)
 }
 
 // begin starts the batch transaction under txCtx, which must outlive ctx:
 // database/sql rolls a Tx back when its context ends, and a handler overrunning
 // the deadline must cost only its own savepoint. The wait for the writer (the
 // pool's one connection here, another process's lock in SQLite's busy
-// handler) still ends with ctx.
-func (s *Store) begin(ctx, txCtx context.Context, cancelTx context.CancelFunc) (*sql.Tx, error) {
+// handler) still ends with ctx. A pipelined batch holds the writer's
+// connection from before its BEGIN to after its COMMIT, at
+// synchronous=NORMAL (which SQLite does not let change inside a
+// transaction); end, which must be called after the transaction ended,
+// sets it back, so no other write commits at NORMAL.
+func (s *Store) begin(ctx, txCtx context.Context, cancelTx context.CancelFunc, pipelined bool) (tx *sql.Tx, end func(), err error) {
 	var mu sync.Mutex
 	begun, stopped := false, false
 	stop := context.AfterFunc(ctx, func() {
@@ -236,167 +227,234 @@ func (s *Store) begin(ctx, txCtx context.Context, cancelTx context.CancelFunc) (
 		}
 	})
 	defer stop()
-	tx, err := s.writer.BeginTx(txCtx, nil)
+	end = func() {}
+	if pipelined {
+		tx, end, err = s.beginPipelined(txCtx)
+	} else {
+		tx, err = s.writer.BeginTx(txCtx, nil)
+	}
 	mu.Lock()
 	begun = true
 	late := stopped
 	mu.Unlock()
 	if err == nil && !late {
-		return tx, nil
+		return tx, end, nil
 	}
 	if tx != nil {
 		tx.Rollback()
 	}
+	end()
 	if late || ctx.Err() != nil {
-		return nil, fmt.Errorf("%w: the writer was not free within the batch deadline (%v)", ErrBusy, context.Cause(ctx))
+		return nil, nil, fmt.Errorf("%w: the writer was not free within the batch deadline (%v)", ErrBusy, context.Cause(ctx))
 	}
-	return nil, fmt.Errorf("ledger: begin batch: %w", err)
+	return nil, nil, fmt.Errorf("ledger: begin batch: %w", err)
 }
 
-// applyOnce returns the index of a message whose failure took the whole
-// transaction with it, or -1 when the batch committed.
-func (s *Store) applyOnce(ctx context.Context, batch []Delivery, h Handler, commit time.Duration, results []Result, skip []bool) (int, error) {
+// beginPipelined takes the writer's connection, sets synchronous=NORMAL
+// and begins; end sets the store's setting back, or discards the
+// connection if it cannot.
+func (s *Store) beginPipelined(txCtx context.Context) (*sql.Tx, func(), error) {
+	conn, err := s.writer.Conn(txCtx)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	setSync := func(ctx context.Context, level string) error {
+		return s.guard.ownStatement(func() error {
+			_, err := conn.ExecContext(ctx, "PRAGMA synchronous = "+level)
+			return err
+		})
+	}
+	end := func() {
+		restore, cancel := context.WithTimeout(context.Background(), s.cfg.BusyTimeout)
+		defer cancel()
+		if err := setSync(restore, s.cfg.Synchronous); err != nil {
+			s.log.Error("ledger: cannot restore synchronous after a pipelined batch; reopening the writer", "db", s.path, "err", err)
+			conn.Raw(func(any) error { return driver.ErrBadConn }) //nolint:errcheck // the error is the point: discard the connection
+		}
+		conn.Close()
+	}
+	if err := setSync(txCtx, "NORMAL"); err != nil {
+		end()
+		return nil, func() {}, err
+	}
+	tx, err := conn.BeginTx(txCtx, nil)
+	if err != nil {
+		end()
+		return nil, func() {}, err
+	}
+	return tx, end, nil
+}
+
+// pass is one run of a batch in one transaction.
+type pass struct {
+	s    *Store
+	ctx  context.Context // the work's: the handlers', and the watchdog's
+	b    *batchTx
+	h    Handler
+	rows ledgerRows
+	mode
+	inserts []queued // InsertLater's rows
+}
+
+// passEnd says how a pass ended when it did not commit.
+type passEnd struct {
+	committed bool
+	gen       uint64 // a pipelined commit's generation
+	culprit   int    // a failed message whose change could not be undone alone, or -1
+	inserts   bool   // the multi-row insert of InsertLater's rows failed
+}
+
+// applyOnce runs the batch in one transaction and commits it, or says why not.
+func (s *Store) applyOnce(ctx context.Context, batch []Delivery, h Handler, commit time.Duration, m mode, results []Result, skip []bool) (passEnd, error) {
 	txCtx, cancelTx := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelTx()
-	tx, err := s.begin(ctx, txCtx, cancelTx)
+	tx, endTx, err := s.begin(ctx, txCtx, cancelTx, m.pipelined)
 	if err != nil {
-		return -1, err
+		return passEnd{}, err
 	}
 	s.guard.openBatch()
 	defer func() {
 		s.guard.closeBatch()
 		tx.Rollback() //nolint:errcheck // no-op after Commit
+		endTx()
 	}()
-	now := s.cfg.Now().UnixMilli()
-	b := &batchTx{s: s, tx: tx, stmts: make(map[string]*sql.Stmt, 8), own: make(map[string]*sql.Stmt, 8)}
-	for i := range batch {
-		if skip[i] {
-			continue
+	p := &pass{s: s, ctx: ctx, b: newBatchTx(s, tx, context.WithoutCancel(txCtx)), h: h, mode: m}
+	stopWatch := s.guard.wd.watch(ctx)
+	culprit, err := p.run(batch, results, skip)
+	stopWatch()
+	if err != nil || culprit >= 0 {
+		return passEnd{culprit: culprit}, err
+	}
+	if err := p.flushInserts(); err != nil {
+		if fault := databaseFault(err); fault != nil {
+			return passEnd{}, fault
 		}
-		res, lost, err := s.applyOne(ctx, context.WithoutCancel(txCtx), b, &batch[i], h, now)
-		if err != nil {
-			return -1, err
-		}
-		if lost {
-			results[i] = res
-			return i, nil
-		}
-		results[i] = res
+		return passEnd{culprit: -1, inserts: true}, nil
+	}
+	if err := p.flush(); err != nil {
+		return passEnd{}, err
 	}
 	// The commit gets its own bound from now: the work ended in time.
 	timer := time.AfterFunc(commit, cancelTx)
 	defer timer.Stop()
 	s.guard.closeBatch() // the hooks let the ledger's own COMMIT through
 	if err := tx.Commit(); err != nil {
-		return -1, fmt.Errorf("ledger: commit batch of %d: %w", len(batch), err)
+		return passEnd{}, fmt.Errorf("ledger: commit batch of %d: %w", len(batch), err)
+	}
+	end := passEnd{committed: true}
+	if m.pipelined {
+		end.gen = s.wal.commit()
+	}
+	return end, nil
+}
+
+// run applies the batch's messages in order. It returns the index of a
+// failed message whose change could not be undone alone (the transaction
+// went with it, or the pass has no savepoints), or -1.
+func (p *pass) run(batch []Delivery, results []Result, skip []bool) (int, error) {
+	if err := p.lookup(batch, skip); err != nil {
+		return -1, err
+	}
+	for i := range batch {
+		if skip[i] {
+			continue
+		}
+		d := &batch[i]
+		if d.MessageID == "" {
+			results[i] = Result{Outcome: Failed, Err: ErrEmptyMessageID}
+			continue
+		}
+		sum := sha256.Sum256(d.Data)
+		if k := p.rows.known[d.MessageID]; k != nil {
+			results[i] = p.rows.copyOf(k, d, sum)
+			continue
+		}
+		if p.ctx.Err() != nil {
+			// The deadline passed before its turn: nothing of it to undo.
+			results[i] = Result{Outcome: Failed, Err: fmt.Errorf("the batch deadline passed before its turn: %w", context.Cause(p.ctx))}
+			continue
+		}
+		res, lost, err := p.apply(d)
+		if err != nil {
+			return -1, err
+		}
+		results[i] = res
+		if lost {
+			return i, nil
+		}
+		if res.Outcome == Applied {
+			p.rows.applied(d, sum)
+		}
 	}
 	return -1, nil
 }
 
-// applyOne runs one message in its savepoint. lost reports that the whole
-// transaction is gone; err is a failure of the ledger itself. The ledger's own
-// statements run under txCtx, which must not be cancellable: a context that
-// can end makes the driver watch it with a goroutine per statement.
-func (s *Store) applyOne(ctx, txCtx context.Context, t *batchTx, d *Delivery, h Handler, now int64) (res Result, lost bool, err error) {
-	if d.MessageID == "" {
-		return Result{Outcome: Failed, Err: ErrEmptyMessageID}, false, nil
+// apply runs one message's handler, in a savepoint if the pass has them.
+// lost reports a failure that could not be undone alone; err is a failure
+// of the ledger itself, or of the database (a full disk), which is not the
+// message's fault.
+func (p *pass) apply(d *Delivery) (res Result, lost bool, err error) {
+	if !p.savepoints {
+		herr := p.handle(d)
+		if fault := databaseFault(herr); fault != nil {
+			return Result{}, false, fmt.Errorf("ledger: applying %s: %w", d.MessageID, fault)
+		}
+		if herr != nil {
+			return Result{Outcome: Failed, Err: herr}, true, nil
+		}
+		return Result{Outcome: Applied}, false, nil
 	}
-	if _, err := t.exec(txCtx, "SAVEPOINT msg"); err != nil {
+	if _, err := p.b.exec("SAVEPOINT msg"); err != nil {
 		return Result{}, false, fmt.Errorf("ledger: savepoint for %s: %w", d.MessageID, err)
 	}
-	sum := sha256.Sum256(d.Data)
-	ins, err := t.exec(txCtx, `INSERT INTO processed_messages
-		(message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at)
-		VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (message_id) DO NOTHING`,
-		d.MessageID, d.Stream, int64(d.Sequence), d.Subject, sum[:], now)
-	if err != nil {
-		return Result{}, false, fmt.Errorf("ledger: record %s: %w", d.MessageID, err)
-	}
-	if n, _ := ins.RowsAffected(); n == 0 {
-		res, err := s.seenBefore(txCtx, t, d, sum[:], now)
-		if err != nil {
-			return Result{}, false, err
-		}
-		if _, err := t.exec(txCtx, "RELEASE msg"); err != nil {
-			return Result{}, false, fmt.Errorf("ledger: release savepoint for %s: %w", d.MessageID, err)
-		}
-		return res, false, nil
-	}
-
-	view := &Tx{b: t, d: d}
-	s.guard.enterHandler()
-	herr := h(ctx, view, *d)
-	s.guard.leaveHandler()
-	view.done.Store(true)
-	if herr == nil && ctx.Err() != nil {
-		// Finished after its deadline: the consumer may already have lost the
-		// message to AckWait, so the work is not kept.
-		herr = fmt.Errorf("handler overran its deadline: %w", context.Cause(ctx))
-	}
+	mark := p.mark()
+	herr := p.handle(d)
 	if fault := databaseFault(herr); fault != nil {
 		return Result{}, false, fmt.Errorf("ledger: applying %s: %w", d.MessageID, fault)
 	}
-	if herr == nil && s.guard.lost.Load() {
+	if herr == nil {
+		if _, err := p.b.exec("RELEASE msg"); err != nil {
+			return Result{}, false, fmt.Errorf("ledger: release savepoint for %s: %w", d.MessageID, err)
+		}
+		return Result{Outcome: Applied}, false, nil
+	}
+	p.undo(mark)
+	failed := Result{Outcome: Failed, Err: herr}
+	if _, err := p.b.exec("ROLLBACK TO msg"); err != nil {
+		// SQLite rolls back the whole transaction on an interrupted write,
+		// SQLITE_FULL and some I/O errors; the savepoint went with it.
+		return failed, true, nil
+	}
+	if _, err := p.b.exec("RELEASE msg"); err != nil {
+		return failed, true, nil
+	}
+	return failed, false, nil
+}
+
+// handle runs the handler and says what became of the message's change.
+func (p *pass) handle(d *Delivery) error {
+	view := &Tx{b: p.b, p: p, d: d, ctx: p.ctx}
+	p.s.guard.enterHandler()
+	herr := p.h(p.ctx, view, *d)
+	p.s.guard.leaveHandler()
+	view.done.Store(true)
+	switch {
+	case herr == nil && p.ctx.Err() != nil:
+		// Finished after its deadline: the consumer may already have lost the
+		// message to AckWait, so the work is not kept.
+		herr = fmt.Errorf("handler overran its deadline: %w", context.Cause(p.ctx))
+	case herr != nil && p.ctx.Err() != nil:
+		// Most likely the watchdog's interrupt ("interrupted (9)"): say why.
+		herr = fmt.Errorf("handler overran its deadline: %w: %w", context.Cause(p.ctx), herr)
+	}
+	if herr == nil && p.s.guard.lost.Load() {
 		// A statement of the handler ended the whole transaction (a conflict
 		// resolved by ROLLBACK) and the handler carried on; the commit hook
 		// kept its later statements from committing on their own.
 		herr = fmt.Errorf("%w: a statement rolled back the whole batch (ON CONFLICT ROLLBACK, INSERT OR ROLLBACK or RAISE(ROLLBACK))",
 			ErrTransactionControl)
 	}
-	if herr == nil {
-		if _, err := t.exec(txCtx, "RELEASE msg"); err != nil {
-			return Result{}, false, fmt.Errorf("ledger: release savepoint for %s: %w", d.MessageID, err)
-		}
-		return Result{Outcome: Applied}, false, nil
-	}
-	failed := Result{Outcome: Failed, Err: herr}
-	if _, err := t.exec(txCtx, "ROLLBACK TO msg"); err != nil {
-		// SQLite rolls back the whole transaction on an interrupted write,
-		// SQLITE_FULL and some I/O errors; the savepoint went with it.
-		return failed, true, nil
-	}
-	if _, err := t.exec(txCtx, "RELEASE msg"); err != nil {
-		return failed, true, nil
-	}
-	return failed, false, nil
-}
-
-// pinnedSeq is the last_seq of an id seen in more than one stream: prune
-// goes stream by stream and could not tell when every copy is gone, so the
-// row is never pruned.
-const pinnedSeq = math.MaxInt64
-
-// seenBefore classifies a message whose id is already in the ledger, and
-// records where this copy was seen: prune keeps the row while it is in the
-// stream.
-func (s *Store) seenBefore(ctx context.Context, tx *batchTx, d *Delivery, sum []byte, now int64) (Result, error) {
-	var have []byte
-	var stream string
-	var lastSeq int64
-	if err := tx.tx.QueryRowContext(ctx, `SELECT payload_sha256, stream, last_seq FROM processed_messages WHERE message_id = ?`,
-		d.MessageID).Scan(&have, &stream, &lastSeq); err != nil {
-		return Result{}, fmt.Errorf("ledger: look up %s: %w", d.MessageID, err)
-	}
-	seq := int64(d.Sequence)
-	if stream != d.Stream {
-		seq = pinnedSeq
-	}
-	if seq > lastSeq { // a redelivery of the same copy changes nothing
-		if _, err := tx.exec(ctx, `UPDATE processed_messages SET last_seq = ?, last_seen_at = ? WHERE message_id = ?`,
-			seq, now, d.MessageID); err != nil {
-			return Result{}, fmt.Errorf("ledger: record copy of %s: %w", d.MessageID, err)
-		}
-	}
-	if string(have) == string(sum) {
-		return Result{Outcome: Duplicate}, nil
-	}
-	if _, err := tx.exec(ctx, `INSERT INTO conflicts
-		(message_id, stream, stream_seq, subject, existing_sha256, new_sha256, payload, seen_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (message_id, stream, stream_seq) DO NOTHING`,
-		d.MessageID, d.Stream, int64(d.Sequence), d.Subject, have, sum, d.Data, now); err != nil {
-		return Result{}, fmt.Errorf("ledger: record conflict for %s: %w", d.MessageID, err)
-	}
-	return Result{Outcome: Conflict, Err: &ConflictError{MessageID: d.MessageID, Existing: have, New: sum}}, nil
+	return herr
 }
 
 // ConflictError describes a reused message id. It wraps ErrConflict.
@@ -416,19 +474,40 @@ func (e *ConflictError) Unwrap() error { return ErrConflict }
 // that does not compile, and wraps ErrTransactionControl or ErrFixedSetting
 // for one a handler may not run. For checking a handler's SQL at start.
 func (s *Store) CheckHandlerSQL(ctx context.Context, stmts []string) error {
+	_, err := s.checkHandlerSQL(ctx, stmts)
+	return err
+}
+
+// TablesUsed checks stmts as CheckHandlerSQL does and returns the tables
+// they read or write, lower-cased, including those the triggers they fire
+// touch: whether a handler's statements could see rows queued with
+// InsertLater.
+func (s *Store) TablesUsed(ctx context.Context, stmts []string) (map[string]bool, error) {
+	return s.checkHandlerSQL(ctx, stmts)
+}
+
+func (s *Store) checkHandlerSQL(ctx context.Context, stmts []string) (map[string]bool, error) {
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("ledger: check handler SQL: %w", interpret(err))
+		return nil, fmt.Errorf("ledger: check handler SQL: %w", interpret(err))
 	}
 	defer tx.Rollback() //nolint:errcheck // nothing to keep
-	s.guard.enterHandler()
-	defer s.guard.leaveHandler()
+	g := s.guard
+	g.enterHandler()
+	defer g.leaveHandler()
+	g.mu.Lock()
+	g.tables = map[string]bool{}
+	g.mu.Unlock()
+	g.recording.Store(true)
+	defer g.recording.Store(false)
 	for i, q := range stmts {
 		st, err := tx.PrepareContext(ctx, q)
 		if err != nil {
-			return fmt.Errorf("statement %d: %w", i+1, s.guard.explain(err))
+			return nil, fmt.Errorf("statement %d: %w", i+1, g.explain(err))
 		}
 		st.Close()
 	}
-	return nil
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.tables, nil
 }

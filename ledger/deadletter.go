@@ -3,7 +3,6 @@ package ledger
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -201,17 +200,16 @@ func (s *Store) ClassifyUnseen(ctx context.Context, d Delivery) (Outcome, error)
 		return 0, fmt.Errorf("ledger: classify %s: %w", d.MessageID, interpret(err))
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM processed_messages WHERE message_id = ?`, d.MessageID).Scan(&n); err != nil {
+	p := &pass{s: s, ctx: ctx, b: newBatchTx(s, tx, context.WithoutCancel(ctx))}
+	if err := p.lookup([]Delivery{d}, []bool{false}); err != nil {
 		return 0, fmt.Errorf("ledger: classify %s: %w", d.MessageID, interpret(err))
 	}
-	if n == 0 {
+	k := p.rows.known[d.MessageID]
+	if k == nil {
 		return 0, nil
 	}
-	b := &batchTx{s: s, tx: tx, stmts: map[string]*sql.Stmt{}, own: map[string]*sql.Stmt{}}
-	sum := sha256.Sum256(d.Data)
-	res, err := s.seenBefore(ctx, b, &d, sum[:], s.cfg.Now().UnixMilli())
-	if err != nil {
+	res := p.rows.copyOf(k, &d, sha256.Sum256(d.Data))
+	if err := p.flush(); err != nil {
 		return 0, interpret(err)
 	}
 	if err := tx.Commit(); err != nil {

@@ -34,10 +34,14 @@ type guard struct {
 	sealed  atomic.Bool // Open is done: durability settings are fixed
 	batch   atomic.Bool // a batch transaction is open and not being ended by the ledger
 	lost    atomic.Bool // the open batch was rolled back behind the ledger's back
+	wd      watchdog    // interrupts a handler's statement past the batch deadline
 
 	mu     sync.Mutex
 	denied string // what the authorizer refused last, for the error
 	kind   error  // ErrTransactionControl or ErrFixedSetting
+
+	recording atomic.Bool     // note the tables statements being compiled use
+	tables    map[string]bool // under mu
 
 	// settings are the values of fixed pragmas the ledger set: a statement
 	// that sets one to the same value (a schema file's PRAGMA journal_mode =
@@ -64,7 +68,10 @@ var fixedPragmas = map[string]bool{
 var ledgerTables = map[string]bool{"processed_messages": true, "conflicts": true, "dead_letters": true, "outbox": true}
 
 func (g *guard) authorize(action sqlite.AuthorizerActionCode, arg1, arg2, _, _ string) sqlite.AuthorizerReturnCode {
-	if action == sqlite.AuthPragma && arg2 != "" && g.sealed.Load() && fixedPragmas[strings.ToLower(arg1)] &&
+	if g.recording.Load() {
+		g.record(action, arg1)
+	}
+	if action == sqlite.AuthPragma && arg2 != "" && g.sealed.Load() && !g.own.Load() && fixedPragmas[strings.ToLower(arg1)] &&
 		!slices.Contains(g.settings[strings.ToLower(arg1)], strings.ToUpper(strings.Trim(arg2, `'"`))) {
 		return g.deny(ErrFixedSetting, fmt.Sprintf("PRAGMA %s = %s", arg1, arg2))
 	}
@@ -94,6 +101,17 @@ func (g *guard) authorize(action sqlite.AuthorizerActionCode, arg1, arg2, _, _ s
 		}
 	}
 	return sqlite.AuthorizerOK
+}
+
+// record notes the table an action reads or writes, triggers included:
+// SQLite compiles a trigger's body into the statement that fires it.
+func (g *guard) record(action sqlite.AuthorizerActionCode, table string) {
+	switch action {
+	case sqlite.AuthRead, sqlite.AuthInsert, sqlite.AuthUpdate, sqlite.AuthDelete:
+		g.mu.Lock()
+		g.tables[strings.ToLower(table)] = true
+		g.mu.Unlock()
+	}
 }
 
 func (g *guard) deny(kind error, what string) sqlite.AuthorizerReturnCode {
@@ -136,9 +154,17 @@ func (g *guard) enterHandler() {
 	g.denied, g.kind = "", nil
 	g.mu.Unlock()
 	g.handler.Store(true)
+	g.wd.enter()
 }
 
-func (g *guard) leaveHandler() { g.handler.Store(false) }
+func (g *guard) leaveHandler() {
+	g.wd.leave()
+	g.handler.Store(false)
+}
+
+// watched says whether the batch watchdog can interrupt a handler's
+// statements on the writer.
+func (g *guard) watched() bool { return g.wd.watched() }
 
 // ownStatement runs one of the ledger's statements inside a handler's window
 // (an outbox row, a dead letter cleared): the authorizer lets it write.
@@ -188,5 +214,9 @@ func (c guardedConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	}
 	h.RegisterCommitHook(c.guard.commitHook)
 	h.RegisterRollbackHook(c.guard.rollbackHook)
+	// The writer's one connection; database/sql closes it only when the
+	// store closes or it goes bad, never while a batch holds it, which is
+	// the only time the watchdog uses the handle.
+	c.guard.wd.attach(conn)
 	return conn, nil
 }

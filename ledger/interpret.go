@@ -41,6 +41,9 @@ func interpret(err error) error {
 // not the message's: the whole batch fails, so no message is retried toward
 // a dead letter for a full or read-only disk.
 func databaseFault(err error) error {
+	if err == nil {
+		return nil
+	}
 	if ie := interpret(err); errors.Is(ie, ErrFull) || errors.Is(ie, ErrReadOnly) || errors.Is(ie, ErrIO) {
 		return ie
 	}

@@ -66,6 +66,10 @@ type Store struct {
 	stopped      chan struct{}
 	closeOnce    sync.Once
 	closeErr     error
+
+	ownStmts, handlerStmts stmtCache // statements reused across batches
+	adapt                  adapt     // how the next batch runs
+	wal                    walSyncer // syncs the WAL for pipelined batches
 }
 
 //go:embed migrations/*.sql
@@ -137,7 +141,7 @@ func Open(file string, cfg Config) (*Store, error) {
 	checkpointer.SetMaxOpenConns(1)
 
 	s := &Store{cfg: cfg, path: file, writer: writer, guard: g, reader: reader, checkpointer: checkpointer, log: cfg.Logger,
-		stop: make(chan struct{}), stopped: make(chan struct{})}
+		stop: make(chan struct{}), stopped: make(chan struct{}), wal: walSyncer{path: file + "-wal"}}
 	// Migrations wait at most for another process's lock, then a little more.
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.BusyTimeout+time.Minute)
 	defer cancel()
@@ -147,6 +151,7 @@ func Open(file string, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	g.sealed.Store(true) // from here on the durability settings are fixed
+	s.adapt.clean.Store(optimisticAfter)
 	go s.checkpointLoop()
 	return s, nil
 }
@@ -227,6 +232,10 @@ func (s *Store) Close() error {
 }
 
 func (s *Store) closeDBs() error {
+	s.ownStmts.close()
+	s.handlerStmts.close()
+	defer s.guard.wd.close()
+	defer s.wal.close()
 	return errors.Join(s.writer.Close(), s.reader.Close(), s.checkpointer.Close())
 }
 

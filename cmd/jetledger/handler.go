@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer"
@@ -20,6 +21,11 @@ var errNotJSON = errors.New("payload is not valid JSON, which --apply needs for 
 // the events table and runs the user's --apply SQL in the same transaction.
 type eventsHandler struct {
 	apply string
+	// later: the events row is queued for the batch's multi-row insert;
+	// only when nothing the handler runs reads the events table (see
+	// newEventsHandler), since a queued row is not visible until then.
+	later  bool
+	params []string // the names of applyParams --apply uses
 	sink  string // non-empty: enqueue the payload to this outbox sink
 	// replay, when set, decides what becomes of a replayed message's
 	// effect and settles its dead letter.
@@ -60,7 +66,53 @@ func newEventsHandler(ctx context.Context, st *ledger.Store, schemaFile, apply s
 			return nil, err
 		}
 	}
-	return &eventsHandler{apply: apply}, nil
+	later, err := eventsLater(ctx, st, apply)
+	if err != nil {
+		return nil, err
+	}
+	return &eventsHandler{apply: apply, later: later, params: usedParams(apply)}, nil
+}
+
+// usedParams are the names of applyParams that apply uses: binding only
+// those spares the driver a lookup, and an allocation, per unused name.
+func usedParams(apply string) []string {
+	var used []string
+	for _, name := range applyParams {
+		for _, p := range sqlParams(apply) {
+			if p[1:] == name && !slices.Contains(used, name) {
+				used = append(used, name)
+			}
+		}
+	}
+	return used
+}
+
+// eventsInsert is the events row, in one statement for the whole batch.
+// An id applied again after its ledger row was pruned is a new message
+// (README: retention): it replaces the old events row rather than failing
+// on it until it is dead-lettered.
+var eventsInsert = &ledger.Insert{Table: "events", Columns: []string{"message_id", "subject", "stream_seq", "data", "applied_at"},
+	OnConflict: `(message_id) DO UPDATE SET subject = excluded.subject, stream_seq = excluded.stream_seq,
+		data = excluded.data, applied_at = excluded.applied_at`}
+
+// eventsLater says whether the events row can wait for the batch's
+// multi-row insert: --apply, with the triggers it fires, does not touch the
+// events table, and no trigger on the events table would fire later than
+// it does today relative to --apply.
+func eventsLater(ctx context.Context, st *ledger.Store, apply string) (bool, error) {
+	var triggers int
+	if err := st.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND lower(tbl_name) = 'events'`).
+		Scan(&triggers); err != nil {
+		return false, fmt.Errorf("look up triggers on events: %w", err)
+	}
+	if triggers > 0 || apply == "" {
+		return triggers == 0, nil
+	}
+	tables, err := st.TablesUsed(ctx, sqlStatements(apply))
+	if err != nil {
+		return false, fmt.Errorf("--apply: %w", err)
+	}
+	return !tables["events"], nil
 }
 
 // checkApply compiles every statement of --apply as a handler runs it, so a
@@ -87,16 +139,15 @@ func (h *eventsHandler) handle(ctx context.Context, tx *ledger.Tx, d ledger.Deli
 	if h.apply != "" && !json.Valid(d.Data) {
 		return consumer.Term(errNotJSON)
 	}
-	// This insert is bounded, so it runs without the deadline: the driver
-	// starts a watcher goroutine for every cancellable statement, which cost
-	// more than the insert itself. The user's --apply SQL keeps the deadline.
-	// An id applied again after its ledger row was pruned is a new message
-	// (README: retention): it replaces the old events row rather than
-	// failing on it until it is dead-lettered.
-	if _, err := tx.ExecContext(context.WithoutCancel(ctx), `INSERT INTO events (message_id, subject, stream_seq, data, applied_at)
-		VALUES (?, ?, ?, ?, ?) ON CONFLICT (message_id) DO UPDATE SET subject = excluded.subject,
-		stream_seq = excluded.stream_seq, data = excluded.data, applied_at = excluded.applied_at`,
-		d.MessageID, d.Subject, int64(d.Sequence), d.Data, time.Now().UnixMilli()); err != nil {
+	row := []any{d.MessageID, d.Subject, int64(d.Sequence), d.Data, time.Now().UnixMilli()}
+	var err error
+	if h.later {
+		err = tx.InsertLater(eventsInsert, row...)
+	} else {
+		_, err = tx.ExecContext(ctx, `INSERT INTO events (message_id, subject, stream_seq, data, applied_at)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT `+eventsInsert.OnConflict, row...)
+	}
+	if err != nil {
 		return fmt.Errorf("record event: %w", err)
 	}
 	// Same savepoint: the outbox row exists if and only if the message is applied.
@@ -112,10 +163,21 @@ func (h *eventsHandler) handle(ctx context.Context, tx *ledger.Tx, d ledger.Deli
 	if h.apply == "" {
 		return nil
 	}
-	// :data is bound as text: SQLite reads a BLOB given to json_extract as JSONB.
-	if _, err := tx.ExecContext(ctx, h.apply,
-		sql.Named("msg_id", d.MessageID), sql.Named("subject", d.Subject),
-		sql.Named("seq", int64(d.Sequence)), sql.Named("data", string(d.Data))); err != nil {
+	args := make([]any, len(h.params))
+	for i, name := range h.params {
+		switch name {
+		case "msg_id":
+			args[i] = sql.Named(name, d.MessageID)
+		case "subject":
+			args[i] = sql.Named(name, d.Subject)
+		case "seq":
+			args[i] = sql.Named(name, int64(d.Sequence))
+		case "data":
+			// As text: SQLite reads a BLOB given to json_extract as JSONB.
+			args[i] = sql.Named(name, string(d.Data))
+		}
+	}
+	if _, err := tx.ExecContext(ctx, h.apply, args...); err != nil {
 		return fmt.Errorf("--apply: %w", err)
 	}
 	return nil

@@ -36,6 +36,8 @@ const (
 	roleSQLiteIncr  = "sqlite-incr"  // increment the counter Rows times
 	roleNATSPublish = "nats-publish" // publish Msgs acked messages
 	roleNATSCount   = "nats-count"   // report the stream's messages
+	roleLedgerApply = "ledger-apply" // apply Rows messages in pipelined batches
+	roleLedgerCount = "ledger-count" // report the ledger's messages and events
 )
 
 // childArgs configure a child; fields are per role.
@@ -45,6 +47,9 @@ type childArgs struct {
 	Rows        int    `json:"rows"`
 	Msgs        int    `json:"msgs"`
 	SyncAlways  bool   `json:"sync_always"` // nats-server Options.SyncAlways
+	// SkipDurable reports pipelined batches acked without waiting for
+	// Pending.Durable: the mechanism weakened, to show the test can fail.
+	SkipDurable bool `json:"skip_durable"`
 }
 
 // report is one line a child writes on stdout.
@@ -212,6 +217,10 @@ func runChild(role string) int {
 		err = natsPublish(ctx, args)
 	case roleNATSCount:
 		err = natsCount(ctx, args)
+	case roleLedgerApply:
+		err = ledgerApply(ctx, args)
+	case roleLedgerCount:
+		err = ledgerCount(ctx, args)
 	default:
 		err = fmt.Errorf("unknown role %q", role)
 	}

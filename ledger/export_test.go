@@ -1,0 +1,14 @@
+package ledger
+
+// UseSavepoints makes the store's next batches run with a savepoint per
+// message (on) or optimistically (off), so tests cover both paths.
+func UseSavepoints(s *Store, on bool) {
+	if on {
+		s.adapt.clean.Store(0)
+	} else {
+		s.adapt.clean.Store(optimisticAfter)
+	}
+}
+
+// WatchdogArmed says whether the batch watchdog found the writer's handle.
+func WatchdogArmed(s *Store) bool { return s.guard.watched() }

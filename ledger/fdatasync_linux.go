@@ -1,0 +1,17 @@
+package ledger
+
+import (
+	"os"
+	"syscall"
+)
+
+// fdatasync flushes f's data and the metadata needed to read it back (its
+// size), as SQLite syncs its WAL on Linux.
+func fdatasync(f *os.File) error {
+	for {
+		err := syscall.Fdatasync(int(f.Fd()))
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
