@@ -26,7 +26,7 @@ type eventsHandler struct {
 	// newEventsHandler), since a queued row is not visible until then.
 	later  bool
 	params []string // the names of applyParams --apply uses
-	sink  string // non-empty: enqueue the payload to this outbox sink
+	sink   string   // non-empty: enqueue the payload to this outbox sink
 	// replay, when set, decides what becomes of a replayed message's
 	// effect and settles its dead letter.
 	replay *replayEffects
