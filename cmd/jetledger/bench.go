@@ -36,8 +36,9 @@ type benchCmd struct {
 	Messages        int           `name:"messages" default:"200000" help:"messages published and consumed by (a) and (c)"`
 	PerMsgMessages  int           `name:"per-msg-messages" default:"20000" help:"messages consumed by (b), which is slow; its rate is what counts"`
 	Batch           int           `name:"batch" default:"500" help:"batch size of (c)"`
-	Rate            int           `name:"rate" default:"1000" help:"offered load of the latency run, messages/s"`
-	LatencyDuration time.Duration `name:"latency-duration" default:"5s" help:"length of the latency run"`
+	Rate            []int         `name:"rate" default:"1000,10000" sep:"," help:"offered loads of the latency runs, messages/s, comma-separated"`
+	LatencyDuration time.Duration `name:"latency-duration" default:"5s" help:"length of each latency run"`
+	FailEvery       int           `name:"fail-every" default:"100" help:"run (d) fails one message in this many (100: 1 %)"`
 	RSSMessages     int           `name:"rss-messages" help:"also run 'jetledger run' over this many messages and report its peak RSS (0: skip)"`
 	CPUProfile      string        `name:"cpuprofile" placeholder:"FILE" help:"write a CPU profile of run (c) to this file"`
 	Keep            bool          `name:"keep" help:"keep the temporary directory"`
@@ -47,7 +48,7 @@ type benchCmd struct {
 func (benchCmd) Help() string { return benchHelp }
 
 func (c *benchCmd) Run(inv *invocation) error {
-	cfg := bench.Config{Messages: c.Messages, PerMsgMessages: c.PerMsgMessages, Batch: c.Batch, Rate: c.Rate,
+	cfg := bench.Config{Messages: c.Messages, PerMsgMessages: c.PerMsgMessages, Batch: c.Batch, Rates: c.Rate, FailEvery: c.FailEvery,
 		LatencyDuration: c.LatencyDuration, RSSMessages: c.RSSMessages, CPUProfile: c.CPUProfile,
 		SyncInterval: c.SyncInterval.String(), Handler: builtinHandler}
 	if err := cfg.Validate(); err != nil {

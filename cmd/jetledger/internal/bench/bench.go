@@ -54,8 +54,9 @@ type Config struct {
 	Messages        int           // published and consumed by (a) and (c); at least 1000
 	PerMsgMessages  int           // consumed by (b); 100 up to Messages
 	Batch           int           // batch size of (c)
-	Rate            int           // offered load of the latency run, messages/s
-	LatencyDuration time.Duration // length of the latency run
+	Rates           []int         // offered loads of the latency runs, messages/s
+	LatencyDuration time.Duration // length of each latency run
+	FailEvery       int           // the failing run's handler fails one message in this many
 	RSSMessages     int           // messages of the RSS run; 0 skips it
 	SyncInterval    string        // how the server syncs its store, reported as is
 	CPUProfile      string        // file for a CPU profile of (c); empty for none
@@ -88,11 +89,19 @@ func (c Config) Validate() error {
 		{"--messages", c.Messages, 1000, "at least 1000"},
 		{"--per-msg-messages", c.PerMsgMessages, 100, "100 up to --messages"},
 		{"--batch", c.Batch, 1, "at least 1"},
-		{"--rate", c.Rate, 1, "at least 1"},
+		{"--fail-every", c.FailEvery, 2, "at least 2"},
 		{"--rss-messages", c.RSSMessages, 0, "0 (none) or more"},
 	} {
 		if f.got < f.min {
 			return &ConfigError{Flag: f.flag, Got: f.got, Want: f.want}
+		}
+	}
+	if len(c.Rates) == 0 {
+		return &ConfigError{Flag: "--rate", Got: "none", Want: "one or more rates"}
+	}
+	for _, r := range c.Rates {
+		if r < 1 || r > 1_000_000 {
+			return &ConfigError{Flag: "--rate", Got: r, Want: "1 to 1000000 messages/s"}
 		}
 	}
 	switch {
@@ -106,28 +115,36 @@ func (c Config) Validate() error {
 
 // Result is what a run measured (jetledger bench --json).
 type Result struct {
-	Cores          int     `json:"cores"`
-	Messages       int     `json:"messages"`
-	PerMsgMessages int     `json:"per_msg_messages"`
-	Batch          int     `json:"batch"`
-	SyncInterval   string  `json:"sync_interval"`
-	PublishPerSec  float64 `json:"publish_msgs_per_sec"`
-	RawPerSec      float64 `json:"raw_msgs_per_sec"`
-	PerMsgPerSec   float64 `json:"per_msg_msgs_per_sec"`
-	GroupPerSec    float64 `json:"group_msgs_per_sec"`
-	RatioGroupRaw  float64 `json:"ratio_group_over_raw"`
-	RatioGroupPer  float64 `json:"ratio_group_over_per_msg"`
-	Rate           int     `json:"latency_rate_per_sec"`
-	LatencyCount   int     `json:"latency_messages"`
-	P50Ms          float64 `json:"latency_p50_ms"`
-	P99Ms          float64 `json:"latency_p99_ms"`
-	MaxMs          float64 `json:"latency_max_ms"`
-	LedgerBytesMsg float64 `json:"ledger_bytes_per_msg"`
-	FileBytesMsg   float64 `json:"db_file_bytes_per_msg"`
-	PeakRSSMiB     float64 `json:"bench_peak_rss_mib"`
-	RunMessages    int     `json:"run_messages,omitempty"`
-	RunPerSec      float64 `json:"run_msgs_per_sec,omitempty"`
-	RunPeakRSSMiB  float64 `json:"run_peak_rss_mib,omitempty"`
+	Cores          int       `json:"cores"`
+	Messages       int       `json:"messages"`
+	PerMsgMessages int       `json:"per_msg_messages"`
+	Batch          int       `json:"batch"`
+	SyncInterval   string    `json:"sync_interval"`
+	PublishPerSec  float64   `json:"publish_msgs_per_sec"`
+	RawPerSec      float64   `json:"raw_msgs_per_sec"`
+	PerMsgPerSec   float64   `json:"per_msg_msgs_per_sec"`
+	GroupPerSec    float64   `json:"group_msgs_per_sec"`
+	FailEvery      int       `json:"fail_every"`
+	FailingPerSec  float64   `json:"failing_msgs_per_sec"`
+	RatioGroupRaw  float64   `json:"ratio_group_over_raw"`
+	RatioGroupPer  float64   `json:"ratio_group_over_per_msg"`
+	RatioFailing   float64   `json:"ratio_failing_over_group"`
+	Latency        []Latency `json:"latency"`
+	LedgerBytesMsg float64   `json:"ledger_bytes_per_msg"`
+	FileBytesMsg   float64   `json:"db_file_bytes_per_msg"`
+	PeakRSSMiB     float64   `json:"bench_peak_rss_mib"`
+	RunMessages    int       `json:"run_messages,omitempty"`
+	RunPerSec      float64   `json:"run_msgs_per_sec,omitempty"`
+	RunPeakRSSMiB  float64   `json:"run_peak_rss_mib,omitempty"`
+}
+
+// Latency is publish-to-commit latency of (c) at one offered load.
+type Latency struct {
+	Rate     int     `json:"rate_per_sec"`
+	Messages int     `json:"messages"`
+	P50Ms    float64 `json:"p50_ms"`
+	P99Ms    float64 `json:"p99_ms"`
+	MaxMs    float64 `json:"max_ms"`
 }
 
 // Run measures every mode in turn.
@@ -136,16 +153,19 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	res := Result{Cores: runtime.NumCPU(), Messages: cfg.Messages, PerMsgMessages: cfg.PerMsgMessages,
-		Batch: cfg.Batch, Rate: cfg.Rate, SyncInterval: cfg.SyncInterval}
+		Batch: cfg.Batch, SyncInterval: cfg.SyncInterval, FailEvery: cfg.FailEvery}
 	// Latency first, while the process is small: the throughput runs below
 	// leave hundreds of MiB of garbage whose collection would be measured too.
-	cfg.progress("latency of (c) at %d messages/s for %s…", cfg.Rate, cfg.LatencyDuration)
-	lat, err := latency(ctx, cfg)
-	if err != nil {
-		return res, err
+	for i, rate := range cfg.Rates {
+		cfg.progress("latency of (c) at %d messages/s for %s…", rate, cfg.LatencyDuration)
+		lat, err := latency(ctx, cfg, i, rate)
+		if err != nil {
+			return res, err
+		}
+		res.Latency = append(res.Latency, Latency{Rate: rate, Messages: len(lat),
+			P50Ms: percentile(lat, 0.50), P99Ms: percentile(lat, 0.99), MaxMs: percentile(lat, 1)})
 	}
-	res.LatencyCount = len(lat)
-	res.P50Ms, res.P99Ms, res.MaxMs = percentile(lat, 0.50), percentile(lat, 0.99), percentile(lat, 1)
+	var err error
 
 	cfg.progress("publishing %d messages on %d cores, sync_interval %s…", cfg.Messages, res.Cores, res.SyncInterval)
 	if res.PublishPerSec, err = publish(ctx, cfg.JS, "BENCH", "bench.pay", cfg.Messages); err != nil {
@@ -163,6 +183,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := group(ctx, cfg, &res); err != nil {
 		return res, err
 	}
+	cfg.progress("(d) (c) with a handler failing 1 message in %d…", cfg.FailEvery)
+	if res.FailingPerSec, err = failing(ctx, cfg); err != nil {
+		return res, err
+	}
+	res.RatioFailing = res.FailingPerSec / res.GroupPerSec
 	if cfg.RSSMessages > 0 {
 		cfg.progress("'jetledger run' over %d messages, measuring its peak RSS…", cfg.RSSMessages)
 		res.RunMessages = cfg.RSSMessages
@@ -186,7 +211,7 @@ func group(ctx context.Context, cfg Config, res *Result) error {
 			return err
 		}
 	}
-	rate, st, err := consumeLedger(ctx, cfg, filepath.Join(cfg.Dir, "group.db"), "group")
+	rate, st, err := consumeLedger(ctx, cfg, filepath.Join(cfg.Dir, "group.db"), "group", nil)
 	if cfg.CPUProfile != "" {
 		pprof.StopCPUProfile()
 	}
@@ -211,15 +236,18 @@ func (c Config) progress(format string, a ...any) {
 
 // WriteText prints the result as a table.
 func (r Result) WriteText(w io.Writer) {
-	fmt.Fprintf(w, "\n%-40s %12s\n", "mode", "messages/s")
-	fmt.Fprintf(w, "%-40s %12.0f\n", "publish, acked (sync_interval "+r.SyncInterval+")", r.PublishPerSec)
-	fmt.Fprintf(w, "%-40s %12.0f\n", "(a) raw JetStream consume+ack", r.RawPerSec)
-	fmt.Fprintf(w, "%-40s %12.0f\n", "(b) jetledger, 1 transaction/message", r.PerMsgPerSec)
-	fmt.Fprintf(w, "%-40s %12.0f\n", fmt.Sprintf("(c) jetledger, group commit (batch %d)", r.Batch), r.GroupPerSec)
-	fmt.Fprintf(w, "\nc/a = %.2f   c/b = %.1f\n", r.RatioGroupRaw, r.RatioGroupPer)
-	fmt.Fprintf(w, "latency (c) at %d msg/s, %d messages: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n",
-		r.Rate, r.LatencyCount, r.P50Ms, r.P99Ms, r.MaxMs)
-	fmt.Fprintf(w, "ledger: %.0f bytes/message (processed_messages + index); whole database %.0f bytes/message\n",
+	fmt.Fprintf(w, "\n%-52s %12s\n", "mode", "messages/s")
+	fmt.Fprintf(w, "%-52s %12.0f\n", "publish, acked (sync_interval "+r.SyncInterval+")", r.PublishPerSec)
+	fmt.Fprintf(w, "%-52s %12.0f\n", "(a) raw JetStream consume+ack", r.RawPerSec)
+	fmt.Fprintf(w, "%-52s %12.0f\n", "(b) jetledger, 1 transaction/message", r.PerMsgPerSec)
+	fmt.Fprintf(w, "%-52s %12.0f\n", fmt.Sprintf("(c) jetledger, group commit (batch %d)", r.Batch), r.GroupPerSec)
+	fmt.Fprintf(w, "%-52s %12.0f\n", fmt.Sprintf("(d) (c), handler failing 1 message in %d", r.FailEvery), r.FailingPerSec)
+	fmt.Fprintf(w, "\nc/a = %.2f   c/b = %.1f   d/c = %.2f\n", r.RatioGroupRaw, r.RatioGroupPer, r.RatioFailing)
+	fmt.Fprintf(w, "\n%-28s %9s %9s %9s %9s\n", "latency of (c), publish to commit", "messages", "p50 ms", "p99 ms", "max ms")
+	for _, l := range r.Latency {
+		fmt.Fprintf(w, "%-28s %9d %9.2f %9.2f %9.2f\n", fmt.Sprintf("at %d msg/s", l.Rate), l.Messages, l.P50Ms, l.P99Ms, l.MaxMs)
+	}
+	fmt.Fprintf(w, "\nledger: %.0f bytes/message (processed_messages + index); whole database %.0f bytes/message\n",
 		r.LedgerBytesMsg, r.FileBytesMsg)
 	fmt.Fprintf(w, "peak RSS of this process: %.1f MiB\n", r.PeakRSSMiB)
 	if r.RunMessages > 0 {

@@ -8,7 +8,7 @@ import (
 
 func TestConfigValidate(t *testing.T) {
 	t.Parallel()
-	ok := Config{Messages: 1000, PerMsgMessages: 100, Batch: 1, Rate: 1, LatencyDuration: time.Second}
+	ok := Config{Messages: 1000, PerMsgMessages: 100, Batch: 1, Rates: []int{1}, FailEvery: 2, LatencyDuration: time.Second}
 	tests := []struct {
 		name    string
 		change  func(*Config)
@@ -19,6 +19,9 @@ func TestConfigValidate(t *testing.T) {
 		{name: "per-msg above messages", change: func(c *Config) { c.PerMsgMessages = 1001 }, wantErr: ErrConfig},
 		{name: "no latency run", change: func(c *Config) { c.LatencyDuration = 0 }, wantErr: ErrConfig},
 		{name: "negative rss", change: func(c *Config) { c.RSSMessages = -1 }, wantErr: ErrConfig},
+		{name: "no rate", change: func(c *Config) { c.Rates = nil }, wantErr: ErrConfig},
+		{name: "zero rate", change: func(c *Config) { c.Rates = []int{1000, 0} }, wantErr: ErrConfig},
+		{name: "fail every message", change: func(c *Config) { c.FailEvery = 1 }, wantErr: ErrConfig},
 	}
 	for _, tt := range tests {
 		c := ok

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -14,24 +15,25 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// latency offers cfg.Rate messages/s for cfg.LatencyDuration to a
-// group-commit consumer and returns each message's publish-to-commit
-// latency in milliseconds.
-func latency(ctx context.Context, cfg Config) ([]float64, error) {
-	if _, err := cfg.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "LAT", Subjects: []string{"lat.pay"}, Storage: jetstream.FileStorage}); err != nil {
+// latency offers rate messages/s for cfg.LatencyDuration to a group-commit
+// consumer on a stream of its own (the run's nth) and returns each
+// message's publish-to-commit latency in milliseconds.
+func latency(ctx context.Context, cfg Config, nth, rate int) ([]float64, error) {
+	stream, subject := fmt.Sprintf("LAT%d", nth), fmt.Sprintf("lat%d.pay", nth)
+	if _, err := cfg.JS.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject}, Storage: jetstream.FileStorage}); err != nil {
 		return nil, err
 	}
-	st, h, err := openLedger(ctx, cfg, filepath.Join(cfg.Dir, "latency.db"))
+	st, h, err := openLedger(ctx, cfg, filepath.Join(cfg.Dir, stream+".db"))
 	if err != nil {
 		return nil, err
 	}
 	defer st.Close()
-	total := int(float64(cfg.Rate) * cfg.LatencyDuration.Seconds())
+	total := max(1, int(float64(rate)*cfg.LatencyDuration.Seconds()))
 	lat := make([]float64, 0, total)
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c, err := consumer.New(ctx, cfg.JS, st, consumer.Config{
-		Stream: "LAT", Durable: "lat", Handler: h, Logger: quiet, Plan: ackwait.Plan{BatchSize: cfg.Batch},
+		Stream: stream, Durable: "lat", Handler: h, Logger: quiet, Plan: ackwait.Plan{BatchSize: cfg.Batch},
 		AfterCommit: func(r consumer.BatchReport) {
 			now := time.Now()
 			for _, d := range r.Deliveries {
@@ -52,7 +54,7 @@ func latency(ctx context.Context, cfg Config) ([]float64, error) {
 	}
 	runDone := make(chan error, 1)
 	go func() { runDone <- c.Run(runCtx) }()
-	if err := offer(runCtx, cfg.JS, cfg.Rate, total); err != nil {
+	if err := offer(runCtx, cfg.JS, subject, rate, total); err != nil {
 		cancel()
 		<-runDone
 		return nil, err
@@ -71,19 +73,34 @@ func latency(ctx context.Context, cfg Config) ([]float64, error) {
 }
 
 // offer publishes total messages on a fixed schedule, message i due at
-// start + i/rate, each carrying its publish time.
-func offer(ctx context.Context, js jetstream.JetStream, rate, total int) error {
+// start + i/rate, each carrying its due time: a server that cannot take the
+// load delays the publishes, and that delay is part of the latency measured
+// (it is not left out because the publisher fell behind).
+func offer(ctx context.Context, js jetstream.JetStream, subject string, rate, total int) error {
 	start := time.Now()
 	interval := time.Second / time.Duration(rate)
 	for i := 0; i < total && ctx.Err() == nil; i++ {
-		if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+		due := start.Add(time.Duration(i) * interval)
+		if d := time.Until(due); d > 0 {
 			time.Sleep(d) // pacing the offered load, not synchronising
 		}
-		msg := &nats.Msg{Subject: "lat.pay", Header: nats.Header{},
-			Data: []byte(fmt.Sprintf(`{"account":"acct-%d","amount":1,"ts":%d}`, i%100, time.Now().UnixNano()))}
+		msg := &nats.Msg{Subject: subject, Header: nats.Header{},
+			Data: []byte(fmt.Sprintf(`{"account":"acct-%d","amount":1,"ts":%d}`, i%100, due.UnixNano()))}
 		msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("lat-%09d", i))
-		if _, err := js.PublishMsgAsync(msg); err != nil {
-			return err
+		for {
+			_, err := js.PublishMsgAsync(msg)
+			if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				if err != nil {
+					return err
+				}
+				break
+			}
+			// The server is behind: wait for it, then offer the same message.
+			select {
+			case <-js.PublishAsyncComplete():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
 	return nil

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -105,10 +106,14 @@ func openLedger(ctx context.Context, cfg Config, path string) (*ledger.Store, le
 
 // consumeLedger consumes cfg.Messages messages of BENCH through a ledger at
 // path, cfg.Batch messages per transaction, and returns the open ledger.
-func consumeLedger(ctx context.Context, cfg Config, path, durable string) (float64, *ledger.Store, error) {
+// The handler is run's built-in one, as wrap makes it if set.
+func consumeLedger(ctx context.Context, cfg Config, path, durable string, wrap func(ledger.Handler) ledger.Handler) (float64, *ledger.Store, error) {
 	st, h, err := openLedger(ctx, cfg, path)
 	if err != nil {
 		return 0, nil, err
+	}
+	if wrap != nil {
+		h = wrap(h)
 	}
 	var done atomic.Int64
 	runCtx, cancel := context.WithCancel(ctx)
@@ -133,6 +138,28 @@ func consumeLedger(ctx context.Context, cfg Config, path, durable string) (float
 	}
 	st.Close()
 	return 0, nil, err
+}
+
+// failing runs (c) with a handler that fails one message in
+// cfg.FailEvery, on its first delivery, after doing its work (which the
+// ledger then undoes): the cost of failures to the messages around them.
+// The rate counts every outcome, failures included, up to cfg.Messages.
+func failing(ctx context.Context, cfg Config) (float64, error) {
+	rate, st, err := consumeLedger(ctx, cfg, filepath.Join(cfg.Dir, "failing.db"), "failing", func(h ledger.Handler) ledger.Handler {
+		return func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+			if err := h(ctx, tx, d); err != nil {
+				return err
+			}
+			if d.Delivered == 1 && d.Sequence%uint64(cfg.FailEvery) == 0 {
+				return errors.New("bench: this message fails once")
+			}
+			return nil
+		}
+	})
+	if err != nil {
+		return 0, err
+	}
+	return rate, st.Close()
 }
 
 // perMessage is the per-message framework's shape: messages are fetched in
