@@ -17,12 +17,15 @@ in a temporary directory:
     (b) per-msg   jetledger with one transaction per message (fetched in
                   batches like (c), each message committed and acked alone)
     (c) group     jetledger with group commit (--batch) and the --apply balance handler
+    (d) failing   (c) with a handler that fails one message in --fail-every,
+                  once, after writing (the ledger undoes it)
 
 It publishes --messages messages, consumes them with each mode on its own
-durable, and prints messages/s, the ratios c/a and c/b, p50/p99 end-to-end
-latency (publish to commit) of (c) at a fixed offered load (--rate for
---latency-duration), ledger bytes per message (processed_messages and its
-index, from SQLite's dbstat), and peak RSS of this process. With
+durable, and prints messages/s, the ratios c/a, c/b and d/c, p50/p99/max
+latency (publish to commit) of (c) at each offered load of --rate for
+--latency-duration (measured from each message's due time, so a server that
+falls behind the load counts), ledger bytes per message (processed_messages
+and its index, from SQLite's dbstat), and peak RSS of this process. With
 --rss-messages N it also runs 'jetledger run' as a child process over N
 messages and reports that process's peak RSS (VmHWM).
 
