@@ -66,6 +66,12 @@ type Result struct {
 // Handler applies one message's local state change inside the batch
 // transaction. It must use tx for every write that belongs to the message and
 // honour ctx: when ctx ends, the message is rolled back whatever it returns.
+//
+// The batch's processed_messages rows are written after its handlers, so
+// a handler sees the ledger as it was before the batch (not its own row,
+// nor those of earlier messages in the batch); a handler that depends on
+// another message records that in its own tables, which it sees as
+// written.
 type Handler func(ctx context.Context, tx *Tx, d Delivery) error
 
 // Budget bounds a batch in time. A consumer gives its ackwait.Plan's
@@ -91,13 +97,16 @@ type Budget struct {
 // batch are settled in memory (a later copy of an id whose first copy
 // failed is applied); the new ledger rows, and the rows handlers queued
 // with InsertLater, are inserted with multi-row statements after the
-// handlers. While failures are rare a batch runs without a savepoint per
-// message: if a message fails, the transaction is rolled back and the batch
-// redone with a savepoint per message, without the failed one, and later
-// batches keep the savepoints until optimisticAfter batches in a row had no
-// failure. A handler that overruns the deadline in a batch without
-// savepoints takes the batch's work with it (no time is left to redo it):
-// those messages fail and are redelivered.
+// handlers. While failures are rare a batch runs the messages that start in
+// the first 1/optimisticShare of b.Work without a savepoint each: if one of
+// them fails (or overruns the deadline), the transaction is rolled back and
+// the batch redone with a savepoint per message, without the failed one;
+// later batches keep the savepoints until optimisticAfter batches in a row
+// had no failure. The redo's deadline moves on by the work it repeats
+// (plus an eighth of b.Work for its fixed costs), so every other message
+// gets the time it would have had with savepoints from the start: the
+// batch may then run past b.Work by that much, which the consumer's
+// InProgress refreshes cover.
 //
 // The returned error is for the batch as a whole (database unusable, or the
 // writer not free within b.Work: ErrBusy); then nothing was committed.
@@ -121,30 +130,33 @@ func (s *Store) ApplyBatchPipelined(ctx context.Context, batch []Delivery, h Han
 
 func (s *Store) applyBatch(ctx context.Context, batch []Delivery, h Handler, b Budget, pipelined bool) ([]Result, Pending, error) {
 	b.Commit = cmp.Or(b.Commit, CommitTimeoutDefault)
+	var deadline time.Time
 	if b.Work > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, b.Work, fmt.Errorf("batch deadline %s: %w", b.Work, context.DeadlineExceeded))
-		defer cancel()
+		deadline = time.Now().Add(b.Work)
 	}
-	// Statements the last batch had to prepare itself, while the writer is free.
-	s.ownStmts.fill(ctx, s.writer)
-	s.handlerStmts.fill(ctx, s.writer)
+	// Statements the last batch had to prepare itself, while the writer is
+	// free; a writer held elsewhere is the first pass's ErrBusy.
+	fill, cancelFill := workContext(ctx, deadline, b.Work)
+	s.ownStmts.fill(fill, s.writer)
+	s.handlerStmts.fill(fill, s.writer)
+	cancelFill()
 	results := make([]Result, len(batch))
 	skip := make([]bool, len(batch))
 	m := s.adapt.mode()
 	m.pipelined = pipelined
 	var done Pending
-	for redo := false; ; redo = true {
-		if redo && ctx.Err() != nil {
-			// No time left to redo the rest: they overran with the culprit.
-			for i := range batch {
-				if !skip[i] {
-					results[i] = Result{Outcome: Failed, Err: fmt.Errorf("handler overran its deadline: %w", context.Cause(ctx))}
-				}
-			}
-			break
+	for redos := 0; ; redos++ {
+		redo := redos > 0
+		work, cancel := workContext(ctx, deadline, b.Work)
+		begin, cancelBegin := work, func() {}
+		if redo {
+			// The writer was ours a moment ago; a redo whose time is up
+			// still runs, to settle duplicates and fail the rest.
+			begin, cancelBegin = context.WithTimeout(context.WithoutCancel(ctx), b.Commit)
 		}
-		end, err := s.applyOnce(ctx, batch, h, b.Commit, m, results, skip)
+		end, err := s.applyOnce(begin, work, batch, h, b.Commit, m, results, skip)
+		cancelBegin()
+		cancel()
 		if err != nil {
 			return nil, Pending{}, interpret(err)
 		}
@@ -153,9 +165,20 @@ func (s *Store) applyBatch(ctx context.Context, batch []Delivery, h Handler, b B
 			break
 		}
 		// Everything was rolled back; the culprit keeps its Failed result
-		// and the rest is redone without it, with savepoints.
+		// and the rest is redone without it, with savepoints. The redo
+		// gets back the time spent on what it repeats, so each message has
+		// the time it would have had with savepoints from the start.
 		if end.culprit >= 0 {
 			skip[end.culprit] = true
+		}
+		if !deadline.IsZero() {
+			// And an eighth of the budget for what a pass costs besides.
+			deadline = deadline.Add(end.repeated + b.Work/optimisticShare)
+		}
+		if end.culprit < 0 && !end.inserts || end.inserts && !m.deferInserts || redos >= len(batch)+1 {
+			// Every redo takes a message out or changes the mode; one that
+			// cannot would run for ever.
+			return nil, Pending{}, fmt.Errorf("ledger: batch of %d redone %d times without settling", len(batch), redos)
 		}
 		m.savepoints = true
 		if end.inserts {
@@ -165,6 +188,15 @@ func (s *Store) applyBatch(ctx context.Context, batch []Delivery, h Handler, b B
 	}
 	s.adapt.note(results)
 	return results, done, nil
+}
+
+// workContext is a pass's context for its handlers: it ends at deadline
+// (none if zero), its cause naming the batch deadline.
+func workContext(ctx context.Context, deadline time.Time, work time.Duration) (context.Context, context.CancelFunc) {
+	if deadline.IsZero() {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadlineCause(ctx, deadline, fmt.Errorf("batch deadline %s: %w", work, context.DeadlineExceeded))
 }
 
 // mode is how a pass runs.
@@ -294,21 +326,37 @@ type pass struct {
 	rows ledgerRows
 	mode
 	inserts []queued // InsertLater's rows
+
+	start           time.Time // of the pass's work
+	optimisticUntil time.Time // messages starting after it get a savepoint; zero: no bound
+	culpritAt       time.Time // when the message that took the pass down started
+}
+
+// optimisticShare: a batch without savepoints runs its messages without one
+// only in the first 1/optimisticShare of its deadline, and with one after;
+// a redo then repeats little, and a late overrun costs only itself.
+const optimisticShare = 8
+
+// optimistic says whether the next message runs without a savepoint.
+func (p *pass) optimistic() bool {
+	return !p.savepoints && (p.optimisticUntil.IsZero() || time.Now().Before(p.optimisticUntil))
 }
 
 // passEnd says how a pass ended when it did not commit.
 type passEnd struct {
 	committed bool
-	gen       uint64 // a pipelined commit's generation
-	culprit   int    // a failed message whose change could not be undone alone, or -1
-	inserts   bool   // the multi-row insert of InsertLater's rows failed
+	gen       uint64        // a pipelined commit's generation
+	culprit   int           // a failed message whose change could not be undone alone, or -1
+	inserts   bool          // the multi-row insert of InsertLater's rows failed
+	repeated  time.Duration // the work a redo repeats: up to the culprit's start, or all of it
 }
 
 // applyOnce runs the batch in one transaction and commits it, or says why not.
-func (s *Store) applyOnce(ctx context.Context, batch []Delivery, h Handler, commit time.Duration, m mode, results []Result, skip []bool) (passEnd, error) {
+// beginCtx bounds the wait for the writer, ctx the work.
+func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, h Handler, commit time.Duration, m mode, results []Result, skip []bool) (passEnd, error) {
 	txCtx, cancelTx := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelTx()
-	tx, endTx, err := s.begin(ctx, txCtx, cancelTx, m.pipelined)
+	tx, endTx, err := s.begin(beginCtx, txCtx, cancelTx, m.pipelined)
 	if err != nil {
 		return passEnd{}, err
 	}
@@ -319,18 +367,35 @@ func (s *Store) applyOnce(ctx context.Context, batch []Delivery, h Handler, comm
 		endTx()
 	}()
 	p := &pass{s: s, ctx: ctx, b: newBatchTx(s, tx, context.WithoutCancel(txCtx)), h: h, mode: m}
-	stopWatch := s.guard.wd.watch(ctx)
-	culprit, err := p.run(batch, results, skip)
-	stopWatch()
-	if err != nil || culprit >= 0 {
-		return passEnd{culprit: culprit}, err
+	cookie, err := readCookie(p.b.quiet, tx)
+	if err != nil {
+		return passEnd{}, fmt.Errorf("ledger: read schema version: %w", err)
 	}
+	s.handlerStmts.atSchema(cookie)
+	p.start = time.Now()
+	if deadline, ok := ctx.Deadline(); ok && !m.savepoints {
+		p.optimisticUntil = p.start.Add(deadline.Sub(p.start) / optimisticShare)
+	}
+	stopWatch := s.guard.wd.watch(ctx)
+	defer stopWatch()
+	culprit, err := p.run(batch, results, skip)
+	if err != nil || culprit >= 0 {
+		return passEnd{culprit: culprit, repeated: p.culpritAt.Sub(p.start)}, err
+	}
+	// InsertLater's rows are the handlers' work: under their deadline.
+	queued := len(p.inserts) > 0
 	if err := p.flushInserts(); err != nil {
 		if fault := databaseFault(err); fault != nil {
 			return passEnd{}, fault
 		}
-		return passEnd{culprit: -1, inserts: true}, nil
+		return passEnd{culprit: -1, inserts: true, repeated: time.Since(p.start)}, nil
 	}
+	if queued && ctx.Err() != nil {
+		// The queued rows ran past the deadline; the redo inserts each in
+		// its message's turn, where an overrun is that message's alone.
+		return passEnd{culprit: -1, inserts: true, repeated: time.Since(p.start)}, nil
+	}
+	stopWatch()
 	if err := p.flush(); err != nil {
 		return passEnd{}, err
 	}
@@ -374,12 +439,14 @@ func (p *pass) run(batch []Delivery, results []Result, skip []bool) (int, error)
 			results[i] = Result{Outcome: Failed, Err: fmt.Errorf("the batch deadline passed before its turn: %w", context.Cause(p.ctx))}
 			continue
 		}
+		at := time.Now()
 		res, lost, err := p.apply(d)
 		if err != nil {
 			return -1, err
 		}
 		results[i] = res
 		if lost {
+			p.culpritAt = at
 			return i, nil
 		}
 		if res.Outcome == Applied {
@@ -394,7 +461,7 @@ func (p *pass) run(batch []Delivery, results []Result, skip []bool) (int, error)
 // of the ledger itself, or of the database (a full disk), which is not the
 // message's fault.
 func (p *pass) apply(d *Delivery) (res Result, lost bool, err error) {
-	if !p.savepoints {
+	if p.optimistic() {
 		herr := p.handle(d)
 		if fault := databaseFault(herr); fault != nil {
 			return Result{}, false, fmt.Errorf("ledger: applying %s: %w", d.MessageID, fault)

@@ -27,7 +27,8 @@ type watchdog struct {
 	db      atomic.Uintptr // the writer's sqlite3*, 0 when unknown
 	tls     *libc.TLS      // the watchdog's own: a TLS is not safe for concurrent use
 	handler bool           // a handler is running: its statements may be interrupted
-	open    bool           // a batch is being watched
+	current uint64         // the watch in force; 0: none
+	watches uint64         // watches started
 }
 
 // connHandle returns the sqlite3* of a modernc.org/sqlite connection, or 0.
@@ -62,17 +63,22 @@ func (w *watchdog) watched() bool { return w.db.Load() != 0 }
 const interruptEvery = time.Millisecond
 
 // watch starts watching a batch whose work ends with ctx; the returned func
-// stops it and must be called before the batch's own statements after the
-// work (the flush and COMMIT), which must not be interrupted.
+// stops it (once; later calls do nothing) and must be called before the
+// batch's own statements after the work (the flush and COMMIT), which must
+// not be interrupted.
 func (w *watchdog) watch(ctx context.Context) (stop func()) {
 	w.mu.Lock()
-	w.open = true
+	w.watches++
+	id := w.watches
+	w.current = id
 	w.mu.Unlock()
 	done := make(chan struct{})
 	stopAfter := context.AfterFunc(ctx, func() {
 		t := time.NewTicker(interruptEvery)
 		defer t.Stop()
-		for w.interrupt() {
+		// The id keeps an interrupt started late, after stop, from landing
+		// on the next watch's handler.
+		for w.interrupt(id) {
 			select {
 			case <-t.C:
 			case <-done:
@@ -80,24 +86,30 @@ func (w *watchdog) watch(ctx context.Context) (stop func()) {
 			}
 		}
 	})
+	var once sync.Once
 	return func() {
-		stopAfter()
-		w.mu.Lock()
-		w.open = false
-		w.mu.Unlock()
-		close(done)
+		once.Do(func() {
+			stopAfter()
+			w.mu.Lock()
+			w.current = 0
+			w.mu.Unlock()
+			close(done)
+		})
 	}
 }
 
-// interrupt interrupts the running handler's statement, if a handler runs,
-// and says whether the batch is still watched.
-func (w *watchdog) interrupt() bool {
+// interrupt interrupts the running handler's statement, if a handler runs
+// under watch id, and says whether that watch is still in force.
+func (w *watchdog) interrupt(id uint64) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.current != id {
+		return false
+	}
 	if db := w.db.Load(); w.handler && db != 0 {
 		sqlite3.Xsqlite3_interrupt(w.tls, db)
 	}
-	return w.open
+	return true
 }
 
 // enter and leave bracket a handler's run; leave takes the lock, so no
