@@ -27,7 +27,10 @@ latency (publish to commit) of (c) at each offered load of --rate for
 falls behind the load counts), ledger bytes per message (processed_messages
 and its index, from SQLite's dbstat), and peak RSS of this process. With
 --rss-messages N it also runs 'jetledger run' as a child process over N
-messages and reports that process's peak RSS (VmHWM).
+messages already in the stream, then 'jetledger run' with its own embedded
+server (the edge default, with --memory-limit from --rss-memory-limit) while
+'jetledger publish' sends it N messages, and reports each one's peak RSS
+(VmHWM).
 
 The embedded server syncs its store as --sync-interval says, as run's does
 (default always: every write before its publish is acked); the publish rate
@@ -42,7 +45,8 @@ type benchCmd struct {
 	Rate            []int         `name:"rate" default:"1000,10000" sep:"," help:"offered loads of the latency runs, messages/s, comma-separated"`
 	LatencyDuration time.Duration `name:"latency-duration" default:"5s" help:"length of each latency run"`
 	FailEvery       int           `name:"fail-every" default:"100" help:"run (d) fails one message in this many (100: 1 %)"`
-	RSSMessages     int           `name:"rss-messages" help:"also run 'jetledger run' over this many messages and report its peak RSS (0: skip)"`
+	RSSMessages     int           `name:"rss-messages" help:"also run 'jetledger run' over this many messages, alone and with its embedded server, and report its peak RSS (0: skip)"`
+	RSSMemoryLimit  byteSize      `name:"rss-memory-limit" default:"96MiB" placeholder:"SIZE" help:"--memory-limit of the embedded-server RSS run (0: none)"`
 	CPUProfile      string        `name:"cpuprofile" placeholder:"FILE" help:"write a CPU profile of run (c) to this file"`
 	Keep            bool          `name:"keep" help:"keep the temporary directory"`
 	jsonFlag
@@ -52,7 +56,7 @@ func (benchCmd) Help() string { return benchHelp }
 
 func (c *benchCmd) Run(inv *invocation) error {
 	cfg := bench.Config{Messages: c.Messages, PerMsgMessages: c.PerMsgMessages, Batch: c.Batch, Rates: c.Rate, FailEvery: c.FailEvery,
-		LatencyDuration: c.LatencyDuration, RSSMessages: c.RSSMessages, CPUProfile: c.CPUProfile,
+		LatencyDuration: c.LatencyDuration, RSSMessages: c.RSSMessages, CPUProfile: c.CPUProfile, EdgeMemoryLimit: c.RSSMemoryLimit.flag(),
 		SyncInterval: c.SyncInterval.String(), Handler: builtinHandler}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}

@@ -26,7 +26,8 @@ type consumeFlags struct {
 	Embedded embeddedFlags `embed:"" group:"embedded"`
 	streamFlags
 	Subjects        string        `name:"subjects" placeholder:"LIST" help:"comma-separated subjects; creates the stream with them if it does not exist"`
-	DuplicateWindow time.Duration `name:"duplicate-window" default:"2m" help:"duplicate window of a stream created by --subjects"`
+	DuplicateWindow time.Duration `name:"duplicate-window" help:"duplicate window of a stream created by --subjects (default 2m; 30s with --memory-limit: the embedded server keeps about 100 B per message id for this long)"`
+	MemoryLimit     byteSize      `name:"memory-limit" placeholder:"SIZE" help:"keep the process (with its embedded server) within about this much memory, such as 96MiB: sets the Go memory limit to it less 28MiB for code and SQLite, and gives a stream created by --subjects a 30s duplicate window (default: no limit, or GOMEMLIMIT)"`
 	MaxDeliver      int           `name:"max-deliver" default:"${max_deliver}" help:"deliveries before a failing message is dead-lettered, enforced by jetledger (-1 unlimited); consumers are created with no server-side limit"`
 	DBMaxSize       int64         `name:"db-max-size" placeholder:"BYTES" help:"cap the database at this many bytes; past it run stops with 'database or disk is full' (0: no cap)"`
 	Apply           string        `name:"apply" placeholder:"SQL" help:"SQL run per message in its transaction, with :msg_id :subject :seq :data"`
@@ -43,7 +44,8 @@ func (f *consumeFlags) validate() (ackwait.Plan, error) {
 	plan, err := f.Plan.plan()
 	if err == nil {
 		err = firstError(f.dbFlag.validate(), f.streamFlags.validate(), checkSubjects(f.Subjects),
-			checkDurations(durationFlag{"--duplicate-window", f.DuplicateWindow}), f.Embedded.validate(f.NATS.URL != ""))
+			checkDurations(durationFlag{"--duplicate-window", f.DuplicateWindow}), checkMemoryLimit(f.MemoryLimit),
+			f.Embedded.validate(f.NATS.URL != ""))
 	}
 	switch {
 	case err != nil:
@@ -96,6 +98,7 @@ func (f *consumeFlags) start(ctx context.Context, c *consumption, stderr io.Writ
 	if c.log, err = f.Log.logger(stderr); err != nil {
 		return err
 	}
+	applyMemoryLimit(f.MemoryLimit, c.log)
 	conn := f.NATS
 	if conn.URL == "" {
 		if conn, err = f.startEmbedded(c); err != nil {
@@ -145,12 +148,17 @@ func (f *consumeFlags) startEmbedded(c *consumption) (natsFlags, error) {
 func (f *consumeFlags) ensureStream(ctx context.Context, c *consumption) error {
 	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	info, err := ensureStream(sctx, c.js, f.Stream, splitList(f.Subjects), f.DuplicateWindow, c.log)
+	info, err := ensureStream(sctx, c.js, f.Stream, splitList(f.Subjects), duplicateWindow(f.DuplicateWindow, f.MemoryLimit), c.log)
 	if err != nil {
 		return err
 	}
 	if err := (publisher.Config{}).CheckDuplicateWindow(info.Config.Duplicates); err != nil {
 		c.log.WarnContext(ctx, "stream duplicate window is short", "err", err)
+	}
+	if w := info.Config.Duplicates; f.MemoryLimit > 0 && f.NATS.URL == "" && w > limitedDuplicateWindow {
+		// The id map grows with rate × window, which no cache limit bounds.
+		c.log.WarnContext(ctx, "the embedded server keeps every message id of the stream's duplicate window (about 100 B each), which --memory-limit does not bound; shorten the window (nats stream edit --dupe-window 30s) if the limit is exceeded",
+			"stream", f.Stream, "duplicate_window", w, "memory_limit", f.MemoryLimit)
 	}
 	return nil
 }

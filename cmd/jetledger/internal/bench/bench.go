@@ -14,6 +14,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -57,7 +58,8 @@ type Config struct {
 	Rates           []int         // offered loads of the latency runs, messages/s
 	LatencyDuration time.Duration // length of each latency run
 	FailEvery       int           // the failing run's handler fails one message in this many
-	RSSMessages     int           // messages of the RSS run; 0 skips it
+	RSSMessages     int           // messages of the RSS runs; 0 skips them
+	EdgeMemoryLimit string        // --memory-limit of the edge RSS run; empty for none
 	SyncInterval    string        // how the server syncs its store, reported as is
 	CPUProfile      string        // file for a CPU profile of (c); empty for none
 	Progress        io.Writer     // progress lines; nil for none
@@ -136,6 +138,10 @@ type Result struct {
 	RunMessages    int       `json:"run_messages,omitempty"`
 	RunPerSec      float64   `json:"run_msgs_per_sec,omitempty"`
 	RunPeakRSSMiB  float64   `json:"run_peak_rss_mib,omitempty"`
+	// The edge default: run with its embedded server, fed by jetledger publish.
+	EdgeMemoryLimit string  `json:"edge_memory_limit,omitempty"`
+	EdgePerSec      float64 `json:"edge_msgs_per_sec,omitempty"`
+	EdgePeakRSSMiB  float64 `json:"edge_peak_rss_mib,omitempty"`
 }
 
 // Latency is publish-to-commit latency of (c) at one offered load.
@@ -192,6 +198,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		cfg.progress("'jetledger run' over %d messages, measuring its peak RSS…", cfg.RSSMessages)
 		res.RunMessages = cfg.RSSMessages
 		if res.RunPerSec, res.RunPeakRSSMiB, err = runRSS(ctx, cfg); err != nil {
+			return res, err
+		}
+		cfg.progress("'jetledger run' with its embedded server (--memory-limit %s), fed %d messages by 'jetledger publish', measuring its peak RSS…",
+			cmp.Or(cfg.EdgeMemoryLimit, "none"), cfg.RSSMessages)
+		res.EdgeMemoryLimit = cfg.EdgeMemoryLimit
+		if res.EdgePerSec, res.EdgePeakRSSMiB, err = edgeRSS(ctx, cfg); err != nil {
 			return res, err
 		}
 	}
@@ -252,5 +264,7 @@ func (r Result) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "peak RSS of this process: %.1f MiB\n", r.PeakRSSMiB)
 	if r.RunMessages > 0 {
 		fmt.Fprintf(w, "'jetledger run' over %d messages: %.0f messages/s, peak RSS %.1f MiB\n", r.RunMessages, r.RunPerSec, r.RunPeakRSSMiB)
+		fmt.Fprintf(w, "'jetledger run' with its embedded server (--memory-limit %s), %d messages from 'jetledger publish': %.0f messages/s, peak RSS %.1f MiB\n",
+			cmp.Or(r.EdgeMemoryLimit, "none"), r.RunMessages, r.EdgePerSec, r.EdgePeakRSSMiB)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer"
@@ -33,13 +32,10 @@ func runRSS(ctx context.Context, cfg Config) (float64, float64, error) {
 	if err := cmd.Start(); err != nil {
 		return 0, 0, err
 	}
-	defer func() {
-		cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited
-		cmd.Wait()                          //nolint:errcheck // exit status is not the measurement
-	}()
+	defer stop(cmd)
 	start := time.Now()
 	peak := 0.0
-	for !drained(ctx, cfg.JS, uint64(n)) {
+	for !ackedThrough(ctx, cfg.JS, "RSS", uint64(n)) {
 		if rss, err := vmHWM(cmd.Process.Pid); err == nil {
 			peak = max(peak, rss)
 		}
@@ -56,9 +52,9 @@ func runRSS(ctx context.Context, cfg Config) (float64, float64, error) {
 	return rate, peak, nil
 }
 
-// drained says whether run's durable on RSS has acked through seq last.
-func drained(ctx context.Context, js jetstream.JetStream, last uint64) bool {
-	cons, err := js.Consumer(ctx, "RSS", consumer.DurableDefault)
+// ackedThrough says whether run's durable on stream has acked through seq last.
+func ackedThrough(ctx context.Context, js jetstream.JetStream, stream string, last uint64) bool {
+	cons, err := js.Consumer(ctx, stream, consumer.DurableDefault)
 	if err != nil {
 		return false
 	}

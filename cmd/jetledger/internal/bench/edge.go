@@ -1,0 +1,162 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// edgeRSS runs the edge default as a user would: `jetledger run` with its
+// embedded server (and --memory-limit cfg.EdgeMemoryLimit), while
+// `jetledger publish` sends it cfg.RSSMessages lines. It returns the rate
+// from the first publish to the last commit and run's peak RSS in MiB.
+func edgeRSS(ctx context.Context, cfg Config) (float64, float64, error) {
+	n := cfg.RSSMessages
+	url, err := freeURL()
+	if err != nil {
+		return 0, 0, err
+	}
+	schema := filepath.Join(cfg.Dir, "edge-schema.sql")
+	if err := os.WriteFile(schema, []byte(Schema), 0o600); err != nil {
+		return 0, 0, err
+	}
+	args := []string{"run", "--db", filepath.Join(cfg.Dir, "edge.db"), "--listen", url[len("nats://"):], "--stream", "EDGE",
+		"--subjects", "edge.pay", "--schema", schema, "--apply", Apply, "--batch", "500", "--log-level", "warn"}
+	if cfg.SyncInterval != "" {
+		args = append(args, "--sync-interval", cfg.SyncInterval)
+	}
+	if cfg.EdgeMemoryLimit != "" {
+		args = append(args, "--memory-limit", cfg.EdgeMemoryLimit)
+	}
+	run := exec.CommandContext(ctx, cfg.Binary, args...)
+	run.Stderr = os.Stderr
+	if err := run.Start(); err != nil {
+		return 0, 0, err
+	}
+	defer stop(run)
+	js, closeConn, err := connectWhenUp(ctx, url, run)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer closeConn()
+	pub := exec.CommandContext(ctx, cfg.Binary, "publish", "--nats", url, "--subject", "edge.pay", "--id-field", "n", "--log-level", "warn")
+	pub.Stderr = os.Stderr
+	in, err := pub.StdinPipe()
+	if err != nil {
+		return 0, 0, err
+	}
+	start := time.Now()
+	if err := pub.Start(); err != nil {
+		return 0, 0, err
+	}
+	go writeLines(in, n)
+	var pubErr error
+	exited := make(chan struct{})
+	go func() { pubErr = pub.Wait(); close(exited) }()
+	defer func() {
+		pub.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited
+		<-exited
+	}()
+	peak, err := watchPeak(ctx, run.Process.Pid, exited, func() error { return pubErr },
+		func() bool { return ackedThrough(ctx, js, "EDGE", uint64(n)) })
+	if err != nil {
+		return 0, 0, err
+	}
+	return float64(n) / time.Since(start).Seconds(), peak, nil
+}
+
+// watchPeak samples pid's peak RSS until done says so after the publisher
+// has exited, failing if the publisher failed.
+func watchPeak(ctx context.Context, pid int, exited <-chan struct{}, pubErr func() error, done func() bool) (float64, error) {
+	peak := 0.0
+	finished := false
+	for {
+		if rss, err := vmHWM(pid); err == nil {
+			peak = max(peak, rss)
+		}
+		if finished && done() {
+			return peak, nil
+		}
+		select {
+		case <-exited:
+			if err := pubErr(); err != nil {
+				return 0, fmt.Errorf("jetledger publish: %w", err)
+			}
+			finished, exited = true, nil // a nil channel is never ready
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// writeLines writes n payload lines, as the other runs publish them.
+func writeLines(w io.WriteCloser, n int) {
+	defer w.Close()
+	bw := bufio.NewWriterSize(w, 64<<10)
+	rng := rand.New(rand.NewPCG(1, 1))
+	for i := 0; i < n; i++ {
+		if _, err := bw.Write(append(payload(rng, i), '\n')); err != nil {
+			return // the publisher died; its exit status says why
+		}
+	}
+	bw.Flush() //nolint:errcheck // as above
+}
+
+// connectWhenUp connects to the child's embedded server once it has
+// created the stream, or fails if the child exits first.
+func connectWhenUp(ctx context.Context, url string, child *exec.Cmd) (jetstream.JetStream, func(), error) {
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		if child.ProcessState != nil || syscall.Kill(child.Process.Pid, 0) != nil {
+			return nil, nil, errors.New("jetledger run exited while starting")
+		}
+		if nc, err := nats.Connect(url, nats.Timeout(time.Second)); err == nil {
+			js, err := jetstream.New(nc)
+			if err == nil {
+				if _, err = js.Consumer(ctx, "EDGE", consumer.DurableDefault); err == nil {
+					return js, nc.Close, nil
+				}
+			}
+			nc.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return nil, nil, errors.New("jetledger run did not start within a minute")
+}
+
+// freeURL returns a loopback URL with a port that was free just now.
+func freeURL() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return "nats://" + l.Addr().String(), nil
+}
+
+// stop ends a child with SIGTERM and waits for it.
+func stop(cmd *exec.Cmd) {
+	if cmd.Process == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited
+	cmd.Wait()                          //nolint:errcheck // exit status is not the measurement
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"io"
+	"math"
+	"path/filepath"
+	"runtime/debug"
+	"testing"
+	"time"
+)
+
+func TestParseByteSize(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]byteSize{
+		"96MiB": 96 << 20, "96mib": 96 << 20, "96M": 96 << 20, "100MB": 100_000_000, "1GiB": 1 << 30,
+		"65536": 65536, "64 KiB": 64 << 10, "0": 0, "2gb": 2_000_000_000, "12b": 12,
+	} {
+		if got, err := parseByteSize(in); err != nil || got != want {
+			t.Errorf("parseByteSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "MiB", "-1MiB", "1.5GiB", "12QB", "9999999999GiB"} {
+		if got, err := parseByteSize(in); err == nil {
+			t.Errorf("parseByteSize(%q) = %d, want an error", in, got)
+		}
+	}
+}
+
+func TestMemoryLimitUsage(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "l.db")
+	for _, args := range [][]string{
+		{"run", "--db", db, "--memory-limit", "10MiB"},
+		{"run", "--db", db, "--memory-limit", "lots"},
+		{"run", "--db", db, "--memory-limit"},
+	} {
+		if code, _, stderr := runMain(args...); code != exitUsage {
+			t.Fatalf("%v: exit %d, want %d; stderr %s", args, code, exitUsage, stderr)
+		}
+	}
+}
+
+// --memory-limit sets the Go memory limit to the limit less the reserve and
+// gives a stream run creates a window just above publish's retry horizon;
+// the server's own stream config and the runtime are read back. Not
+// parallel: the memory limit is the process's.
+func TestMemoryLimitApplied(t *testing.T) {
+	defer debug.SetMemoryLimit(debug.SetMemoryLimit(-1))
+	tests := []struct {
+		args       []string
+		wantWindow time.Duration
+		wantGo     int64
+	}{
+		{nil, 2 * time.Minute, math.MaxInt64},
+		{[]string{"--memory-limit", "96MiB"}, 30 * time.Second, 68 << 20},
+		{[]string{"--memory-limit", "128MiB", "--duplicate-window", "45s"}, 45 * time.Second, 100 << 20},
+	}
+	for _, tt := range tests {
+		debug.SetMemoryLimit(math.MaxInt64)
+		args := append([]string{"run", "--db", filepath.Join(t.TempDir(), "l.db"), "--listen", "127.0.0.1:0",
+			"--stream", "M", "--subjects", "m.>", "--log-level", "error"}, tt.args...)
+		root, err := parseArgs(args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := root.Run.setup(context.Background(), io.Discard, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := c.js.Stream(context.Background(), "M")
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.CachedInfo().Config.Duplicates; got != tt.wantWindow {
+			t.Errorf("%v: duplicate window %s, want %s", tt.args, got, tt.wantWindow)
+		}
+		if got := debug.SetMemoryLimit(-1); got != tt.wantGo {
+			t.Errorf("%v: Go memory limit %d, want %d", tt.args, got, tt.wantGo)
+		}
+	}
+}
