@@ -330,6 +330,7 @@ type pass struct {
 	start           time.Time // of the pass's work
 	optimisticUntil time.Time // messages starting after it get a savepoint; zero: no bound
 	culpritAt       time.Time // when the message that took the pass down started
+	windowClosed    bool      // optimisticUntil has passed
 }
 
 // optimisticShare: a batch without savepoints runs its messages without one
@@ -337,9 +338,19 @@ type pass struct {
 // a redo then repeats little, and a late overrun costs only itself.
 const optimisticShare = 8
 
-// optimistic says whether the next message runs without a savepoint.
-func (p *pass) optimistic() bool {
-	return !p.savepoints && (p.optimisticUntil.IsZero() || time.Now().Before(p.optimisticUntil))
+// optimistic says whether the next message runs without a savepoint and,
+// when the pass has a deadline to refund, when it started. Once the window
+// has passed it stays closed, and the clock is not read again.
+func (p *pass) optimistic() (bool, time.Time) {
+	switch {
+	case p.savepoints || p.windowClosed:
+		return false, time.Time{}
+	case p.optimisticUntil.IsZero():
+		return true, time.Time{}
+	}
+	now := time.Now()
+	p.windowClosed = !now.Before(p.optimisticUntil)
+	return !p.windowClosed, now
 }
 
 // passEnd says how a pass ended when it did not commit.
@@ -371,6 +382,7 @@ func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, h Han
 	if err != nil {
 		return passEnd{}, fmt.Errorf("ledger: read schema version: %w", err)
 	}
+	s.ownStmts.atSchema(cookie)
 	s.handlerStmts.atSchema(cookie)
 	p.start = time.Now()
 	if deadline, ok := ctx.Deadline(); ok && !m.savepoints {
@@ -439,14 +451,16 @@ func (p *pass) run(batch []Delivery, results []Result, skip []bool) (int, error)
 			results[i] = Result{Outcome: Failed, Err: fmt.Errorf("the batch deadline passed before its turn: %w", context.Cause(p.ctx))}
 			continue
 		}
-		at := time.Now()
-		res, lost, err := p.apply(d)
+		opt, at := p.optimistic()
+		res, lost, err := p.apply(d, opt)
 		if err != nil {
 			return -1, err
 		}
 		results[i] = res
 		if lost {
-			p.culpritAt = at
+			// A message with a savepoint whose transaction went anyway
+			// (rare) refunds its own time too.
+			p.culpritAt = cmp.Or(at, time.Now())
 			return i, nil
 		}
 		if res.Outcome == Applied {
@@ -456,12 +470,12 @@ func (p *pass) run(batch []Delivery, results []Result, skip []bool) (int, error)
 	return -1, nil
 }
 
-// apply runs one message's handler, in a savepoint if the pass has them.
+// apply runs one message's handler, in a savepoint unless optimistic.
 // lost reports a failure that could not be undone alone; err is a failure
 // of the ledger itself, or of the database (a full disk), which is not the
 // message's fault.
-func (p *pass) apply(d *Delivery) (res Result, lost bool, err error) {
-	if p.optimistic() {
+func (p *pass) apply(d *Delivery, optimistic bool) (res Result, lost bool, err error) {
+	if optimistic {
 		herr := p.handle(d)
 		if fault := databaseFault(herr); fault != nil {
 			return Result{}, false, fmt.Errorf("ledger: applying %s: %w", d.MessageID, fault)

@@ -12,3 +12,14 @@ func UseSavepoints(s *Store, on bool) {
 
 // WatchdogArmed says whether the batch watchdog found the writer's handle.
 func WatchdogArmed(s *Store) bool { return s.guard.watched() }
+
+// CachedStatements counts the statements kept across batches: the ledger's
+// own and the handlers'.
+func CachedStatements(s *Store) (own, handler int) {
+	count := func(c *stmtCache) int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.stmts)
+	}
+	return count(&s.ownStmts), count(&s.handlerStmts)
+}

@@ -113,3 +113,42 @@ func TestThreeCopiesDifferentPayloads(t *testing.T) {
 		})
 	}
 }
+
+// A batch's ledger rows are inserted sharing their stream and time; a batch
+// of several streams (only the library can make one) and one of more rows
+// than a statement takes are recorded row by row as they are, and the
+// statements stay cached across batches.
+func TestLedgerRowsAsRecorded(t *testing.T) {
+	t.Parallel()
+	st := openEventsStore(t, false)
+	mixed := []ledger.Delivery{delivery("a", 1, "x"), delivery("b", 2, "y")}
+	mixed[1].Stream, mixed[1].Subject = "T", "other"
+	apply(t, st, credit, mixed...)
+	var big []ledger.Delivery
+	for i := 0; i < 300; i++ {
+		big = append(big, delivery(fmt.Sprintf("m%03d", i), uint64(10+i), "z"))
+	}
+	apply(t, st, credit, big...)
+	apply(t, st, credit, delivery("c", 400, "w"))
+	for _, want := range []struct {
+		id, stream, subject string
+		seq                 int
+	}{{"a", "S", "ev", 1}, {"b", "T", "other", 2}, {"m000", "S", "ev", 10}, {"m299", "S", "ev", 309}, {"c", "S", "ev", 400}} {
+		var stream, subject string
+		var seq, last int
+		var sum []byte
+		if err := st.DB().QueryRow(`SELECT stream, subject, stream_seq, last_seq, payload_sha256 FROM processed_messages WHERE message_id = ?`,
+			want.id).Scan(&stream, &subject, &seq, &last, &sum); err != nil {
+			t.Fatalf("%s: %v", want.id, err)
+		}
+		if stream != want.stream || subject != want.subject || seq != want.seq || last != want.seq || len(sum) != 32 {
+			t.Fatalf("%s: stream %s subject %s seq %d last %d sum %d bytes; want %+v", want.id, stream, subject, seq, last, len(sum), want)
+		}
+	}
+	if n := count(t, st, `SELECT count(*) FROM processed_messages WHERE processed_at <> last_seen_at OR processed_at = 0`); n != 0 {
+		t.Fatalf("%d rows with processed_at unset or unlike last_seen_at", n)
+	}
+	if own, _ := ledger.CachedStatements(st); own == 0 {
+		t.Fatal("no ledger statement is cached across batches")
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/alecthomas/kong"
@@ -31,7 +32,16 @@ const (
 	exitUsage   = 2 // bad flags, arguments or input format
 )
 
+// gcPercent is the collector's target unless GOGC says otherwise: a
+// consumer's heap is small and steady (about 35 MiB over a million
+// messages), and collecting half as often was 5-10 % more messages/s in
+// `jetledger bench`. --memory-limit still caps the heap.
+const gcPercent = 200
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	code := mainExit(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

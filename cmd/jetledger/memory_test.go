@@ -53,8 +53,8 @@ func TestMemoryLimitApplied(t *testing.T) {
 		wantGo     int64
 	}{
 		{nil, 2 * time.Minute, math.MaxInt64},
-		{[]string{"--memory-limit", "96MiB"}, 30 * time.Second, 68 << 20},
-		{[]string{"--memory-limit", "128MiB", "--duplicate-window", "45s"}, 45 * time.Second, 100 << 20},
+		{[]string{"--memory-limit", "96MiB"}, 30 * time.Second, 64 << 20},
+		{[]string{"--memory-limit", "128MiB", "--duplicate-window", "45s"}, 45 * time.Second, 96 << 20},
 	}
 	for _, tt := range tests {
 		debug.SetMemoryLimit(math.MaxInt64)

@@ -164,6 +164,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	// leave hundreds of MiB of garbage whose collection would be measured too.
 	for i, rate := range cfg.Rates {
 		cfg.progress("latency of (c) at %d messages/s for %s…", rate, cfg.LatencyDuration)
+		// Dirty pages other work left behind (an earlier bench writes GBs)
+		// are written back first, not during the run: their writeback
+		// stalled the fsyncs measured here by tens of ms.
+		syncDisks()
 		lat, err := latency(ctx, cfg, i, rate)
 		if err != nil {
 			return res, err
