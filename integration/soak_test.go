@@ -272,7 +272,8 @@ func TestSoak(t *testing.T) {
 }
 
 // checkSoak compares what was published with the ledger, the balances, the
-// outbox and the destination, message by message.
+// outbox and the destination (nil: a run without effects), message by
+// message.
 func checkSoak(t testing.TB, db *sql.DB, dest *webhooktest.Destination, published, uncertain map[string]event, rep *soakReport) {
 	t.Helper()
 	rep.Published, rep.Uncertain = len(published), len(uncertain)
@@ -329,6 +330,9 @@ func checkSoak(t testing.TB, db *sql.DB, dest *webhooktest.Destination, publishe
 			rep.AppliedTwice++
 			t.Errorf("account %s: balance %d, applied events sum to %d", acct, got[acct], w)
 		}
+	}
+	if dest == nil {
+		return // a run without effects
 	}
 	// Sent twice: per outbox row and per message, at most one item; a sent
 	// row's external id is the item's.

@@ -49,6 +49,9 @@ func (f dbFlag) openExisting() (*ledger.Store, error) {
 
 // open opens the ledger; a path it refuses is the flag's usage error.
 func (f dbFlag) open(cfg ledger.Config) (*ledger.Store, error) {
+	if w := weakenedSynchronous(); w != "" {
+		cfg.Synchronous = w
+	}
 	st, err := ledger.Open(f.DB, cfg)
 	if errors.Is(err, ledger.ErrInvalidConfig) {
 		return nil, usagef("--db %q: %w", f.DB, err)

@@ -1,0 +1,302 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
+	"github.com/jetledger/jetledger/publisher"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// faultProxy is a TCP proxy between a client and a server that can add
+// latency, hold the client's traffic to the server (a partition in that
+// direction: nothing is lost, nothing moves, as TCP behaves while it
+// retransmits; the server's messages still arrive, so the client works on
+// what it can no longer ack) and reset every connection.
+type faultProxy struct {
+	l      net.Listener
+	target string
+	delay  atomic.Int64 // per chunk, each way
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	held   bool
+	heal   chan struct{} // closed when a hold ends
+	wg     sync.WaitGroup
+}
+
+func newFaultProxy(t testing.TB, target string) *faultProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &faultProxy{l: l, target: target, conns: map[net.Conn]bool{}, heal: make(chan struct{})}
+	close(p.heal)
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *faultProxy) url() string { return "nats://" + p.l.Addr().String() }
+
+func (p *faultProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[c], p.conns[s] = true, true
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(s, c, true)
+		go p.pipe(c, s, false)
+	}
+}
+
+// pipe copies src to dst, adding the delay, and waits out holds if it
+// carries the client's traffic (up).
+func (p *faultProxy) pipe(dst, src net.Conn, up bool) {
+	defer p.wg.Done()
+	defer func() {
+		p.mu.Lock()
+		delete(p.conns, src)
+		delete(p.conns, dst)
+		p.mu.Unlock()
+		src.Close()
+		dst.Close()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if up {
+				p.mu.Lock()
+				heal := p.heal
+				p.mu.Unlock()
+				<-heal
+			}
+			if d := time.Duration(p.delay.Load()); d > 0 {
+				time.Sleep(d) // the fault itself: latency on the wire
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// hold stops the client's traffic until release.
+func (p *faultProxy) hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.held {
+		p.held, p.heal = true, make(chan struct{})
+	}
+}
+
+func (p *faultProxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held {
+		p.held = false
+		close(p.heal)
+	}
+}
+
+// reset closes every connection with a TCP RST.
+func (p *faultProxy) reset() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetLinger(0) //nolint:errcheck // best effort: RST instead of FIN
+		}
+		c.Close()
+	}
+	return len(p.conns) / 2
+}
+
+// open counts the proxied connections.
+func (p *faultProxy) open() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns) / 2
+}
+
+func (p *faultProxy) close() {
+	p.l.Close()
+	p.release()
+	p.reset()
+	p.wg.Wait()
+}
+
+// healthz returns the status code of run's /healthz.
+func healthz(addr string) int {
+	c := http.Client{Timeout: 10 * time.Second}
+	resp, err := c.Get("http://" + addr + "/healthz")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, resp.Body) //nolint:errcheck // the status is the answer
+	return resp.StatusCode
+}
+
+// Network faults between `jetledger run` and a separate nats-server: added
+// latency, connections reset at random moments (mid-fetch, mid-batch,
+// between a commit and its acks), and a partition longer than AckWait
+// while a second consumer on the same durable and database takes over.
+// Lost acks cost a redelivery each, a duplicate; nothing is lost or
+// applied twice; run never exits, and /healthz reports the partition.
+func TestNetworkFaults(t *testing.T) {
+	resets := 3
+	partitions := 1
+	if os.Getenv("JETLEDGER_NETFAULTS") == "long" {
+		resets, partitions = 20, 5
+	}
+	rng := rand.New(rand.NewPCG(4, 4))
+	dir := t.TempDir()
+	b := &broker{t: t, bin: natsServerBinary(t), dir: filepath.Join(dir, "nats"), port: freePort(t)}
+	b.start()
+	nc, err := nats.Connect(b.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{"ev.>"}, Duplicates: 2 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := publisher.New(js, publisher.Config{Attempts: 10, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dest := webhooktest.NewDestination(t, false)
+	w := &world{t: t, js: js, pub: pub, dir: dir, db: filepath.Join(dir, "ledger.db"), schema: filepath.Join(dir, "schema.sql")}
+	if err := os.WriteFile(w.schema, []byte(balanceTable), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	proxy := newFaultProxy(t, fmt.Sprintf("127.0.0.1:%d", b.port))
+	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	// A few ms of work per message keeps a batch in hand most of the time,
+	// so a partition finds acks to hold back.
+	slowApply := balanceApply + `; SELECT count(*) FROM (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 4000) SELECT x FROM c)`
+	args := func(url string, extra ...string) []string {
+		return append(append([]string{"run", "--nats", url, "--db", w.db, "--stream", stream, "--schema", w.schema,
+			"--apply", slowApply, "--log-format", "json", "--batch", "20", "--max-deliver", "-1"},
+			append(fastPlan, webhookArgs(dest)...)...), extra...)
+	}
+	primary := start(t, nil, args(proxy.url(), "--metrics", metrics)...)
+	consumertest.Eventually(t, time.Minute, "run healthy", func() bool { return healthz(metrics) == http.StatusOK })
+
+	// Publish directly to the server all along, recording what it acked.
+	evs := makeEvents(rng, pub, 3000)
+	var mu sync.Mutex
+	published, uncertain := map[string]event{}, map[string]event{}
+	stop := make(chan struct{})
+	pubDone := make(chan struct{})
+	go func() {
+		defer close(pubDone)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for _, e := range evs {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			_, err := pub.Publish(ctx, publisher.Message{Subject: subject, ID: e.ID, Data: e.data()})
+			mu.Lock()
+			if err != nil {
+				uncertain[e.ID] = e
+			} else {
+				published[e.ID] = e
+			}
+			mu.Unlock()
+		}
+	}()
+
+	// The moments of the faults are the experiment's variable.
+	proxy.delay.Store(int64(20 * time.Millisecond))
+	time.Sleep(2 * time.Second)
+	proxy.delay.Store(0)
+	for i := 0; i < resets; i++ {
+		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
+		// Each reset finds run connected again: it must cut something.
+		consumertest.Eventually(t, 30*time.Second, "run reconnected through the proxy", func() bool { return proxy.open() > 0 })
+		t.Logf("reset %d: %d connections", i+1, proxy.reset())
+	}
+	secondDups := 0.0
+	for i := 0; i < partitions; i++ {
+		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
+		proxy.hold()
+		// Past AckWait (about 1.75s): the server redelivers what the
+		// partitioned run holds to a second run on the same database.
+		second := start(t, nil, args(b.url())...)
+		consumertest.Eventually(t, 30*time.Second, "/healthz reports the partition", func() bool {
+			return healthz(metrics) == http.StatusServiceUnavailable
+		})
+		time.Sleep(2 * time.Second)
+		proxy.release()
+		consumertest.Eventually(t, time.Minute, "/healthz recovers after the partition", func() bool {
+			return healthz(metrics) == http.StatusOK
+		})
+		second.stop()
+		if code := second.wait(time.Minute); code != 0 {
+			t.Errorf("second run exited %d", code)
+		}
+		secondDups += second.stopped()["duplicates"]
+	}
+	close(stop)
+	<-pubDone
+	select {
+	case <-primary.done:
+		t.Fatalf("run exited on a transient network fault:\n%s", primary.output())
+	default:
+	}
+	w.waitDrained(3 * time.Minute)
+	db := w.ledgerDB()
+	consumertest.Eventually(t, 2*time.Minute, "every outbox row sent or in review", func() bool {
+		return count(t, db, `SELECT count(*) FROM outbox WHERE status NOT IN ('sent', 'review')`) == 0
+	})
+	primary.stop()
+	if code := primary.wait(time.Minute); code != 0 {
+		t.Errorf("run exited %d", code)
+	}
+	var rep soakReport
+	checkSoak(t, db, dest, published, uncertain, &rep)
+	dups := primary.stopped()["duplicates"]
+	t.Logf("network faults: %d resets, %d partitions; %d published, %d applied, duplicates acked: %.0f by run, %.0f by the second run; %d in review",
+		resets, partitions, rep.Published, rep.Applied, dups, secondDups, rep.Review)
+	if rep.Lost != 0 || rep.AppliedTwice != 0 || rep.SentTwice != 0 {
+		t.Fatalf("%d lost, %d applied twice, %d sent twice", rep.Lost, rep.AppliedTwice, rep.SentTwice)
+	}
+}
