@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -8,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,9 +16,6 @@ import (
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
-	"github.com/jetledger/jetledger/publisher"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // faultProxy is a TCP proxy between a client and a server that can add
@@ -34,6 +31,8 @@ type faultProxy struct {
 	conns  map[net.Conn]bool
 	held   bool
 	heal   chan struct{} // closed when a hold ends
+	trap   []byte        // reset when the client sends this, dropping it
+	sprung chan struct{} // closed when the trap resets
 	wg     sync.WaitGroup
 }
 
@@ -89,6 +88,9 @@ func (p *faultProxy) pipe(dst, src net.Conn, up bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if n > 0 && up && p.sprang(buf[:n]) {
+			return
+		}
 		if n > 0 {
 			if up {
 				p.mu.Lock()
@@ -107,6 +109,30 @@ func (p *faultProxy) pipe(dst, src net.Conn, up bool) {
 			return
 		}
 	}
+}
+
+// resetOn arms a reset for the moment the client sends pattern: the chunk
+// that carries it is dropped, so what it held (acks, a pull request) never
+// reaches the server. The returned channel closes when it fired.
+func (p *faultProxy) resetOn(pattern string) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.trap, p.sprung = []byte(pattern), make(chan struct{})
+	return p.sprung
+}
+
+// sprang resets every connection if chunk springs the trap.
+func (p *faultProxy) sprang(chunk []byte) bool {
+	p.mu.Lock()
+	if p.trap == nil || !bytes.Contains(chunk, p.trap) {
+		p.mu.Unlock()
+		return false
+	}
+	p.trap = nil
+	close(p.sprung)
+	p.mu.Unlock()
+	p.reset()
+	return true
 }
 
 // hold stops the client's traffic until release.
@@ -154,6 +180,17 @@ func (p *faultProxy) close() {
 	p.wg.Wait()
 }
 
+// waitSprung waits for an armed reset to fire.
+func waitSprung(t *testing.T, sprung <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-sprung:
+		t.Logf("reset as %s left run", what)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("run sent no %s through the proxy within 30s", what)
+	}
+}
+
 // healthz returns the status code of run's /healthz.
 func healthz(addr string) int {
 	c := http.Client{Timeout: 10 * time.Second}
@@ -179,31 +216,9 @@ func TestNetworkFaults(t *testing.T) {
 		resets, partitions = 20, 5
 	}
 	rng := rand.New(rand.NewPCG(4, 4))
-	dir := t.TempDir()
-	b := &broker{t: t, bin: natsServerBinary(t), dir: filepath.Join(dir, "nats"), port: freePort(t)}
-	b.start()
-	nc, err := nats.Connect(b.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{"ev.>"}, Duplicates: 2 * time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	pub, err := publisher.New(js, publisher.Config{Attempts: 10, Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, w := newBrokerWorld(t)
+	ctx, pub := context.Background(), w.pub
 	dest := webhooktest.NewDestination(t, false)
-	w := &world{t: t, js: js, pub: pub, dir: dir, db: filepath.Join(dir, "ledger.db"), schema: filepath.Join(dir, "schema.sql")}
-	if err := os.WriteFile(w.schema, []byte(balanceTable), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	proxy := newFaultProxy(t, fmt.Sprintf("127.0.0.1:%d", b.port))
 	metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	// A few ms of work per message keeps a batch in hand most of the time,
@@ -219,40 +234,27 @@ func TestNetworkFaults(t *testing.T) {
 
 	// Publish directly to the server all along, recording what it acked.
 	evs := makeEvents(rng, pub, 3000)
-	var mu sync.Mutex
-	published, uncertain := map[string]event{}, map[string]event{}
 	stop := make(chan struct{})
-	pubDone := make(chan struct{})
-	go func() {
-		defer close(pubDone)
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		for _, e := range evs {
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-			_, err := pub.Publish(ctx, publisher.Message{Subject: subject, ID: e.ID, Data: e.data()})
-			mu.Lock()
-			if err != nil {
-				uncertain[e.ID] = e
-			} else {
-				published[e.ID] = e
-			}
-			mu.Unlock()
-		}
-	}()
+	pubs, pubDone := publishPaced(ctx, pub, evs, 5*time.Millisecond, stop)
 
 	// The moments of the faults are the experiment's variable.
 	proxy.delay.Store(int64(20 * time.Millisecond))
 	time.Sleep(2 * time.Second)
 	proxy.delay.Store(0)
+	// Resets: at a random moment; as the acks of a committed batch leave
+	// (they are lost: redeliveries, which are duplicates); as a pull
+	// request leaves (the fetch is lost mid-way).
 	for i := 0; i < resets; i++ {
 		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
-		// Each reset finds run connected again: it must cut something.
 		consumertest.Eventually(t, 30*time.Second, "run reconnected through the proxy", func() bool { return proxy.open() > 0 })
-		t.Logf("reset %d: %d connections", i+1, proxy.reset())
+		switch i % 3 {
+		case 0:
+			t.Logf("reset %d at random: %d connections", i+1, proxy.reset())
+		case 1:
+			waitSprung(t, proxy.resetOn("$JS.ACK."), "acks")
+		case 2:
+			waitSprung(t, proxy.resetOn("$JS.API.CONSUMER.MSG.NEXT."), "a pull request")
+		}
 	}
 	secondDups := 0.0
 	for i := 0; i < partitions; i++ {
@@ -292,8 +294,10 @@ func TestNetworkFaults(t *testing.T) {
 		t.Errorf("run exited %d", code)
 	}
 	var rep soakReport
-	checkSoak(t, db, dest, published, uncertain, &rep)
-	dups := primary.stopped()["duplicates"]
+	checkSoak(t, db, dest, pubs.published, pubs.uncertain, &rep)
+	totals := primary.stopped()
+	t.Logf("run totals: %v", totals)
+	dups := totals["duplicates"]
 	t.Logf("network faults: %d resets, %d partitions; %d published, %d applied, duplicates acked: %.0f by run, %.0f by the second run; %d in review",
 		resets, partitions, rep.Published, rep.Applied, dups, secondDups, rep.Review)
 	if rep.Lost != 0 || rep.AppliedTwice != 0 || rep.SentTwice != 0 {

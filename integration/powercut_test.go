@@ -127,6 +127,8 @@ func runPowerCuts(t *testing.T, cfg powerCuts) powerReport {
 		closeConn()
 		// Publish in chunks until the cut; the moment is the experiment's
 		// variable, not synchronisation.
+		// Drawn before the publisher starts: it owns rng from then on.
+		cutAfter := time.Duration(300+rng.IntN(1500)) * time.Millisecond
 		stop := make(chan struct{})
 		var current *proc
 		pubDone := make(chan struct{})
@@ -158,7 +160,7 @@ func runPowerCuts(t *testing.T, cfg powerCuts) powerReport {
 				mu.Unlock()
 			}
 		}()
-		time.Sleep(time.Duration(300+rng.IntN(1500)) * time.Millisecond)
+		time.Sleep(cutAfter)
 		close(stop)
 		run.kill()
 		mu.Lock()

@@ -99,6 +99,67 @@ type broker struct {
 
 func (b *broker) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", b.port) }
 
+// publishes records what a publisher sent: acked by the stream, or not
+// known (an error after which the message may or may not be stored).
+type publishes struct {
+	published, uncertain map[string]event
+}
+
+// publishPaced publishes evs one every interval until stop closes (nil:
+// all of them); the record is complete once done closes.
+func publishPaced(ctx context.Context, pub *publisher.Publisher, evs []event, every time.Duration, stop <-chan struct{}) (*publishes, <-chan struct{}) {
+	p := &publishes{published: map[string]event{}, uncertain: map[string]event{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for _, e := range evs {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if _, err := pub.Publish(ctx, publisher.Message{Subject: subject, ID: e.ID, Data: e.data()}); err != nil {
+				p.uncertain[e.ID] = e
+			} else {
+				p.published[e.ID] = e
+			}
+		}
+	}()
+	return p, done
+}
+
+// newBrokerWorld starts a nats-server process with the test's stream, and
+// a world on it whose client and publisher ride out the server's restarts.
+func newBrokerWorld(t *testing.T) (*broker, *world) {
+	t.Helper()
+	dir := t.TempDir()
+	b := &broker{t: t, bin: natsServerBinary(t), dir: filepath.Join(dir, "nats"), port: freePort(t)}
+	b.start()
+	nc, err := nats.Connect(b.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(context.Background(), jetstream.StreamConfig{Name: stream, Subjects: []string{"ev.>"}, Duplicates: 2 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := publisher.New(js, publisher.Config{Attempts: 10, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, js: js, pub: pub, dir: dir, db: filepath.Join(dir, "ledger.db"), schema: filepath.Join(dir, "schema.sql")}
+	if err := os.WriteFile(w.schema, []byte(balanceTable), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return b, w
+}
+
 func (b *broker) start() {
 	b.t.Helper()
 	b.p = startBinary(b.t, b.bin, nil, "-js", "-sd", b.dir, "-a", "127.0.0.1", "-p", strconv.Itoa(b.port))
@@ -140,34 +201,11 @@ func TestSoak(t *testing.T) {
 	prof := soakProfileFromEnv(t)
 	began := time.Now()
 	rng := rand.New(rand.NewPCG(prof.Seed, 7))
-	dir := t.TempDir()
-	b := &broker{t: t, bin: natsServerBinary(t), dir: filepath.Join(dir, "nats"), port: freePort(t)}
-	b.start()
-
-	nc, err := nats.Connect(b.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.RetryOnFailedConnect(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, w := newBrokerWorld(t)
 	ctx := context.Background()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{"ev.>"}, Duplicates: 2 * time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	pub, err := publisher.New(js, publisher.Config{Attempts: 10, Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	pub := w.pub
 	dest := webhooktest.NewDestination(t, false)
 	dest.SetDelay(time.Millisecond)
-
-	w := &world{t: t, js: js, pub: pub, dir: dir, db: filepath.Join(dir, "ledger.db"), schema: filepath.Join(dir, "schema.sql")}
-	if err := os.WriteFile(w.schema, []byte(balanceTable), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	consumerArgs := func() []string {
 		return append([]string{"run", "--nats", b.url(), "--db", w.db, "--stream", stream, "--schema", w.schema,
 			"--apply", balanceApply, "--log-format", "json", "--batch", "50", "--max-deliver", "-1"},
@@ -178,26 +216,7 @@ func TestSoak(t *testing.T) {
 
 	// Publish at the profile's rate, recording what the stream acked.
 	evs := makeEvents(rng, pub, prof.Messages)
-	var mu sync.Mutex
-	published := map[string]event{}
-	uncertain := map[string]event{}
-	pubDone := make(chan struct{})
-	go func() {
-		defer close(pubDone)
-		tick := time.NewTicker(time.Second / time.Duration(prof.Rate))
-		defer tick.Stop()
-		for _, e := range evs {
-			<-tick.C
-			_, err := pub.Publish(ctx, publisher.Message{Subject: subject, ID: e.ID, Data: e.data()})
-			mu.Lock()
-			if err != nil {
-				uncertain[e.ID] = e
-			} else {
-				published[e.ID] = e
-			}
-			mu.Unlock()
-		}
-	}()
+	pubs, pubDone := publishPaced(ctx, pub, evs, time.Second/time.Duration(prof.Rate), nil)
 
 	// Faults, one at a time, in random order at random moments.
 	var faults []string
@@ -257,7 +276,7 @@ func TestSoak(t *testing.T) {
 		t.Errorf("final consumer exited %d", code)
 	}
 	rep.Seconds = time.Since(began).Seconds()
-	checkSoak(t, db, dest, published, uncertain, &rep)
+	checkSoak(t, db, dest, pubs.published, pubs.uncertain, &rep)
 
 	out, _ := json.MarshalIndent(rep, "", "  ")
 	t.Logf("soak report:\n%s", out)

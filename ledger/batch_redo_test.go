@@ -114,39 +114,34 @@ func TestPipelinedLeavesTheWriterAtFull(t *testing.T) {
 // deadline passed before its turn"), nak'ed and counted a delivery -
 // dead-lettered on their last. With savepoints the same batch fits.
 func TestRedoMustNotCostOthersTheirTurn(t *testing.T) {
-	t.Parallel()
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			st := openEventsStore(t, m.savepoints)
-			h := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
-				if err := recordEvent(ctx, tx, d); err != nil {
-					return err
-				}
-				select { // 50 ms of work (a call to a local service, say)
-				case <-time.After(50 * time.Millisecond):
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-				if d.MessageID == "m6" {
-					return errors.New("m6 fails")
-				}
-				return nil
+	inBothModes(t, func(t *testing.T, st *ledger.Store) {
+		h := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+			if err := recordEvent(ctx, tx, d); err != nil {
+				return err
 			}
-			var batch []ledger.Delivery
-			for i := range 10 {
-				batch = append(batch, delivery(fmt.Sprintf("m%d", i), uint64(i+1), "x"))
+			select { // 50 ms of work (a call to a local service, say)
+			case <-time.After(50 * time.Millisecond):
+			case <-ctx.Done():
+				return ctx.Err()
 			}
-			// 10 × 50 ms = 500 ms of work within a 700 ms deadline.
-			rs, err := st.ApplyBatch(context.Background(), batch, h, ledger.Budget{Work: 700 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
+			if d.MessageID == "m6" {
+				return errors.New("m6 fails")
 			}
-			for i, r := range rs {
-				if want := map[bool]ledger.Outcome{true: ledger.Failed, false: ledger.Applied}[i == 6]; r.Outcome != want {
-					t.Errorf("m%d = %v (%v), want %v", i, r.Outcome, r.Err, want)
-				}
+			return nil
+		}
+		var batch []ledger.Delivery
+		for i := range 10 {
+			batch = append(batch, delivery(fmt.Sprintf("m%d", i), uint64(i+1), "x"))
+		}
+		// 10 × 50 ms = 500 ms of work within a 700 ms deadline.
+		rs, err := st.ApplyBatch(context.Background(), batch, h, ledger.Budget{Work: 700 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range rs {
+			if want := map[bool]ledger.Outcome{true: ledger.Failed, false: ledger.Applied}[i == 6]; r.Outcome != want {
+				t.Errorf("m%d = %v (%v), want %v", i, r.Outcome, r.Err, want)
 			}
-		})
-	}
+		}
+	})
 }

@@ -28,6 +28,18 @@ func recordEvent(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
 	return credit(ctx, tx, d)
 }
 
+// inBothModes runs f in parallel on a fresh events store in each mode.
+func inBothModes(t *testing.T, f func(t *testing.T, st *ledger.Store)) {
+	t.Helper()
+	t.Parallel()
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, openEventsStore(t, m.savepoints))
+		})
+	}
+}
+
 func openEventsStore(t *testing.T, savepoints bool) *ledger.Store {
 	t.Helper()
 	st := openStore(t)
@@ -57,138 +69,113 @@ func apply(t *testing.T, st *ledger.Store, h ledger.Handler, batch ...ledger.Del
 }
 
 func TestSameIDTwiceInOneBatch(t *testing.T) {
-	t.Parallel()
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			st := openEventsStore(t, m.savepoints)
-			rs := apply(t, st, recordEvent, delivery("m1", 1, "x"), delivery("m1", 7, "x"), delivery("m2", 8, "y"))
-			if got := outcomes(rs); !equal(got, []ledger.Outcome{ledger.Applied, ledger.Duplicate, ledger.Applied}) {
-				t.Fatalf("outcomes = %v", got)
-			}
-			if b := balance(t, st); b != 2 {
-				t.Fatalf("balance = %d, want 2: applied twice or lost", b)
-			}
-			if n := count(t, st, `SELECT count(*) FROM events`); n != 2 {
-				t.Fatalf("events rows = %d, want 2", n)
-			}
-			// The later copy is where prune must look: its sequence is kept.
-			if n := count(t, st, `SELECT last_seq FROM processed_messages WHERE message_id = 'm1'`); n != 7 {
-				t.Fatalf("last_seq of m1 = %d, want 7", n)
-			}
-		})
-	}
+	inBothModes(t, func(t *testing.T, st *ledger.Store) {
+		rs := apply(t, st, recordEvent, delivery("m1", 1, "x"), delivery("m1", 7, "x"), delivery("m2", 8, "y"))
+		if got := outcomes(rs); !equal(got, []ledger.Outcome{ledger.Applied, ledger.Duplicate, ledger.Applied}) {
+			t.Fatalf("outcomes = %v", got)
+		}
+		if b := balance(t, st); b != 2 {
+			t.Fatalf("balance = %d, want 2: applied twice or lost", b)
+		}
+		if n := count(t, st, `SELECT count(*) FROM events`); n != 2 {
+			t.Fatalf("events rows = %d, want 2", n)
+		}
+		// The later copy is where prune must look: its sequence is kept.
+		if n := count(t, st, `SELECT last_seq FROM processed_messages WHERE message_id = 'm1'`); n != 7 {
+			t.Fatalf("last_seq of m1 = %d, want 7", n)
+		}
+	})
 }
 
 func TestSameIDDifferentPayloadInOneBatch(t *testing.T) {
-	t.Parallel()
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			st := openEventsStore(t, m.savepoints)
-			rs := apply(t, st, recordEvent, delivery("m1", 1, "x"), delivery("m1", 2, "other"))
-			if got := outcomes(rs); !equal(got, []ledger.Outcome{ledger.Applied, ledger.Conflict}) || !errors.Is(rs[1].Err, ledger.ErrConflict) {
-				t.Fatalf("results = %+v", rs)
-			}
-			if b := balance(t, st); b != 1 {
-				t.Fatalf("balance = %d, want 1", b)
-			}
-			cs, err := st.Conflicts(context.Background(), 10)
-			if err != nil || len(cs) != 1 || cs[0].MessageID != "m1" || cs[0].Sequence != 2 {
-				t.Fatalf("conflicts = %+v, %v", cs, err)
-			}
-		})
-	}
+	inBothModes(t, func(t *testing.T, st *ledger.Store) {
+		rs := apply(t, st, recordEvent, delivery("m1", 1, "x"), delivery("m1", 2, "other"))
+		if got := outcomes(rs); !equal(got, []ledger.Outcome{ledger.Applied, ledger.Conflict}) || !errors.Is(rs[1].Err, ledger.ErrConflict) {
+			t.Fatalf("results = %+v", rs)
+		}
+		if b := balance(t, st); b != 1 {
+			t.Fatalf("balance = %d, want 1", b)
+		}
+		cs, err := st.Conflicts(context.Background(), 10)
+		if err != nil || len(cs) != 1 || cs[0].MessageID != "m1" || cs[0].Sequence != 2 {
+			t.Fatalf("conflicts = %+v, %v", cs, err)
+		}
+	})
 }
 
 // A copy whose first copy in the batch failed is a new message: it must be
 // tried, not taken for a duplicate of something never applied.
 func TestFailedFirstCopyLeavesTheSecondToApply(t *testing.T) {
-	t.Parallel()
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			st := openEventsStore(t, m.savepoints)
-			failFirst := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
-				if err := recordEvent(ctx, tx, d); err != nil {
-					return err
-				}
-				if d.Sequence == 1 {
-					return errors.New("first copy fails after writing")
-				}
-				return nil
+	inBothModes(t, func(t *testing.T, st *ledger.Store) {
+		failFirst := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+			if err := recordEvent(ctx, tx, d); err != nil {
+				return err
 			}
-			rs := apply(t, st, failFirst, delivery("m1", 1, "x"), delivery("m1", 2, "x"))
-			if got := outcomes(rs); !equal(got, []ledger.Outcome{ledger.Failed, ledger.Applied}) {
-				t.Fatalf("outcomes = %v", got)
+			if d.Sequence == 1 {
+				return errors.New("first copy fails after writing")
 			}
-			if b, n := balance(t, st), count(t, st, `SELECT count(*) FROM events`); b != 1 || n != 1 {
-				t.Fatalf("balance %d, events %d: want 1 and 1", b, n)
-			}
-		})
-	}
+			return nil
+		}
+		rs := apply(t, st, failFirst, delivery("m1", 1, "x"), delivery("m1", 2, "x"))
+		if got := outcomes(rs); !equal(got, []ledger.Outcome{ledger.Failed, ledger.Applied}) {
+			t.Fatalf("outcomes = %v", got)
+		}
+		if b, n := balance(t, st), count(t, st, `SELECT count(*) FROM events`); b != 1 || n != 1 {
+			t.Fatalf("balance %d, events %d: want 1 and 1", b, n)
+		}
+	})
 }
 
 // One message failing in a batch costs only itself: every other message of
 // the batch is applied once, with its queued rows, and the failed one
 // leaves nothing behind.
 func TestOneFailureCostsOnlyItself(t *testing.T) {
-	t.Parallel()
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			st := openEventsStore(t, m.savepoints)
-			failOne := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
-				if err := recordEvent(ctx, tx, d); err != nil {
-					return err
-				}
-				if d.MessageID == "m25" {
-					return errors.New("m25 fails after writing")
-				}
-				return nil
+	inBothModes(t, func(t *testing.T, st *ledger.Store) {
+		failOne := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+			if err := recordEvent(ctx, tx, d); err != nil {
+				return err
 			}
-			var batch []ledger.Delivery
-			for i := range 50 {
-				batch = append(batch, delivery(fmt.Sprintf("m%d", i), uint64(i+1), fmt.Sprint(i)))
+			if d.MessageID == "m25" {
+				return errors.New("m25 fails after writing")
 			}
-			rs := apply(t, st, failOne, batch...)
-			for i, r := range rs {
-				if want := map[bool]ledger.Outcome{true: ledger.Failed, false: ledger.Applied}[i == 25]; r.Outcome != want {
-					t.Fatalf("result %d = %v, want %v", i, r.Outcome, want)
-				}
+			return nil
+		}
+		var batch []ledger.Delivery
+		for i := range 50 {
+			batch = append(batch, delivery(fmt.Sprintf("m%d", i), uint64(i+1), fmt.Sprint(i)))
+		}
+		rs := apply(t, st, failOne, batch...)
+		for i, r := range rs {
+			if want := map[bool]ledger.Outcome{true: ledger.Failed, false: ledger.Applied}[i == 25]; r.Outcome != want {
+				t.Fatalf("result %d = %v, want %v", i, r.Outcome, want)
 			}
-			if b := balance(t, st); b != 49 {
-				t.Fatalf("balance = %d, want 49", b)
-			}
-			if n := count(t, st, `SELECT count(*) FROM events WHERE message_id = 'm25'`) +
-				count(t, st, `SELECT count(*) FROM processed_messages WHERE message_id = 'm25'`); n != 0 {
-				t.Fatalf("the failed message left %d rows", n)
-			}
-			if n := count(t, st, `SELECT count(*) FROM events`); n != 49 {
-				t.Fatalf("events rows = %d, want 49", n)
-			}
-		})
-	}
+		}
+		if b := balance(t, st); b != 49 {
+			t.Fatalf("balance = %d, want 49", b)
+		}
+		if n := count(t, st, `SELECT count(*) FROM events WHERE message_id = 'm25'`) +
+			count(t, st, `SELECT count(*) FROM processed_messages WHERE message_id = 'm25'`); n != 0 {
+			t.Fatalf("the failed message left %d rows", n)
+		}
+		if n := count(t, st, `SELECT count(*) FROM events`); n != 49 {
+			t.Fatalf("events rows = %d, want 49", n)
+		}
+	})
 }
 
 // A queued row that fails its insert (a CHECK here) cannot be pinned on a
 // message inside a multi-row statement: the batch is redone inserting each
 // row at once, so only that message fails.
 func TestInsertLaterFailureCostsOnlyItsMessage(t *testing.T) {
-	t.Parallel()
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			st := openEventsStore(t, m.savepoints)
-			rs := apply(t, st, recordEvent, delivery("m1", 1, "ok"), delivery("m2", 2, "bad"), delivery("m3", 3, "ok"))
-			if got := outcomes(rs); !equal(got, []ledger.Outcome{ledger.Applied, ledger.Failed, ledger.Applied}) {
-				t.Fatalf("outcomes = %v (%v)", got, rs[1].Err)
-			}
-			if b, n := balance(t, st), count(t, st, `SELECT count(*) FROM events`); b != 2 || n != 2 {
-				t.Fatalf("balance %d, events %d: want 2 and 2", b, n)
-			}
-		})
-	}
+	inBothModes(t, func(t *testing.T, st *ledger.Store) {
+		rs := apply(t, st, recordEvent, delivery("m1", 1, "ok"), delivery("m2", 2, "bad"), delivery("m3", 3, "ok"))
+		if got := outcomes(rs); !equal(got, []ledger.Outcome{ledger.Applied, ledger.Failed, ledger.Applied}) {
+			t.Fatalf("outcomes = %v (%v)", got, rs[1].Err)
+		}
+		if b, n := balance(t, st), count(t, st, `SELECT count(*) FROM events`); b != 2 || n != 2 {
+			t.Fatalf("balance %d, events %d: want 2 and 2", b, n)
+		}
+	})
 }
 
 func TestInsertLaterIsHeldToWhatAHandlerMayDo(t *testing.T) {

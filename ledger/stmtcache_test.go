@@ -64,28 +64,23 @@ func TestCachedStatementSkipsTheAuthorizer(t *testing.T) {
 // batch. Handler's documentation and the README say so; this keeps it true
 // in both modes, so that a change is a decision, not an accident.
 func TestHandlerSeesTheLedgerAsOfTheBatchStart(t *testing.T) {
-	t.Parallel()
-	for _, m := range modes {
-		t.Run(m.name, func(t *testing.T) {
-			t.Parallel()
-			st := openEventsStore(t, m.savepoints)
-			seen := map[string]int{}
-			h := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
-				var n int
-				if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM processed_messages WHERE message_id IN ('a', ?)`, d.MessageID).Scan(&n); err != nil {
-					return err
-				}
-				seen[d.MessageID] = n
-				return nil
+	inBothModes(t, func(t *testing.T, st *ledger.Store) {
+		seen := map[string]int{}
+		h := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM processed_messages WHERE message_id IN ('a', ?)`, d.MessageID).Scan(&n); err != nil {
+				return err
 			}
-			apply(t, st, h, delivery("a", 1, "x"), delivery("b", 2, "y"))
-			if seen["a"] != 0 || seen["b"] != 0 {
-				t.Fatalf("ledger rows visible to the handler: a saw %d, b saw %d; want 0 and 0 (the ledger as of the batch's start)", seen["a"], seen["b"])
-			}
-			apply(t, st, h, delivery("c", 3, "z"))
-			if seen["c"] != 1 {
-				t.Fatalf("c saw %d rows of an earlier batch, want 1 (a)", seen["c"])
-			}
-		})
-	}
+			seen[d.MessageID] = n
+			return nil
+		}
+		apply(t, st, h, delivery("a", 1, "x"), delivery("b", 2, "y"))
+		if seen["a"] != 0 || seen["b"] != 0 {
+			t.Fatalf("ledger rows visible to the handler: a saw %d, b saw %d; want 0 and 0 (the ledger as of the batch's start)", seen["a"], seen["b"])
+		}
+		apply(t, st, h, delivery("c", 3, "z"))
+		if seen["c"] != 1 {
+			t.Fatalf("c saw %d rows of an earlier batch, want 1 (a)", seen["c"])
+		}
+	})
 }
