@@ -41,6 +41,10 @@ type Config struct {
 	Window int
 	// Logger receives retry warnings. Default slog.Default().
 	Logger *slog.Logger
+	// OnAck, if set, is called by PublishBatch with each ack as it is
+	// confirmed, in order: a caller that dies mid-batch still knows which
+	// messages the stream has.
+	OnAck func(Ack)
 }
 
 // Message is one message to publish.
@@ -219,7 +223,7 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) ([]Ack, er
 			if f != nil {
 				select {
 				case pa := <-f.Ok():
-					acks = append(acks, Ack{ID: ids[i], Stream: pa.Stream, Sequence: pa.Sequence, Duplicate: pa.Duplicate})
+					acks = append(acks, p.acked(Ack{ID: ids[i], Stream: pa.Stream, Sequence: pa.Sequence, Duplicate: pa.Duplicate}))
 					continue
 				case err := <-f.Err():
 					if !retryable(err) {
@@ -233,8 +237,16 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) ([]Ack, er
 			if err != nil {
 				return acks, err
 			}
-			acks = append(acks, ack)
+			acks = append(acks, p.acked(ack))
 		}
 	}
 	return acks, nil
+}
+
+// acked tells OnAck of a confirmed ack.
+func (p *Publisher) acked(a Ack) Ack {
+	if p.cfg.OnAck != nil {
+		p.cfg.OnAck(a)
+	}
+	return a
 }

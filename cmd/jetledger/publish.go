@@ -81,13 +81,26 @@ func (c *publishCmd) Run(inv *invocation) error {
 		return err
 	}
 	defer nc.Close()
-	p, err := publisher.New(js, publisher.Config{Attempts: c.Attempts, Timeout: c.Timeout, Logger: log})
+	// Each ack is printed as it comes: a publish killed mid-way leaves a
+	// record of what the stream has.
+	dups := 0
+	enc := json.NewEncoder(inv.stdout)
+	onAck := func(a publisher.Ack) {
+		if a.Duplicate {
+			dups++
+		}
+		if c.JSON {
+			enc.Encode(a) //nolint:errcheck // stdout
+		} else {
+			fmt.Fprintf(inv.stdout, "seq=%d id=%s duplicate=%t\n", a.Sequence, a.ID, a.Duplicate)
+		}
+	}
+	p, err := publisher.New(js, publisher.Config{Attempts: c.Attempts, Timeout: c.Timeout, Logger: log, OnAck: onAck})
 	if err != nil {
 		return usageError{err}
 	}
 	warnWindow(inv.ctx, js, p, c.Subject, log)
 	acks, err := p.PublishBatch(inv.ctx, msgs)
-	dups := c.report(inv.stdout, acks)
 	if err != nil {
 		return fmt.Errorf("published %d of %d messages: %w", len(acks), len(msgs), err)
 	}
@@ -117,22 +130,6 @@ func (c *publishCmd) messages() ([]publisher.Message, error) {
 		}
 	}
 	return []publisher.Message{m}, nil
-}
-
-// report prints one line (or JSON object) per ack and returns the duplicates.
-func (c *publishCmd) report(w io.Writer, acks []publisher.Ack) (dups int) {
-	enc := json.NewEncoder(w)
-	for _, a := range acks {
-		if a.Duplicate {
-			dups++
-		}
-		if c.JSON {
-			enc.Encode(a) //nolint:errcheck // stdout
-		} else {
-			fmt.Fprintf(w, "seq=%d id=%s duplicate=%t\n", a.Sequence, a.ID, a.Duplicate)
-		}
-	}
-	return dups
 }
 
 // warnWindow warns when retries may outlive the stream's duplicate window.
