@@ -19,10 +19,10 @@ import (
 )
 
 // faultProxy is a TCP proxy between a client and a server that can add
-// latency, hold the client's traffic to the server (a partition in that
-// direction: nothing is lost, nothing moves, as TCP behaves while it
-// retransmits; the server's messages still arrive, so the client works on
-// what it can no longer ack) and reset every connection.
+// latency, hold traffic (a partition: nothing is lost, nothing moves, as
+// TCP behaves while it retransmits) one way, the client's to the server,
+// so the client works on messages it can no longer ack, or both ways, and
+// reset every connection.
 type faultProxy struct {
 	l      net.Listener
 	target string
@@ -30,6 +30,7 @@ type faultProxy struct {
 	mu     sync.Mutex
 	conns  map[net.Conn]bool
 	held   bool
+	both   bool          // the hold stops the server's traffic too
 	heal   chan struct{} // closed when a hold ends
 	trap   []byte        // reset when the client sends this, dropping it
 	sprung chan struct{} // closed when the trap resets
@@ -92,10 +93,10 @@ func (p *faultProxy) pipe(dst, src net.Conn, up bool) {
 			return
 		}
 		if n > 0 {
-			if up {
-				p.mu.Lock()
-				heal := p.heal
-				p.mu.Unlock()
+			p.mu.Lock()
+			heal, wait := p.heal, up || p.both
+			p.mu.Unlock()
+			if wait {
 				<-heal
 			}
 			if d := time.Duration(p.delay.Load()); d > 0 {
@@ -135,12 +136,13 @@ func (p *faultProxy) sprang(chunk []byte) bool {
 	return true
 }
 
-// hold stops the client's traffic until release.
-func (p *faultProxy) hold() {
+// hold stops the client's traffic until release, and the server's too if
+// both.
+func (p *faultProxy) hold(both bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.held {
-		p.held, p.heal = true, make(chan struct{})
+		p.held, p.both, p.heal = true, both, make(chan struct{})
 	}
 }
 
@@ -211,7 +213,7 @@ func healthz(addr string) int {
 // applied twice; run never exits, and /healthz reports the partition.
 func TestNetworkFaults(t *testing.T) {
 	resets := 3
-	partitions := 1
+	partitions := 2
 	if os.Getenv("JETLEDGER_NETFAULTS") == "long" {
 		resets, partitions = 20, 5
 	}
@@ -260,7 +262,9 @@ func TestNetworkFaults(t *testing.T) {
 	secondDups := 0.0
 	for i := 0; i < partitions; i++ {
 		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
-		proxy.hold()
+		// One way (run's acks and pull requests stop, the server's
+		// messages still arrive) or both ways, in turn.
+		proxy.hold(i%2 == 1)
 		// Past AckWait (about 1.75s): the server redelivers what the
 		// partitioned run holds to a second run on the same database.
 		second := start(t, nil, args(b.url())...)
