@@ -289,15 +289,7 @@ func TestNetworkFaults(t *testing.T) {
 		t.Fatalf("run exited on a transient network fault:\n%s", primary.output())
 	default:
 	}
-	w.waitDrained(3 * time.Minute)
-	db := w.ledgerDB()
-	consumertest.Eventually(t, 2*time.Minute, "every outbox row sent or in review", func() bool {
-		return count(t, db, `SELECT count(*) FROM outbox WHERE status NOT IN ('sent', 'review')`) == 0
-	})
-	primary.stop()
-	if code := primary.wait(time.Minute); code != 0 {
-		t.Errorf("run exited %d", code)
-	}
+	db := w.drainAndStop(primary, 3*time.Minute)
 	var rep soakReport
 	checkSoak(t, db, dest, pubs.published, pubs.uncertain, &rep)
 	totals := primary.stopped()

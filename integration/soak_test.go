@@ -99,6 +99,22 @@ type broker struct {
 
 func (b *broker) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", b.port) }
 
+// drainAndStop waits until run has acked every message and settled every
+// outbox row, stops it, and returns the ledger opened read-only.
+func (w *world) drainAndStop(run *proc, timeout time.Duration) *sql.DB {
+	w.t.Helper()
+	w.waitDrained(timeout)
+	db := w.ledgerDB()
+	consumertest.Eventually(w.t, 2*time.Minute, "every outbox row sent or in review", func() bool {
+		return count(w.t, db, `SELECT count(*) FROM outbox WHERE status NOT IN ('sent', 'review')`) == 0
+	})
+	run.stop()
+	if code := run.wait(time.Minute); code != 0 {
+		w.t.Errorf("run exited %d", code)
+	}
+	return db
+}
+
 // publishes records what a publisher sent: acked by the stream, or not
 // known (an error after which the message may or may not be stored).
 type publishes struct {
@@ -265,16 +281,7 @@ func TestSoak(t *testing.T) {
 	}
 	<-pubDone
 
-	// Drain: every message acked, every outbox row settled.
-	w.waitDrained(5 * time.Minute)
-	db := w.ledgerDB()
-	consumertest.Eventually(t, 2*time.Minute, "every outbox row sent or in review", func() bool {
-		return count(t, db, `SELECT count(*) FROM outbox WHERE status NOT IN ('sent', 'review')`) == 0
-	})
-	primary.stop()
-	if code := primary.wait(time.Minute); code != 0 {
-		t.Errorf("final consumer exited %d", code)
-	}
+	db := w.drainAndStop(primary, 5*time.Minute)
 	rep.Seconds = time.Since(began).Seconds()
 	checkSoak(t, db, dest, pubs.published, pubs.uncertain, &rep)
 

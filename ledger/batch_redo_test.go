@@ -62,15 +62,7 @@ func TestPipelinedLeavesTheWriterAtFull(t *testing.T) {
 	if syncLevel() != 2 {
 		t.Fatalf("synchronous = %d at open", syncLevel())
 	}
-	fail := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
-		if err := recordEvent(ctx, tx, d); err != nil {
-			return err
-		}
-		if d.MessageID == "bad" {
-			return errors.New("fails")
-		}
-		return nil
-	}
+	fail := recordFailing("bad")
 	for _, batch := range [][]ledger.Delivery{
 		{delivery("a", 1, "x")},
 		{delivery("b", 2, "x"), delivery("bad", 3, "x"), delivery("c", 4, "x")}, // optimistic, redone with savepoints

@@ -28,6 +28,20 @@ func recordEvent(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
 	return credit(ctx, tx, d)
 }
 
+// recordFailing records the event and fails, after writing, on id: the
+// ledger must undo the write.
+func recordFailing(id string) ledger.Handler {
+	return func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+		if err := recordEvent(ctx, tx, d); err != nil {
+			return err
+		}
+		if d.MessageID == id {
+			return fmt.Errorf("%s fails after writing", id)
+		}
+		return nil
+	}
+}
+
 // inBothModes runs f in parallel on a fresh events store in each mode.
 func inBothModes(t *testing.T, f func(t *testing.T, st *ledger.Store)) {
 	t.Helper()
@@ -131,15 +145,7 @@ func TestFailedFirstCopyLeavesTheSecondToApply(t *testing.T) {
 // leaves nothing behind.
 func TestOneFailureCostsOnlyItself(t *testing.T) {
 	inBothModes(t, func(t *testing.T, st *ledger.Store) {
-		failOne := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
-			if err := recordEvent(ctx, tx, d); err != nil {
-				return err
-			}
-			if d.MessageID == "m25" {
-				return errors.New("m25 fails after writing")
-			}
-			return nil
-		}
+		failOne := recordFailing("m25")
 		var batch []ledger.Delivery
 		for i := range 50 {
 			batch = append(batch, delivery(fmt.Sprintf("m%d", i), uint64(i+1), fmt.Sprint(i)))

@@ -150,11 +150,8 @@ type syncInterval struct {
 
 // Decode reads the flag's value for kong.
 func (s *syncInterval) Decode(ctx *kong.DecodeContext) error {
-	if err := checkValueGiven(ctx); err != nil {
-		return err
-	}
-	var v string
-	if err := ctx.Scan.PopValueInto("always|duration", &v); err != nil {
+	v, err := popFlagValue(ctx, "always|duration")
+	if err != nil {
 		return err
 	}
 	if strings.EqualFold(v, "always") {

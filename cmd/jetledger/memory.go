@@ -71,11 +71,8 @@ func parseByteSize(s string) (byteSize, error) {
 
 // Decode reads the flag's value for kong.
 func (b *byteSize) Decode(ctx *kong.DecodeContext) error {
-	if err := checkValueGiven(ctx); err != nil {
-		return err
-	}
-	var v string
-	if err := ctx.Scan.PopValueInto("size", &v); err != nil {
+	v, err := popFlagValue(ctx, "size")
+	if err != nil {
 		return err
 	}
 	n, err := parseByteSize(v)

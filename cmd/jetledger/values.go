@@ -70,6 +70,17 @@ func checkValueGiven(ctx *kong.DecodeContext) error {
 	return nil
 }
 
+// popFlagValue reads the value of a flag of a custom type for kong, refusing
+// a missing one as checkValueGiven does.
+func popFlagValue(ctx *kong.DecodeContext, what string) (string, error) {
+	if err := checkValueGiven(ctx); err != nil {
+		return "", err
+	}
+	var v string
+	err := ctx.Scan.PopValueInto(what, &v)
+	return v, err
+}
+
 // negativeNumber says whether s, which starts with '-', is a negative
 // number or duration (-1, -0.5, -5s) rather than a flag.
 func negativeNumber(s string) bool {
