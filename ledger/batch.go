@@ -382,7 +382,6 @@ func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, h Han
 	if err != nil {
 		return passEnd{}, fmt.Errorf("ledger: read schema version: %w", err)
 	}
-	s.ownStmts.atSchema(cookie)
 	s.handlerStmts.atSchema(cookie)
 	p.start = time.Now()
 	if deadline, ok := ctx.Deadline(); ok && !m.savepoints {

@@ -139,7 +139,26 @@ func (r *ledgerRows) copyOf(k *seen, d *Delivery, sum [32]byte) Result {
 // multi-row inserts, the copies' last_seq and the conflicts.
 func (p *pass) flush() error {
 	r := &p.rows
-	if err := p.insertLedgerRows(); err != nil {
+	args := make([]any, 0, 8*len(r.fresh))
+	// A batch's rows mostly share their stream, subject and time: box each
+	// once, not once a row (the allocations were a good part of the GC's work).
+	now := any(r.now)
+	var stream, subject any
+	for _, k := range r.fresh {
+		d := k.first
+		if stream == nil || stream.(string) != d.Stream {
+			stream = d.Stream
+		}
+		if subject == nil || subject.(string) != d.Subject {
+			subject = d.Subject
+		}
+		args = append(args, k.id, stream, int64(d.Sequence), k.lastSeq, subject, k.sum[:], now, now)
+	}
+	if err := insertMany(func(query string, args []any) error {
+		_, err := p.b.exec(query, args...)
+		return err
+	}, `INSERT INTO processed_messages
+		(message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at) VALUES `, "", 8, args); err != nil {
 		return fmt.Errorf("ledger: record %d applied messages: %w", len(r.fresh), err)
 	}
 	for _, k := range r.known {
@@ -160,32 +179,4 @@ func (p *pass) flush() error {
 		}
 	}
 	return nil
-}
-
-// insertLedgerRows inserts the batch's new processed_messages rows with
-// multi-row statements. (Sharing the stream and time as ?1 and ?2 bound
-// five values a row instead of eight, but the driver looks numbered
-// parameters up by name: slower, not faster.)
-func (p *pass) insertLedgerRows() error {
-	r := &p.rows
-	args := make([]any, 0, 8*len(r.fresh))
-	// A batch's rows mostly share their stream, subject and time: box each
-	// once, not once a row (the allocations were a good part of the GC's work).
-	now := any(r.now)
-	var stream, subject any
-	for _, k := range r.fresh {
-		d := k.first
-		if stream == nil || stream.(string) != d.Stream {
-			stream = d.Stream
-		}
-		if subject == nil || subject.(string) != d.Subject {
-			subject = d.Subject
-		}
-		args = append(args, k.id, stream, int64(d.Sequence), k.lastSeq, subject, k.sum[:], now, now)
-	}
-	return insertMany(func(query string, args []any) error {
-		_, err := p.b.exec(query, args...)
-		return err
-	}, `INSERT INTO processed_messages
-		(message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at) VALUES `, "", 8, args)
 }

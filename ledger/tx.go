@@ -49,10 +49,9 @@ const maxCachedStmts = 64
 // sound only at the schema the batch compiled it at under the handler's
 // rules: a trigger added in between would be compiled in unjudged. So the
 // cache holds statements of one schema (the cookie: main's and temp's
-// schema_version), each batch drops it when the schema moved, and fill
-// keeps what it prepared only if the schema is still the noted one. A
-// change after that makes SQLite recompile at the next step, inside the
-// handler's window.
+// schema_version), and each batch, holding the write lock, drops it when
+// the schema moved since the batch that noted them. A change after that
+// makes SQLite recompile at the next step, inside the handler's window.
 type stmtCache struct {
 	mu      sync.Mutex
 	stmts   map[string]*sql.Stmt
@@ -63,16 +62,14 @@ type stmtCache struct {
 // schemaCookie is the schema versions of the writer's main and temp schemas.
 type schemaCookie struct{ main, temp int64 }
 
-// readCookie reads the schema versions through q (a transaction, or the
-// writer's pool of one connection: temp is per connection).
-func readCookie(ctx context.Context, q interface {
-	QueryRowContext(context.Context, string, ...any) *sql.Row
-}) (schemaCookie, error) {
+// readCookie reads the schema versions in the batch's transaction, on the
+// writer's connection (temp is per connection).
+func readCookie(ctx context.Context, tx *sql.Tx) (schemaCookie, error) {
 	var c schemaCookie
-	if err := q.QueryRowContext(ctx, "PRAGMA main.schema_version").Scan(&c.main); err != nil {
+	if err := tx.QueryRowContext(ctx, "PRAGMA main.schema_version").Scan(&c.main); err != nil {
 		return c, err
 	}
-	err := q.QueryRowContext(ctx, "PRAGMA temp.schema_version").Scan(&c.temp)
+	err := tx.QueryRowContext(ctx, "PRAGMA temp.schema_version").Scan(&c.temp)
 	return c, err
 }
 
@@ -105,43 +102,28 @@ func (c *stmtCache) note(query string) {
 	}
 }
 
-// fill prepares the noted queries on db, outside any transaction, and keeps
-// them if the schema is still the one they were noted at. A query that no
-// longer prepares (its table dropped, say) is left out; the batch that runs
-// it reports the error.
+// fill prepares the noted queries on db, outside any transaction. A query
+// that no longer prepares (its table dropped, say) is left out; the batch
+// that runs it reports the error.
 func (c *stmtCache) fill(ctx context.Context, db *sql.DB) {
 	c.mu.Lock()
 	pending := c.pending
 	c.pending = nil
 	c.mu.Unlock()
-	if len(pending) == 0 {
-		return
-	}
-	fresh := make(map[string]*sql.Stmt, len(pending))
 	for _, q := range pending {
-		if c.get(q) != nil || fresh[q] != nil {
+		if c.get(q) != nil {
 			continue
 		}
-		if st, err := db.PrepareContext(ctx, q); err == nil {
-			fresh[q] = st
+		st, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			continue
 		}
-	}
-	// The schema only moves forward: the same cookie after preparing means
-	// they were compiled at it.
-	cookie, err := readCookie(ctx, db)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err != nil || cookie != c.cookie {
-		for _, st := range fresh {
-			st.Close()
+		c.mu.Lock()
+		if c.stmts == nil {
+			c.stmts = make(map[string]*sql.Stmt)
 		}
-		return
-	}
-	if c.stmts == nil {
-		c.stmts = make(map[string]*sql.Stmt, len(fresh))
-	}
-	for q, st := range fresh {
 		c.stmts[q] = st
+		c.mu.Unlock()
 	}
 }
 
