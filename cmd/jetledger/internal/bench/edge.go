@@ -10,7 +10,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"syscall"
 	"time"
 
@@ -29,21 +28,15 @@ func edgeRSS(ctx context.Context, cfg Config) (float64, float64, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	schema := filepath.Join(cfg.Dir, "edge-schema.sql")
-	if err := os.WriteFile(schema, []byte(Schema), 0o600); err != nil {
-		return 0, 0, err
-	}
-	args := []string{"run", "--db", filepath.Join(cfg.Dir, "edge.db"), "--listen", url[len("nats://"):], "--stream", "EDGE",
-		"--subjects", "edge.pay", "--schema", schema, "--apply", Apply, "--batch", "500", "--log-level", "warn"}
+	args := []string{"--listen", url[len("nats://"):], "--stream", "EDGE", "--subjects", "edge.pay"}
 	if cfg.SyncInterval != "" {
 		args = append(args, "--sync-interval", cfg.SyncInterval)
 	}
 	if cfg.EdgeMemoryLimit != "" {
 		args = append(args, "--memory-limit", cfg.EdgeMemoryLimit)
 	}
-	run := exec.CommandContext(ctx, cfg.Binary, args...)
-	run.Stderr = os.Stderr
-	if err := run.Start(); err != nil {
+	run, err := startRun(ctx, cfg, "edge", args...)
+	if err != nil {
 		return 0, 0, err
 	}
 	defer stop(run)
@@ -70,37 +63,21 @@ func edgeRSS(ctx context.Context, cfg Config) (float64, float64, error) {
 		pub.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited
 		<-exited
 	}()
-	peak, err := watchPeak(ctx, run.Process.Pid, exited, func() error { return pubErr },
-		func() bool { return ackedThrough(ctx, js, "EDGE", uint64(n)) })
+	peak, err := samplePeak(ctx, run.Process.Pid, func() (bool, error) {
+		select {
+		case <-exited:
+			if pubErr != nil {
+				return false, fmt.Errorf("jetledger publish: %w", pubErr)
+			}
+			return ackedThrough(ctx, js, "EDGE", uint64(n)), nil
+		default:
+			return false, nil // still publishing
+		}
+	})
 	if err != nil {
 		return 0, 0, err
 	}
 	return float64(n) / time.Since(start).Seconds(), peak, nil
-}
-
-// watchPeak samples pid's peak RSS until done says so after the publisher
-// has exited, failing if the publisher failed.
-func watchPeak(ctx context.Context, pid int, exited <-chan struct{}, pubErr func() error, done func() bool) (float64, error) {
-	peak := 0.0
-	finished := false
-	for {
-		if rss, err := vmHWM(pid); err == nil {
-			peak = max(peak, rss)
-		}
-		if finished && done() {
-			return peak, nil
-		}
-		select {
-		case <-exited:
-			if err := pubErr(); err != nil {
-				return 0, fmt.Errorf("jetledger publish: %w", err)
-			}
-			finished, exited = true, nil // a nil channel is never ready
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
 
 // writeLines writes n payload lines, as the other runs publish them.

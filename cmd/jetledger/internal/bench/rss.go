@@ -22,34 +22,61 @@ func runRSS(ctx context.Context, cfg Config) (float64, float64, error) {
 	if _, err := publish(ctx, cfg.JS, "RSS", "rss.pay", n); err != nil {
 		return 0, 0, err
 	}
-	schema := filepath.Join(cfg.Dir, "rss-schema.sql")
-	if err := os.WriteFile(schema, []byte(Schema), 0o600); err != nil {
-		return 0, 0, err
-	}
-	cmd := exec.CommandContext(ctx, cfg.Binary, "run", "--nats", cfg.URL, "--db", filepath.Join(cfg.Dir, "rss.db"), "--stream", "RSS",
-		"--schema", schema, "--apply", Apply, "--batch", "500", "--log-level", "warn")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	cmd, err := startRun(ctx, cfg, "rss", "--nats", cfg.URL, "--stream", "RSS")
+	if err != nil {
 		return 0, 0, err
 	}
 	defer stop(cmd)
 	start := time.Now()
+	peak, err := samplePeak(ctx, cmd.Process.Pid, func() (bool, error) {
+		return ackedThrough(ctx, cfg.JS, "RSS", uint64(n)), nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return float64(n) / time.Since(start).Seconds(), peak, nil
+}
+
+// startRun starts `jetledger run` as a child with the balance handler, its
+// database and schema named after name in cfg.Dir, and args.
+func startRun(ctx context.Context, cfg Config, name string, args ...string) (*exec.Cmd, error) {
+	schema := filepath.Join(cfg.Dir, name+"-schema.sql")
+	if err := os.WriteFile(schema, []byte(Schema), 0o600); err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, cfg.Binary, append([]string{"run", "--db", filepath.Join(cfg.Dir, name+".db"),
+		"--schema", schema, "--apply", Apply, "--batch", "500", "--log-level", "warn"}, args...)...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	return cmd, nil
+}
+
+// samplePeak samples pid's peak RSS every 200 ms until done says so (or
+// fails), and once more then.
+func samplePeak(ctx context.Context, pid int, done func() (bool, error)) (float64, error) {
 	peak := 0.0
-	for !ackedThrough(ctx, cfg.JS, "RSS", uint64(n)) {
-		if rss, err := vmHWM(cmd.Process.Pid); err == nil {
+	for {
+		if rss, err := vmHWM(pid); err == nil {
 			peak = max(peak, rss)
+		}
+		finished, err := done()
+		if err != nil {
+			return 0, err
+		}
+		if finished {
+			if rss, err := vmHWM(pid); err == nil {
+				peak = max(peak, rss)
+			}
+			return peak, nil
 		}
 		select {
 		case <-ctx.Done():
-			return 0, 0, ctx.Err()
+			return 0, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	rate := float64(n) / time.Since(start).Seconds()
-	if rss, err := vmHWM(cmd.Process.Pid); err == nil {
-		peak = max(peak, rss)
-	}
-	return rate, peak, nil
 }
 
 // ackedThrough says whether run's durable on stream has acked through seq last.
