@@ -56,16 +56,8 @@ func TestPowerCutsLedgerExternalServer(t *testing.T) {
 	<-pubDone
 	lazyfs.ServeForTest(t, backing, mnt, lazyfs.Options{SyncDelay: delay})
 	run := start(t, nil, args...)
-	w.waitDrained(3 * time.Minute)
-	run.stop()
-	if code := run.wait(time.Minute); code != 0 {
-		t.Errorf("final run exited %d", code)
-	}
-	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro&_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	w.db = dbPath
+	db := w.drainAndStop(run, 3*time.Minute)
 	var rep soakReport
 	checkSoak(t, db, nil, pubs.published, pubs.uncertain, &rep)
 	t.Logf("%d ledger power cuts (sync delay %s): %d published, %d uncertain, %d applied, %d lost, %d applied twice",
@@ -80,7 +72,7 @@ func TestPowerCutsLedgerExternalServer(t *testing.T) {
 
 // checkStreamApplied: every message the stream holds, whatever the
 // publisher saw, is in the ledger (run has acked all of them).
-func checkStreamApplied(t *testing.T, js jetstream.JetStream, dbPath string) {
+func checkStreamApplied(t *testing.T, js jetstream.JetStream, db *sql.DB) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := js.Stream(ctx, stream)
@@ -102,11 +94,6 @@ func checkStreamApplied(t *testing.T, js jetstream.JetStream, dbPath string) {
 	if len(ids) != int(state.Msgs) {
 		t.Fatalf("read %d distinct ids of the stream's %d messages", len(ids), state.Msgs)
 	}
-	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro&_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	missing := 0
 	for id := range ids {
 		if count(t, db, `SELECT count(*) FROM processed_messages WHERE message_id = ?`, id) == 0 {

@@ -102,6 +102,7 @@ func runPowerCuts(t *testing.T, cfg powerCuts) powerReport {
 		return evs
 	}
 	rep := powerReport{}
+	var db *sql.DB
 	began := time.Now()
 	for cut := 0; ; cut++ {
 		// Every fsync takes a millisecond, as on a real disk: the window between
@@ -119,11 +120,12 @@ func runPowerCuts(t *testing.T, cfg powerCuts) powerReport {
 		}
 		if cut == cfg.Cuts {
 			defer closeConn()
-			drainPowerRun(t, js, mnt)
+			// The final run's mount stays up until the test ends: read through it.
+			db = (&world{t: t, js: js, db: filepath.Join(mnt, "ledger.db")}).settled(3 * time.Minute)
 			if !cfg.tolerate {
 				// Whatever the publisher saw: every message the stream
 				// holds, run acked, so it must be in the ledger.
-				checkStreamApplied(t, js, filepath.Join(mnt, "ledger.db"))
+				checkStreamApplied(t, js, db)
 			}
 			run.stop()
 			if code := run.wait(time.Minute); code != 0 {
@@ -185,12 +187,6 @@ func runPowerCuts(t *testing.T, cfg powerCuts) powerReport {
 		rep.Cuts++
 		t.Logf("power cut %d at %s: %d acked publishes so far", rep.Cuts, time.Since(began).Round(time.Millisecond), len(published))
 	}
-	// The final run's mount stays up until the test ends: read through it.
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(mnt, "ledger.db")+"?mode=ro&_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	rep.Seconds = time.Since(began).Seconds()
 	var check testing.TB = t
 	if cfg.tolerate {
@@ -241,38 +237,6 @@ func streamMessages(t *testing.T, js jetstream.JetStream) int {
 		t.Fatal(err)
 	}
 	return int(s.CachedInfo().State.Msgs)
-}
-
-// drainPowerRun waits until run has acked every message and settled every
-// outbox row.
-func drainPowerRun(t *testing.T, js jetstream.JetStream, mnt string) {
-	t.Helper()
-	ctx := context.Background()
-	consumertest.Eventually(t, 3*time.Minute, "every message acked", func() bool {
-		s, err := js.Stream(ctx, stream)
-		if err != nil {
-			return false
-		}
-		si, err := s.Info(ctx)
-		if err != nil {
-			return false
-		}
-		c, err := js.Consumer(ctx, stream, "jetledger")
-		if err != nil {
-			return false
-		}
-		info, err := c.Info(ctx)
-		return err == nil && info.AckFloor.Stream >= si.State.LastSeq && info.NumAckPending == 0 && info.NumPending == 0
-	})
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(mnt, "ledger.db")+"?mode=ro&_pragma=busy_timeout(5000)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	consumertest.Eventually(t, 2*time.Minute, "every outbox row sent or in review", func() bool {
-		var n int
-		return db.QueryRow(`SELECT count(*) FROM outbox WHERE status NOT IN ('sent', 'review')`).Scan(&n) == nil && n == 0
-	})
 }
 
 // eventLines is the events as JSON lines with their id in "id".

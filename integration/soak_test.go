@@ -99,15 +99,22 @@ type broker struct {
 
 func (b *broker) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", b.port) }
 
-// drainAndStop waits until run has acked every message and settled every
-// outbox row, stops it, and returns the ledger opened read-only.
-func (w *world) drainAndStop(run *proc, timeout time.Duration) *sql.DB {
+// settled waits until run has acked every message and settled every
+// outbox row, and returns the ledger opened read-only.
+func (w *world) settled(timeout time.Duration) *sql.DB {
 	w.t.Helper()
 	w.waitDrained(timeout)
 	db := w.ledgerDB()
 	consumertest.Eventually(w.t, 2*time.Minute, "every outbox row sent or in review", func() bool {
 		return count(w.t, db, `SELECT count(*) FROM outbox WHERE status NOT IN ('sent', 'review')`) == 0
 	})
+	return db
+}
+
+// drainAndStop is settled, then stops run.
+func (w *world) drainAndStop(run *proc, timeout time.Duration) *sql.DB {
+	w.t.Helper()
+	db := w.settled(timeout)
 	run.stop()
 	if code := run.wait(time.Minute); code != 0 {
 		w.t.Errorf("run exited %d", code)
