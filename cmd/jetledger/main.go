@@ -33,7 +33,7 @@ const (
 )
 
 // gcPercent is the collector's target unless GOGC says otherwise: a
-// consumer's heap is small and steady (about 35 MiB over a million
+// consumer's heap is small and steady (about 40 MiB over a million
 // messages), and collecting half as often was 5-10 % more messages/s in
 // `jetledger bench`. --memory-limit still caps the heap.
 const gcPercent = 200
