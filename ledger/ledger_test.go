@@ -467,3 +467,53 @@ func TestConcurrentOpenOfNewLedger(t *testing.T) {
 		}
 	}
 }
+
+// The ledger rows of a batch bind the stream and the time once per
+// statement: a batch mixing streams and subjects must still record each
+// message's own, in every size of statement.
+func TestApplyBatchRecordsEachMessagesOwnRow(t *testing.T) {
+	t.Parallel()
+	at := time.UnixMilli(1_700_000_000_123)
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "ledger.db"), ledger.Config{Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	var batch []ledger.Delivery
+	for i := range 300 { // runs of 1, 2, 37 and 260 rows: several statement shapes
+		stream := "S"
+		switch {
+		case i == 1, i == 2:
+			stream = "T"
+		case i >= 3 && i < 40:
+			stream = "U"
+		}
+		batch = append(batch, ledger.Delivery{MessageID: fmt.Sprintf("m%03d", i), Stream: stream, Sequence: uint64(1000 + i),
+			Subject: fmt.Sprintf("ev.%d", i%7), Data: []byte(fmt.Sprint(i)), Delivered: 1})
+	}
+	if _, err := st.ApplyBatch(context.Background(), batch, func(context.Context, *ledger.Tx, ledger.Delivery) error { return nil }, ledger.Budget{}); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := st.DB().Query(`SELECT message_id, stream, stream_seq, last_seq, subject, processed_at, last_seen_at FROM processed_messages ORDER BY message_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for ; rows.Next(); n++ {
+		var id, stream, subject string
+		var seq, last, processed, seen int64
+		if err := rows.Scan(&id, &stream, &seq, &last, &subject, &processed, &seen); err != nil {
+			t.Fatal(err)
+		}
+		d := batch[n]
+		if id != d.MessageID || stream != d.Stream || seq != int64(d.Sequence) || last != seq || subject != d.Subject ||
+			processed != at.UnixMilli() || seen != at.UnixMilli() {
+			t.Fatalf("row %d = %s %s seq %d last %d %s at %d/%d, want %s %s seq %d %s at %d", n, id, stream, seq, last, subject, processed, seen,
+				d.MessageID, d.Stream, d.Sequence, d.Subject, at.UnixMilli())
+		}
+	}
+	if n != len(batch) {
+		t.Fatalf("%d rows, want %d", n, len(batch))
+	}
+}

@@ -139,27 +139,19 @@ func (r *ledgerRows) copyOf(k *seen, d *Delivery, sum [32]byte) Result {
 // multi-row inserts, the copies' last_seq and the conflicts.
 func (p *pass) flush() error {
 	r := &p.rows
-	args := make([]any, 0, 8*len(r.fresh))
-	// A batch's rows mostly share their stream, subject and time: box each
-	// once, not once a row (the allocations were a good part of the GC's work).
-	now := any(r.now)
-	var stream, subject any
-	for _, k := range r.fresh {
-		d := k.first
-		if stream == nil || stream.(string) != d.Stream {
-			stream = d.Stream
+	// Rows of one stream share its name and the time: bound once per
+	// statement as ?1 and ?2, not once a row (each text binding is an
+	// allocation, a copy and an unbinding in the driver).
+	for start := 0; start < len(r.fresh); {
+		stream := r.fresh[start].first.Stream
+		end := start + 1
+		for end < len(r.fresh) && r.fresh[end].first.Stream == stream {
+			end++
 		}
-		if subject == nil || subject.(string) != d.Subject {
-			subject = d.Subject
+		if err := p.insertLedgerRows(stream, r.fresh[start:end]); err != nil {
+			return fmt.Errorf("ledger: record %d applied messages: %w", len(r.fresh), err)
 		}
-		args = append(args, k.id, stream, int64(d.Sequence), k.lastSeq, subject, k.sum[:], now, now)
-	}
-	if err := insertMany(func(query string, args []any) error {
-		_, err := p.b.exec(query, args...)
-		return err
-	}, `INSERT INTO processed_messages
-		(message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at) VALUES `, "", 8, args); err != nil {
-		return fmt.Errorf("ledger: record %d applied messages: %w", len(r.fresh), err)
+		start = end
 	}
 	for _, k := range r.known {
 		if !k.moved {
@@ -180,3 +172,42 @@ func (p *pass) flush() error {
 	}
 	return nil
 }
+
+// ledgerRowWidth is the values of a ledger row bound per row; the stream
+// and the time are bound once per statement.
+const ledgerRowWidth = 5
+
+func (p *pass) insertLedgerRows(stream string, rows []*seen) error {
+	args := make([]any, 0, 2+ledgerRowWidth*min(len(rows), maxRowsPerInsert))
+	var subject any
+	for len(rows) > 0 {
+		n := 1 << (bits.Len(uint(min(len(rows), maxRowsPerInsert))) - 1)
+		args = append(args[:0], stream, p.rows.now)
+		for _, k := range rows[:n] {
+			d := k.first
+			if subject == nil || subject.(string) != d.Subject {
+				subject = d.Subject
+			}
+			args = append(args, k.id, int64(d.Sequence), k.lastSeq, subject, k.sum[:])
+		}
+		if _, err := p.b.exec(ledgerInsert(n), args...); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
+}
+
+// ledgerInserts[i] inserts 1<<i ledger rows: the first row numbers its
+// parameters after ?1 (stream) and ?2 (time), and SQLite numbers each later
+// "?" one past the largest so far.
+var ledgerInserts = func() (q [9]string) { // 1 to maxRowsPerInsert (256) rows
+	for i := range q {
+		q[i] = `INSERT INTO processed_messages
+		(message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at) VALUES
+		(?3, ?1, ?4, ?5, ?6, ?7, ?2, ?2)` + strings.Repeat(", (?, ?1, ?, ?, ?, ?, ?2, ?2)", 1<<i-1)
+	}
+	return q
+}()
+
+func ledgerInsert(n int) string { return ledgerInserts[bits.Len(uint(n))-1] }
