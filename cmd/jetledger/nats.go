@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -111,27 +110,4 @@ func connect(ctx context.Context, n natsFlags, log *slog.Logger) (*nats.Conn, je
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
 	return nc, js, nil
-}
-
-// ensureStream creates the stream when subjects are given and it is missing.
-// Without subjects the stream must already exist.
-func ensureStream(ctx context.Context, js jetstream.JetStream, name string, subjects []string, dupWindow time.Duration, log *slog.Logger) (*jetstream.StreamInfo, error) {
-	s, err := js.Stream(ctx, name)
-	if err == nil {
-		return s.CachedInfo(), nil
-	}
-	if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("look up stream %s: %w", name, err)
-	}
-	if len(subjects) == 0 {
-		return nil, fmt.Errorf("stream %s does not exist; pass --subjects to create it", name)
-	}
-	s, err = js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: subjects, Storage: jetstream.FileStorage, Duplicates: dupWindow,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("create stream %s: %w", name, err)
-	}
-	log.Info("created stream", "stream", name, "subjects", subjects, "duplicate_window", dupWindow)
-	return s.CachedInfo(), nil
 }
