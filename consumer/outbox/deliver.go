@@ -14,12 +14,21 @@ import (
 // end even when ctx ends: a claimed row must not be left in sending.
 func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token string) {
 	ctx = context.WithoutCancel(ctx)
-	sctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
-	ext, err := d.sink.Send(sctx, it)
-	cancel()
+	repeat := d.repeatable(it, it.ClaimedAt)
+	var ext string
+	var err error
+	if it.MaybeSent && !repeat {
+		// An earlier send may have landed and the destination no longer
+		// remembers its key: sending again could make a second copy.
+		err = &SendError{Kind: ErrAmbiguous, Detail: "not re-sent: the destination's window for the idempotency key has passed since an earlier send whose outcome is unknown"}
+	} else {
+		sctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
+		ext, err = d.sink.Send(sctx, it)
+		cancel()
+	}
 	wctx, cancel := context.WithTimeout(ctx, d.cfg.Lease)
 	defer cancel()
-	o := classify(it, ext, err, d.sink.Idempotent(), d.cfg.MaxAttempts, d.cfg.Backoff)
+	o := classify(it, ext, err, repeat, d.cfg.MaxAttempts, d.cfg.Backoff)
 	o.params.Worker = token
 	werr := d.writeBack(wctx, it.ID, o)
 	d.count(o.change)

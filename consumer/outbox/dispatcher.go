@@ -78,6 +78,9 @@ type Dispatcher struct {
 	wake   chan struct{}
 	n      struct{ sent, failed, retried, review, deleted, found, unseen, lookupOff atomic.Uint64 }
 	lookup lookupState // only the Run goroutine reads and writes it
+	// idempotent: unknown outcomes may be sent again (see idempotence).
+	idempotent bool
+	unready    atomic.Bool // the sink said its destination is unreachable
 }
 
 // New validates cfg; the lease must outlast the sink's timeout.
@@ -101,11 +104,15 @@ func New(o Outbox, cfg Config) (*Dispatcher, error) {
 	if err := ackwait.ValidateLease(cfg.Lease, cfg.Sink.Timeout()); err != nil {
 		return nil, err
 	}
+	idem, warning := idempotence(cfg.Sink, cfg)
+	if warning != "" {
+		cfg.Logger.Warn("outbox: "+warning, "sink", cfg.Sink.Name())
+	}
 	host, _ := os.Hostname()
 	b := make([]byte, 4)
 	rand.Read(b) //nolint:errcheck // crypto/rand does not fail
 	return &Dispatcher{o: o, sink: cfg.Sink, cfg: cfg, log: cfg.Logger,
-		id: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b)), wake: make(chan struct{}, 1)}, nil
+		id: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b)), wake: make(chan struct{}, 1), idempotent: idem}, nil
 }
 
 // Notify wakes the dispatcher to look for queued rows now, for example
@@ -170,7 +177,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // round expires leases, then claims as many due rows as there are free
 // workers. busy reports that it claimed a full set.
 func (d *Dispatcher) round(ctx context.Context, slots chan struct{}, wg *sync.WaitGroup) (busy bool, err error) {
-	ex, err := d.o.ExpireLeases(ctx, d.sink.Name(), d.sink.Idempotent())
+	ex, err := d.o.ExpireLeases(ctx, d.sink.Name(), d.idempotent)
 	for _, id := range ex.Review {
 		d.n.review.Add(1)
 		d.log.WarnContext(ctx, "outbox row's lease expired mid-send; moved to review, not re-sent", "outbox_id", id)
@@ -180,6 +187,9 @@ func (d *Dispatcher) round(ctx context.Context, slots chan struct{}, wg *sync.Wa
 	}
 	if err != nil {
 		return false, err
+	}
+	if !d.ready(ctx) {
+		return false, nil
 	}
 	if err := d.settleReview(ctx); err != nil {
 		return false, err
