@@ -164,6 +164,19 @@ func (l lockedBuffer) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
+// testEnviron is this process's environment without the nats CLI's
+// variables and with a config home of its own: a developer's own setup (a
+// selected context, NATS_URL) must not reach the processes under test.
+func testEnviron() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "NATS_") && !strings.HasPrefix(kv, "XDG_CONFIG_HOME=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "XDG_CONFIG_HOME="+filepath.Join(os.TempDir(), "jetledger-no-nats-config"))
+}
+
 // start runs the binary with args and extra environment.
 func start(t testing.TB, env []string, args ...string) *proc {
 	t.Helper()
@@ -185,7 +198,7 @@ func startBinary(t testing.TB, bin string, env []string, args ...string) *proc {
 func startCmd(t testing.TB, bin string, stdin []byte, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(testEnviron(), env...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
