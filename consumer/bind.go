@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -11,10 +12,87 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// bind finds the stream and binds the durable consumer, creating it with the
-// plan's AckWait if it is missing and refusing one the plan cannot trust; or,
-// for a replay, creates a temporary consumer from the replay's start.
+// Metadata keys of the consumers this package creates (and of the streams
+// the jetledger binary creates), so that `nats consumer info` tells a NATS
+// user who made a consumer and why it is configured as it is. Keys that
+// begin with "_nats." are the server's (its version and API level); these
+// stay outside that prefix.
+const (
+	// MetadataCreatedBy is "jetledger" on every consumer this package
+	// creates. A durable that carries it is jetledger's own: when the plan
+	// grows past its AckWait, New raises the AckWait instead of refusing it.
+	MetadataCreatedBy = "io.jetledger.created_by"
+	// MetadataVersion is the version of the program that created it, when
+	// the program gives one in Config.Metadata (the jetledger binary does).
+	MetadataVersion = "io.jetledger.version"
+	// MetadataPlan spells out the timing plan the AckWait was derived from.
+	MetadataPlan = "io.jetledger.plan"
+	// MetadataMaxDeliver says why the server-side MaxDeliver is unlimited.
+	MetadataMaxDeliver = "io.jetledger.max_deliver"
+)
+
+// createdBy is the value of MetadataCreatedBy.
+const createdBy = "jetledger"
+
+// serverMetadataPrefix starts the metadata keys nats-server keeps for itself.
+const serverMetadataPrefix = "_nats."
+
+// maxDeliverMetadata is the value of MetadataMaxDeliver: the reason the
+// server is given no limit (see durableConfig).
+const maxDeliverMetadata = "unlimited on the server (-1): jetledger counts deliveries and dead-letters a message at its own limit, " +
+	"so a message whose last delivery dies with its process is dead-lettered when the consumer comes back instead of being dropped by the server"
+
+// MadeByJetledger reports whether a consumer was created by this package,
+// by its metadata. Durables of releases before the metadata count as not.
+func MadeByJetledger(cfg jetstream.ConsumerConfig) bool {
+	return cfg.Metadata[MetadataCreatedBy] != ""
+}
+
+// PlanMetadata is the value of MetadataPlan for p: every part of the
+// AckWait it derives.
+func PlanMetadata(p ackwait.Plan) string {
+	p = p.WithDefaults()
+	return fmt.Sprintf("AckWait %s = buffer wait %s + deadline %s + commit %s (commit margin %s + batch %d x %s) + ack margin %s",
+		p.AckWait(), p.BufferWait, p.Deadline, p.CommitTimeout(), p.CommitMargin, p.BatchSize, p.PerMessage, p.AckMargin)
+}
+
+// maxAckPending is what a consumer is created with: room for a few batches
+// in flight (a batch commits while the next is fetched).
+func maxAckPending(p ackwait.Plan) int {
+	return max(1000, 4*p.WithDefaults().BatchSize)
+}
+
+// checkMetadata refuses metadata keys that are the server's.
+func checkMetadata(md map[string]string) error {
+	for k := range md {
+		if strings.HasPrefix(k, serverMetadataPrefix) {
+			return fmt.Errorf("%w: Metadata key %q: keys beginning with %q are the server's", ErrInvalidConfig, k, serverMetadataPrefix)
+		}
+	}
+	return nil
+}
+
+// metadata is what a consumer this package creates carries: the caller's
+// Config.Metadata, then the package's own keys, which win.
+func (c *Consumer) metadata() map[string]string {
+	md := maps.Clone(c.cfg.Metadata)
+	if md == nil {
+		md = map[string]string{}
+	}
+	md[MetadataCreatedBy] = createdBy
+	md[MetadataPlan] = PlanMetadata(c.plan)
+	md[MetadataMaxDeliver] = maxDeliverMetadata
+	return md
+}
+
+// bind finds the stream and binds the durable consumer, creating it with
+// the plan's AckWait if it is missing, raising the AckWait of one it created
+// for a smaller plan, and refusing one the plan cannot trust; or, for a
+// replay, creates a temporary consumer from the replay's start.
 func (c *Consumer) bind(ctx context.Context) (jetstream.Consumer, error) {
+	if err := checkMetadata(c.cfg.Metadata); err != nil {
+		return nil, err
+	}
 	s, err := c.js.Stream(ctx, c.cfg.Stream)
 	if err != nil {
 		return nil, fmt.Errorf("consumer: look up stream %s: %w", c.cfg.Stream, err)
@@ -53,10 +131,12 @@ func (c *Consumer) adoptSequenceIDs(ctx context.Context) error {
 func (c *Consumer) bindReplay(ctx context.Context) (jetstream.Consumer, error) {
 	r := c.cfg.Replay
 	cfg := jetstream.ConsumerConfig{
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: c.plan.AckWait(), MaxDeliver: -1,
-		FilterSubjects: c.cfg.FilterSubjects, MaxAckPending: max(1000, 4*c.plan.BatchSize),
+		Description: "jetledger replay of " + c.cfg.Stream + ": a temporary consumer, removed by the server a minute after it goes idle",
+		AckPolicy:   jetstream.AckExplicitPolicy, AckWait: c.plan.AckWait(), MaxDeliver: -1,
+		FilterSubjects: c.cfg.FilterSubjects, MaxAckPending: maxAckPending(c.plan),
 		InactiveThreshold: time.Minute, // the server cleans up after a replay that died
 		DeliverPolicy:     jetstream.DeliverAllPolicy,
+		Metadata:          c.metadata(),
 	}
 	switch {
 	case r.Seq > 0:
@@ -74,29 +154,79 @@ func (c *Consumer) bindReplay(ctx context.Context) (jetstream.Consumer, error) {
 
 func (c *Consumer) bindDurable(ctx context.Context) (jetstream.Consumer, error) {
 	cons, err := c.js.Consumer(ctx, c.cfg.Stream, c.cfg.Durable)
-	if !errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return cons, err
+	switch {
+	case err == nil:
+		return c.fitDurable(ctx, cons)
+	case !errors.Is(err, jetstream.ErrConsumerNotFound):
+		return nil, err
 	}
 	cons, err = c.js.CreateConsumer(ctx, c.cfg.Stream, jetstream.ConsumerConfig{
-		Durable:   c.cfg.Durable,
-		AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait:   c.plan.AckWait(),
+		Durable:     c.cfg.Durable,
+		Description: "jetledger durable of " + c.cfg.Stream + ": exactly-once through a SQLite ledger; AckWait from its timing plan, MaxDeliver enforced by jetledger (metadata io.jetledger.*)",
+		AckPolicy:   jetstream.AckExplicitPolicy,
+		AckWait:     c.plan.AckWait(),
 		// Unlimited on the server: jetledger enforces MaxDeliver itself. A
 		// server-side limit drops a message silently when the process
 		// holding its last delivery dies; ours dead-letters it when it
 		// comes back.
 		MaxDeliver:     -1,
 		FilterSubjects: c.cfg.FilterSubjects,
-		MaxAckPending:  max(1000, 4*c.plan.BatchSize),
+		MaxAckPending:  maxAckPending(c.plan),
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		Metadata:       c.metadata(),
 	})
 	if errors.Is(err, jetstream.ErrConsumerExists) { // another instance won the race
-		return c.js.Consumer(ctx, c.cfg.Stream, c.cfg.Durable)
+		if cons, err = c.js.Consumer(ctx, c.cfg.Stream, c.cfg.Durable); err != nil {
+			return nil, err
+		}
+		return c.fitDurable(ctx, cons)
 	}
 	if err == nil {
 		c.log.InfoContext(ctx, "created consumer", "stream", c.cfg.Stream, "durable", c.cfg.Durable, "ack_wait", c.plan.AckWait())
 	}
 	return cons, err
+}
+
+// fitDurable raises the AckWait of a durable this package created, and its
+// MaxAckPending when a batch no longer fits, once the plan has grown past
+// them (a longer deadline, a larger batch): refusing the consumer jetledger
+// made itself would only send its user to the nats CLI. Nothing else
+// changes, and nothing is lowered: a longer AckWait costs only a later
+// redelivery after a crash. A durable made by anyone else, or by a release
+// without the metadata, is left to checkDurable, which refuses it with the
+// fix.
+func (c *Consumer) fitDurable(ctx context.Context, cons jetstream.Consumer) (jetstream.Consumer, error) {
+	have := cons.CachedInfo().Config
+	if !MadeByJetledger(have) || have.DeliverSubject != "" || have.AckPolicy != jetstream.AckExplicitPolicy {
+		return cons, nil
+	}
+	want := have
+	want.AckWait = max(have.AckWait, c.plan.AckWait())
+	if have.MaxAckPending > 0 && have.MaxAckPending < c.plan.BatchSize {
+		want.MaxAckPending = maxAckPending(c.plan)
+	}
+	if want.AckWait == have.AckWait && want.MaxAckPending == have.MaxAckPending {
+		return cons, nil
+	}
+	// The server's own keys (its version, API level) are not ours to send.
+	want.Metadata = maps.Clone(have.Metadata)
+	maps.DeleteFunc(want.Metadata, func(k, _ string) bool { return strings.HasPrefix(k, serverMetadataPrefix) })
+	want.Metadata[MetadataPlan] = PlanMetadata(c.plan)
+	up, err := c.js.UpdateConsumer(ctx, c.cfg.Stream, want)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, err
+	case err != nil:
+		// No right to edit consumers, say: checkDurable refuses it as it
+		// refuses anyone's, with the fix for a person to apply.
+		c.log.WarnContext(ctx, "could not raise the AckWait of the durable jetledger created", "stream", c.cfg.Stream,
+			"durable", c.cfg.Durable, "ack_wait", have.AckWait, "ack_wait_needed", want.AckWait, "err", err)
+		return cons, nil
+	}
+	c.log.InfoContext(ctx, "raised the durable's AckWait for the longer plan: jetledger created it",
+		"stream", c.cfg.Stream, "durable", c.cfg.Durable, "ack_wait_from", have.AckWait, "ack_wait_to", want.AckWait,
+		"max_ack_pending_from", have.MaxAckPending, "max_ack_pending_to", want.MaxAckPending, "plan", c.plan.String())
+	return up, nil
 }
 
 // checkDurable refuses a durable the plan cannot trust, and honours (with a

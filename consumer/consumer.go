@@ -82,6 +82,12 @@ type Config struct {
 	// Replay, if set, makes New create an ephemeral consumer that starts at
 	// this position, instead of binding Durable.
 	Replay *ReplayFrom
+	// Metadata is added to the metadata of the consumers New creates, so
+	// that a NATS user can tell who made them: give the program's version
+	// under MetadataVersion, say. The package's own keys (MetadataCreatedBy,
+	// MetadataPlan, MetadataMaxDeliver) are set over it; keys beginning
+	// with "_nats." are the server's and refused. Default: none.
+	Metadata map[string]string
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -70,7 +70,7 @@ func (c *demoCmd) Run(inv *invocation) error {
 	defer node.Close(c.Keep, out)
 	dbPath := filepath.Join(node.dir, "demo.db")
 	fmt.Fprintf(out, "1. Embedded JetStream server at %s, ledger %s\n", node.srv.URL(), dbPath)
-	if _, err := ensureStream(ctx, node.js, demoStream, []string{demoSubject}, 2*time.Minute, quiet); err != nil {
+	if _, err := ensureStream(ctx, node.js, streamSpec{Name: demoStream, Subjects: []string{demoSubject}, Duplicates: 2 * time.Minute}, quiet); err != nil {
 		return err
 	}
 	totals, err := c.publish(ctx, node.js, out)

@@ -5,30 +5,164 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// ensureStream creates the stream when subjects are given and it is missing.
-// Without subjects the stream must already exist.
-func ensureStream(ctx context.Context, js jetstream.JetStream, name string, subjects []string, dupWindow time.Duration, log *slog.Logger) (*jetstream.StreamInfo, error) {
-	s, err := js.Stream(ctx, name)
+// streamLimitFlags are the limits of the stream --subjects creates. They
+// are what lets the ledger shrink: prune keeps a row while a copy of its id
+// can still be delivered or replayed, that is while the stream still holds
+// it, so only a stream that drops old messages lets rows go.
+type streamLimitFlags struct {
+	MaxAge   time.Duration `name:"max-age" placeholder:"DURATION" help:"a stream created by --subjects drops messages older than this, consumed or not (default: none; a stream with no limit at all keeps every message, and so the ledger every row)"`
+	MaxBytes byteSize      `name:"max-bytes" placeholder:"SIZE" help:"a stream created by --subjects drops its oldest messages past this size, such as 10GiB, consumed or not (default: none)"`
+	MaxMsgs  int64         `name:"max-msgs" placeholder:"N" help:"a stream created by --subjects drops its oldest messages past this many, consumed or not (default: none)"`
+}
+
+// validate refuses negative limits, limits without --subjects (they are
+// applied only to a stream run creates), and an age shorter than the
+// duplicate window, which the server would refuse.
+func (f streamLimitFlags) validate(subjects string, dupWindow time.Duration) error {
+	if err := checkDurations(durationFlag{"--max-age", f.MaxAge}); err != nil {
+		return err
+	}
+	switch {
+	case f.MaxMsgs < 0:
+		return usagef("--max-msgs %d: want a positive number (0: no limit)", f.MaxMsgs)
+	case f.set() != "" && len(splitList(subjects)) == 0:
+		return usagef("--%s applies to the stream run creates (with --subjects or --hub-url); give one, or set an existing stream's limits with nats stream edit", f.set())
+	case f.MaxAge > 0 && f.MaxAge < dupWindow:
+		return usagef("--max-age %s is shorter than the duplicate window %s of the stream --subjects creates: raise --max-age or lower --duplicate-window",
+			f.MaxAge, dupWindow)
+	}
+	return nil
+}
+
+// set names the first limit given, or is empty.
+func (f streamLimitFlags) set() string {
+	switch {
+	case f.MaxAge > 0:
+		return "max-age"
+	case f.MaxBytes > 0:
+		return "max-bytes"
+	case f.MaxMsgs > 0:
+		return "max-msgs"
+	}
+	return ""
+}
+
+// The warnings about a stream's limits; the command that fixes it goes
+// with them as the attribute "edit".
+const (
+	msgLimitsDiffer = "the stream exists with other limits than the flags give; jetledger never edits an existing stream, so its own limits stay: apply the flags with the command in edit"
+	msgUnlimited    = "the stream has no limits (max age, bytes, messages): prune removes a ledger row only once the stream no longer holds its message " +
+		"(a row is kept while a copy of it can still be delivered or replayed), and this stream holds every message until someone purges it, " +
+		"so the ledger grows by a row per message; give the stream limits with the command in edit (or run --subjects with --max-age when it is created)"
+)
+
+// streamSpec is the stream run creates when it is missing.
+type streamSpec struct {
+	Name       string
+	Subjects   []string                  // none, and no Sources: the stream must exist
+	Sources    []*jetstream.StreamSource // the edge's stream sources the hub's (--hub-url)
+	Duplicates time.Duration
+	Limits     streamLimitFlags
+}
+
+// config is the stream's configuration, with no limit where none is given
+// and the metadata that says jetledger made it.
+func (s streamSpec) config() jetstream.StreamConfig {
+	how := "(--subjects)"
+	if len(s.Sources) > 0 {
+		how = "(--hub-url: a copy of the hub's stream, sourced over the leaf node)"
+	}
+	cfg := jetstream.StreamConfig{
+		Name: s.Name, Subjects: s.Subjects, Sources: s.Sources, Storage: jetstream.FileStorage, Duplicates: s.Duplicates,
+		Description: "created by jetledger " + how + ": its consumer applies each message once through a SQLite ledger, " +
+			"which keeps a message's id while the stream holds a copy of it",
+		Metadata: map[string]string{consumer.MetadataCreatedBy: "jetledger", consumer.MetadataVersion: version()},
+		MaxAge:   s.Limits.MaxAge, MaxBytes: -1, MaxMsgs: -1,
+	}
+	if s.Limits.MaxBytes > 0 {
+		cfg.MaxBytes = int64(s.Limits.MaxBytes)
+	}
+	if s.Limits.MaxMsgs > 0 {
+		cfg.MaxMsgs = s.Limits.MaxMsgs
+	}
+	return cfg
+}
+
+// ensureStream creates the stream when subjects are given and it is
+// missing. Without subjects the stream must already exist. An existing
+// stream is never edited: limits given for it that differ from its own are
+// warned about, with the command that applies them.
+func ensureStream(ctx context.Context, js jetstream.JetStream, spec streamSpec, log *slog.Logger) (*jetstream.StreamInfo, error) {
+	s, err := js.Stream(ctx, spec.Name)
 	if err == nil {
-		return s.CachedInfo(), nil
+		info := s.CachedInfo()
+		if len(spec.Subjects) > 0 || len(spec.Sources) > 0 {
+			warnLimitsDiffer(ctx, info.Config, spec.Limits, log)
+		}
+		return info, nil
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("look up stream %s: %w", name, err)
+		return nil, fmt.Errorf("look up stream %s: %w", spec.Name, err)
 	}
-	if len(subjects) == 0 {
-		return nil, fmt.Errorf("stream %s does not exist; pass --subjects to create it", name)
+	if len(spec.Subjects) == 0 && len(spec.Sources) == 0 {
+		return nil, fmt.Errorf("stream %s does not exist; pass --subjects to create it", spec.Name)
 	}
-	s, err = js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: subjects, Storage: jetstream.FileStorage, Duplicates: dupWindow,
-	})
+	s, err = js.CreateStream(ctx, spec.config())
 	if err != nil {
-		return nil, fmt.Errorf("create stream %s: %w", name, err)
+		return nil, fmt.Errorf("create stream %s: %w", spec.Name, err)
 	}
-	log.Info("created stream", "stream", name, "subjects", subjects, "duplicate_window", dupWindow)
+	log.Info("created stream", "stream", spec.Name, "subjects", spec.Subjects, "sources", len(spec.Sources), "duplicate_window", spec.Duplicates,
+		"max_age", spec.Limits.MaxAge, "max_bytes", spec.Limits.MaxBytes, "max_msgs", spec.Limits.MaxMsgs)
 	return s.CachedInfo(), nil
+}
+
+// warnLimitsDiffer warns, once, when limits given on the command line
+// differ from those of the existing stream. It does not refuse: run never
+// edits a stream, and stopping would not help, as a stream whose limits
+// are shorter than wanted drops unconsumed messages all the faster while
+// nothing consumes them.
+func warnLimitsDiffer(ctx context.Context, have jetstream.StreamConfig, want streamLimitFlags, log *slog.Logger) {
+	var attrs []any
+	var edit []string
+	if want.MaxAge > 0 && want.MaxAge != have.MaxAge {
+		attrs = append(attrs, "max_age", have.MaxAge, "max_age_flag", want.MaxAge)
+		edit = append(edit, "--max-age "+want.MaxAge.String())
+	}
+	if want.MaxBytes > 0 && int64(want.MaxBytes) != have.MaxBytes {
+		attrs = append(attrs, "max_bytes", have.MaxBytes, "max_bytes_flag", int64(want.MaxBytes))
+		edit = append(edit, "--max-bytes "+strconv.FormatInt(int64(want.MaxBytes), 10))
+	}
+	if want.MaxMsgs > 0 && want.MaxMsgs != have.MaxMsgs {
+		attrs = append(attrs, "max_msgs", have.MaxMsgs, "max_msgs_flag", want.MaxMsgs)
+		edit = append(edit, "--max-msgs "+strconv.FormatInt(want.MaxMsgs, 10))
+	}
+	if len(edit) == 0 {
+		return
+	}
+	cmd := "nats stream edit " + have.Name + " " + strings.Join(edit, " ")
+	log.WarnContext(ctx, msgLimitsDiffer, append([]any{"stream", have.Name, "edit", cmd}, attrs...)...)
+}
+
+// unlimited reports whether a stream never drops a message by itself: it
+// keeps messages by limits and has none, so its first sequence stays put.
+func unlimited(cfg jetstream.StreamConfig) bool {
+	return cfg.Retention == jetstream.LimitsPolicy && cfg.MaxAge == 0 && cfg.MaxBytes <= 0 && cfg.MaxMsgs <= 0 && cfg.MaxMsgsPerSubject <= 0
+}
+
+// warnUnlimited warns when the stream consumed keeps every message: prune
+// keeps a ledger row while any copy of its id can still be delivered or
+// replayed, which in such a stream is forever.
+func warnUnlimited(ctx context.Context, cfg jetstream.StreamConfig, log *slog.Logger) {
+	if !unlimited(cfg) {
+		return
+	}
+	log.WarnContext(ctx, msgUnlimited, "stream", cfg.Name, "edit", "nats stream edit "+cfg.Name+" --max-age 7d")
 }
