@@ -115,3 +115,25 @@ func TestTxIsDoneWhenTheHandlerReturns(t *testing.T) {
 		t.Fatalf("Enqueue after the handler returned: err = %v, want ErrTxDone", err)
 	}
 }
+
+// The stream and durable run recorded are the ledger's too: a handler that
+// deletes them would send status and prune to another stream.
+func TestHandlerCannotWriteTheRecordedConsumers(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	ctx := context.Background()
+	if err := st.RememberConsumer(ctx, "S", "d"); err != nil {
+		t.Fatal(err)
+	}
+	forget := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM jetledger_consumers`)
+		return err
+	}
+	rs, err := st.ApplyBatch(ctx, []ledger.Delivery{delivery("m1", 1, "a")}, forget, ledger.Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := st.Consumers(ctx); err != nil || len(cs) != 1 || rs[0].Outcome == ledger.Applied {
+		t.Fatalf("a handler's delete of the recorded consumers: outcome %v, %d left (%v)", rs[0].Outcome, len(cs), err)
+	}
+}

@@ -13,7 +13,7 @@ import (
 type ledgerCmd struct {
 	dbFlag
 	jsonFlag
-	Stats     ledgerStatsCmd     `cmd:"" help:"rows, size, oldest and newest entries, conflicts, dead letters"`
+	Stats     ledgerStatsCmd     `cmd:"" help:"rows, size, oldest and newest entries, conflicts, dead letters, the consumers run served"`
 	Conflicts ledgerConflictsCmd `cmd:"" help:"messages whose id was reused with a different payload, with both payload hashes"`
 	Prune     ledgerPruneCmd     `cmd:"" help:"remove rows no redelivery or republish can meet, then vacuum; reads the stream's bounds from --nats"`
 }
@@ -22,14 +22,24 @@ func (ledgerCmd) Help() string { return "Dead letters have a command of their ow
 
 type ledgerStatsCmd struct{}
 
+// ledgerStats is what `ledger stats` prints.
+type ledgerStats struct {
+	ledger.Stats
+	Consumers []ledger.Consumer `json:"consumers"` // the streams and durables run served, the last first
+}
+
 func (ledgerStatsCmd) Run(inv *invocation, l *ledgerCmd) error {
 	return l.withStore(func(st *ledger.Store) error {
 		s, err := st.Stats(inv.ctx)
 		if err != nil {
 			return err
 		}
+		cs, err := st.Consumers(inv.ctx)
+		if err != nil {
+			return err
+		}
 		if l.JSON {
-			return printJSON(inv.stdout, s)
+			return printJSON(inv.stdout, ledgerStats{s, cs})
 		}
 		tw := tabwriter.NewWriter(inv.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "database\t%s\nschema version\t%d\nsize\t%d bytes\nprocessed messages\t%d\n", s.Path, s.SchemaVersion, s.SizeBytes, s.Processed)
@@ -37,6 +47,13 @@ func (ledgerStatsCmd) Run(inv *invocation, l *ledgerCmd) error {
 			fmt.Fprintf(tw, "oldest\t%s\nnewest\t%s\n", s.Oldest.Format(time.RFC3339), s.Newest.Format(time.RFC3339))
 		}
 		fmt.Fprintf(tw, "conflicts\t%d\ndead letters\t%d\n", s.Conflicts, s.DeadLetters)
+		for i, c := range cs {
+			label := ""
+			if i == 0 {
+				label = "run served"
+			}
+			fmt.Fprintf(tw, "%s\tstream %s, durable %s, last at %s\n", label, c.Stream, c.Durable, c.LastSeen.Format(time.RFC3339))
+		}
 		return tw.Flush()
 	})
 }
@@ -68,7 +85,17 @@ func (ledgerPruneCmd) Help() string {
 gone from the stream (below its first sequence) and outside its duplicate
 window, and that the durable (--durable) has no copy of left to handle; and
 sent or cancelled outbox rows older than --outbox-retention. Then vacuums.
-A --retention shorter than the stream's duplicate window is refused (exit 2).`
+A --retention shorter than the stream's duplicate window is refused (exit 2).
+Without --stream, the stream and durable are those run recorded in the
+ledger; when it recorded several, --stream says which (exit 2 until then).`
+}
+
+// pruneResult is what `ledger prune` prints: the stream it pruned, then
+// what it removed.
+type pruneResult struct {
+	Stream  string `json:"stream"`
+	Durable string `json:"durable"`
+	ledger.PruneResult
 }
 
 func (c *ledgerPruneCmd) Run(inv *invocation, l *ledgerCmd) error {
@@ -76,6 +103,9 @@ func (c *ledgerPruneCmd) Run(inv *invocation, l *ledgerCmd) error {
 		return err
 	}
 	return l.withStore(func(st *ledger.Store) error {
+		if err := c.resolve(inv.ctx, st); err != nil {
+			return err
+		}
 		nc, js, err := connect(inv.ctx, c.NATS, quiet)
 		if err != nil {
 			return err
@@ -83,17 +113,21 @@ func (c *ledgerPruneCmd) Run(inv *invocation, l *ledgerCmd) error {
 		defer nc.Close()
 		p := &pruner{st: st, js: js, streamFlags: c.streamFlags, retentionFlags: c.retentionFlags, log: quiet}
 		if err := p.check(inv.ctx); err != nil {
-			return err
+			return c.explain(err, l.DB)
 		}
 		res, err := p.once(inv.ctx)
 		if err != nil {
-			return err
+			return c.explain(err, l.DB)
 		}
 		if l.JSON {
-			return printJSON(inv.stdout, res)
+			return printJSON(inv.stdout, pruneResult{c.Stream, c.Durable, res})
 		}
-		fmt.Fprintf(inv.stdout, "pruned %d processed_messages rows and %d outbox rows; %d pages returned to the file system\n",
-			res.Processed, res.Outbox, res.FreedPages)
+		via := ""
+		if o := c.origin(l.DB); o != "" {
+			via = " (" + o + ")"
+		}
+		fmt.Fprintf(inv.stdout, "stream %s, durable %s%s: pruned %d processed_messages rows and %d outbox rows; %d pages returned to the file system\n",
+			c.Stream, c.Durable, via, res.Processed, res.Outbox, res.FreedPages)
 		return nil
 	})
 }

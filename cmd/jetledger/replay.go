@@ -35,6 +35,9 @@ dead letter, needs --webhook as run has it, or --no-effects if run has none.
 --to-seq N moves the end; without run's durable on the stream it is required,
 and messages up to it count as handled elsewhere.
 
+Without --stream, the replay reads the stream and durable run recorded in
+the ledger (--db); a ledger that served several asks for --stream (exit 2).
+
 It uses a temporary consumer, so the durable of 'run' is not moved. Progress
 goes to standard error (a bar on a terminal, lines otherwise); the summary to
 standard output: applied, duplicates, conflicts, suppressed, queued for run,
@@ -63,16 +66,24 @@ func (c *replayCmd) Run(inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	s, err := c.setup(ctx, inv.stderr, snk)
-	if err != nil {
+	// Every flag is checked before the ledger is read for the names left out.
+	if _, err := c.consumeFlags.validate(); err != nil {
 		return err
 	}
+	if err := c.resolveFrom(ctx, c.dbFlag); err != nil {
+		return err
+	}
+	s, err := c.setup(ctx, inv.stderr, snk)
+	if err != nil {
+		return c.explain(err, c.DB)
+	}
 	defer s.Close()
+	s.log.InfoContext(ctx, "replaying", "stream", c.Stream, "durable", c.Durable, "names_from", c.from, "db", c.DB)
 	setupCtx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	b, err := boundReplay(setupCtx, s.js, c.Stream, c.Durable, c.ToSeq)
 	if err != nil {
-		return err
+		return c.explain(err, c.DB)
 	}
 	if b.upTo == 0 || b.upTo < from.Seq {
 		fmt.Fprintf(inv.stderr, "jetledger replay: nothing to replay: durable %s was delivered nothing from there\n", c.Durable)

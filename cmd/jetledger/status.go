@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -15,11 +16,13 @@ import (
 )
 
 const statusHelp = `
-One screen of what matters: the stream (first and last sequence, messages,
-duplicate window), the consumer (AckWait against the plan of the given timing
-flags, pending, waiting for ack, redelivered), the ledger (rows, size, oldest),
-the outbox per state, dead letters and conflicts. Exit 1 when a part cannot be
-read or the consumer's AckWait is unsafe.`
+One screen of what matters: which stream and durable it reads (without
+--stream, the ones run recorded in the ledger), the stream (first and last
+sequence, messages, duplicate window), the consumer (AckWait against the plan
+of the given timing flags, pending, waiting for ack, redelivered), the ledger
+(rows, size, oldest), the outbox per state, dead letters and conflicts. Exit 1
+when a part cannot be read or the consumer's AckWait is unsafe; exit 2 when
+--stream is left out and the ledger recorded several consumers.`
 
 type streamStatus struct {
 	Name            string        `json:"name"`
@@ -41,7 +44,17 @@ type consumerStatus struct {
 	ServerMaxDeliver int           `json:"server_max_deliver"`
 }
 
+// servesStatus is the stream and durable status read, and where their
+// names came from: given, the ledger (as run recorded them) or the defaults.
+type servesStatus struct {
+	Stream  string    `json:"stream"`
+	Durable string    `json:"durable"`
+	From    namesFrom `json:"from"`
+	origin  string
+}
+
 type statusReport struct {
+	Serves   *servesStatus           `json:"serves,omitempty"`
 	Stream   *streamStatus           `json:"stream,omitempty"`
 	Consumer *consumerStatus         `json:"consumer,omitempty"`
 	Ledger   *ledger.Stats           `json:"ledger,omitempty"`
@@ -71,7 +84,20 @@ func (c *statusCmd) Run(inv *invocation) error {
 	var rep statusReport
 	ctx, cancel := context.WithTimeout(inv.ctx, 10*time.Second)
 	defer cancel()
-	c.readLedger(ctx, &rep)
+	if st, err := c.openExisting(); err != nil {
+		rep.Problems = append(rep.Problems, err.Error())
+	} else {
+		defer st.Close()
+		// Which consumer to read is settled before anything is printed:
+		// several recorded in the ledger are the user's to choose from.
+		if err := c.resolve(ctx, st); errors.As(err, new(usageError)) {
+			return err
+		} else if err != nil {
+			rep.Problems = append(rep.Problems, err.Error())
+		}
+		c.readLedger(ctx, st, &rep)
+	}
+	rep.Serves = &servesStatus{c.Stream, c.Durable, c.from, c.origin(c.DB)}
 	if nc, js, err := connect(ctx, c.NATS, quiet); err != nil {
 		rep.Problems = append(rep.Problems, err.Error())
 	} else {
@@ -92,16 +118,12 @@ func (c *statusCmd) Run(inv *invocation) error {
 }
 
 // readLedger fills in the ledger's part of rep.
-func (c *statusCmd) readLedger(ctx context.Context, rep *statusReport) {
-	err := c.withStore(func(st *ledger.Store) error {
-		s, err := st.Stats(ctx)
-		if err != nil {
-			return err
-		}
+func (c *statusCmd) readLedger(ctx context.Context, st *ledger.Store, rep *statusReport) {
+	s, err := st.Stats(ctx)
+	if err == nil {
 		rep.Ledger = &s
 		rep.Outbox, err = st.OutboxCounts(ctx)
-		return err
-	})
+	}
 	if err != nil {
 		rep.Problems = append(rep.Problems, err.Error())
 	}
@@ -110,7 +132,10 @@ func (c *statusCmd) readLedger(ctx context.Context, rep *statusReport) {
 // readServer fills in the stream's and the consumer's parts of rep.
 func (c *statusCmd) readServer(ctx context.Context, js jetstream.JetStream, plan ackwait.Plan, rep *statusReport) {
 	if s, err := js.Stream(ctx, c.Stream); err != nil {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("stream %s: %v", c.Stream, err))
+		rep.Problems = append(rep.Problems, fmt.Sprintf("stream %s: %v", c.Stream, c.explain(err, c.DB)))
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return // and so is its consumer: one problem, not two
+		}
 	} else if info, err := s.Info(ctx); err != nil {
 		rep.Problems = append(rep.Problems, fmt.Sprintf("stream %s: %v", c.Stream, err))
 	} else {
@@ -122,7 +147,7 @@ func (c *statusCmd) readServer(ctx context.Context, js jetstream.JetStream, plan
 		info, err = cons.Info(ctx)
 	}
 	if err != nil {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("consumer %s/%s: %v", c.Stream, c.Durable, err))
+		rep.Problems = append(rep.Problems, fmt.Sprintf("consumer %s/%s: %v", c.Stream, c.Durable, c.explain(err, c.DB)))
 		return
 	}
 	verr := plan.Validate(consumer.DurableOf(info.Config))
@@ -134,6 +159,13 @@ func (c *statusCmd) readServer(ctx context.Context, js jetstream.JetStream, plan
 }
 
 func printStatus(w io.Writer, r statusReport) {
+	if s := r.Serves; s != nil {
+		text := fmt.Sprintf("stream %s, durable %s", s.Stream, s.Durable)
+		if s.origin != "" {
+			text += " (" + s.origin + ")"
+		}
+		field(w, "serves", text)
+	}
 	if s := r.Stream; s != nil {
 		field(w, "stream", fmt.Sprintf("%s: seq %d..%d, %d messages, duplicate window %s", s.Name, s.FirstSeq, s.LastSeq, s.Messages, s.DuplicateWindow))
 	}

@@ -32,11 +32,11 @@ func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token st
 	o.params.Worker = token
 	werr := d.writeBack(wctx, it.ID, o)
 	d.count(o.change)
+	if err != nil {
+		d.logFailure(ctx, it, err, o)
+	}
 	switch {
 	case werr == nil:
-		if o.change == ledger.Review {
-			d.log.WarnContext(ctx, "send outcome unknown; outbox row moved to review", "outbox_id", it.ID, "err", err)
-		}
 	case errors.Is(werr, ledger.ErrCancelled):
 		d.settleCancelled(wctx, it, token, o)
 	case o.change == ledger.Sent:
@@ -45,6 +45,22 @@ func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token st
 			"outbox_id", it.ID, "external_id", ext, "err", werr)
 	default:
 		d.log.WarnContext(ctx, "send failed and its result could not be written back", "outbox_id", it.ID, "err", werr)
+	}
+}
+
+// logFailure says, at warn, that a send failed and what its row does next
+// (the change classify chose; a write-back that fails is said after it).
+func (d *Dispatcher) logFailure(ctx context.Context, it ledger.OutboxItem, err error, o outcome) {
+	attrs := []any{"outbox_id", it.ID, "sink", d.sink.Name(), "attempt", it.Attempts, "err", err, "next", string(o.change)}
+	switch o.change {
+	case ledger.Retry:
+		d.log.WarnContext(ctx, "outbox send failed; it will be retried", append(attrs, "retry_in", o.params.Delay)...)
+	case ledger.RetryMaybeSent:
+		d.log.WarnContext(ctx, "outbox send outcome unknown; it will be sent again with the same idempotency key", append(attrs, "retry_in", o.params.Delay)...)
+	case ledger.Review:
+		d.log.WarnContext(ctx, "outbox send outcome unknown; the row goes to review, not sent again", attrs...)
+	default:
+		d.log.WarnContext(ctx, "outbox send failed; the row is failed, not sent again", append(attrs, "reason", o.params.Reason)...)
 	}
 }
 

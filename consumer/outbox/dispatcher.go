@@ -180,10 +180,10 @@ func (d *Dispatcher) round(ctx context.Context, slots chan struct{}, wg *sync.Wa
 	ex, err := d.o.ExpireLeases(ctx, d.sink.Name(), d.idempotent)
 	for _, id := range ex.Review {
 		d.n.review.Add(1)
-		d.log.WarnContext(ctx, "outbox row's lease expired mid-send; moved to review, not re-sent", "outbox_id", id)
+		d.log.WarnContext(ctx, "outbox row's lease expired mid-send; moved to review, not re-sent", "outbox_id", id, "sink", d.sink.Name())
 	}
 	for _, id := range ex.Requeued {
-		d.log.WarnContext(ctx, "outbox row's lease expired mid-send; re-sending with the same idempotency key", "outbox_id", id)
+		d.log.WarnContext(ctx, "outbox row's lease expired mid-send; re-sending with the same idempotency key", "outbox_id", id, "sink", d.sink.Name())
 	}
 	if err != nil {
 		return false, err

@@ -1,0 +1,46 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Consumer is a stream and a durable consumer on it that this database
+// served, as recorded by RememberConsumer. The ledger only keeps the names.
+type Consumer struct {
+	Stream    string    `json:"stream"`
+	Durable   string    `json:"durable"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+}
+
+// RememberConsumer records that this database serves durable on stream, so
+// that tools reading it later can tell which one without being told. A pair
+// already recorded only has its last-seen time moved; the others stay.
+func (s *Store) RememberConsumer(ctx context.Context, stream, durable string) error {
+	if stream == "" || durable == "" {
+		return errors.New("ledger: remember consumer: the stream and the durable need names")
+	}
+	now := s.cfg.Now().UnixMilli()
+	if _, err := s.writer.ExecContext(ctx, `INSERT INTO jetledger_consumers (stream, durable, first_seen, last_seen)
+		VALUES (?1, ?2, ?3, ?3) ON CONFLICT (stream, durable) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)`,
+		stream, durable, now); err != nil {
+		return fmt.Errorf("ledger: remember consumer %s/%s: %w", stream, durable, interpret(err))
+	}
+	return nil
+}
+
+// Consumers returns the recorded consumers, the one seen last first.
+func (s *Store) Consumers(ctx context.Context) ([]Consumer, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT stream, durable, first_seen, last_seen FROM jetledger_consumers
+		ORDER BY last_seen DESC, stream, durable`)
+	return collect("consumers", rows, err, func(sc scanner) (Consumer, error) {
+		var c Consumer
+		var first, last int64
+		err := sc.Scan(&c.Stream, &c.Durable, &first, &last)
+		c.FirstSeen, c.LastSeen = time.UnixMilli(first), time.UnixMilli(last)
+		return c, err
+	})
+}
