@@ -48,8 +48,10 @@ Exit codes: 0 ok, 1 runtime failure, 2 bad usage.`
 var flagGroups = []kong.Group{
 	{Key: "nats", Title: "NATS connection:"},
 	{Key: "embedded", Title: "Embedded server (without --nats):"},
+	{Key: "edge", Title: "Edge (the embedded server as a leaf node of a hub):"},
 	{Key: "timing", Title: "Timing (the AckWait plan):"},
 	{Key: "webhook", Title: "Webhook sink:"},
+	{Key: "effects", Title: "NATS sink (effects published to a JetStream subject):"},
 	{Key: "log", Title: "Logging:"},
 }
 

@@ -25,6 +25,7 @@ type consumeFlags struct {
 	NATS     natsFlags     `embed:"" group:"nats" kong:"set='nats_url=',set='nats_help=NATS server URL (without it, an embedded JetStream server is started)'"`
 	Embedded embeddedFlags `embed:"" group:"embedded"`
 	streamFlags
+	streamLimitFlags
 	Subjects        string        `name:"subjects" placeholder:"LIST" help:"comma-separated subjects; creates the stream with them if it does not exist"`
 	DuplicateWindow time.Duration `name:"duplicate-window" help:"duplicate window of a stream created by --subjects (default 2m; 30s with --memory-limit: the embedded server keeps about 100 B per message id for this long)"`
 	MemoryLimit     byteSize      `name:"memory-limit" placeholder:"SIZE" help:"keep the process (with its embedded server) within about this much memory, such as 96MiB: sets the Go memory limit to it less 32MiB for code and SQLite, and gives a stream created by --subjects a 30s duplicate window (default: no limit, or GOMEMLIMIT)"`
@@ -45,7 +46,8 @@ func (f *consumeFlags) validate() (ackwait.Plan, error) {
 	if err == nil {
 		err = firstError(f.dbFlag.validate(), f.streamFlags.validate(), checkSubjects(f.Subjects),
 			checkDurations(durationFlag{"--duplicate-window", f.DuplicateWindow}), checkMemoryLimit(f.MemoryLimit),
-			f.Embedded.validate(f.NATS.URL != ""))
+			f.streamLimitFlags.validate(f.Subjects+f.Embedded.HubStream, duplicateWindow(f.DuplicateWindow, f.MemoryLimit)),
+			f.Embedded.validate(f.NATS.URL != ""), f.Embedded.hubFlags.validate(f.NATS.URL != "", f.Subjects))
 	}
 	switch {
 	case err != nil:
@@ -123,7 +125,8 @@ func (f *consumeFlags) start(ctx context.Context, c *consumption, stderr io.Writ
 		return err
 	}
 	c.cfg = consumer.Config{Stream: f.Stream, Durable: f.Durable, Plan: c.plan, Handler: c.h.handle,
-		MaxDeliver: f.MaxDeliver, AllowSequenceIDs: f.AllowSeqIDs, Logger: c.log}
+		MaxDeliver: f.MaxDeliver, AllowSequenceIDs: f.AllowSeqIDs, Logger: c.log,
+		Metadata: map[string]string{consumer.MetadataVersion: version()}}
 	return nil
 }
 
@@ -135,7 +138,15 @@ func (f *consumeFlags) startEmbedded(c *consumption) (natsFlags, error) {
 	if dir == "" {
 		dir = f.DB + ".nats"
 	}
-	srv, err := startEmbedded(embeddedConfig{Listen: e.Listen, StoreDir: dir, Token: e.EmbeddedToken, Sync: e.SyncInterval.interval}, c.log)
+	cfg := embeddedConfig{Listen: e.Listen, StoreDir: dir, Token: e.EmbeddedToken, Sync: e.SyncInterval.interval}
+	if e.Hub != "" {
+		leaf, err := e.leafRemote()
+		if err != nil {
+			return natsFlags{}, err
+		}
+		cfg.Leaf, cfg.Domain = leaf, e.domain()
+	}
+	srv, err := startEmbedded(cfg, c.log)
 	if err != nil {
 		return natsFlags{}, err
 	}
@@ -144,14 +155,24 @@ func (f *consumeFlags) startEmbedded(c *consumption) (natsFlags, error) {
 }
 
 // ensureStream creates the stream with --subjects if it is missing, and
-// warns when its duplicate window is shorter than a publisher retries.
+// warns when its duplicate window is shorter than a publisher retries, and
+// when it has no limits, so that the ledger can never be pruned.
 func (f *consumeFlags) ensureStream(ctx context.Context, c *consumption) error {
 	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
-	info, err := ensureStream(sctx, c.js, f.Stream, splitList(f.Subjects), duplicateWindow(f.DuplicateWindow, f.MemoryLimit), c.log)
+	spec := streamSpec{Name: f.Stream, Subjects: splitList(f.Subjects),
+		Duplicates: duplicateWindow(f.DuplicateWindow, f.MemoryLimit), Limits: f.streamLimitFlags}
+	ensure := ensureStream
+	if f.Embedded.Hub != "" {
+		ensure = func(ctx context.Context, js jetstream.JetStream, spec streamSpec, log *slog.Logger) (*jetstream.StreamInfo, error) {
+			return ensureSourcedStream(ctx, js, spec, f.Embedded.hubFlags, log)
+		}
+	}
+	info, err := ensure(sctx, c.js, spec, c.log)
 	if err != nil {
 		return err
 	}
+	warnUnlimited(ctx, info.Config, c.log)
 	if err := (publisher.Config{}).CheckDuplicateWindow(info.Config.Duplicates); err != nil {
 		c.log.WarnContext(ctx, "stream duplicate window is short", "err", err)
 	}

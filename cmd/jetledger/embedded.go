@@ -30,6 +30,10 @@ type embeddedConfig struct {
 	// write before the publish is acked (nats-server's sync_interval: always);
 	// a positive duration syncs in the background that often.
 	Sync time.Duration
+	// Leaf, when set, makes the server a leaf node of a hub with its own
+	// JetStream domain, Domain.
+	Leaf   *server.RemoteLeafOpts
+	Domain string
 }
 
 // embedded is a JetStream server inside this process: one binary is a whole
@@ -90,6 +94,10 @@ func startEmbedded(cfg embeddedConfig, log *slog.Logger) (*embedded, error) {
 		SyncAlways:   cfg.Sync == 0,
 		SyncInterval: cfg.Sync,
 	}
+	if cfg.Leaf != nil {
+		opts.JetStreamDomain = cfg.Domain
+		opts.LeafNode = server.LeafNodeOpts{ReconnectInterval: leafReconnect, Remotes: []*server.RemoteLeafOpts{cfg.Leaf}}
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		lock.Close()
@@ -104,6 +112,9 @@ func startEmbedded(cfg embeddedConfig, log *slog.Logger) (*embedded, error) {
 	}
 	lock.serving(srv.ClientURL())
 	log.Info("embedded JetStream server started", "url", srv.ClientURL(), "store", abs, "sync_interval", syncInterval{interval: cfg.Sync}.String())
+	if cfg.Leaf != nil {
+		log.Info("leaf node of the hub; processing goes on while the link is down", "hub", redactURLs(cfg.Leaf.URLs), "domain", cfg.Domain)
+	}
 	return &embedded{srv: srv, lock: lock}, nil
 }
 
@@ -122,6 +133,7 @@ type embeddedFlags struct {
 	EmbeddedToken string       `name:"embedded-token" help:"require this token of every client of the embedded server (clients pass --nats-token)"`
 	StoreDir      string       `name:"store-dir" placeholder:"DIR" help:"embedded server's JetStream store (default: <db>.nats beside the database)"`
 	SyncInterval  syncInterval `name:"sync-interval" placeholder:"always|DURATION" help:"how often the embedded server fsyncs its JetStream store: always (the default) syncs every write before the publish is acked (the embedded store is the system of record); a duration such as 2m is faster but loses up to that long of acked messages on power loss"`
+	hubFlags      `group:"edge"`
 }
 
 // validate checks the embedded server's flags. With --nats (external) there

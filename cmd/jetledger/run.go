@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/ledger"
 )
 
 const runHelp = `
@@ -26,6 +27,17 @@ Without --nats, run starts an embedded JetStream server on --listen with its
 store beside the database, so one binary is a whole edge node; with
 --subjects the stream is created if missing.
 
+Without --stream, run consumes the stream and durable it recorded in the
+ledger when it last ran (EVENTS and jetledger for a new ledger); it records
+the ones it consumes at each start, so that status, replay and ledger prune
+need no --stream either. A ledger that served several asks for --stream
+(exit 2).
+
+Every --summary-interval run logs, at info, the messages applied, duplicates,
+conflicts and dead letters since it started, and with --webhook the outbox
+rows sent and those queued and in review now: a quiet run is seen alive. Each
+failed send is logged at warn with its outbox id, sink, attempt and error.
+
 AckWait: a consumer created by run gets AckWait = buffer-wait + deadline +
 commit-margin + batch x 1ms + ack-margin. An existing consumer with a shorter
 AckWait is refused (exit 1) with both values named; see 'jetledger check'.
@@ -42,11 +54,14 @@ Example:
 // runCmd is `jetledger run`.
 type runCmd struct {
 	consumeFlags
-	Delete webhookDelete `embed:"" group:"webhook"`
-	Send   webhookSend   `embed:"" group:"webhook"`
+	Delete  webhookDelete `embed:"" group:"webhook"`
+	Send    webhookSend   `embed:"" group:"webhook"`
+	Effects effectsFlags  `embed:"" group:"effects"`
 	retentionFlags
 	PruneInterval time.Duration `name:"prune-interval" default:"1h" help:"how often to prune the ledger while running (0: never)"`
 	Metrics       string        `name:"metrics" placeholder:"ADDR" help:"serve Prometheus /metrics and /healthz on this address (127.0.0.1:9464, say)"`
+	// A summary line, so that a run with nothing to do is seen alive.
+	SummaryInterval time.Duration `name:"summary-interval" default:"1m" help:"log a summary at info this often: messages applied, duplicates, conflicts and dead letters since the start; with --webhook, outbox rows sent, queued and in review (0: never)"`
 }
 
 func (runCmd) Help() string { return runHelp }
@@ -77,11 +92,22 @@ func (c *runCmd) run(inv *invocation) error {
 		}
 		defer m.listener.Close()
 	}
+	// Left out, the stream and durable are the ones this ledger served.
+	if err := c.resolveFrom(ctx, c.dbFlag); err != nil {
+		return err
+	}
 	s, err := c.setup(ctx, inv.stderr, snk)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	if c.Effects.Subject != "" {
+		// The NATS sink needs the connection setup made.
+		if s.sink, err = c.Effects.natsSink(ctx, s.js, s.nc, s.plan, c.Send.OutboxMaxAttempts, s.log); err != nil {
+			return err
+		}
+		s.h.sink = s.sink.Name()
+	}
 	var d *dispatcher
 	if s.sink != nil {
 		if d, err = newDispatcher(s.st, s.sink, s.plan, c.Send.OutboxWorkers, c.Send.OutboxMaxAttempts, s.log); err != nil {
@@ -105,7 +131,10 @@ func (c *runCmd) run(inv *invocation) error {
 	if err != nil {
 		return refusal(c.Stream, c.Durable, s.plan.BatchSize, err)
 	}
-	s.log.InfoContext(ctx, "consuming", "stream", c.Stream, "durable", c.Durable, "db", c.DB,
+	if err := c.remember(setupCtx, s); err != nil {
+		return err
+	}
+	s.log.InfoContext(ctx, "consuming", "stream", c.Stream, "durable", c.Durable, "names_from", c.from, "db", c.DB,
 		"batch", s.plan.BatchSize, "deadline", s.plan.Deadline, "ack_wait_needed", s.plan.AckWait(), "webhook", c.Webhook.URL)
 
 	runCtx, stop := context.WithCancel(ctx)
@@ -120,9 +149,77 @@ func (c *runCmd) run(inv *invocation) error {
 		}
 		go p.loop(runCtx, c.PruneInterval)
 	}
+	summaryDone := make(chan struct{})
+	go func() {
+		defer close(summaryDone)
+		summarize(runCtx, c.SummaryInterval, s.log, s.st, cons, d)
+	}()
 	err = runTogether(runCtx, stop, cons, d)
+	<-summaryDone // runTogether stopped runCtx
 	logTotals(s.log, cons, d)
 	return err
+}
+
+// remember records in the ledger the stream and durable run has bound, for
+// the commands that read the ledger later; a ledger that has served others
+// too is said at start, since those commands will ask which.
+func (c *runCmd) remember(ctx context.Context, s *consumption) error {
+	if err := s.st.RememberConsumer(ctx, c.Stream, c.Durable); err != nil {
+		return err
+	}
+	all, err := s.st.Consumers(ctx)
+	if err != nil {
+		return err
+	}
+	if len(all) > 1 {
+		others := make([]string, 0, len(all)-1)
+		for _, o := range all {
+			if o.Stream != c.Stream || o.Durable != c.Durable {
+				others = append(others, o.Stream+"/"+o.Durable)
+			}
+		}
+		s.log.WarnContext(ctx, "this ledger has served other consumers too: status, replay and ledger prune will need --stream to say which",
+			"stream", c.Stream, "durable", c.Durable, "others", others)
+	}
+	return nil
+}
+
+// summarize logs the counts every interval (0: never) until ctx ends: the
+// consumer's and the dispatcher's totals since the start, and the outbox
+// rows queued and in review now (counted on the status index).
+func summarize(ctx context.Context, every time.Duration, log *slog.Logger, st *ledger.Store, cons *consumer.Consumer, d *dispatcher) {
+	if every <= 0 {
+		return
+	}
+	started := time.Now()
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n := cons.Counts()
+		// Not "batches": the totals line at the stop is the one with it.
+		attrs := []any{"uptime", time.Since(started).Round(time.Second), "applied", n.Applied, "duplicates", n.Duplicates,
+			"conflicts", n.Conflicts, "dead_letters", n.DeadLetters}
+		if d != nil {
+			dc := d.Counts()
+			attrs = append(attrs, "sent", dc.Sent, "send_failed", dc.Failed)
+			queued, err := st.CountOutbox(ctx, ledger.StatusQueued, time.Time{})
+			var review int64
+			if err == nil {
+				review, err = st.CountOutbox(ctx, ledger.StatusReview, time.Time{})
+			}
+			if err == nil {
+				attrs = append(attrs, "outbox_queued", queued, "outbox_review", review)
+			} else if ctx.Err() == nil {
+				attrs = append(attrs, "outbox_err", err)
+			}
+		}
+		log.InfoContext(ctx, "summary", attrs...)
+	}
 }
 
 // prepare checks every flag (setup checks the shared ones again, without
@@ -131,10 +228,14 @@ func (c *runCmd) run(inv *invocation) error {
 func (c *runCmd) prepare() (sink, error) {
 	_, err := c.consumeFlags.validate()
 	if err == nil {
-		err = firstError(c.retentionFlags.validate(), checkDurations(durationFlag{"--prune-interval", c.PruneInterval}))
+		err = firstError(c.retentionFlags.validate(), checkDurations(durationFlag{"--prune-interval", c.PruneInterval},
+			durationFlag{"--summary-interval", c.SummaryInterval}))
 	}
 	if err == nil && c.Metrics != "" {
 		_, _, err = hostPort("--metrics", c.Metrics)
+	}
+	if err == nil {
+		err = c.Effects.validate(c.Webhook.URL)
 	}
 	if err != nil {
 		return nil, err

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// hubFlags make the embedded server a leaf node of a hub: the edge mode.
+type hubFlags struct {
+	Hub        string `name:"hub-url" placeholder:"URL" help:"join this hub as a leaf node (nats-leaf://host:7422, several comma-separated; user:password@ in the URL, or --hub-creds): the embedded server gets its own JetStream domain (--edge-domain) and --stream is created sourcing --hub-stream from the hub, so messages flow down while the link is up and processing never waits on it"`
+	HubStream  string `name:"hub-stream" placeholder:"NAME" help:"with --hub-url: the hub's stream that --stream sources"`
+	HubFilter  string `name:"hub-filter" placeholder:"SUBJECT" help:"with --hub-url: source only the hub's messages on this subject (one site's share, such as orders.site1.>)"`
+	HubDomain  string `name:"hub-domain" default:"hub" placeholder:"NAME" help:"with --hub-url: the hub's JetStream domain"`
+	Domain     string `name:"edge-domain" placeholder:"NAME" help:"with --hub-url: this edge's JetStream domain, unique per site, so the hub can reach its streams (default: the host name)"`
+	HubCreds   string `name:"hub-creds" placeholder:"FILE" help:"with --hub-url: credentials file (JWT and seed) for the leaf connection"`
+	HubTLSCA   string `name:"hub-tls-ca" placeholder:"FILE" help:"with --hub-url: CA certificate file to verify the hub"`
+	HubTLSCert string `name:"hub-tls-cert" placeholder:"FILE" help:"with --hub-url: client certificate file for the leaf connection"`
+	HubTLSKey  string `name:"hub-tls-key" placeholder:"FILE" help:"with --hub-url: client key file for the leaf connection"`
+}
+
+// domainName is what nats-server accepts as a JetStream domain.
+var domainName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+
+// validate checks the edge flags; subjects is --subjects, which a sourced
+// stream does not take.
+func (h hubFlags) validate(external bool, subjects string) error {
+	if h.Hub == "" {
+		for flag, v := range map[string]string{"--hub-stream": h.HubStream, "--hub-filter": h.HubFilter, "--edge-domain": h.Domain,
+			"--hub-creds": h.HubCreds, "--hub-tls-ca": h.HubTLSCA, "--hub-tls-cert": h.HubTLSCert, "--hub-tls-key": h.HubTLSKey} {
+			if v != "" {
+				return usagef("%s goes with --hub-url", flag)
+			}
+		}
+		return nil
+	}
+	switch {
+	case external:
+		return usagef("--hub-url makes the embedded server a leaf node; with --nats there is no embedded server (make that server the leaf node instead)")
+	case subjects != "":
+		// The hub's messages would reach the stream twice: over the leaf
+		// connection by subject, and by sourcing.
+		return usagef("with --hub-url, --stream sources --hub-stream and takes no --subjects")
+	case h.HubStream == "":
+		return usagef("--hub-url needs --hub-stream, the hub's stream to source")
+	case !domainName.MatchString(h.HubDomain):
+		return usagef("--hub-domain %q: want letters, digits, '-' and '_'", h.HubDomain)
+	case h.Domain != "" && !domainName.MatchString(h.Domain):
+		return usagef("--edge-domain %q: want letters, digits, '-' and '_'", h.Domain)
+	case h.domain() == h.HubDomain:
+		return usagef("--edge-domain %q is the hub's domain; each site needs its own", h.domain())
+	case (h.HubTLSCert == "") != (h.HubTLSKey == ""):
+		return usagef("--hub-tls-cert and --hub-tls-key go together")
+	}
+	for flag, path := range map[string]string{"--hub-creds": h.HubCreds, "--hub-tls-ca": h.HubTLSCA, "--hub-tls-cert": h.HubTLSCert, "--hub-tls-key": h.HubTLSKey} {
+		if _, err := os.Stat(path); path != "" && err != nil {
+			return usagef("%s: %v", flag, err)
+		}
+	}
+	_, err := h.urls()
+	return err
+}
+
+// domain is --edge-domain, or the host name made a valid domain.
+func (h hubFlags) domain() string {
+	if h.Domain != "" {
+		return h.Domain
+	}
+	host, _ := os.Hostname()
+	d := regexp.MustCompile(`[^A-Za-z0-9_-]+`).ReplaceAllString(host, "-")
+	return "edge-" + strings.Trim(d, "-")
+}
+
+func (h hubFlags) urls() ([]*url.URL, error) {
+	var us []*url.URL
+	for _, s := range splitList(h.Hub) {
+		u, err := url.Parse(s)
+		if err != nil || u.Host == "" {
+			return nil, usagef("--hub-url %q: want a URL such as nats-leaf://hub.example:7422", s)
+		}
+		us = append(us, u)
+	}
+	return us, nil
+}
+
+// leafRemote is the embedded server's leaf connection to the hub.
+func (h hubFlags) leafRemote() (*server.RemoteLeafOpts, error) {
+	urls, err := h.urls()
+	if err != nil {
+		return nil, err
+	}
+	r := &server.RemoteLeafOpts{URLs: urls, Credentials: h.HubCreds}
+	if h.HubTLSCA == "" && h.HubTLSCert == "" {
+		return r, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if h.HubTLSCA != "" {
+		pem, err := os.ReadFile(h.HubTLSCA)
+		if err != nil {
+			return nil, usagef("--hub-tls-ca: %v", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, usagef("--hub-tls-ca %s: no PEM certificate in it", h.HubTLSCA)
+		}
+	}
+	if h.HubTLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(h.HubTLSCert, h.HubTLSKey)
+		if err != nil {
+			return nil, usagef("--hub-tls-cert/--hub-tls-key: %v", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	r.TLS, r.TLSConfig = true, tc
+	return r, nil
+}
+
+// leafReconnect is how soon the leaf connection is tried again after the
+// link drops: the hub's messages wait for it.
+const leafReconnect = time.Second
+
+// ensureSourcedStream creates the edge's stream sourcing the hub's, if it is
+// missing, and warns when an existing one does not source it. The source is
+// addressed by the hub's domain, so it works over the leaf connection and
+// resumes where it stopped when the link comes back. The window is set:
+// since nats-server 2.14 a stream with sources has none by default.
+func ensureSourcedStream(ctx context.Context, js jetstream.JetStream, spec streamSpec, h hubFlags, log *slog.Logger) (*jetstream.StreamInfo, error) {
+	src := &jetstream.StreamSource{Name: h.HubStream, FilterSubject: h.HubFilter, Domain: h.HubDomain}
+	spec.Subjects, spec.Sources = nil, []*jetstream.StreamSource{src}
+	info, err := ensureStream(ctx, js, spec, log)
+	if err != nil {
+		return nil, fmt.Errorf("%w (sourcing %s from the hub's domain %s)", err, h.HubStream, h.HubDomain)
+	}
+	if !sources(info.Config, src) {
+		log.WarnContext(ctx, "the stream does not source the hub's stream as --hub-stream, --hub-filter and --hub-domain say; it is used as it is",
+			"stream", spec.Name, "hub_stream", h.HubStream, "hub_filter", h.HubFilter, "hub_domain", h.HubDomain)
+	}
+	return info, nil
+}
+
+// sources reports whether cfg sources src.
+func sources(cfg jetstream.StreamConfig, src *jetstream.StreamSource) bool {
+	for _, s := range cfg.Sources {
+		if s.Name != src.Name || s.FilterSubject != src.FilterSubject {
+			continue
+		}
+		if s.Domain == src.Domain || (s.External != nil && s.External.APIPrefix == "$JS."+src.Domain+".API") {
+			return true
+		}
+	}
+	return false
+}
+
+// redactURLs prints the hub's URLs without their passwords.
+func redactURLs(us []*url.URL) string {
+	s := make([]string, len(us))
+	for i, u := range us {
+		s[i] = u.Redacted()
+	}
+	return strings.Join(s, ",")
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/consumer/outbox/natssink"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// effectsFlags send run's effects to a JetStream subject instead of a
+// webhook: the NATS sink of the outbox.
+type effectsFlags struct {
+	Subject string        `name:"effects-subject" placeholder:"SUBJECT" help:"publish each applied message's payload through the outbox to this subject (JetStream sink: Nats-Msg-Id = the outbox row id; an acknowledgement, a duplicate's included, means sent). A stream must capture the subject: see --effects-stream. Sends with an unknown outcome are re-sent with the same id while the stream's duplicate window covers them, else they go to review"`
+	Stream  string        `name:"effects-stream" placeholder:"NAME" help:"with --effects-subject: create this stream for the subject if no stream captures it, its duplicate window long enough for the outbox's retries (with --hub-url: the local stream the hub sources, so effects reach the hub when the link is up)"`
+	Timeout time.Duration `name:"effects-timeout" default:"5s" help:"with --effects-subject: how long one publish waits for the stream's acknowledgement"`
+}
+
+func (f effectsFlags) validate(webhookURL string) error {
+	switch {
+	case f.Subject == "" && f.Stream != "":
+		return usagef("--effects-stream goes with --effects-subject")
+	case f.Subject == "":
+		return nil
+	case webhookURL != "":
+		return usagef("--effects-subject and --webhook both name the sink of run's effects; give one")
+	case strings.ContainsAny(f.Subject, "*> \t") || strings.HasPrefix(f.Subject, ".") || strings.HasSuffix(f.Subject, ".") || strings.Contains(f.Subject, ".."):
+		return usagef("--effects-subject %q: want one subject without wildcards, such as effects.site1", f.Subject)
+	case f.Timeout <= 0:
+		return usagef("--effects-timeout %s: must be positive", f.Timeout)
+	}
+	return nil
+}
+
+// effectsWindowMin is the shortest duplicate window of a stream created by
+// --effects-stream, as a stream created by --subjects gets.
+const effectsWindowMin = 2 * time.Minute
+
+// natsSink builds the NATS sink of --effects-subject on the connection run
+// consumes with, creating --effects-stream if no stream captures the subject.
+func (f effectsFlags) natsSink(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, plan ackwait.Plan, attempts int, log *slog.Logger) (sink, error) {
+	if f.Stream != "" {
+		if err := f.ensureStream(ctx, js, plan, attempts, log); err != nil {
+			return nil, err
+		}
+	}
+	s, err := natssink.New(ctx, js, nc, natssink.Config{Subject: f.Subject, Timeout: f.Timeout})
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("no stream captures --effects-subject %s: create one, or pass --effects-stream NAME to have run create it", f.Subject)
+	}
+	return s, err
+}
+
+func (f effectsFlags) ensureStream(ctx context.Context, js jetstream.JetStream, plan ackwait.Plan, attempts int, log *slog.Logger) error {
+	name, err := js.StreamNameBySubject(ctx, f.Subject)
+	switch {
+	case err == nil && name != f.Stream:
+		return fmt.Errorf("--effects-subject %s is captured by stream %s, not --effects-stream %s", f.Subject, name, f.Stream)
+	case err == nil:
+		return nil
+	case !errors.Is(err, jetstream.ErrStreamNotFound):
+		return fmt.Errorf("find the stream for --effects-subject %s: %w", f.Subject, err)
+	}
+	// Long enough that every retry of a row falls inside it, so the sink
+	// is idempotent.
+	h := outbox.Config{MaxAttempts: attempts, Lease: plan.ClaimLease(f.Timeout), PollInterval: outbox.PollIntervalDefault,
+		Backoff: ackwait.Backoff{Base: outbox.BackoffBaseDefault, Max: outbox.BackoffMaxDefault}}.Horizon()
+	window := max(effectsWindowMin, 2*(h+f.Timeout))
+	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: f.Stream, Subjects: []string{f.Subject}, Storage: jetstream.FileStorage,
+		Duplicates: window, Description: "jetledger outbox effects published to " + f.Subject})
+	if err != nil {
+		return fmt.Errorf("create --effects-stream %s: %w", f.Stream, err)
+	}
+	log.InfoContext(ctx, "created the effects stream", "stream", f.Stream, "subject", f.Subject, "duplicate_window", window)
+	return nil
+}
