@@ -355,3 +355,45 @@ func TestSendErrorsSayWhetherTheItemMayHaveLanded(t *testing.T) {
 		t.Fatalf("wildcard subject: %v", err)
 	}
 }
+
+// With a window too short to re-send, unknown outcomes go to review, and
+// the lookup settles them: one the stream holds is sent (with its
+// sequence), one it never got is sent again, once.
+func TestReviewSettlesByReadingTheStream(t *testing.T) {
+	e := newEnv(t, &server.Options{}, time.Second, jetstream.StreamConfig{})
+	sink := e.sink(t)
+	rows := e.enqueue(t, "m1", "landed", "lost")
+	// m1 goes out normally first: the lookup proves itself on it.
+	if _, err := sink.Send(t.Context(), e.status(t, rows[0])); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Transition(t.Context(), rows[0], ledger.Claim, ledger.Params{Worker: "w", Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Transition(t.Context(), rows[0], ledger.Sent, ledger.Params{Worker: "w", ExternalID: "EFF:1"}); err != nil {
+		t.Fatal(err)
+	}
+	// Two workers claimed a row each and died, one after its publish landed.
+	for _, id := range rows[1:] {
+		if _, err := e.st.Transition(t.Context(), id, ledger.Claim, ledger.Params{Worker: "dead", Lease: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := sink.Send(t.Context(), e.status(t, rows[1])); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.add(2 * time.Second)
+	d := e.run(t, outbox.Config{Sink: sink, Lease: 6 * time.Second})
+	if it := e.waitStatus(t, rows[1], ledger.StatusSent); it.ExternalID != "EFF:2" {
+		t.Errorf("the landed row settled as %q, want EFF:2", it.ExternalID)
+	}
+	if it := e.waitStatus(t, rows[2], ledger.StatusSent); it.ExternalID != "EFF:3" {
+		t.Errorf("the lost row was sent as %q, want EFF:3", it.ExternalID)
+	}
+	if got, want := e.stored(t), rows; strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("stream holds %v, want each row once: %v", got, want)
+	}
+	if n := d.Counts(); n.Found != 1 || n.Unseen != 1 || n.Review != 2 {
+		t.Errorf("counts %+v, want 2 to review, 1 found and 1 unseen", n)
+	}
+}
