@@ -25,12 +25,15 @@ import (
 )
 
 // soakProfile sizes a soak. JETLEDGER_SOAK=long selects the long profile;
-// JETLEDGER_SOAK_MESSAGES and JETLEDGER_SOAK_SEED override its size and seed.
+// JETLEDGER_SOAK_MESSAGES and JETLEDGER_SOAK_SEED override its size and seed;
+// JETLEDGER_SOAK_LOOKUP=live gives the consumers under faults the lookup URL
+// too (by default only the lookup phases at the end use it).
 type soakProfile struct {
 	Name                                      string
 	Messages, Rate                            int
 	ConsumerKills, BrokerKills, Pauses, Hangs int
 	Seed                                      uint64
+	LiveLookup                                bool
 }
 
 func soakProfileFromEnv(t testing.TB) soakProfile {
@@ -52,6 +55,7 @@ func soakProfileFromEnv(t testing.TB) soakProfile {
 		}
 		p.Seed = n
 	}
+	p.LiveLookup = os.Getenv("JETLEDGER_SOAK_LOOKUP") == "live"
 	return p
 }
 
@@ -197,21 +201,22 @@ func (b *broker) start() {
 
 // soakReport is what the checker found.
 type soakReport struct {
-	Profile        soakProfile `json:"profile"`
-	Published      int         `json:"published"`        // acked by the stream
-	Uncertain      int         `json:"uncertain"`        // publish gave up; may or may not be stored
-	Applied        int         `json:"applied"`          // processed_messages rows
-	Lost           int         `json:"lost"`             // published, never applied nor dead-lettered
-	AppliedTwice   int         `json:"applied_twice"`    // balance off for an account
-	SentTwice      int         `json:"sent_twice"`       // two items at the destination for one row or message
-	Review         int         `json:"review"`           // ambiguous sends, waiting for a person
-	ReviewWithItem int         `json:"review_with_item"` // of which the destination does hold the item
-	DeadLetters    int         `json:"dead_letters"`
-	ConsumerKills  int         `json:"consumer_kills"`
-	BrokerKills    int         `json:"broker_kills"`
-	Pauses         int         `json:"pauses"`
-	Hangs          int         `json:"hangs"`
-	Seconds        float64     `json:"seconds"`
+	Profile        soakProfile   `json:"profile"`
+	Published      int           `json:"published"`        // acked by the stream
+	Uncertain      int           `json:"uncertain"`        // publish gave up; may or may not be stored
+	Applied        int           `json:"applied"`          // processed_messages rows
+	Lost           int           `json:"lost"`             // published, never applied nor dead-lettered
+	AppliedTwice   int           `json:"applied_twice"`    // balance off for an account
+	SentTwice      int           `json:"sent_twice"`       // two items at the destination for one row or message
+	Review         int           `json:"review"`           // ambiguous sends, waiting for a person
+	ReviewWithItem int           `json:"review_with_item"` // of which the destination does hold the item
+	Lookup         *lookupReport `json:"lookup,omitempty"`
+	DeadLetters    int           `json:"dead_letters"`
+	ConsumerKills  int           `json:"consumer_kills"`
+	BrokerKills    int           `json:"broker_kills"`
+	Pauses         int           `json:"pauses"`
+	Hangs          int           `json:"hangs"`
+	Seconds        float64       `json:"seconds"`
 }
 
 // The soak: a real nats-server process, the real jetledger binary with the
@@ -219,7 +224,9 @@ type soakReport struct {
 // the consumer, SIGKILL and restart of nats-server, SIGSTOP/SIGCONT of the
 // consumer past AckWait while a second consumer runs on the same durable
 // and database, and a destination that hangs past the sink timeout. After a
-// full drain the checker looks at every message.
+// full drain the checker looks at every message; then run restarts on the
+// rows left in review with lookups at the destination (settleByLookup), and
+// the checker looks again.
 func TestSoak(t *testing.T) {
 	prof := soakProfileFromEnv(t)
 	began := time.Now()
@@ -229,12 +236,15 @@ func TestSoak(t *testing.T) {
 	pub := w.pub
 	dest := webhooktest.NewDestination(t, false)
 	dest.SetDelay(time.Millisecond)
-	consumerArgs := func() []string {
-		return append([]string{"run", "--nats", b.url(), "--db", w.db, "--stream", stream, "--schema", w.schema,
+	startConsumer := func(extra ...string) *proc {
+		args := append([]string{"run", "--nats", b.url(), "--db", w.db, "--stream", stream, "--schema", w.schema,
 			"--apply", balanceApply, "--log-format", "json", "--batch", "50", "--max-deliver", "-1"},
-			append(fastPlan, webhookArgs(dest)...)...)
+			append(fastPlan, webhookArgs(dest, extra...)...)...)
+		if prof.LiveLookup && len(extra) == 0 {
+			args = append(args, "--webhook-lookup-url", dest.LookupURL())
+		}
+		return start(t, nil, args...)
 	}
-	startConsumer := func() *proc { return start(t, nil, consumerArgs()...) }
 	primary := startConsumer()
 
 	// Publish at the profile's rate, recording what the stream acked.
@@ -289,8 +299,9 @@ func TestSoak(t *testing.T) {
 	<-pubDone
 
 	db := w.drainAndStop(primary, 5*time.Minute)
-	rep.Seconds = time.Since(began).Seconds()
 	checkSoak(t, db, dest, pubs.published, pubs.uncertain, &rep)
+	rep.Lookup = settleByLookup(t, w, dest, db, startConsumer, pubs.published, pubs.uncertain)
+	rep.Seconds = time.Since(began).Seconds()
 
 	out, _ := json.MarshalIndent(rep, "", "  ")
 	t.Logf("soak report:\n%s", out)
@@ -301,6 +312,10 @@ func TestSoak(t *testing.T) {
 	}
 	if rep.Lost != 0 || rep.AppliedTwice != 0 || rep.SentTwice != 0 {
 		t.Fatalf("soak failed: %d lost, %d applied twice, %d sent twice", rep.Lost, rep.AppliedTwice, rep.SentTwice)
+	}
+	if l := rep.Lookup; l.Lost != 0 || l.AppliedTwice != 0 || l.SentTwice != 0 || l.DenyingChanged != 0 || l.ReviewAfter != l.Unanswered {
+		t.Fatalf("lookup phases failed: %d lost, %d applied twice, %d sent twice, %d changed by a denying lookup, %d left in review of which %d unanswered",
+			l.Lost, l.AppliedTwice, l.SentTwice, l.DenyingChanged, l.ReviewAfter, l.Unanswered)
 	}
 }
 

@@ -61,6 +61,7 @@ type webhookSend struct {
 	RetryOn           string `name:"webhook-retry-on" default:"429" help:"comma-separated HTTP statuses that are retried with backoff, or none: list only statuses the destination documents as \"not processed\"; any other 5xx may come after the work was done, so it is an unknown outcome (review, or re-sent with the same key with --webhook-idempotent)"`
 	OutboxWorkers     int    `name:"outbox-workers" default:"${outbox_workers}" help:"concurrent outbox sends"`
 	OutboxMaxAttempts int    `name:"outbox-max-attempts" default:"${outbox_max_attempts}" help:"sends of an outbox row that provably did not arrive (a refused connection, a --webhook-retry-on status: 429 by default) before it is failed; any other 5xx is an unknown outcome, which goes to review (see --webhook-idempotent)"`
+	LookupURL         string `name:"webhook-lookup-url" placeholder:"TEMPLATE" help:"GET URL template, {key} replaced by the outbox row id (the Idempotency-Key), by which the destination says whether it holds an item, so rows in review settle themselves: 2xx = it is there (sent, its id read as for a send), 404 or 410 = never seen (sent again with the same key), anything else = cannot say now (asked again a minute later). \"Never seen\" is believed only once the lookup has found the newest sent row; if it denies that one, lookups stop. Rows it cannot answer for wait for a person (outbox review)"`
 }
 
 // statuses checks the flags and reads --webhook-retry-on.
@@ -70,6 +71,11 @@ func (w webhookSend) statuses() ([]int, error) {
 		return nil, usagef("--outbox-workers %d: want at least 1", w.OutboxWorkers)
 	case w.OutboxMaxAttempts < 1:
 		return nil, usagef("--outbox-max-attempts %d: want at least 1", w.OutboxMaxAttempts)
+	}
+	// Without {key} every row would be asked about the same URL, and one
+	// answer would settle them all.
+	if w.LookupURL != "" && !strings.Contains(w.LookupURL, "{key}") {
+		return nil, usagef("--webhook-lookup-url %q: want a template with {key}, which is replaced by the outbox row id", w.LookupURL)
 	}
 	codes, err := parseStatuses(w.RetryOn)
 	if err != nil {
@@ -89,11 +95,13 @@ func runSink(u webhookURL, del webhookDelete, send webhookSend) (sink, error) {
 		return nil, err
 	case u.URL == "" && del.DeleteURL != "":
 		return nil, usagef("--webhook-delete-url needs --webhook")
+	case u.URL == "" && send.LookupURL != "":
+		return nil, usagef("--webhook-lookup-url needs --webhook")
 	case u.URL == "":
 		return nil, nil
 	}
 	return newSink(webhook.Config{URL: u.URL, Secret: send.Secret, Timeout: del.Timeout, DeleteURL: del.DeleteURL,
-		ExternalIDHeader: send.IDHeader, ExternalIDField: send.IDField, Idempotent: send.Idempotent, RetryOn: retryOn})
+		LookupURL: send.LookupURL, ExternalIDHeader: send.IDHeader, ExternalIDField: send.IDField, Idempotent: send.Idempotent, RetryOn: retryOn})
 }
 
 // replaySink is the sink replay records effects for, or nil without
@@ -114,12 +122,14 @@ func deleteSink(del webhookDelete) (sink, error) {
 }
 
 // newSink builds the webhook sink of cfg, whose other fields the commands
-// have checked. Each URL is tried alone first, so a refusal names its flag.
+// have checked. Each URL is tried alone first, so a refusal names its flag
+// (the lookup template with the send URL, which New needs and which passed).
 func newSink(cfg webhook.Config) (sink, error) {
 	for _, u := range []struct {
 		flag, url string
 		alone     webhook.Config
-	}{{"--webhook", cfg.URL, webhook.Config{URL: cfg.URL}}, {"--webhook-delete-url", cfg.DeleteURL, webhook.Config{DeleteURL: cfg.DeleteURL}}} {
+	}{{"--webhook", cfg.URL, webhook.Config{URL: cfg.URL}}, {"--webhook-delete-url", cfg.DeleteURL, webhook.Config{DeleteURL: cfg.DeleteURL}},
+		{"--webhook-lookup-url", cfg.LookupURL, webhook.Config{URL: cfg.URL, LookupURL: cfg.LookupURL}}} {
 		if u.url == "" {
 			continue
 		}

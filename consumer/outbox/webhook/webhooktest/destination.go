@@ -4,6 +4,7 @@
 package webhooktest
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,7 +25,8 @@ type StoredItem struct {
 }
 
 // Destination is a webhook receiver for tests: it stores POSTed items and
-// answers {"id": "<external id>"}; DELETE /items/<external id> removes one.
+// answers {"id": "<external id>"}; DELETE /items/<external id> removes one;
+// GET /by-key/<idempotency key> looks one up (LookupURL).
 // It can be told to fail before or after storing, to drop the connection
 // after storing, to hold requests until released, and whether to honour
 // Idempotency-Key (a repeated key returns the stored item instead of storing
@@ -46,6 +48,9 @@ type Destination struct {
 	delay        time.Duration         // answer every POST this much later: a slow destination
 	next         int
 	lookups      int
+	lookupsOf    map[string]int // lookups per idempotency key
+	lookupStatus int            // non-zero: answer every lookup with it
+	lookupFail   map[string]int // key → status to answer its lookups with
 	arrived      chan string
 }
 
@@ -53,7 +58,7 @@ type Destination struct {
 func NewDestination(tb testing.TB, idempotent bool) *Destination {
 	tb.Helper()
 	d := &Destination{idempotent: idempotent, items: map[string]StoredItem{}, keys: map[string]string{},
-		requests: map[string]int{}, arrived: make(chan string, 100_000)}
+		requests: map[string]int{}, lookupsOf: map[string]int{}, lookupFail: map[string]int{}, arrived: make(chan string, 100_000)}
 	d.srv = httptest.NewServer(http.HandlerFunc(d.serve))
 	tb.Cleanup(func() {
 		d.Release()
@@ -264,6 +269,11 @@ func (d *Destination) lookup(w http.ResponseWriter, key string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.lookups++
+	d.lookupsOf[key]++
+	if status := cmp.Or(d.lookupFail[key], d.lookupStatus); status != 0 {
+		http.Error(w, fmt.Sprintf("lookup answered %d by the test", status), status)
+		return
+	}
 	for ext, it := range d.items {
 		if it.Key == key {
 			w.Header().Set("Content-Type", "application/json")
@@ -279,4 +289,35 @@ func (d *Destination) Lookups() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.lookups
+}
+
+// LookupsOf is how many lookups asked about key.
+func (d *Destination) LookupsOf(key string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.lookupsOf[key]
+}
+
+// FailLookupsWith answers the lookups of keys with status instead of the
+// truth: 404 for every key is a lookup URL that points at the wrong place,
+// a 5xx for some keys a destination that cannot say for those. Without
+// keys it applies to every key; status 0 answers truly again (without keys:
+// for every key).
+func (d *Destination) FailLookupsWith(status int, keys ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(keys) == 0 {
+		d.lookupStatus = status
+		if status == 0 {
+			clear(d.lookupFail)
+		}
+		return
+	}
+	for _, k := range keys {
+		if status == 0 {
+			delete(d.lookupFail, k)
+		} else {
+			d.lookupFail[k] = status
+		}
+	}
 }
