@@ -8,12 +8,14 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/publisher"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -189,7 +191,20 @@ func TestEdgeLeafNodeKeepsWorkingOffline(t *testing.T) {
 		t.Fatalf("run exited %d", code)
 	}
 	w.checkExact(db, all)
+	// What the ledger dedupes on is the publisher's Nats-Msg-Id, which
+	// sourcing carries over: the ledger holds exactly the published ids.
+	if got := count(t, db, `SELECT count(*) FROM processed_messages WHERE message_id IN (`+quotedIDs(all)+`)`); got != len(all) {
+		t.Errorf("%d of the %d published ids are in the ledger", got, len(all))
+	}
 	checkEffectsAtHub(t, hjs, db)
+}
+
+func quotedIDs(evs []event) string {
+	q := make([]string, len(evs))
+	for i, e := range evs {
+		q[i] = "'" + e.ID + "'"
+	}
+	return strings.Join(q, ", ")
 }
 
 // checkEffectsAtHub: the hub's EFFECTS stream holds each outbox row once,
@@ -232,4 +247,40 @@ func checkEffectsAtHub(t *testing.T, hjs jetstream.JetStream, db *sql.DB) {
 	if len(held) != n || info.State.Msgs != uint64(n) {
 		t.Errorf("the hub holds %d effects under %d ids for %d outbox rows", info.State.Msgs, len(held), n)
 	}
+}
+
+// The leaf connection takes the hub's TLS and a user and password, as the
+// client connection does.
+func TestEdgeLeafOverTLSWithPassword(t *testing.T) {
+	dir := t.TempDir()
+	caFile, tlsCfg := testTLS(t, dir)
+	leafPort := freePort(t)
+	srv := consumertest.RunServerWithOptions(t, &server.Options{JetStreamDomain: "hub",
+		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort, TLSConfig: tlsCfg, TLSTimeout: 5, Username: "leaf", Password: "s3cret"}})
+	_, hjs := consumertest.Connect(t, srv)
+	consumertest.CreateStream(t, hjs, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}, Duplicates: time.Minute})
+	pub, err := publisher.New(hjs, publisher.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := makeEvents(randFor(t), pub, 5)
+	publishAt(t, pub, "orders.site1.pay", evs)
+	w := &world{t: t, dir: dir, db: filepath.Join(dir, "ledger.db"), schema: filepath.Join(dir, "schema.sql")}
+	if err := os.WriteFile(w.schema, []byte(balanceTable), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	leaf := fmt.Sprintf("nats-leaf://leaf:s3cret@127.0.0.1:%d", leafPort)
+	run := start(t, nil, append([]string{"run", "--db", w.db, "--listen", "127.0.0.1:0", "--hub-url", leaf, "--hub-tls-ca", caFile,
+		"--hub-stream", "ORDERS", "--edge-domain", "site1", "--stream", "ORDERS_EDGE",
+		"--schema", w.schema, "--apply", balanceApply, "--log-format", "json"}, fastPlan...)...)
+	db := w.ledgerDB()
+	consumertest.Eventually(t, time.Minute, "5 applied at the edge", func() bool { return count(t, db, `SELECT count(*) FROM processed_messages`) == 5 })
+	if strings.Contains(run.output(), "s3cret") {
+		t.Error("run logged the hub's password")
+	}
+	run.signal(syscall.SIGTERM)
+	if code := run.wait(time.Minute); code != 0 {
+		t.Fatalf("run exited %d", code)
+	}
+	w.checkExact(db, evs)
 }

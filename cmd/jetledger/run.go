@@ -271,7 +271,7 @@ func logTotals(log *slog.Logger, cons *consumer.Consumer, d *dispatcher) {
 	if d != nil {
 		dc := d.Counts()
 		attrs = append(attrs, "sent", dc.Sent, "send_failed", dc.Failed, "send_retried", dc.Retried,
-			"review", dc.Review, "deleted", dc.Deleted)
+			"review", dc.Review, "deleted", dc.Deleted, "found", dc.Found, "resent", dc.Unseen, "lookup_off", dc.LookupOff)
 	}
 	log.Info("consumer stopped", attrs...)
 }
