@@ -255,3 +255,40 @@ func DurableOf(cfg jetstream.ConsumerConfig) ackwait.Durable {
 	return ackwait.Durable{Name: cfg.Durable, ExplicitAck: cfg.AckPolicy == jetstream.AckExplicitPolicy,
 		AckPolicy: cfg.AckPolicy.String(), AckWait: cfg.AckWait, BackOff: cfg.BackOff, MaxAckPending: cfg.MaxAckPending}
 }
+
+// durableCheckEvery is how often a running consumer reads its durable's
+// configuration again: another run with a smaller plan, or a person, may
+// have lowered the AckWait since it was bound.
+var durableCheckEvery = 10 * time.Second
+
+// watchDurable keeps the durable fit for the plan while the consumer runs:
+// one jetledger created is raised again when found lowered; anyone else's
+// is reported, since only a person may change it.
+func (c *Consumer) watchDurable(ctx context.Context) {
+	t := time.NewTicker(durableCheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		info, err := c.cons.Info(ctx)
+		if err != nil {
+			continue // the fetch loop reports a server that is gone
+		}
+		if c.plan.Validate(DurableOf(info.Config)) == nil {
+			continue
+		}
+		if MadeByJetledger(info.Config) {
+			c.log.WarnContext(ctx, "the durable's AckWait or MaxAckPending was lowered below the plan while running (another run with a smaller plan?); raising it again",
+				"stream", c.cfg.Stream, "durable", c.cfg.Durable, "ack_wait", info.Config.AckWait, "ack_wait_needed", c.plan.AckWait())
+			if _, err := c.fitDurable(ctx, c.cons); err != nil && ctx.Err() == nil {
+				c.log.WarnContext(ctx, "could not raise the durable again", "err", err)
+			}
+			continue
+		}
+		c.log.ErrorContext(ctx, "the durable no longer fits the plan: messages may be redelivered while a batch still runs; fix it as the error says",
+			"stream", c.cfg.Stream, "durable", c.cfg.Durable, "err", c.plan.Validate(DurableOf(info.Config)))
+	}
+}

@@ -51,6 +51,17 @@ func (c *Consumer) Run(ctx context.Context) error {
 		}
 		<-fetcherDone
 	}()
+	if c.cfg.Replay == nil {
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			c.watchDurable(fetchCtx)
+		}()
+		defer func() {
+			stopFetching()
+			<-watched
+		}()
+	}
 	acks := c.startAcker(ctx)
 	for {
 		select {

@@ -174,15 +174,21 @@ func TestEdgeLeafNodeKeepsWorkingOffline(t *testing.T) {
 	// Keep the hub away past AckWait (1.7s) and the edge's duplicate
 	// window: that is the fault under test, not a wait for an event.
 	time.Sleep(time.Until(cut.Add(2 * window)))
+	offline := count(t, db, `SELECT count(*) FROM processed_messages`) - atCut
 	h.start()
+	back := time.Now()
+	t.Logf("hub down %s; %d of 230 applied at the cut, %d applied while it was down (run killed and restarted meanwhile)",
+		back.Sub(cut).Round(time.Millisecond), atCut, offline)
 	site1C := makeEvents(rng, pub, 30)
 	publishAt(t, pub, "orders.site1.pay", site1C)
 	all := append(append(append([]event{}, site1A...), site1B...), site1C...)
 	consumertest.Eventually(t, 2*time.Minute, "all 260 applied at the edge", applied(260))
+	t.Logf("the 30 published after the hub came back applied %s later", time.Since(back).Round(time.Millisecond))
 	consumertest.Eventually(t, 2*time.Minute, "every effect sent", func() bool {
 		return count(t, db, `SELECT count(*) FROM outbox WHERE status = 'sent'`) == 260
 	})
 	consumertest.Eventually(t, 2*time.Minute, "every effect at the hub", func() bool { return streamMsgs(t, hjs, "EFFECTS") >= 260 })
+	t.Logf("every effect at the hub %s after it came back", time.Since(back).Round(time.Millisecond))
 	if n := streamMsgs(t, ejs, "ORDERS_EDGE"); n != 260 {
 		t.Errorf("the edge stream holds %d messages, want 260: sourcing repeated or lost some across the outage", n)
 	}

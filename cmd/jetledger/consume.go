@@ -144,7 +144,7 @@ func (f *consumeFlags) startEmbedded(c *consumption) (natsFlags, error) {
 		if err != nil {
 			return natsFlags{}, err
 		}
-		cfg.Leaf, cfg.Domain = leaf, e.domain()
+		cfg.Leaf, cfg.Domain = leaf, e.Domain
 	}
 	srv, err := startEmbedded(cfg, c.log)
 	if err != nil {

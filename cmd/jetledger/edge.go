@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -22,7 +21,7 @@ type hubFlags struct {
 	HubStream  string `name:"hub-stream" placeholder:"NAME" help:"with --hub-url: the hub's stream that --stream sources"`
 	HubFilter  string `name:"hub-filter" placeholder:"SUBJECT" help:"with --hub-url: source only the hub's messages on this subject (one site's share, such as orders.site1.>)"`
 	HubDomain  string `name:"hub-domain" default:"hub" placeholder:"NAME" help:"with --hub-url: the hub's JetStream domain"`
-	Domain     string `name:"edge-domain" placeholder:"NAME" help:"with --hub-url: this edge's JetStream domain, unique per site, so the hub can reach its streams (default: the host name)"`
+	Domain     string `name:"edge-domain" placeholder:"NAME" help:"with --hub-url (required): this site's JetStream domain, unique per site: the hub reaches the site's streams by it, and two sites with one domain would be served each other's streams"`
 	HubCreds   string `name:"hub-creds" placeholder:"FILE" help:"with --hub-url: credentials file (JWT and seed) for the leaf connection"`
 	HubTLSCA   string `name:"hub-tls-ca" placeholder:"FILE" help:"with --hub-url: CA certificate file to verify the hub"`
 	HubTLSCert string `name:"hub-tls-cert" placeholder:"FILE" help:"with --hub-url: client certificate file for the leaf connection"`
@@ -46,7 +45,7 @@ func (h hubFlags) validate(external bool, subjects string) error {
 	}
 	switch {
 	case external:
-		return usagef("--hub-url makes the embedded server a leaf node; with --nats there is no embedded server (make that server the leaf node instead)")
+		return usagef("--hub-url makes the embedded server a leaf node, and there is none with a server to connect to (--nats, $NATS_URL or a named context); make that server the leaf node instead")
 	case subjects != "":
 		// The hub's messages would reach the stream twice: over the leaf
 		// connection by subject, and by sourcing.
@@ -55,10 +54,14 @@ func (h hubFlags) validate(external bool, subjects string) error {
 		return usagef("--hub-url needs --hub-stream, the hub's stream to source")
 	case !domainName.MatchString(h.HubDomain):
 		return usagef("--hub-domain %q: want letters, digits, '-' and '_'", h.HubDomain)
-	case h.Domain != "" && !domainName.MatchString(h.Domain):
+	case h.Domain == "":
+		// No default: cloned hosts share a host name, and two sites with one
+		// domain silently serve each other's streams to the hub.
+		return usagef("--hub-url needs --edge-domain, a JetStream domain unique to this site (such as site1)")
+	case !domainName.MatchString(h.Domain):
 		return usagef("--edge-domain %q: want letters, digits, '-' and '_'", h.Domain)
-	case h.domain() == h.HubDomain:
-		return usagef("--edge-domain %q is the hub's domain; each site needs its own", h.domain())
+	case h.Domain == h.HubDomain:
+		return usagef("--edge-domain %q is the hub's domain; each site needs its own", h.Domain)
 	case (h.HubTLSCert == "") != (h.HubTLSKey == ""):
 		return usagef("--hub-tls-cert and --hub-tls-key go together")
 	}
@@ -71,22 +74,12 @@ func (h hubFlags) validate(external bool, subjects string) error {
 	return err
 }
 
-// domain is --edge-domain, or the host name made a valid domain.
-func (h hubFlags) domain() string {
-	if h.Domain != "" {
-		return h.Domain
-	}
-	host, _ := os.Hostname()
-	d := regexp.MustCompile(`[^A-Za-z0-9_-]+`).ReplaceAllString(host, "-")
-	return "edge-" + strings.Trim(d, "-")
-}
-
 func (h hubFlags) urls() ([]*url.URL, error) {
 	var us []*url.URL
 	for _, s := range splitList(h.Hub) {
 		u, err := url.Parse(s)
 		if err != nil || u.Host == "" {
-			return nil, usagef("--hub-url %q: want a URL such as nats-leaf://hub.example:7422", s)
+			return nil, usagef("--hub-url %q: want a URL such as nats-leaf://hub.example:7422", redactURL(s))
 		}
 		us = append(us, u)
 	}
@@ -159,13 +152,4 @@ func sources(cfg jetstream.StreamConfig, src *jetstream.StreamSource) bool {
 		}
 	}
 	return false
-}
-
-// redactURLs prints the hub's URLs without their passwords.
-func redactURLs(us []*url.URL) string {
-	s := make([]string, len(us))
-	for i, u := range us {
-		s[i] = u.Redacted()
-	}
-	return strings.Join(s, ",")
 }

@@ -95,6 +95,9 @@ func startEmbedded(cfg embeddedConfig, log *slog.Logger) (*embedded, error) {
 		SyncInterval: cfg.Sync,
 	}
 	if cfg.Leaf != nil {
+		// The hub drops a leaf whose server name it already has as a stale
+		// duplicate: two sites named alike would knock each other off.
+		opts.ServerName = "jetledger-" + cfg.Domain
 		opts.JetStreamDomain = cfg.Domain
 		opts.LeafNode = server.LeafNodeOpts{ReconnectInterval: leafReconnect, Remotes: []*server.RemoteLeafOpts{cfg.Leaf}}
 	}
@@ -113,7 +116,11 @@ func startEmbedded(cfg embeddedConfig, log *slog.Logger) (*embedded, error) {
 	lock.serving(srv.ClientURL())
 	log.Info("embedded JetStream server started", "url", srv.ClientURL(), "store", abs, "sync_interval", syncInterval{interval: cfg.Sync}.String())
 	if cfg.Leaf != nil {
-		log.Info("leaf node of the hub; processing goes on while the link is down", "hub", redactURLs(cfg.Leaf.URLs), "domain", cfg.Domain)
+		hub := make([]string, len(cfg.Leaf.URLs))
+		for i, u := range cfg.Leaf.URLs {
+			hub[i] = u.Redacted()
+		}
+		log.Info("leaf node of the hub; processing goes on while the link is down", "hub", strings.Join(hub, ","), "domain", cfg.Domain)
 	}
 	return &embedded{srv: srv, lock: lock}, nil
 }

@@ -159,6 +159,18 @@ func (f *streamFlags) resolve(ctx context.Context, st *ledger.Store) error {
 		return nil
 	case len(match) > 1:
 		return f.ambiguous(st.Path(), match)
+	case f.defaulted.stream && len(all) > 0:
+		// A new durable given alone: its stream is the one this ledger
+		// serves, never the default, which would apply another stream's
+		// messages into it.
+		streams := map[string]bool{}
+		for _, c := range all {
+			streams[c.Stream] = true
+		}
+		if len(streams) > 1 {
+			return f.ambiguous(st.Path(), all)
+		}
+		f.Stream, f.from = all[0].Stream, fromLedger
 	}
 	return nil
 }

@@ -113,7 +113,7 @@ func connect(ctx context.Context, n natsFlags, log *slog.Logger) (*nats.Conn, je
 				log.Warn("disconnected from NATS", "err", err)
 			}
 		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("reconnected to NATS", "url", nc.ConnectedUrl()) }),
+		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted()) }),
 	)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(url), err, hint)
@@ -132,9 +132,21 @@ func connect(ctx context.Context, n natsFlags, log *slog.Logger) (*nats.Conn, je
 func redactURL(list string) string {
 	parts := strings.Split(list, ",")
 	for i, p := range parts {
-		if u, err := neturl.Parse(strings.TrimSpace(p)); err == nil && u.User != nil {
+		p = strings.TrimSpace(p)
+		bare := !strings.Contains(p, "://") // nats.go takes "user:pass@host:port" too
+		if bare {
+			p = "nats://" + p
+		}
+		u, err := neturl.Parse(p)
+		switch {
+		case err != nil && strings.Contains(p, "@"):
+			parts[i] = "xxxxx@" + p[strings.LastIndex(p, "@")+1:]
+		case err == nil && u.User != nil:
 			u.User = neturl.User("xxxxx")
 			parts[i] = u.String()
+			if bare {
+				parts[i] = strings.TrimPrefix(parts[i], "nats://")
+			}
 		}
 	}
 	return strings.Join(parts, ",")

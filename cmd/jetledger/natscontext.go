@@ -33,9 +33,11 @@ import (
 //
 // The context is --context, else $NATS_CONTEXT, else the one 'nats context
 // select' chose (context.txt), as the nats CLI does; except for run and
-// replay, which start an embedded server without --nats: a context selected
-// long ago for the nats CLI must not silently make them consume a remote
-// server's stream. They use a context only when one is named.
+// replay, which start an embedded server without --nats, and the commands
+// that pair a ledger with a server (status, ledger prune): a context
+// selected long ago for the nats CLI must not silently make them consume,
+// or prune by, a remote server's stream. They use a context only when one
+// is named.
 
 // natsContext is --context. After parsing it holds what the context or the
 // NATS_* variables set that jetledger has no flag for, and where the server
@@ -93,8 +95,11 @@ func (c *natsContext) AfterApply(kctx *kong.Context) error {
 	if sel := kctx.Selected(); sel != nil && sel.Hidden {
 		return nil // the demo's consumer: demo gives it its own embedded server
 	}
-	// run and replay default to their embedded server, not to a URL.
-	embedded := urlFlag.Default == ""
+	// run and replay default to their embedded server, not to a URL; and a
+	// command that pairs a ledger with a server (status, ledger prune) must
+	// not read another server's stream of the same name and act on this
+	// ledger by it.
+	embedded := urlFlag.Default == "" || flags["db"] != nil
 	ctxFile, err := c.load(kctx, self, embedded)
 	if err != nil {
 		return err

@@ -336,7 +336,7 @@ func TestContextRefusals(t *testing.T) {
 	}{
 		{name: "missing --context", args: []string{"status", "--context", "nope"}, want: []string{file("nope")}},
 		{name: "missing $NATS_CONTEXT", args: []string{"publish", "--subject", "ev.x", "--data", "{}"}, env: map[string]string{"NATS_CONTEXT": "nope"}, want: []string{file("nope")}},
-		{name: "missing selected", args: []string{"status"}, selected: "gone", want: []string{filepath.Join(home, "nats", "context.txt"), file("gone")}},
+		{name: "missing selected", args: []string{"publish"}, selected: "gone", want: []string{filepath.Join(home, "nats", "context.txt"), file("gone")}},
 		{name: "missing .json", args: []string{"status", "--context", filepath.Join(dir, "x.json")}, want: []string{filepath.Join(dir, "x.json")}},
 		{name: "run, missing", args: []string{"run", "--db", db, "--context", "nope"}, want: []string{file("nope")}},
 		{name: "not a name", args: []string{"status", "--context", "../dev"}, want: []string{`"../dev"`}},
@@ -352,7 +352,7 @@ func TestContextRefusals(t *testing.T) {
 		{name: "cert without key", args: []string{"status", "--context", "halfcert"}, want: []string{file("halfcert"), `"cert"`, `"key"`}},
 		{name: "domain and prefix", args: []string{"status", "--context", "both"}, want: []string{file("both"), `"jetstream_domain"`, `"jetstream_api_prefix"`}},
 		{name: "not JSON", args: []string{"status", "--context", "notjson"}, want: []string{file("notjson")}},
-		{name: "selected, unsupported", args: []string{"status", "--nats", "nats://127.0.0.1:1"}, selected: "jwt", want: []string{file("jwt"), `"user_jwt"`}},
+		{name: "selected, unsupported", args: []string{"publish", "--nats", "nats://127.0.0.1:1"}, selected: "jwt", want: []string{file("jwt"), `"user_jwt"`}},
 		{name: "missing $NATS_CREDS", args: []string{"status"}, env: map[string]string{"NATS_CREDS": filepath.Join(dir, "missing.creds")}, want: []string{"$NATS_CREDS", "missing.creds"}},
 	}
 	for _, tt := range tests {
@@ -404,29 +404,32 @@ func TestContextPrecedence(t *testing.T) {
 		selected string
 		want     want
 	}{
-		{name: "nothing", args: []string{"status"}, want: want{url: defaultNATS}},
-		{name: "selected", args: []string{"status"}, selected: "dev", want: fromCtx},
-		{name: "--context", args: []string{"status", "--context", "dev"}, want: fromCtx},
-		{name: "$JETLEDGER_CONTEXT", args: []string{"status"}, env: map[string]string{"JETLEDGER_CONTEXT": "dev"}, want: fromCtx},
-		{name: "$NATS_CONTEXT over selected", args: []string{"status"}, env: map[string]string{"NATS_CONTEXT": "dev"}, selected: "bare", want: fromCtx},
-		{name: "--context over $NATS_CONTEXT", args: []string{"status", "--context", "dev"}, env: map[string]string{"NATS_CONTEXT": "bare"}, want: fromCtx},
-		{name: "a context without url", args: []string{"status", "--context", "bare"}, want: want{url: nats.DefaultURL}},
-		{name: "$NATS_URL over the context", args: []string{"status"}, env: map[string]string{"NATS_URL": envURL}, selected: "dev",
+		{name: "nothing", args: []string{"publish"}, want: want{url: defaultNATS}},
+		// A command that pairs a ledger with a server takes a named context only.
+		{name: "status ignores the selected", args: []string{"status"}, selected: "dev", want: want{url: defaultNATS}},
+		{name: "status takes a named one", args: []string{"status", "--context", "dev"}, want: fromCtx},
+		{name: "selected", args: []string{"publish"}, selected: "dev", want: fromCtx},
+		{name: "--context", args: []string{"publish", "--context", "dev"}, want: fromCtx},
+		{name: "$JETLEDGER_CONTEXT", args: []string{"publish"}, env: map[string]string{"JETLEDGER_CONTEXT": "dev"}, want: fromCtx},
+		{name: "$NATS_CONTEXT over selected", args: []string{"publish"}, env: map[string]string{"NATS_CONTEXT": "dev"}, selected: "bare", want: fromCtx},
+		{name: "--context over $NATS_CONTEXT", args: []string{"publish", "--context", "dev"}, env: map[string]string{"NATS_CONTEXT": "bare"}, want: fromCtx},
+		{name: "a context without url", args: []string{"publish", "--context", "bare"}, want: want{url: nats.DefaultURL}},
+		{name: "$NATS_URL over the context", args: []string{"publish"}, env: map[string]string{"NATS_URL": envURL}, selected: "dev",
 			want: want{url: envURL, user: "cu", password: "cp", ca: ca, inbox: "_INBOX_dev"}},
-		{name: "$JETLEDGER_NATS over $NATS_URL", args: []string{"status"}, env: map[string]string{"NATS_URL": envURL, "JETLEDGER_NATS": jlURL}, selected: "dev",
+		{name: "$JETLEDGER_NATS over $NATS_URL", args: []string{"publish"}, env: map[string]string{"NATS_URL": envURL, "JETLEDGER_NATS": jlURL}, selected: "dev",
 			want: want{url: jlURL, user: "cu", password: "cp", ca: ca, inbox: "_INBOX_dev"}},
-		{name: "--nats over $JETLEDGER_NATS", args: []string{"status", "--nats", flagURL}, env: map[string]string{"JETLEDGER_NATS": jlURL}, selected: "dev",
+		{name: "--nats over $JETLEDGER_NATS", args: []string{"publish", "--nats", flagURL}, env: map[string]string{"JETLEDGER_NATS": jlURL}, selected: "dev",
 			want: want{url: flagURL, user: "cu", password: "cp", ca: ca, inbox: "_INBOX_dev"}},
-		{name: "-s", args: []string{"status", "-s", flagURL}, want: want{url: flagURL}},
-		{name: "config file over $NATS_URL", args: []string{"--config", cfg, "status"}, env: map[string]string{"NATS_URL": envURL}, selected: "dev",
+		{name: "-s", args: []string{"publish", "-s", flagURL}, want: want{url: flagURL}},
+		{name: "config file over $NATS_URL", args: []string{"--config", cfg, "publish"}, env: map[string]string{"NATS_URL": envURL}, selected: "dev",
 			want: want{url: fileURL, user: "cu", password: "cp", ca: ca, inbox: "_INBOX_dev"}},
-		{name: "$NATS_CREDS replaces the context's credentials", args: []string{"status"}, env: map[string]string{"NATS_CREDS": creds}, selected: "dev",
+		{name: "$NATS_CREDS replaces the context's credentials", args: []string{"publish"}, env: map[string]string{"NATS_CREDS": creds}, selected: "dev",
 			want: want{url: ctxURL, creds: creds, ca: ca, inbox: "_INBOX_dev"}},
-		{name: "$NATS_USER without a password is a token", args: []string{"status"}, env: map[string]string{"NATS_USER": "s3cret"}, selected: "dev",
+		{name: "$NATS_USER without a password is a token", args: []string{"publish"}, env: map[string]string{"NATS_USER": "s3cret"}, selected: "dev",
 			want: want{url: ctxURL, token: "s3cret", ca: ca, inbox: "_INBOX_dev"}},
-		{name: "--nats-password replaces the context's credentials", args: []string{"status", "--nats-password", "x"}, selected: "dev",
+		{name: "--nats-password replaces the context's credentials", args: []string{"publish", "--nats-password", "x"}, selected: "dev",
 			want: want{url: ctxURL, password: "x", ca: ca, inbox: "_INBOX_dev"}},
-		{name: "$NATS_CA over the context's ca", args: []string{"status"}, env: map[string]string{"NATS_CA": otherCA}, selected: "dev",
+		{name: "$NATS_CA over the context's ca", args: []string{"publish"}, env: map[string]string{"NATS_CA": otherCA}, selected: "dev",
 			want: want{url: ctxURL, user: "cu", password: "cp", ca: otherCA, inbox: "_INBOX_dev"}},
 		{name: "run ignores the selected context", args: []string{"run"}, selected: "dev", want: want{}},
 		{name: "replay ignores the selected context", args: []string{"replay"}, selected: "dev", want: want{}},
@@ -449,7 +452,7 @@ func TestContextPrecedence(t *testing.T) {
 			if command == "--config" {
 				command = tt.args[2]
 			}
-			n := map[string]natsFlags{"status": root.Status.NATS, "run": root.Run.NATS, "replay": root.Replay.NATS,
+			n := map[string]natsFlags{"publish": root.Publish.NATS, "status": root.Status.NATS, "run": root.Run.NATS, "replay": root.Replay.NATS,
 				"demo-consumer": root.DemoConsumer.NATS}[command]
 			got := want{url: n.URL, user: n.User, password: n.Password, token: n.Token, creds: n.Creds, ca: n.TLSCA, inbox: n.Context.inboxPrefix}
 			if got != tt.want || n.Context.tlsFirst != (tt.want.inbox != "") {
@@ -460,8 +463,12 @@ func TestContextPrecedence(t *testing.T) {
 			// environment, which kong reads for every command).
 			other := root.Check.NATS.Context
 			other.name = ""
-			if other != (natsContext{}) || root.Publish.NATS.User != "" {
-				t.Fatalf("%q filled in commands not run: check %+v, publish user %q", tt.args, other, root.Publish.NATS.User)
+			notRun := root.Status.NATS
+			if command == "status" {
+				notRun = root.Publish.NATS
+			}
+			if other != (natsContext{}) || notRun.User != "" {
+				t.Fatalf("%q filled in commands not run: check %+v, user %q", tt.args, other, notRun.User)
 			}
 		})
 	}

@@ -36,9 +36,11 @@ func (d *Dispatcher) settleReview(ctx context.Context) error {
 	if err != nil || len(rows) == 0 {
 		return err
 	}
-	if d.lookup == lookupUnproven {
-		d.proveLookup(ctx, look)
-	}
+	// Proven again every round: a lookup that found the newest sent row
+	// once may stop seeing items later (a destination moved, a clock
+	// changed), and "never seen" sends an item again.
+	d.lookup = lookupUnproven
+	d.proveLookup(ctx, look)
 	for _, it := range rows {
 		if d.lookup == lookupOff {
 			return nil

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/outbox"
@@ -54,6 +55,10 @@ type Config struct {
 	// Timeout bounds one publish, from the request to the stream's
 	// acknowledgement. Default 5s.
 	Timeout time.Duration
+	// Now is the clock that stamped the outbox rows (the ledger's), by
+	// which a lookup measures how far the server's clock is off. Default
+	// time.Now.
+	Now func() time.Time
 }
 
 // Sink publishes outbox items to JetStream.
@@ -62,8 +67,20 @@ type Sink struct {
 	nc     *nats.Conn
 	cfg    Config
 	stream string
-	window time.Duration
+
+	mu       sync.Mutex
+	window   time.Duration
+	windowAt time.Time // when window was read
 }
+
+// windowRefresh is how long a read of the stream's duplicate window is
+// trusted: someone may shorten it while run runs.
+var windowRefresh = 30 * time.Second
+
+// lookupSlack is how much earlier than the row's creation, on the server's
+// clock, a lookup starts reading: the ledger stamps rows with this host's
+// clock, and the two clocks may differ by more than the skew measured.
+const lookupSlack = time.Minute
 
 var (
 	_ outbox.Sink      = (*Sink)(nil)
@@ -83,6 +100,9 @@ func New(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, cfg Config)
 	}
 	cfg.Name = cmp.Or(cfg.Name, NameDefault)
 	cfg.Timeout = cmp.Or(cfg.Timeout, TimeoutDefault)
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	name, err := js.StreamNameBySubject(ctx, cfg.Subject)
 	if err != nil {
 		return nil, fmt.Errorf("natssink: find the stream for subject %s: %w", cfg.Subject, err)
@@ -91,7 +111,7 @@ func New(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, cfg Config)
 	if err != nil {
 		return nil, fmt.Errorf("natssink: look up stream %s: %w", name, err)
 	}
-	return &Sink{js: js, nc: nc, cfg: cfg, stream: name, window: st.CachedInfo().Config.Duplicates}, nil
+	return &Sink{js: js, nc: nc, cfg: cfg, stream: name, window: st.CachedInfo().Config.Duplicates, windowAt: time.Now()}, nil
 }
 
 // Name is the sink's name in the outbox.
@@ -101,10 +121,23 @@ func (s *Sink) Name() string { return s.cfg.Name }
 func (s *Sink) Timeout() time.Duration { return s.cfg.Timeout }
 
 // Idempotent: the stream drops a repeated id, inside its window.
-func (s *Sink) Idempotent() bool { return s.window > 0 }
+func (s *Sink) Idempotent() bool { return s.KeyWindow() > 0 }
 
-// KeyWindow is how long the stream remembers an id: its duplicate window.
-func (s *Sink) KeyWindow() time.Duration { return s.window }
+// KeyWindow is how long the stream remembers an id: its duplicate window,
+// read again when the last read is older than windowRefresh. A failed read
+// keeps the last value.
+func (s *Sink) KeyWindow() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if time.Since(s.windowAt) >= windowRefresh {
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
+		defer cancel()
+		if st, err := s.js.Stream(ctx, s.stream); err == nil {
+			s.window, s.windowAt = st.CachedInfo().Config.Duplicates, time.Now()
+		}
+	}
+	return s.window
+}
 
 // Stream is the stream that captures the subject.
 func (s *Sink) Stream() string { return s.stream }
@@ -166,8 +199,9 @@ func classify(err error) error {
 
 func externalID(stream string, seq uint64) string { return stream + ":" + strconv.FormatUint(seq, 10) }
 
-// Lookup reads the stream for a message with the item's id, from a little
-// before the row was created to the stream's last message now. "Not found"
+// Lookup reads the stream for a message with the item's id, from a minute
+// before the row was created (on the server's clock) to the stream's last
+// message now, on every subject. "Not found"
 // is an answer only when nothing published since then can have left the
 // stream: a limits stream whose oldest message is older than the row and
 // that has no deleted messages. Otherwise the stream cannot say, and the
@@ -178,13 +212,19 @@ func (s *Sink) Lookup(ctx context.Context, it ledger.OutboxItem) (string, bool, 
 		return "", false, fmt.Errorf("natssink: look up stream %s: %w", s.stream, err)
 	}
 	info := st.CachedInfo()
-	from := it.CreatedAt.Add(-time.Second) // clocks of this host and the server differ a little
+	// The row's creation on the server's clock (the info carries its time),
+	// less a slack for what that measure misses.
+	from := it.CreatedAt.Add(-lookupSlack)
+	if !info.TimeStamp.IsZero() {
+		from = from.Add(info.TimeStamp.Sub(s.cfg.Now()))
+	}
 	if info.State.LastSeq == 0 || info.State.LastTime.Before(from) {
 		return s.notFound(info, from)
 	}
+	// Every subject: the stream's dedupe is stream-wide, and the row may
+	// have been published on a subject the sink no longer uses.
 	oc, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{s.cfg.Subject}, DeliverPolicy: jetstream.DeliverByStartTimePolicy,
-		OptStartTime: &from, HeadersOnly: true,
+		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &from, HeadersOnly: true,
 	})
 	if err != nil {
 		return "", false, fmt.Errorf("natssink: read stream %s: %w", s.stream, err)

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func waitLeafs(t *testing.T, hub *server.Server) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	max := 0
+	for time.Now().Before(deadline) {
+		lz, _ := hub.Leafz(nil)
+		if lz != nil && lz.NumLeafs > max {
+			max = lz.NumLeafs
+		}
+		if max == 2 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("in 10s the hub never had both edges connected at once (at most %d)", max)
+}
+
+// Two sites on one hub: the hub keeps both leaf connections (it drops a
+// leaf whose server name it already has, so each edge's server is named by
+// its domain) and reads each site's streams by its domain.
+func TestTwoEdgesShareAHub(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leafPort := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	hub := consumertest.RunServerWithOptions(t, &server.Options{JetStreamDomain: "hub", ServerName: "hub",
+		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
+	_, hjs := consumertest.Connect(t, hub)
+	u, _ := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort))
+	var edges []jetstream.JetStream
+	for i, subj := range []string{"effects.siteA", "effects.siteB"} {
+		e, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "s"),
+			Leaf: &server.RemoteLeafOpts{URLs: []*url.URL{u}}, Domain: []string{"siteA", "siteB"}[i]}, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(e.Close)
+		nc, err := nats.Connect(e.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "OUT", Subjects: []string{subj}})
+		edges = append(edges, js)
+	}
+	waitLeafs(t, hub)
+	// The hub collects site A's effects by its domain.
+	consumertest.CreateStream(t, hjs, jetstream.StreamConfig{Name: "EFFECTS_A", Sources: []*jetstream.StreamSource{{Name: "OUT", Domain: "siteA"}}})
+	for i := range 5 {
+		if _, err := edges[0].Publish(t.Context(), "effects.siteA", []byte("a"), jetstream.WithMsgID(fmt.Sprint("A", i))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := edges[1].Publish(t.Context(), "effects.siteB", []byte("b"), jetstream.WithMsgID(fmt.Sprint("B", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(8 * time.Second)
+	var subjects map[string]uint64
+	for time.Now().Before(deadline) {
+		s, err := hjs.Stream(t.Context(), "EFFECTS_A")
+		if err == nil {
+			info, _ := s.Info(t.Context(), jetstream.WithSubjectFilter(">"))
+			subjects = info.State.Subjects
+			if subjects["effects.siteA"] == 5 && len(subjects) == 1 {
+				break
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if subjects["effects.siteA"] != 5 || len(subjects) != 1 {
+		t.Fatalf("the hub's source of site A holds %v; want effects.siteA: 5 only", subjects)
+	}
+}
