@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"database/sql"
 	"path/filepath"
 	"slices"
 	"sync/atomic"
@@ -77,22 +76,8 @@ func sameConsumer(a, b Consumer) bool {
 // well have a table of its own called consumers: that one is left alone.
 func TestMigration0006KeepsAHandlersConsumersTable(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "v5.db")
-	raw, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms, err := migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms[:5] {
-		if _, err := raw.Exec(m.sql); err != nil {
-			t.Fatal(m.name, err)
-		}
-	}
-	if _, err := raw.Exec(`PRAGMA user_version = 5;
-		CREATE TABLE consumers (name TEXT PRIMARY KEY);
+	path, raw := databaseAt(t, 5)
+	if _, err := raw.Exec(`CREATE TABLE consumers (name TEXT PRIMARY KEY);
 		INSERT INTO consumers VALUES ('a customer')`); err != nil {
 		t.Fatal(err)
 	}

@@ -87,14 +87,25 @@ func (p *runProc) stop(t *testing.T) int {
 	return p.wait(t)
 }
 
+// record returns the first JSON log record that match accepts: tests read
+// a record's fields, not its wording.
+func (p *runProc) record(match func(map[string]any) bool) (map[string]any, bool) {
+	for _, r := range p.records() {
+		if match(r) {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
 // logRecord is one JSON log line.
 type logRecord map[string]any
 
 // records parses the JSON log lines of standard error.
-func (p *runProc) records(t *testing.T) []logRecord {
-	t.Helper()
+func (p *runProc) records() []logRecord {
 	var out []logRecord
 	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var r logRecord
 		if json.Unmarshal(sc.Bytes(), &r) == nil {
@@ -174,7 +185,7 @@ func TestRunRaisesTheAckWaitOfItsOwnDurable(t *testing.T) {
 		t.Fatalf("after --batch 500 --deadline 3s: AckWait %s (want %s), plan %q", raised.AckWait, large.AckWait(), raised.Metadata[consumer.MetadataPlan])
 	}
 	var logged []logRecord
-	for _, r := range second.records(t) {
+	for _, r := range second.records() {
 		if _, ok := r["ack_wait_from"]; ok {
 			logged = append(logged, r)
 		}

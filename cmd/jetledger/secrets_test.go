@@ -18,7 +18,7 @@ import (
 // logged).
 func TestReconnectLogHidesThePassword(t *testing.T) {
 	srv := consumertest.RunServerWithOptions(t, &server.Options{Username: "u", Password: "s3cretpw"})
-	var logs safeBuffer
+	var logs lockedBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	url := strings.Replace(srv.ClientURL(), "nats://", "nats://u:s3cretpw@", 1)
 	nc, _, err := connect(t.Context(), natsFlags{URL: url}, log)
@@ -93,7 +93,7 @@ func TestRunDurableAloneConsumesTheRecordedStream(t *testing.T) {
 	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "EVENTS", Subjects: []string{"other.>"}})
 	publishEvents(t, js, "other.x", 2)
 	db := recordConsumers(t, [2]string{"PAY", "payer"})
-	run := runInProcess(t, "run", "--nats", srv.ClientURL(), "--db", db, "--durable", "auditor", "--log-format", "json")
+	run := startCommand(t, "run", "--nats", srv.ClientURL(), "--db", db, "--durable", "auditor", "--log-format", "json")
 	consumertest.Eventually(t, 10*time.Second, "run to bind something", func() bool {
 		_, err := js.Consumer(t.Context(), "EVENTS", "auditor")
 		_, err2 := js.Consumer(t.Context(), "PAY", "auditor")

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,70 +13,6 @@ import (
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// safeBuffer is the standard error of a command running in process, read
-// by the test while the command writes it.
-type safeBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *safeBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *safeBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// inProcess is a command run by mainExit until the test cancels it (as
-// SIGTERM would) or it returns.
-type inProcess struct {
-	cancel context.CancelFunc
-	code   chan int
-	stderr *safeBuffer
-}
-
-func runInProcess(t *testing.T, args ...string) *inProcess {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &inProcess{cancel: cancel, code: make(chan int, 1), stderr: &safeBuffer{}}
-	go func() { p.code <- mainExit(ctx, args, &bytes.Buffer{}, p.stderr) }()
-	t.Cleanup(func() { p.stop(t) })
-	return p
-}
-
-// stop cancels the command and returns its exit code.
-func (p *inProcess) stop(t *testing.T) int {
-	t.Helper()
-	p.cancel()
-	select {
-	case code := <-p.code:
-		p.code <- code
-		return code
-	case <-time.After(time.Minute):
-		t.Fatalf("the command did not stop; stderr:\n%s", p.stderr)
-		return -1
-	}
-}
-
-// record returns the first JSON log record that match accepts: tests read
-// a record's fields, not its wording.
-func (p *inProcess) record(match func(map[string]any) bool) (map[string]any, bool) {
-	sc := bufio.NewScanner(strings.NewReader(p.stderr.String()))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var rec map[string]any
-		if json.Unmarshal(sc.Bytes(), &rec) == nil && match(rec) {
-			return rec, true
-		}
-	}
-	return nil, false
-}
 
 // publishEvents puts n messages with ids on subject.
 func publishEvents(t *testing.T, js jetstream.JetStream, subject string, n int) {
@@ -115,7 +48,7 @@ func TestCommandsReadTheConsumerRunRecorded(t *testing.T) {
 	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "PAY", Subjects: []string{"pay.>"}})
 	publishEvents(t, js, "pay.in", 3)
 	db := filepath.Join(t.TempDir(), "l.db")
-	run := runInProcess(t, "run", "--nats", srv.ClientURL(), "--db", db, "--stream", "PAY", "--durable", "payer", "--log-format", "json")
+	run := startCommand(t, "run", "--nats", srv.ClientURL(), "--db", db, "--stream", "PAY", "--durable", "payer", "--log-format", "json")
 	ackedThrough(t, js, "PAY", "payer", 3)
 	if code := run.stop(t); code != exitOK {
 		t.Fatalf("run: exit %d\n%s", code, run.stderr)

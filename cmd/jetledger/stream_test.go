@@ -55,12 +55,12 @@ func startUntilBound(t *testing.T, args ...string) []logRecord {
 	p := startCommand(t, append(args, "--log-format", "json")...)
 	consumertest.Eventually(t, 30*time.Second, "run is consuming", func() bool {
 		p.failIfExited(t)
-		return len(withMsg(p.records(t), "consuming")) > 0
+		return len(withMsg(p.records(), "consuming")) > 0
 	})
 	if code := p.stop(t); code != exitOK {
 		t.Fatalf("%q: exit %d\n%s", args, code, p.stderr)
 	}
-	return p.records(t)
+	return p.records()
 }
 
 // run --subjects creates the stream with the limits given, a description

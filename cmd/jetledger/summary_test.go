@@ -25,7 +25,7 @@ func TestRunLogsASummaryAndEachFailedSend(t *testing.T) {
 	publishEvents(t, js, "sum.in", 3)
 	dest := webhooktest.NewDestination(t, false)
 	dest.FailWith(http.StatusTooManyRequests)
-	run := runInProcess(t, "run", "--nats", srv.ClientURL(), "--db", filepath.Join(t.TempDir(), "l.db"), "--stream", "SUM",
+	run := startCommand(t, "run", "--nats", srv.ClientURL(), "--db", filepath.Join(t.TempDir(), "l.db"), "--stream", "SUM",
 		"--webhook", dest.URL(), "--log-format", "json", "--summary-interval", "200ms")
 
 	summary := func(want map[string]float64) bool {
