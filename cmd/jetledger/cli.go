@@ -49,6 +49,7 @@ var flagGroups = []kong.Group{
 	{Key: "nats", Title: "NATS connection:"},
 	{Key: "embedded", Title: "Embedded server (without --nats):"},
 	{Key: "edge", Title: "Edge (the embedded server as a leaf node of a hub):"},
+	{Key: "partitions", Title: "Partitions (scale out: a ledger and a durable per partition):"},
 	{Key: "timing", Title: "Timing (the AckWait plan):"},
 	{Key: "webhook", Title: "Webhook sink:"},
 	{Key: "effects", Title: "NATS sink (effects published to a JetStream subject):"},

@@ -37,6 +37,12 @@ type consumeFlags struct {
 	Plan            planFlags     `embed:"" group:"timing"`
 	Webhook         webhookURL    `embed:"" group:"webhook"`
 	Log             logFlags      `embed:"" group:"log"`
+
+	// Set by run for one partition of a partitioned stream.
+	filter   []string // the partition's subjects
+	logAttrs []any    // the partition, on every log line
+	// Set by run to create the stream partitioned.
+	transform *jetstream.SubjectTransformConfig
 }
 
 // validate checks every flag, naming the first bad one, before anything is
@@ -100,6 +106,7 @@ func (f *consumeFlags) start(ctx context.Context, c *consumption, stderr io.Writ
 	if c.log, err = f.Log.logger(stderr); err != nil {
 		return err
 	}
+	c.log = c.log.With(f.logAttrs...)
 	applyMemoryLimit(f.MemoryLimit, c.log)
 	conn := f.NATS
 	if conn.URL == "" {
@@ -125,7 +132,7 @@ func (f *consumeFlags) start(ctx context.Context, c *consumption, stderr io.Writ
 		return err
 	}
 	c.cfg = consumer.Config{Stream: f.Stream, Durable: f.Durable, Plan: c.plan, Handler: c.h.handle,
-		MaxDeliver: f.MaxDeliver, AllowSequenceIDs: f.AllowSeqIDs, Logger: c.log,
+		MaxDeliver: f.MaxDeliver, AllowSequenceIDs: f.AllowSeqIDs, Logger: c.log, FilterSubjects: f.filter,
 		Metadata: map[string]string{consumer.MetadataVersion: version()}}
 	return nil
 }
@@ -161,7 +168,7 @@ func (f *consumeFlags) ensureStream(ctx context.Context, c *consumption) error {
 	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()
 	spec := streamSpec{Name: f.Stream, Subjects: splitList(f.Subjects),
-		Duplicates: duplicateWindow(f.DuplicateWindow, f.MemoryLimit), Limits: f.streamLimitFlags}
+		Duplicates: duplicateWindow(f.DuplicateWindow, f.MemoryLimit), Limits: f.streamLimitFlags, Transform: f.transform}
 	ensure := ensureStream
 	if f.Embedded.Hub != "" {
 		ensure = func(ctx context.Context, js jetstream.JetStream, spec streamSpec, log *slog.Logger) (*jetstream.StreamInfo, error) {

@@ -57,6 +57,7 @@ type runCmd struct {
 	Delete  webhookDelete `embed:"" group:"webhook"`
 	Send    webhookSend   `embed:"" group:"webhook"`
 	Effects effectsFlags  `embed:"" group:"effects"`
+	partitionFlags `group:"partitions"`
 	retentionFlags
 	PruneInterval time.Duration `name:"prune-interval" default:"1h" help:"how often to prune the ledger while running (0: never)"`
 	Metrics       string        `name:"metrics" placeholder:"ADDR" help:"serve Prometheus /metrics and /healthz on this address (127.0.0.1:9464, say)"`
@@ -83,6 +84,9 @@ func (c *runCmd) run(inv *invocation) error {
 	snk, err := c.prepare()
 	if err != nil {
 		return err
+	}
+	if c.Partitions > 0 || len(c.Partition) > 0 {
+		return c.runPartitions(inv)
 	}
 	var m *metrics
 	if c.Metrics != "" {
@@ -235,7 +239,7 @@ func (c *runCmd) prepare() (sink, error) {
 		_, _, err = hostPort("--metrics", c.Metrics)
 	}
 	if err == nil {
-		err = c.Effects.validate(c.Webhook.URL)
+		err = firstError(c.Effects.validate(c.Webhook.URL), c.partitionFlags.validate(c.Subjects), c.partitionsAlone())
 	}
 	if err != nil {
 		return nil, err

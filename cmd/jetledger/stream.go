@@ -67,8 +67,9 @@ const (
 // streamSpec is the stream run creates when it is missing.
 type streamSpec struct {
 	Name       string
-	Subjects   []string                  // none, and no Sources: the stream must exist
-	Sources    []*jetstream.StreamSource // the edge's stream sources the hub's (--hub-url)
+	Subjects   []string                          // none, and no Sources: the stream must exist
+	Sources    []*jetstream.StreamSource         // the edge's stream sources the hub's (--hub-url)
+	Transform  *jetstream.SubjectTransformConfig // partitions (--partitions)
 	Duplicates time.Duration
 	Limits     streamLimitFlags
 }
@@ -81,7 +82,7 @@ func (s streamSpec) config() jetstream.StreamConfig {
 		how = "(--hub-url: a copy of the hub's stream, sourced over the leaf node)"
 	}
 	cfg := jetstream.StreamConfig{
-		Name: s.Name, Subjects: s.Subjects, Sources: s.Sources, Storage: jetstream.FileStorage, Duplicates: s.Duplicates,
+		Name: s.Name, Subjects: s.Subjects, Sources: s.Sources, SubjectTransform: s.Transform, Storage: jetstream.FileStorage, Duplicates: s.Duplicates,
 		Description: "created by jetledger " + how + ": its consumer applies each message once through a SQLite ledger, " +
 			"which keeps a message's id while the stream holds a copy of it",
 		Metadata: map[string]string{consumer.MetadataCreatedBy: "jetledger", consumer.MetadataVersion: version()},

@@ -1,0 +1,105 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/publisher"
+)
+
+// A stream partitioned by account into 4, consumed by two processes with
+// two partitions each, every partition into its own ledger: each event is
+// applied once, all of an account's events land in one ledger, and within
+// it in the order they were published (nothing fails here, so nothing is
+// redelivered out of order).
+func TestPartitionsKeepEachKeyInOneLedger(t *testing.T) {
+	w := newWorld(t, 2*time.Minute)
+	rng := randFor(t)
+	evs := makeEvents(rng, w.pub, 2000)
+	// applied_order numbers the messages in the order they were applied.
+	schema := filepath.Join(w.dir, "order.sql")
+	if err := os.WriteFile(schema, []byte(balanceTable+`CREATE TABLE IF NOT EXISTS applied_order (n INTEGER PRIMARY KEY, account TEXT, seq INTEGER);`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const orderApply = `INSERT INTO applied_order (account, seq) VALUES (json_extract(:data, '$.account'), :seq)`
+	partition := func(parts string) *proc {
+		args := append([]string{"run", "--nats", w.srv.ClientURL(), "--db", w.db, "--stream", "PART",
+			"--subjects", "pay.*", "--partitions", "4", "--partition", parts,
+			"--schema", schema, "--apply", balanceApply + "; " + orderApply, "--log-format", "json"}, fastPlan...)
+		return start(t, nil, args...)
+	}
+	a := partition("0,1")
+	consumertest.Eventually(t, 30*time.Second, "the first process consuming", func() bool {
+		_, ok := a.record(func(r map[string]any) bool { return r["msg"] == "consuming partitions" })
+		return ok
+	})
+	b := partition("2,3")
+	msgs := make([]publisher.Message, len(evs))
+	for i, e := range evs {
+		msgs[i] = publisher.Message{Subject: "pay." + e.Account, ID: e.ID, Data: e.data()}
+	}
+	if _, err := w.pub.PublishBatch(context.Background(), msgs); err != nil {
+		t.Fatal(err)
+	}
+	ledgers := make([]*sql.DB, 4)
+	for i := range ledgers {
+		ledgers[i] = (&world{t: t, db: filepath.Join(filepath.Dir(w.db), fmt.Sprintf("ledger-p%d.db", i))}).ledgerDB()
+	}
+	consumertest.Eventually(t, time.Minute, "every event applied in some partition", func() bool {
+		n := 0
+		for _, db := range ledgers {
+			n += count(t, db, `SELECT count(*) FROM processed_messages`)
+		}
+		return n >= len(evs)
+	})
+	for _, p := range []*proc{a, b} {
+		p.signal(syscall.SIGTERM)
+		if code := p.wait(time.Minute); code != 0 {
+			t.Fatalf("run exited %d", code)
+		}
+	}
+
+	total, rows := 0, 0
+	home := map[string]int{} // account -> the partition whose ledger holds it
+	for i, db := range ledgers {
+		total += count(t, db, `SELECT coalesce(sum(amount), 0) FROM balances`)
+		rows += count(t, db, `SELECT count(*) FROM processed_messages`)
+		accounts, err := db.Query(`SELECT account FROM balances`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for accounts.Next() {
+			var acct string
+			if err := accounts.Scan(&acct); err != nil {
+				t.Fatal(err)
+			}
+			if j, ok := home[acct]; ok {
+				t.Errorf("account %s is in the ledgers of partitions %d and %d", acct, j, i)
+			}
+			home[acct] = i
+		}
+		accounts.Close()
+		// Applied in publish order: an account's messages, in the order
+		// they were applied, have increasing stream sequences.
+		if n := count(t, db, `SELECT count(*) FROM (SELECT seq,
+				lag(seq) OVER (PARTITION BY account ORDER BY n) AS prev FROM applied_order) WHERE seq < prev`); n != 0 {
+			t.Errorf("partition %d applied %d events before an earlier one of the same account", i, n)
+		}
+		if n := count(t, db, `SELECT count(*) FROM processed_messages WHERE subject NOT LIKE ?`, fmt.Sprintf("%d.pay.%%", i)); n != 0 {
+			t.Errorf("partition %d's ledger holds %d messages of other partitions", i, n)
+		}
+	}
+	if total != sum(evs) || rows != len(evs) {
+		t.Fatalf("over the four ledgers: sum %d, rows %d; want %d and %d", total, rows, sum(evs), len(evs))
+	}
+	if len(home) < 4 {
+		t.Errorf("%d accounts spread over the partitions: the mapping put them all in few", len(home))
+	}
+}
