@@ -54,9 +54,9 @@ Example:
 // runCmd is `jetledger run`.
 type runCmd struct {
 	consumeFlags
-	Delete  webhookDelete `embed:"" group:"webhook"`
-	Send    webhookSend   `embed:"" group:"webhook"`
-	Effects effectsFlags  `embed:"" group:"effects"`
+	Delete         webhookDelete `embed:"" group:"webhook"`
+	Send           webhookSend   `embed:"" group:"webhook"`
+	Effects        effectsFlags  `embed:"" group:"effects"`
 	partitionFlags `group:"partitions"`
 	retentionFlags
 	PruneInterval time.Duration `name:"prune-interval" default:"1h" help:"how often to prune the ledger while running (0: never)"`
