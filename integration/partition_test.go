@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -101,5 +102,33 @@ func TestPartitionsKeepEachKeyInOneLedger(t *testing.T) {
 	}
 	if len(home) < 4 {
 		t.Errorf("%d accounts spread over the partitions: the mapping put them all in few", len(home))
+	}
+
+	// status shows every partition: its durable, drained, and its ledger.
+	out, code := cli(t, "status", "--nats", w.srv.ClientURL(), "--db", w.db, "--json")
+	var st struct {
+		Partitions []struct {
+			Partition  int    `json:"partition"`
+			Durable    string `json:"durable"`
+			Consumer   bool   `json:"consumer"`
+			Pending    uint64 `json:"pending"`
+			AckPending int    `json:"ack_pending"`
+			Ledger     string `json:"ledger"`
+			LedgerRows int    `json:"ledger_rows"`
+		} `json:"partitions"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || len(st.Partitions) != 4 {
+		t.Fatalf("status: exit %d, %v\n%s", code, err, out)
+	}
+	shown := 0
+	for i, p := range st.Partitions {
+		if p.Partition != i || p.Durable != fmt.Sprintf("jetledger-p%d", i) || !p.Consumer || p.Pending != 0 || p.AckPending != 0 ||
+			p.Ledger != filepath.Join(filepath.Dir(w.db), fmt.Sprintf("ledger-p%d.db", i)) {
+			t.Errorf("status of partition %d: %+v", i, p)
+		}
+		shown += p.LedgerRows
+	}
+	if shown != len(evs) {
+		t.Errorf("status shows %d ledger rows over the partitions, want %d", shown, len(evs))
 	}
 }

@@ -20,7 +20,10 @@ One screen of what matters: which stream and durable it reads (without
 --stream, the ones run recorded in the ledger), the stream (first and last
 sequence, messages, duplicate window), the consumer (AckWait against the plan
 of the given timing flags, pending, waiting for ack, redelivered), the ledger
-(rows, size, oldest), the outbox per state, dead letters and conflicts. Exit 1
+(rows, size, oldest), the outbox per state, dead letters and conflicts. For
+a partitioned stream (run --partitions), every partition: its durable
+<durable>-p<I> (pending, waiting for ack, acked through, whether a consumer
+is fetching now) and its ledger <db>-p<I> when it is on this host. Exit 1
 when a part cannot be read or the consumer's AckWait is unsafe; exit 2 when
 --stream is left out and the ledger recorded several consumers.`
 
@@ -59,7 +62,9 @@ type statusReport struct {
 	Consumer *consumerStatus         `json:"consumer,omitempty"`
 	Ledger   *ledger.Stats           `json:"ledger,omitempty"`
 	Outbox   map[ledger.Status]int64 `json:"outbox,omitempty"`
-	Problems []string                `json:"problems,omitempty"`
+	// A partitioned stream: every partition, its durable and its ledger.
+	Partitions []partitionStatus `json:"partitions,omitempty"`
+	Problems   []string          `json:"problems,omitempty"`
 }
 
 // statusCmd is `jetledger status`.
@@ -84,7 +89,13 @@ func (c *statusCmd) Run(inv *invocation) error {
 	var rep statusReport
 	ctx, cancel := context.WithTimeout(inv.ctx, 10*time.Second)
 	defer cancel()
-	if st, err := c.openExisting(); err != nil {
+	// A partitioned run keeps a ledger per partition beside --db: read the
+	// names from the first one here.
+	db := c.dbFlag
+	if p, ok := localLedger(c.DB); ok && !fileExists(c.DB) {
+		db.DB = p
+	}
+	if st, err := db.openExisting(); err != nil {
 		rep.Problems = append(rep.Problems, err.Error())
 	} else {
 		defer st.Close()
@@ -140,6 +151,10 @@ func (c *statusCmd) readServer(ctx context.Context, js jetstream.JetStream, plan
 		rep.Problems = append(rep.Problems, fmt.Sprintf("stream %s: %v", c.Stream, err))
 	} else {
 		rep.Stream = &streamStatus{c.Stream, info.State.FirstSeq, info.State.LastSeq, info.State.Msgs, info.Config.Duplicates}
+		if n := partitionsOf(info.Config); n > 0 {
+			c.readPartitions(ctx, js, n, rep)
+			return
+		}
 	}
 	cons, err := js.Consumer(ctx, c.Stream, c.Durable)
 	var info *jetstream.ConsumerInfo
@@ -186,6 +201,7 @@ func printStatus(w io.Writer, r statusReport) {
 		field(w, "dead letters", fmt.Sprint(l.DeadLetters))
 		field(w, "conflicts", fmt.Sprint(l.Conflicts))
 	}
+	printPartitions(w, r.Partitions)
 	if r.Outbox != nil {
 		counts := make([]string, len(ledger.Statuses))
 		for i, s := range ledger.Statuses {
