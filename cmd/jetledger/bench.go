@@ -34,7 +34,21 @@ server (the edge default, with --memory-limit from --rss-memory-limit) while
 
 The embedded server syncs its store as --sync-interval says, as run's does
 (default always: every write before its publish is acked); the publish rate
-(acked publishes per second, 2 000 in flight) shows the cost most plainly.`
+(acked publishes per second, 2 000 in flight) shows the cost most plainly.
+
+With --partitions (such as 1,2,4) it runs the scale benchmark instead of
+(a)-(d): a 3-node JetStream cluster inside this process on loopback (each
+node with its own store, syncing as --sync-interval says), and for each
+partition count N a stream of its own (R3, file storage) partitioned into N
+by the account token as 'run --partitions N --subjects pay.*' does, filled
+with --scale-messages messages over 100 accounts, consumed by (a) one raw
+consume+ack loop over the whole stream, (a_N) N raw loops in parallel, one
+per partition, and (c_N) N jetledger consumers in parallel, one durable and
+one ledger per partition (batch --batch, the balance handler). Clients
+connect to the nodes round robin. It prints aggregate messages/s (the
+stream's messages over the wall time until the last consumer is done), the
+ratios c_N/a and c_N/a_N, and each partition's share and rate. --messages,
+--rate and the other flags of (a)-(d) are not used then.`
 
 // benchCmd is `jetledger bench`, over the harness in internal/bench.
 type benchCmd struct {
@@ -48,6 +62,8 @@ type benchCmd struct {
 	RSSMessages     int           `name:"rss-messages" help:"also run 'jetledger run' over this many messages, alone and with its embedded server, and report its peak RSS (0: skip)"`
 	RSSMemoryLimit  byteSize      `name:"rss-memory-limit" default:"96MiB" placeholder:"SIZE" help:"--memory-limit of the embedded-server RSS run (0: none)"`
 	CPUProfile      string        `name:"cpuprofile" placeholder:"FILE" help:"write a CPU profile of run (c) to this file"`
+	Partitions      []int         `name:"partitions" sep:"," placeholder:"N" help:"run the scale benchmark instead of (a)-(d): a 3-node cluster in this process, a stream partitioned into each N in turn (such as 1,2,4)"`
+	ScaleMessages   int           `name:"scale-messages" default:"100000" help:"with --partitions: messages published for each partition count"`
 	Keep            bool          `name:"keep" help:"keep the temporary directory"`
 	jsonFlag
 }
@@ -57,7 +73,7 @@ func (benchCmd) Help() string { return benchHelp }
 func (c *benchCmd) Run(inv *invocation) error {
 	cfg := bench.Config{Messages: c.Messages, PerMsgMessages: c.PerMsgMessages, Batch: c.Batch, Rates: c.Rate, FailEvery: c.FailEvery,
 		LatencyDuration: c.LatencyDuration, RSSMessages: c.RSSMessages, CPUProfile: c.CPUProfile, EdgeMemoryLimit: c.RSSMemoryLimit.flag(),
-		SyncInterval: c.SyncInterval.String(), Handler: builtinHandler}
+		SyncInterval: c.SyncInterval.String(), Handler: builtinHandler, Partitions: c.Partitions, ScaleMessages: c.ScaleMessages}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
@@ -73,6 +89,19 @@ func (c *benchCmd) Run(inv *invocation) error {
 	cfg.JS, cfg.URL, cfg.Dir, cfg.Binary = node.js, node.srv.URL(), node.dir, self
 	if !c.JSON {
 		cfg.Progress = inv.stdout
+	}
+	if len(c.Partitions) > 0 {
+		// The scale run starts its own cluster; the scratch node gives it
+		// the directory (and --keep).
+		res, err := bench.Scale(inv.ctx, cfg)
+		if err != nil {
+			return err
+		}
+		if c.JSON {
+			return printJSON(inv.stdout, res)
+		}
+		res.WriteText(inv.stdout)
+		return nil
 	}
 	res, err := bench.Run(inv.ctx, cfg)
 	if err != nil {

@@ -63,6 +63,10 @@ type Config struct {
 	SyncInterval    string        // how the server syncs its store, reported as is
 	CPUProfile      string        // file for a CPU profile of (c); empty for none
 	Progress        io.Writer     // progress lines; nil for none
+	// Partitions are the partition counts of the scale run (Scale, in
+	// scale.go), on a 3-node cluster of its own; empty for none.
+	Partitions    []int
+	ScaleMessages int // published for each partition count of the scale run; at least 1000
 }
 
 // ErrConfig is a Config out of its ranges; the error is a *ConfigError.
@@ -112,7 +116,7 @@ func (c Config) Validate() error {
 	case c.LatencyDuration <= 0:
 		return &ConfigError{Flag: "--latency-duration", Got: c.LatencyDuration, Want: "a positive duration"}
 	}
-	return nil
+	return c.validateScale()
 }
 
 // Result is what a run measured (jetledger bench --json).
