@@ -76,3 +76,8 @@ var (
 // ErrUnsafePrune: a prune whose bounds could remove a row a redelivery or a
 // republish might still meet.
 var ErrUnsafePrune = errors.New("ledger: unsafe prune")
+
+// ErrBackupExists: the backup's destination exists and the caller did not
+// ask to replace it, or a -wal or -journal file lies beside it, which SQLite
+// would apply to the copy when it opens it.
+var ErrBackupExists = errors.New("ledger: backup destination exists")

@@ -22,7 +22,7 @@ type cli struct {
 	Replay       replayCmd       `cmd:"" help:"replay a stream through the ledger up to where run stands; effects recorded for run"`
 	Publish      publishCmd      `cmd:"" help:"publish JSON messages with stable Nats-Msg-Id headers"`
 	Outbox       outboxCmd       `cmd:"" help:"inspect and operate the outbox: list, review, cancel, resolve, retry"`
-	Ledger       ledgerCmd       `cmd:"" help:"inspect the ledger: stats, conflicts, prune"`
+	Ledger       ledgerCmd       `cmd:"" help:"inspect the ledger: stats, conflicts, prune, backup"`
 	DLQ          dlqCmd          `cmd:"" name:"dlq" help:"dead letters: list, show, requeue with the original id, discard"`
 	Status       statusCmd       `cmd:"" help:"one screen: stream, consumer vs plan, ledger, outbox, dead letters, conflicts"`
 	Check        checkCmd        `cmd:"" help:"verify a live consumer's AckWait against the timing plan"`

@@ -2,7 +2,11 @@ package main
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"maps"
+	"os"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -16,6 +20,7 @@ type ledgerCmd struct {
 	Stats     ledgerStatsCmd     `cmd:"" help:"rows, size, oldest and newest entries, conflicts, dead letters, the consumers run served"`
 	Conflicts ledgerConflictsCmd `cmd:"" help:"messages whose id was reused with a different payload, with both payload hashes"`
 	Prune     ledgerPruneCmd     `cmd:"" help:"remove rows no redelivery or republish can meet, then vacuum; reads the stream's bounds from --nats"`
+	Backup    ledgerBackupCmd    `cmd:"" help:"write a consistent copy of the ledger, safely while run writes it: to move a partition to another host"`
 }
 
 func (ledgerCmd) Help() string { return "Dead letters have a command of their own: 'jetledger dlq'." }
@@ -129,5 +134,50 @@ func (c *ledgerPruneCmd) Run(inv *invocation, l *ledgerCmd) error {
 		fmt.Fprintf(inv.stdout, "stream %s, durable %s%s: pruned %d processed_messages rows and %d outbox rows; %d pages returned to the file system\n",
 			c.Stream, c.Durable, via, res.Processed, res.Outbox, res.FreedPages)
 		return nil
+	})
+}
+
+type ledgerBackupCmd struct {
+	To    string `name:"to" required:"" placeholder:"FILE" help:"the copy: written beside it under a temporary name, checked, synced, then renamed to this"`
+	Force bool   `name:"force" help:"replace a file already at --to"`
+}
+
+func (ledgerBackupCmd) Help() string {
+	return `Copies the ledger --db, with every transaction committed to its WAL, as
+one snapshot, while run keeps applying (a reader never blocks SQLite's
+writer), or after run was stopped or killed. The copy is checked
+(integrity_check), synced and renamed into place, mode 0600: there is
+either a whole copy at --to or none. An existing --to is kept unless
+--force; a -wal or -journal file beside --to is refused always.`
+}
+
+// backupResult is what `ledger backup` prints.
+type backupResult struct {
+	From string `json:"from"`
+	ledger.BackupResult
+}
+
+func (c *ledgerBackupCmd) Run(inv *invocation, l *ledgerCmd) error {
+	return l.withStore(func(st *ledger.Store) error {
+		res, err := st.Backup(inv.ctx, c.To, ledger.BackupOptions{Force: c.Force})
+		_, statErr := os.Stat(c.To)
+		switch {
+		case errors.Is(err, ledger.ErrInvalidConfig): // --to is the ledger, a directory, not a plain path
+			return usagef("--to %s: %w", c.To, err)
+		case errors.Is(err, ledger.ErrBackupExists) && !c.Force && statErr == nil: // not a -wal beside it
+			return fmt.Errorf("%w (give --force to replace it)", err)
+		case err != nil:
+			return err
+		}
+		if l.JSON {
+			return printJSON(inv.stdout, backupResult{l.DB, res})
+		}
+		fmt.Fprintf(inv.stdout, "backed up %s to %s: %d rows, %d bytes (%d pages), integrity ok, in %s\n",
+			l.DB, res.Path, res.Rows, res.SizeBytes, res.Pages, res.Elapsed.Round(time.Millisecond))
+		tw := tabwriter.NewWriter(inv.stdout, 0, 4, 2, ' ', 0)
+		for _, name := range slices.Sorted(maps.Keys(res.Tables)) {
+			fmt.Fprintf(tw, "  %s\t%d\n", name, res.Tables[name])
+		}
+		return tw.Flush()
 	})
 }
