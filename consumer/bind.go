@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -93,9 +94,13 @@ func (c *Consumer) bind(ctx context.Context) (jetstream.Consumer, error) {
 	if err := checkMetadata(c.cfg.Metadata); err != nil {
 		return nil, err
 	}
-	s, err := c.js.Stream(ctx, c.cfg.Stream)
+	// Every call to the server below waits out a cluster that cannot answer
+	// yet (a leader being elected): starting then must not be fatal.
+	s, err := jsretry.Call(ctx, c.log, "look up stream "+c.cfg.Stream, func(ctx context.Context) (jetstream.Stream, error) {
+		return c.js.Stream(ctx, c.cfg.Stream)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("consumer: look up stream %s: %w", c.cfg.Stream, err)
+		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	c.created = s.CachedInfo().Created
 	if c.cfg.AllowSequenceIDs {
@@ -107,9 +112,11 @@ func (c *Consumer) bind(ctx context.Context) (jetstream.Consumer, error) {
 	if c.cfg.Replay != nil {
 		return c.bindReplay(ctx)
 	}
-	cons, err := c.bindDurable(ctx)
+	// Retried whole: a creation or a raise whose answer was lost is found
+	// done by the next try's lookup.
+	cons, err := jsretry.Call(ctx, c.log, "bind "+c.cfg.Stream+"/"+c.cfg.Durable, c.bindDurable)
 	if err != nil {
-		return nil, fmt.Errorf("consumer: bind %s/%s: %w", c.cfg.Stream, c.cfg.Durable, err)
+		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	return cons, c.checkDurable(ctx, cons.CachedInfo().Config)
 }
@@ -145,9 +152,13 @@ func (c *Consumer) bindReplay(ctx context.Context) (jetstream.Consumer, error) {
 		t := r.Time
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &t
 	}
-	cons, err := c.js.CreateConsumer(ctx, c.cfg.Stream, cfg)
+	// A try whose answer was lost leaves a consumer behind, which the
+	// server removes after InactiveThreshold.
+	cons, err := jsretry.Call(ctx, c.log, "create the replay consumer on "+c.cfg.Stream, func(ctx context.Context) (jetstream.Consumer, error) {
+		return c.js.CreateConsumer(ctx, c.cfg.Stream, cfg)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("consumer: replay consumer on %s: %w", c.cfg.Stream, err)
+		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	return cons, nil
 }
@@ -214,7 +225,8 @@ func (c *Consumer) fitDurable(ctx context.Context, cons jetstream.Consumer) (jet
 	want.Metadata[MetadataPlan] = PlanMetadata(c.plan)
 	up, err := c.js.UpdateConsumer(ctx, c.cfg.Stream, want)
 	switch {
-	case err != nil && ctx.Err() != nil:
+	case err != nil && (ctx.Err() != nil || jsretry.Transient(err)):
+		// Not a refusal: bind tries again, watchDurable at its next look.
 		return nil, err
 	case err != nil:
 		// No right to edit consumers, say: checkDurable refuses it as it
@@ -222,6 +234,14 @@ func (c *Consumer) fitDurable(ctx context.Context, cons jetstream.Consumer) (jet
 		c.log.WarnContext(ctx, "could not raise the AckWait of the durable jetledger created", "stream", c.cfg.Stream,
 			"durable", c.cfg.Durable, "ack_wait", have.AckWait, "ack_wait_needed", want.AckWait, "err", err)
 		return cons, nil
+	}
+	if got := up.CachedInfo().Config; got.AckWait < want.AckWait || got.MaxAckPending < want.MaxAckPending {
+		// nats-server answers the first update after the consumer's leader
+		// took over (a restart, an election) with what it held then, before
+		// this update: what it holds now is read again.
+		if _, err := up.Info(ctx); err != nil {
+			return nil, err
+		}
 	}
 	c.log.InfoContext(ctx, "raised the durable's AckWait for the longer plan: jetledger created it",
 		"stream", c.cfg.Stream, "durable", c.cfg.Durable, "ack_wait_from", have.AckWait, "ack_wait_to", want.AckWait,

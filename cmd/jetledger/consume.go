@@ -15,7 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// setupTimeout bounds the calls to the server while run or replay starts.
+// setupTimeout bounds replay's calls to the server as it starts: a one-shot
+// command gives up where run waits.
 const setupTimeout = 30 * time.Second
 
 // consumeFlags are the flags of run and replay, which take the same path
@@ -165,8 +166,6 @@ func (f *consumeFlags) startEmbedded(c *consumption) (natsFlags, error) {
 // warns when its duplicate window is shorter than a publisher retries, and
 // when it has no limits, so that the ledger can never be pruned.
 func (f *consumeFlags) ensureStream(ctx context.Context, c *consumption) error {
-	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
-	defer cancel()
 	spec := streamSpec{Name: f.Stream, Subjects: splitList(f.Subjects),
 		Duplicates: duplicateWindow(f.DuplicateWindow, f.MemoryLimit), Limits: f.streamLimitFlags, Transform: f.transform}
 	ensure := ensureStream
@@ -175,7 +174,7 @@ func (f *consumeFlags) ensureStream(ctx context.Context, c *consumption) error {
 			return ensureSourcedStream(ctx, js, spec, f.Embedded.hubFlags, log)
 		}
 	}
-	info, err := ensure(sctx, c.js, spec, c.log)
+	info, err := ensure(ctx, c.js, spec, c.log)
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/consumer/outbox/natssink"
 	"github.com/nats-io/nats.go"
@@ -51,7 +52,7 @@ func (f effectsFlags) natsSink(ctx context.Context, js jetstream.JetStream, nc *
 			return nil, err
 		}
 	}
-	s, err := natssink.New(ctx, js, nc, natssink.Config{Subject: f.Subject, Timeout: f.Timeout})
+	s, err := natssink.New(ctx, js, nc, natssink.Config{Subject: f.Subject, Timeout: f.Timeout, Logger: log})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("no stream captures --effects-subject %s: create one, or pass --effects-stream NAME to have run create it", f.Subject)
 	}
@@ -59,7 +60,9 @@ func (f effectsFlags) natsSink(ctx context.Context, js jetstream.JetStream, nc *
 }
 
 func (f effectsFlags) ensureStream(ctx context.Context, js jetstream.JetStream, plan ackwait.Plan, attempts int, log *slog.Logger) error {
-	name, err := js.StreamNameBySubject(ctx, f.Subject)
+	name, err := jsretry.Call(ctx, log, "find the stream of --effects-subject "+f.Subject, func(ctx context.Context) (string, error) {
+		return js.StreamNameBySubject(ctx, f.Subject)
+	})
 	switch {
 	case err == nil && name != f.Stream:
 		return fmt.Errorf("--effects-subject %s is captured by stream %s, not --effects-stream %s", f.Subject, name, f.Stream)
@@ -73,8 +76,14 @@ func (f effectsFlags) ensureStream(ctx context.Context, js jetstream.JetStream, 
 	h := outbox.Config{MaxAttempts: attempts, Lease: plan.ClaimLease(f.Timeout), PollInterval: outbox.PollIntervalDefault,
 		Backoff: ackwait.Backoff{Base: outbox.BackoffBaseDefault, Max: outbox.BackoffMaxDefault}}.Horizon()
 	window := max(effectsWindowMin, 2*(h+f.Timeout))
-	_, err = js.CreateStream(ctx, jetstream.StreamConfig{Name: f.Stream, Subjects: []string{f.Subject}, Storage: jetstream.FileStorage,
-		Duplicates: window, Description: "jetledger outbox effects published to " + f.Subject})
+	err = jsretry.Do(ctx, log, "create --effects-stream "+f.Stream, func(ctx context.Context) error {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: f.Stream, Subjects: []string{f.Subject}, Storage: jetstream.FileStorage,
+			Duplicates: window, Description: "jetledger outbox effects published to " + f.Subject})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil // made meanwhile, by a try whose answer was lost
+		}
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("create --effects-stream %s: %w", f.Stream, err)
 	}

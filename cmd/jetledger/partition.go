@@ -197,9 +197,7 @@ func (c *runCmd) partitionedStream(ctx context.Context, conn natsFlags, log *slo
 			return 0, err
 		}
 	}
-	sctx, cancel := context.WithTimeout(ctx, setupTimeout)
-	defer cancel()
-	info, err := ensureStream(sctx, js, spec, log)
+	info, err := ensureStream(ctx, js, spec, log)
 	if err != nil {
 		return 0, err
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -75,9 +76,11 @@ func (p *pruner) unconsumed(ctx context.Context, s jetstream.Stream, lastSeq uin
 	return m.Time, nil
 }
 
-// check refuses a retention shorter than the stream's duplicate window at start.
+// check refuses a retention shorter than the stream's duplicate window at
+// start, waiting out a cluster that cannot answer yet (the loop needs no
+// such wait: it tries again at its next tick).
 func (p *pruner) check(ctx context.Context) error {
-	o, err := p.options(ctx)
+	o, err := jsretry.Call(ctx, p.log, "prune check of "+p.Stream+"/"+p.Durable, p.options)
 	if err != nil {
 		return err
 	}

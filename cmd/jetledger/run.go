@@ -129,13 +129,14 @@ func (c *runCmd) run(inv *invocation) error {
 			m.afterCommit(r)
 		}
 	}
-	setupCtx, cancel := context.WithTimeout(ctx, setupTimeout)
-	defer cancel()
-	cons, err := consumer.New(setupCtx, s.js, s.st, s.cfg)
+	// No timeout: on a cluster electing a leader, run waits (each call
+	// retried under its own timeout, and logged) until it is answered or
+	// stopped.
+	cons, err := consumer.New(ctx, s.js, s.st, s.cfg)
 	if err != nil {
 		return refusal(c.Stream, c.Durable, s.plan.BatchSize, err)
 	}
-	if err := c.remember(setupCtx, s); err != nil {
+	if err := c.remember(ctx, s); err != nil {
 		return err
 	}
 	s.log.InfoContext(ctx, "consuming", "stream", c.Stream, "durable", c.Durable, "names_from", c.from, "db", c.DB,
@@ -148,7 +149,7 @@ func (c *runCmd) run(inv *invocation) error {
 	}
 	if c.PruneInterval > 0 {
 		p := &pruner{st: s.st, js: s.js, streamFlags: c.streamFlags, retentionFlags: c.retentionFlags, hold: s.plan.PruneHold(), log: s.log}
-		if err := p.check(setupCtx); err != nil {
+		if err := p.check(ctx); err != nil {
 			return err
 		}
 		go p.loop(runCtx, c.PruneInterval)

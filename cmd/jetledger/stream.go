@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -100,29 +101,55 @@ func (s streamSpec) config() jetstream.StreamConfig {
 // ensureStream creates the stream when subjects are given and it is
 // missing. Without subjects the stream must already exist. An existing
 // stream is never edited: limits given for it that differ from its own are
-// warned about, with the command that applies them.
+// warned about, with the command that applies them. A cluster that cannot
+// answer yet (a stream leader being elected) is waited for until ctx ends.
 func ensureStream(ctx context.Context, js jetstream.JetStream, spec streamSpec, log *slog.Logger) (*jetstream.StreamInfo, error) {
-	s, err := js.Stream(ctx, spec.Name)
-	if err == nil {
-		info := s.CachedInfo()
+	info, err := jsretry.Call(ctx, log, "look up stream "+spec.Name, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		s, err := js.Stream(ctx, spec.Name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) && (len(spec.Subjects) > 0 || len(spec.Sources) > 0) {
+			return nil, nil // created below
+		}
+		if err != nil {
+			return nil, err
+		}
+		return s.CachedInfo(), nil
+	})
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, fmt.Errorf("stream %s does not exist; pass --subjects to create it", spec.Name)
+	case err != nil:
+		return nil, err
+	case info != nil:
 		if len(spec.Subjects) > 0 || len(spec.Sources) > 0 {
 			warnLimitsDiffer(ctx, info.Config, spec.Limits, log)
 		}
 		return info, nil
 	}
-	if !errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("look up stream %s: %w", spec.Name, err)
+	made := false
+	info, err = jsretry.Call(ctx, log, "create stream "+spec.Name, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		s, err := js.CreateStream(ctx, spec.config())
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			// Made meanwhile, by another run or by a try of ours whose
+			// answer was lost: it is used as any existing one is.
+			s, err = js.Stream(ctx, spec.Name)
+		} else {
+			made = err == nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return s.CachedInfo(), nil
+	})
+	switch {
+	case err != nil:
+		return nil, err
+	case !made:
+		warnLimitsDiffer(ctx, info.Config, spec.Limits, log)
+		return info, nil
 	}
-	if len(spec.Subjects) == 0 && len(spec.Sources) == 0 {
-		return nil, fmt.Errorf("stream %s does not exist; pass --subjects to create it", spec.Name)
-	}
-	s, err = js.CreateStream(ctx, spec.config())
-	if err != nil {
-		return nil, fmt.Errorf("create stream %s: %w", spec.Name, err)
-	}
-	log.Info("created stream", "stream", spec.Name, "subjects", spec.Subjects, "sources", len(spec.Sources), "duplicate_window", spec.Duplicates,
+	log.InfoContext(ctx, "created stream", "stream", spec.Name, "subjects", spec.Subjects, "sources", len(spec.Sources), "duplicate_window", spec.Duplicates,
 		"max_age", spec.Limits.MaxAge, "max_bytes", spec.Limits.MaxBytes, "max_msgs", spec.Limits.MaxMsgs)
-	return s.CachedInfo(), nil
+	return info, nil
 }
 
 // warnLimitsDiffer warns, once, when limits given on the command line

@@ -21,11 +21,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go"
@@ -59,6 +61,9 @@ type Config struct {
 	// which a lookup measures how far the server's clock is off. Default
 	// time.Now.
 	Now func() time.Time
+	// Logger reports New waiting for a cluster that cannot answer yet.
+	// Default slog.Default().
+	Logger *slog.Logger
 }
 
 // Sink publishes outbox items to JetStream.
@@ -103,13 +108,22 @@ func New(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, cfg Config)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	name, err := js.StreamNameBySubject(ctx, cfg.Subject)
-	if err != nil {
-		return nil, fmt.Errorf("natssink: find the stream for subject %s: %w", cfg.Subject, err)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
 	}
-	st, err := js.Stream(ctx, name)
+	// A cluster electing a leader is waited for, as the consumer's own
+	// lookups are; no stream capturing the subject is an answer.
+	name, err := jsretry.Call(ctx, cfg.Logger, "find the stream for subject "+cfg.Subject, func(ctx context.Context) (string, error) {
+		return js.StreamNameBySubject(ctx, cfg.Subject)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("natssink: look up stream %s: %w", name, err)
+		return nil, fmt.Errorf("natssink: %w", err)
+	}
+	st, err := jsretry.Call(ctx, cfg.Logger, "look up stream "+name, func(ctx context.Context) (jetstream.Stream, error) {
+		return js.Stream(ctx, name)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("natssink: %w", err)
 	}
 	return &Sink{js: js, nc: nc, cfg: cfg, stream: name, window: st.CachedInfo().Config.Duplicates, windowAt: time.Now()}, nil
 }

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/jsretry"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// waitedFor keeps the names of the calls a logger says it waits for.
+type waitedFor struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (w *waitedFor) Enabled(context.Context, slog.Level) bool { return true }
+func (w *waitedFor) WithAttrs([]slog.Attr) slog.Handler       { return w }
+func (w *waitedFor) WithGroup(string) slog.Handler            { return w }
+func (w *waitedFor) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == jsretry.KeyWaitingFor {
+			w.mu.Lock()
+			w.calls = append(w.calls, a.Value.String())
+			w.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (w *waitedFor) has(call string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range w.calls {
+		if c == call {
+			return true
+		}
+	}
+	return false
+}
+
+// outage is a server the test shuts down and starts again on the same port
+// and store, with a client that reconnects meanwhile.
+type outage struct {
+	t    *testing.T
+	dir  string
+	port int
+	srv  *server.Server
+	js   jetstream.JetStream
+}
+
+func newOutage(t *testing.T) *outage {
+	t.Helper()
+	o := &outage{t: t, dir: t.TempDir()}
+	o.srv = consumertest.RunServerWithOptions(t, &server.Options{StoreDir: o.dir})
+	o.port = o.srv.Addr().(*net.TCPAddr).Port
+	nc, err := nats.Connect(o.srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if o.js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func (o *outage) down() {
+	o.srv.Shutdown()
+	o.srv.WaitForShutdown()
+}
+
+func (o *outage) up() {
+	o.srv = consumertest.RunServerWithOptions(o.t, &server.Options{Port: o.port, StoreDir: o.dir})
+}
+
+// during runs call while the server is down, brings it back once the log
+// says call waits for what, and returns call's error.
+func (o *outage) during(what string, log *waitedFor, call func() error) error {
+	o.t.Helper()
+	o.down()
+	done := make(chan error, 1)
+	go func() { done <- call() }()
+	consumertest.Eventually(o.t, 30*time.Second, "a wait for "+what, func() bool { return log.has(what) })
+	o.up()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(30 * time.Second):
+		o.t.Fatalf("%s did not return within 30s of the server's return", what)
+		return nil
+	}
+}
+
+// run's start-up calls wait for a server that cannot answer (a cluster
+// electing a leader, a restart) until it does, and take a definite answer
+// at once. Issue 14.
+func TestStartupWaitsForTheServer(t *testing.T) {
+	t.Parallel()
+	o := newOutage(t)
+	ctx := context.Background()
+	consumertest.CreateStream(t, o.js, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}, Duplicates: time.Minute})
+
+	log := &waitedFor{}
+	var info *jetstream.StreamInfo
+	err := o.during("look up stream EV", log, func() (err error) {
+		info, err = ensureStream(ctx, o.js, streamSpec{Name: "EV"}, slog.New(log))
+		return err
+	})
+	if err != nil || info.Config.Name != "EV" {
+		t.Fatalf("ensureStream after the outage: %+v, %v", info, err)
+	}
+
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	p := &pruner{st: st, js: o.js, streamFlags: streamFlags{Stream: "EV", Durable: "jetledger"},
+		retentionFlags: retentionFlags{Retention: time.Hour}, log: slog.New(log)}
+	if err := o.during("prune check of EV/jetledger", log, func() error { return p.check(ctx) }); err != nil {
+		t.Fatalf("prune check after the outage: %v", err)
+	}
+
+	// Answers: a missing stream without --subjects, a retention shorter
+	// than the window. Neither is waited for.
+	quiet := &waitedFor{}
+	// Bounded, so that an answer waited for fails the test, not hangs it.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := ensureStream(ctx, o.js, streamSpec{Name: "NONE"}, slog.New(quiet)); err == nil {
+		t.Fatal("ensureStream of a missing stream without subjects: no error")
+	}
+	p.Retention, p.log = time.Second, slog.New(quiet)
+	if err := p.check(ctx); err == nil {
+		t.Fatal("a retention shorter than the duplicate window passed the check")
+	}
+	if len(quiet.calls) != 0 {
+		t.Fatalf("waited for the answers %v", quiet.calls)
+	}
+}
+
+// run stopped (SIGINT, SIGTERM) while it waits for a server that does not
+// answer is a clean stop, exit 0: here a server without JetStream, whose
+// API has no responders.
+func TestRunStoppedWhileWaitingForTheServer(t *testing.T) {
+	t.Parallel()
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	p := startCommand(t, "run", "--nats", srv.ClientURL(), "--db", filepath.Join(t.TempDir(), "l.db"), "--stream", "EV", "--log-format", "json")
+	consumertest.Eventually(t, 30*time.Second, "run to say it waits for the stream", func() bool {
+		p.failIfExited(t)
+		_, ok := p.record(func(r map[string]any) bool { return r[jsretry.KeyWaitingFor] == "look up stream EV" })
+		return ok
+	})
+	if code := p.stop(t); code != exitOK {
+		t.Fatalf("stopped while waiting: exit %d, want 0; stderr:\n%s", code, p.stderr)
+	}
+}
