@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -255,6 +256,10 @@ func (c *Consumer) checkDurable(ctx context.Context, cfg jetstream.ConsumerConfi
 	if cfg.DeliverSubject != "" {
 		return fmt.Errorf("%w: %s/%s", ErrPushConsumer, c.cfg.Stream, c.cfg.Durable)
 	}
+	if have := filtersOf(cfg); !slices.Equal(have, sortedCopy(c.cfg.FilterSubjects)) {
+		return fmt.Errorf("%w: %s/%s filters %q, this consumer %q; use another durable, or delete this one if nothing else uses it",
+			ErrFilterMismatch, c.cfg.Stream, c.cfg.Durable, have, sortedCopy(c.cfg.FilterSubjects))
+	}
 	if err := c.plan.Validate(DurableOf(cfg)); err != nil {
 		return fmt.Errorf("consumer %s/%s: %w", c.cfg.Stream, c.cfg.Durable, err)
 	}
@@ -311,4 +316,20 @@ func (c *Consumer) watchDurable(ctx context.Context) {
 		c.log.ErrorContext(ctx, "the durable no longer fits the plan: messages may be redelivered while a batch still runs; fix it as the error says",
 			"stream", c.cfg.Stream, "durable", c.cfg.Durable, "err", c.plan.Validate(DurableOf(info.Config)))
 	}
+}
+
+// filtersOf is a durable's subject filters, sorted: one or several.
+func filtersOf(cfg jetstream.ConsumerConfig) []string {
+	fs := sortedCopy(cfg.FilterSubjects)
+	if cfg.FilterSubject != "" {
+		fs = append(fs, cfg.FilterSubject)
+		slices.Sort(fs)
+	}
+	return fs
+}
+
+func sortedCopy(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
 }

@@ -84,7 +84,9 @@ func TestRaiseKeepsOtherFields(t *testing.T) {
 	}
 	before := e.consumerConfig(t, "d")
 	big := ackwait.Plan{Deadline: 30 * time.Second, BatchSize: 2000}
-	b, err := consumer.New(ctx, e.js, e.st, consumer.Config{Stream: "EV", Durable: "d", Handler: record, Plan: big})
+	// The filters it binds with are the durable's (another share would be
+	// refused: TestDurableWithOtherFiltersIsRefused).
+	b, err := consumer.New(ctx, e.js, e.st, consumer.Config{Stream: "EV", Durable: "d", Handler: record, Plan: big, FilterSubjects: []string{"ev.b", "ev.a"}})
 	if err != nil {
 		t.Fatal(err)
 	}

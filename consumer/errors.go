@@ -19,6 +19,10 @@ var (
 	ErrPushConsumer = errors.New("consumer: durable is a push consumer; jetledger needs a pull consumer")
 	// ErrConsumerGone: the durable or its stream was deleted while running.
 	ErrConsumerGone = errors.New("consumer: durable consumer or stream was deleted")
+	// ErrFilterMismatch: the durable exists with other subject filters than
+	// Config.FilterSubjects: it would feed this ledger another share of the
+	// stream (another partition's, or all of them).
+	ErrFilterMismatch = errors.New("consumer: the durable's subject filter is not the one asked for")
 )
 
 // TermError marks a handler error as permanent: the message is recorded as

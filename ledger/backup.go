@@ -132,8 +132,12 @@ func (s *Store) checkBackupTarget(to string, force bool) error {
 	case fi.IsDir():
 		return fmt.Errorf("%w: backup path %s is a directory", ErrInvalidConfig, to)
 	default:
-		if sfi, err := os.Stat(s.path); err == nil && os.SameFile(fi, sfi) {
-			return fmt.Errorf("%w: backup path %s is the ledger's own file", ErrInvalidConfig, to)
+		// By another name too (a link, a symlinked directory): the ledger
+		// or one of its side files, which the copy would replace.
+		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+			if sfi, err := os.Stat(s.path + suffix); err == nil && os.SameFile(fi, sfi) {
+				return fmt.Errorf("%w: backup path %s is the ledger's own file", ErrInvalidConfig, to)
+			}
 		}
 		if !force {
 			return fmt.Errorf("%w: %s", ErrBackupExists, to)

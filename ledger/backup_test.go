@@ -217,6 +217,12 @@ func TestBackupRefusals(t *testing.T) {
 					t.Fatal(err)
 				}
 			}},
+		{name: "the ledger's WAL by another name", force: true, wantErr: ledger.ErrInvalidConfig,
+			prepare: func(t *testing.T, dir, to string) {
+				if err := os.Link(filepath.Join(dir, "ledger.db-wal"), to); err != nil {
+					t.Fatal(err)
+				}
+			}},
 		{name: "a directory", force: true, wantErr: ledger.ErrInvalidConfig,
 			prepare: func(t *testing.T, _, to string) {
 				if err := os.Mkdir(to, 0o700); err != nil {

@@ -178,6 +178,9 @@ func (f *consumeFlags) ensureStream(ctx context.Context, c *consumption) error {
 	if err != nil {
 		return err
 	}
+	if err := f.partitionShare(info.Config); err != nil {
+		return err
+	}
 	warnUnlimited(ctx, info.Config, c.log)
 	if err := (publisher.Config{}).CheckDuplicateWindow(info.Config.Duplicates); err != nil {
 		c.log.WarnContext(ctx, "stream duplicate window is short", "err", err)

@@ -225,3 +225,22 @@ func (c *runCmd) partitionsAlone() error {
 	}
 	return nil
 }
+
+// partitionShare makes sure a ledger gets one partition of a partitioned
+// stream, never all of them: a consumer without a partition's filter is
+// given it when its durable is a partition's (<durable>-p<I>, as replay of
+// a partition's ledger reads it), and refused otherwise.
+func (f *consumeFlags) partitionShare(cfg jetstream.StreamConfig) error {
+	n := partitionsOf(cfg)
+	if n == 0 || len(f.filter) > 0 {
+		return nil
+	}
+	if base := trimPartition(f.Durable); base != f.Durable {
+		if i, err := strconv.Atoi(strings.TrimPrefix(f.Durable, base+"-p")); err == nil && i < n {
+			f.filter = []string{partitionFilter(i)}
+			return nil
+		}
+	}
+	return fmt.Errorf("stream %s is partitioned into %d: consume it with run --partition I (each partition into its own ledger), or name a partition's durable (--durable %s-p0); one consumer over every partition would apply them all into one ledger, beside the partitions' own",
+		cfg.Name, n, f.Durable)
+}

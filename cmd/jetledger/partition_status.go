@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -44,13 +45,20 @@ func (c *statusCmd) readPartitions(ctx context.Context, js jetstream.JetStream, 
 	base := trimPartition(c.Durable)
 	for i := range n {
 		p := partitionStatus{Partition: i, Durable: partitionDurable(base, i)}
-		if cons, err := js.Consumer(ctx, c.Stream, p.Durable); err == nil {
-			if info, err := cons.Info(ctx); err == nil {
-				p.Consumer, p.Pending, p.AckPending, p.AckFloorSeq, p.Waiting = true, info.NumPending, info.NumAckPending, info.AckFloor.Stream, info.NumWaiting
-				if info.Delivered.Last != nil {
-					p.LastDelivered = *info.Delivered.Last
-				}
+		cons, err := js.Consumer(ctx, c.Stream, p.Durable)
+		var info *jetstream.ConsumerInfo
+		if err == nil {
+			info, err = cons.Info(ctx)
+		}
+		switch {
+		case err == nil:
+			p.Consumer, p.Pending, p.AckPending, p.AckFloorSeq, p.Waiting = true, info.NumPending, info.NumAckPending, info.AckFloor.Stream, info.NumWaiting
+			if info.Delivered.Last != nil {
+				p.LastDelivered = *info.Delivered.Last
 			}
+		case !errors.Is(err, jetstream.ErrConsumerNotFound):
+			// Not "no such durable": the server could not say (an election).
+			rep.Problems = append(rep.Problems, fmt.Sprintf("partition %d: durable %s: %v", i, p.Durable, err))
 		}
 		if path := partitionDB(c.DB, i); fileExists(path) {
 			if st, err := ledger.Open(path, ledger.Config{Logger: quiet}); err != nil {
