@@ -12,7 +12,6 @@ import (
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/publisher"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Issue 14: a stream partitioned into 4 on a 3-node cluster (replicas 3),
@@ -29,16 +28,6 @@ func TestClusterPartitionsRideOutFailover(t *testing.T) {
 	}
 	c := startCluster(t)
 	const name = "PAY"
-	cfg := jetstream.StreamConfig{Name: name, Subjects: []string{"pay.*"}, Replicas: 3, Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute,
-		// As run --subjects 'pay.*' --partitions 4 makes it.
-		SubjectTransform: &jetstream.SubjectTransformConfig{Source: "pay.*", Destination: "{{partition(4,1)}}.pay.{{wildcard(1)}}"}}
-	consumertest.Eventually(t, time.Minute, "the partitioned stream created", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_, err := c.js.CreateStream(ctx, cfg)
-		return err == nil
-	})
-	c.waitHealthy(time.Minute, name)
 	pub, err := publisher.New(c.js, publisher.Config{Attempts: 10, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -50,11 +39,16 @@ func TestClusterPartitionsRideOutFailover(t *testing.T) {
 	dirs := [2]string{t.TempDir(), t.TempDir()}
 	runHost := func(h int, parts string) *proc {
 		return start(t, nil, append([]string{"run", "--nats", c.urls(), "--db", filepath.Join(dirs[h], "ledger.db"), "--stream", name,
+			// Either may create the stream: the same configuration twice is one stream.
+			"--subjects", "pay.*", "--partitions", "4", "--replicas", "3",
 			"--partition", parts, "--schema", schema, "--apply", balanceApply, "--log-format", "json"}, fastPlan...)...)
 	}
 	hosts := [2]*proc{runHost(0, "0,1"), runHost(1, "2,3")}
 	durables := []string{"jetledger-p0", "jetledger-p1", "jetledger-p2", "jetledger-p3"}
 	consumertest.Eventually(t, time.Minute, "the four durables", func() bool {
+		if c.leaderOf(name) < 0 {
+			return false
+		}
 		for _, d := range durables {
 			if c.consumerLeaderOf(name, d) < 0 {
 				return false
@@ -63,6 +57,12 @@ func TestClusterPartitionsRideOutFailover(t *testing.T) {
 		return true
 	})
 
+	c.waitHealthy(time.Minute, name, durables...)
+	if s, err := c.js.Stream(context.Background(), name); err != nil {
+		t.Fatal(err)
+	} else if r := s.CachedInfo().Config.Replicas; r != 3 {
+		t.Fatalf("run --replicas 3 made stream %s with %d replicas", name, r)
+	}
 	evs := makeEvents(randFor(t), pub, events)
 	chunks := 5
 	publishChunk := func(k int) {

@@ -22,6 +22,7 @@ type streamLimitFlags struct {
 	MaxAge   time.Duration `name:"max-age" placeholder:"DURATION" help:"a stream created by --subjects drops messages older than this, consumed or not (default: none; a stream with no limit at all keeps every message, and so the ledger every row)"`
 	MaxBytes byteSize      `name:"max-bytes" placeholder:"SIZE" help:"a stream created by --subjects drops its oldest messages past this size, such as 10GiB, consumed or not (default: none)"`
 	MaxMsgs  int64         `name:"max-msgs" placeholder:"N" help:"a stream created by --subjects drops its oldest messages past this many, consumed or not (default: none)"`
+	Replicas int           `name:"replicas" placeholder:"N" help:"copies of the stream --subjects creates, on as many servers of a cluster: 3 survives the loss of a node (default 1; at most 5)"`
 }
 
 // validate refuses negative limits, limits without --subjects (they are
@@ -34,6 +35,8 @@ func (f streamLimitFlags) validate(subjects string, dupWindow time.Duration) err
 	switch {
 	case f.MaxMsgs < 0:
 		return usagef("--max-msgs %d: want a positive number (0: no limit)", f.MaxMsgs)
+	case f.Replicas < 0 || f.Replicas > 5:
+		return usagef("--replicas %d: want 1 to 5 (JetStream's limit)", f.Replicas)
 	case f.set() != "" && len(splitList(subjects)) == 0:
 		return usagef("--%s applies to the stream run creates (with --subjects or --hub-url); give one, or set an existing stream's limits with nats stream edit", f.set())
 	case f.MaxAge > 0 && f.MaxAge < dupWindow:
@@ -52,6 +55,8 @@ func (f streamLimitFlags) set() string {
 		return "max-bytes"
 	case f.MaxMsgs > 0:
 		return "max-msgs"
+	case f.Replicas > 0:
+		return "replicas"
 	}
 	return ""
 }
@@ -87,7 +92,7 @@ func (s streamSpec) config() jetstream.StreamConfig {
 		Description: "created by jetledger " + how + ": its consumer applies each message once through a SQLite ledger, " +
 			"which keeps a message's id while the stream holds a copy of it",
 		Metadata: map[string]string{consumer.MetadataCreatedBy: "jetledger", consumer.MetadataVersion: version()},
-		MaxAge:   s.Limits.MaxAge, MaxBytes: -1, MaxMsgs: -1,
+		MaxAge:   s.Limits.MaxAge, MaxBytes: -1, MaxMsgs: -1, Replicas: max(1, s.Limits.Replicas),
 	}
 	if s.Limits.MaxBytes > 0 {
 		cfg.MaxBytes = int64(s.Limits.MaxBytes)

@@ -30,6 +30,8 @@ func TestStreamLimitFlagsUsage(t *testing.T) {
 		{[]string{"--max-age", "1h"}, "--max-age applies to the stream run creates (with --subjects or --hub-url)"},
 		{[]string{"--max-bytes", "1GiB"}, "--max-bytes applies to the stream run creates (with --subjects or --hub-url)"},
 		{[]string{"--max-msgs", "10"}, "--max-msgs applies to the stream run creates (with --subjects or --hub-url)"},
+		{[]string{"--replicas", "3"}, "--replicas applies to the stream run creates (with --subjects or --hub-url)"},
+		{[]string{"--subjects", "ev.>", "--replicas", "7"}, "--replicas 7: want 1 to 5"},
 		{[]string{"--subjects", "ev.>", "--max-age", "1m"}, "--max-age 1m0s is shorter than the duplicate window 2m0s"},
 		{[]string{"--subjects", "ev.>", "--duplicate-window", "10m", "--max-age", "5m"}, "--max-age 5m0s is shorter than the duplicate window 10m0s"},
 	}
