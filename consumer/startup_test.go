@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,53 +13,11 @@ import (
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/consumertest"
-	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// waitLog keeps the names of the calls a logger says it waits for.
-type waitLog struct {
-	mu      sync.Mutex
-	waiting []string
-	lines   []string // every record, for a failure's message
-}
-
-func (w *waitLog) Enabled(context.Context, slog.Level) bool { return true }
-func (w *waitLog) WithAttrs([]slog.Attr) slog.Handler       { return w }
-func (w *waitLog) WithGroup(string) slog.Handler            { return w }
-func (w *waitLog) Handle(_ context.Context, r slog.Record) error {
-	line := r.Level.String() + " " + r.Message
-	r.Attrs(func(a slog.Attr) bool {
-		line += " " + a.String()
-		return true
-	})
-	w.mu.Lock()
-	w.lines = append(w.lines, line)
-	w.mu.Unlock()
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == jsretry.KeyWaitingFor {
-			w.mu.Lock()
-			w.waiting = append(w.waiting, a.Value.String())
-			w.mu.Unlock()
-		}
-		return true
-	})
-	return nil
-}
-
-func (w *waitLog) waitedFor(what string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, s := range w.waiting {
-		if s == what {
-			return true
-		}
-	}
-	return false
-}
 
 // outageJS shuts the server down (a real outage: the client reconnects,
 // its requests go unanswered) at the first call of the kind named, before
@@ -120,7 +77,7 @@ func TestNewWaitsForJetStream(t *testing.T) {
 				}
 				plan.Deadline = 5 * time.Second
 			}
-			log := &waitLog{}
+			log := &consumertest.WaitLog{}
 			js := outageJS{JetStream: e.js, srv: srv, at: tc.at, once: &sync.Once{}}
 			done := make(chan error, 1)
 			go func() {
@@ -128,12 +85,12 @@ func TestNewWaitsForJetStream(t *testing.T) {
 					Plan: plan, Logger: slog.New(log)})
 				done <- err
 			}()
-			consumertest.Eventually(t, 30*time.Second, "New to say it waits for "+tc.what, func() bool { return log.waitedFor(tc.what) })
+			consumertest.Eventually(t, 30*time.Second, "New to say it waits for "+tc.what, func() bool { return log.WaitedFor(tc.what) })
 			consumertest.RunServerWithOptions(t, &server.Options{Port: port, StoreDir: dir})
 			select {
 			case err := <-done:
 				if err != nil {
-					t.Fatalf("New after the outage: %v\nlog:\n%s", err, strings.Join(log.lines, "\n"))
+					t.Fatalf("New after the outage: %v\nlog:\n%s", err, log)
 				}
 			case <-time.After(30 * time.Second):
 				t.Fatal("New did not return within 30s of JetStream's return")
@@ -150,13 +107,13 @@ func TestNewDoesNotWaitForAnAnswer(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	log := &waitLog{}
+	log := &consumertest.WaitLog{}
 	_, err := consumer.New(ctx, e.js, e.st, consumer.Config{Stream: "NONE", Handler: record, Logger: slog.New(log)})
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("err = %v, want ErrStreamNotFound", err)
 	}
-	if len(log.waiting) != 0 {
-		t.Fatalf("waited for %v", log.waiting)
+	if log.Waits() != 0 {
+		t.Fatalf("waited:\n%s", log)
 	}
 }
 

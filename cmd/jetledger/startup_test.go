@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,38 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// waitedFor keeps the names of the calls a logger says it waits for.
-type waitedFor struct {
-	mu    sync.Mutex
-	calls []string
-}
-
-func (w *waitedFor) Enabled(context.Context, slog.Level) bool { return true }
-func (w *waitedFor) WithAttrs([]slog.Attr) slog.Handler       { return w }
-func (w *waitedFor) WithGroup(string) slog.Handler            { return w }
-func (w *waitedFor) Handle(_ context.Context, r slog.Record) error {
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == jsretry.KeyWaitingFor {
-			w.mu.Lock()
-			w.calls = append(w.calls, a.Value.String())
-			w.mu.Unlock()
-		}
-		return true
-	})
-	return nil
-}
-
-func (w *waitedFor) has(call string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, c := range w.calls {
-		if c == call {
-			return true
-		}
-	}
-	return false
-}
 
 // outage is a server the test shuts down and starts again on the same port
 // and store, with a client that reconnects meanwhile.
@@ -86,12 +53,12 @@ func (o *outage) up() {
 
 // during runs call while the server is down, brings it back once the log
 // says call waits for what, and returns call's error.
-func (o *outage) during(what string, log *waitedFor, call func() error) error {
+func (o *outage) during(what string, log *consumertest.WaitLog, call func() error) error {
 	o.t.Helper()
 	o.down()
 	done := make(chan error, 1)
 	go func() { done <- call() }()
-	consumertest.Eventually(o.t, 30*time.Second, "a wait for "+what, func() bool { return log.has(what) })
+	consumertest.Eventually(o.t, 30*time.Second, "a wait for "+what, func() bool { return log.WaitedFor(what) })
 	o.up()
 	select {
 	case err := <-done:
@@ -111,7 +78,7 @@ func TestStartupWaitsForTheServer(t *testing.T) {
 	ctx := context.Background()
 	consumertest.CreateStream(t, o.js, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}, Duplicates: time.Minute})
 
-	log := &waitedFor{}
+	log := &consumertest.WaitLog{}
 	var info *jetstream.StreamInfo
 	err := o.during("look up stream EV", log, func() (err error) {
 		info, err = ensureStream(ctx, o.js, streamSpec{Name: "EV"}, slog.New(log))
@@ -134,7 +101,7 @@ func TestStartupWaitsForTheServer(t *testing.T) {
 
 	// Answers: a missing stream without --subjects, a retention shorter
 	// than the window. Neither is waited for.
-	quiet := &waitedFor{}
+	quiet := &consumertest.WaitLog{}
 	// Bounded, so that an answer waited for fails the test, not hangs it.
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -145,8 +112,8 @@ func TestStartupWaitsForTheServer(t *testing.T) {
 	if err := p.check(ctx); err == nil {
 		t.Fatal("a retention shorter than the duplicate window passed the check")
 	}
-	if len(quiet.calls) != 0 {
-		t.Fatalf("waited for the answers %v", quiet.calls)
+	if quiet.Waits() != 0 {
+		t.Fatalf("waited for the answers:\n%s", quiet)
 	}
 }
 

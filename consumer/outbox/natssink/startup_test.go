@@ -5,43 +5,14 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
-	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/jetledger/jetledger/consumer/outbox/natssink"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// waits keeps the names of the calls a logger says it waits for.
-type waits struct {
-	mu    sync.Mutex
-	calls []string
-}
-
-func (w *waits) Enabled(context.Context, slog.Level) bool { return true }
-func (w *waits) WithAttrs([]slog.Attr) slog.Handler       { return w }
-func (w *waits) WithGroup(string) slog.Handler            { return w }
-func (w *waits) Handle(_ context.Context, r slog.Record) error {
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == jsretry.KeyWaitingFor {
-			w.mu.Lock()
-			w.calls = append(w.calls, a.Value.String())
-			w.mu.Unlock()
-		}
-		return true
-	})
-	return nil
-}
-
-func (w *waits) n() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.calls)
-}
 
 // New waits for a server that cannot answer yet (run starting during a
 // cluster's election, issue 14) and finds the stream once it does; a
@@ -53,7 +24,7 @@ func TestNewWaitsForTheServer(t *testing.T) {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
 
-	log := &waits{}
+	log := &consumertest.WaitLog{}
 	done := make(chan error, 1)
 	var s *natssink.Sink
 	go func() {
@@ -61,7 +32,7 @@ func TestNewWaitsForTheServer(t *testing.T) {
 		s, err = natssink.New(t.Context(), e.js, e.nc, natssink.Config{Subject: "effects.site1", Logger: slog.New(log)})
 		done <- err
 	}()
-	consumertest.Eventually(t, 30*time.Second, "New to say it waits", func() bool { return log.n() > 0 })
+	consumertest.Eventually(t, 30*time.Second, "New to say it waits", func() bool { return log.Waits() > 0 })
 	consumertest.RunServerWithOptions(t, &server.Options{Port: port, StoreDir: dir})
 	select {
 	case err := <-done:
@@ -75,14 +46,14 @@ func TestNewWaitsForTheServer(t *testing.T) {
 		t.Fatalf("stream %s, window %s; want EFF, 1m", s.Stream(), s.KeyWindow())
 	}
 
-	quiet := &waits{}
+	quiet := &consumertest.WaitLog{}
 	// Bounded, so that an answer waited for fails the test, not hangs it.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if _, err := natssink.New(ctx, e.js, e.nc, natssink.Config{Subject: "nowhere.x", Logger: slog.New(quiet)}); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatalf("New for a subject no stream captures: %v, want ErrStreamNotFound", err)
 	}
-	if quiet.n() != 0 {
-		t.Fatalf("waited for an answer: %v", quiet.calls)
+	if quiet.Waits() != 0 {
+		t.Fatalf("waited for an answer:\n%s", quiet)
 	}
 }
