@@ -119,6 +119,9 @@ func (f *consumeFlags) start(ctx context.Context, c *consumption, stderr io.Writ
 		return err
 	}
 	c.closers = append(c.closers, c.nc.Close)
+	if err := requireJetStream(ctx, c.js, conn.URL); err != nil {
+		return err
+	}
 	if c.st, err = f.open(ledger.Config{Logger: c.log, MaxSizeBytes: f.DBMaxSize}); err != nil {
 		return err
 	}

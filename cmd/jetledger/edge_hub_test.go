@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"net"
 	"net/url"
 	"path/filepath"
 	"testing"
@@ -35,12 +34,7 @@ func waitLeafs(t *testing.T, hub *server.Server) {
 // leaf whose server name it already has, so each edge's server is named by
 // its domain) and reads each site's streams by its domain.
 func TestTwoEdgesShareAHub(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	leafPort := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	leafPort := freeTCPPort(t)
 	hub := consumertest.RunServerWithOptions(t, &server.Options{JetStreamDomain: "hub", ServerName: "hub",
 		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
 	_, hjs := consumertest.Connect(t, hub)

@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,12 +120,15 @@ func TestStartupWaitsForTheServer(t *testing.T) {
 	}
 }
 
-// run stopped (SIGINT, SIGTERM) while it waits for a server that does not
-// answer is a clean stop, exit 0: here a server without JetStream, whose
-// API has no responders.
+// run stopped (SIGINT, SIGTERM) while it waits for a server that cannot
+// answer yet is a clean stop, exit 0: here one node of a three-node cluster
+// whose peers never come, so JetStream has no quorum ("temporarily
+// unavailable").
 func TestRunStoppedWhileWaitingForTheServer(t *testing.T) {
 	t.Parallel()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	peers := []*url.URL{{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))}, {Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))}}
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, ServerName: "n1",
+		JetStream: true, StoreDir: t.TempDir(), Cluster: server.ClusterOpts{Name: "c", Host: "127.0.0.1", Port: -1}, Routes: peers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,4 +149,34 @@ func TestRunStoppedWhileWaitingForTheServer(t *testing.T) {
 	if code := p.stop(t); code != exitOK {
 		t.Fatalf("stopped while waiting: exit %d, want 0; stderr:\n%s", code, p.stderr)
 	}
+}
+
+// A server without JetStream is a definite answer: run says so and exits 1
+// at once, rather than wait for it as for a cluster electing a leader.
+func TestRunRefusesAServerWithoutJetStream(t *testing.T) {
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	start := time.Now()
+	code, _, errOut := runMain("run", "--nats", srv.ClientURL(), "--db", filepath.Join(t.TempDir(), "l.db"), "--subjects", "ev.>")
+	if code != exitFailure || !strings.Contains(errOut, "has no JetStream for this account") || time.Since(start) > 15*time.Second {
+		t.Fatalf("run against a server without JetStream: exit %d after %s\n%s", code, time.Since(start), errOut)
+	}
+}
+
+func freeTCPPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

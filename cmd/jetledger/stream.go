@@ -199,3 +199,18 @@ func warnUnlimited(ctx context.Context, cfg jetstream.StreamConfig, log *slog.Lo
 	}
 	log.WarnContext(ctx, msgUnlimited, "stream", cfg.Name, "edit", "nats stream edit "+cfg.Name+" --max-age 7d")
 }
+
+// requireJetStream refuses a server without JetStream for this account: the
+// start-up calls would otherwise wait for it forever, since "no responders"
+// also means a cluster electing a leader. A server with JetStream answers
+// the account request even then ("temporarily unavailable"), so only this
+// answer is taken as final; any other failure is left to the calls after.
+func requireJetStream(ctx context.Context, js jetstream.JetStream, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := js.AccountInfo(ctx)
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return fmt.Errorf("the server at %s has no JetStream for this account (%v): enable JetStream there, or leave out --nats to use the embedded server", redactURL(url), err)
+	}
+	return nil
+}
