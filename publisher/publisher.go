@@ -199,6 +199,40 @@ func (p *Publisher) publish(ctx context.Context, msg *nats.Msg, id string) (Ack,
 	return Ack{}, fmt.Errorf("publisher: publish %s to %s: gave up after %d attempts: %w", id, msg.Subject, p.cfg.Attempts, last)
 }
 
+type ackState int
+
+const (
+	ackOK ackState = iota
+	ackFailed
+	ackLate
+	ackStopped
+)
+
+// awaitAck waits for an async publish's answer until late fires; once the
+// wait has expired it only takes an answer that is already there.
+func awaitAck(ctx context.Context, f jetstream.PubAckFuture, late <-chan time.Time, expired bool) (*jetstream.PubAck, ackState, error) {
+	if expired {
+		select {
+		case pa := <-f.Ok():
+			return pa, ackOK, nil
+		case err := <-f.Err():
+			return nil, ackFailed, err
+		default:
+			return nil, ackLate, nil
+		}
+	}
+	select {
+	case pa := <-f.Ok():
+		return pa, ackOK, nil
+	case err := <-f.Err():
+		return nil, ackFailed, err
+	case <-late:
+		return nil, ackLate, nil
+	case <-ctx.Done():
+		return nil, ackStopped, nil
+	}
+}
+
 // PublishBatch publishes msgs asynchronously, Config.Window at a time, and
 // returns their acks in order. A message whose asynchronous publish fails is
 // retried synchronously with the same id. On error the acks of the messages
@@ -219,17 +253,33 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) ([]Ack, er
 			// A failed async publish (stalled, say) falls back to a sync one below.
 			futures[i], _ = p.js.PublishMsgAsync(nm, jetstream.WithRetryAttempts(0))
 		}
+		// An ack lost with a server that died is never answered, and nats.go
+		// gives async publishes no timeout of their own: past Timeout the
+		// rest of the chunk is taken only as far as its acks are there, and
+		// the others are published again with the same ids (the stream drops
+		// what it already has), each synchronously.
+		late := time.NewTimer(p.cfg.Timeout)
+		expired := false
 		for i, f := range futures {
 			if f != nil {
-				select {
-				case pa := <-f.Ok():
+				var wait <-chan time.Time
+				if !expired {
+					wait = late.C
+				}
+				pa, state, err := awaitAck(ctx, f, wait, expired)
+				switch state {
+				case ackOK:
 					acks = append(acks, p.acked(Ack{ID: ids[i], Stream: pa.Stream, Sequence: pa.Sequence, Duplicate: pa.Duplicate}))
 					continue
-				case err := <-f.Err():
+				case ackFailed:
 					if !retryable(err) {
+						late.Stop()
 						return acks, fmt.Errorf("publisher: publish %s to %s: %w", ids[i], natsMsgs[i].Subject, err)
 					}
-				case <-ctx.Done():
+				case ackLate:
+					expired = true
+				case ackStopped:
+					late.Stop()
 					return acks, fmt.Errorf("publisher: publish batch: %w", ctx.Err())
 				}
 			}

@@ -148,3 +148,47 @@ func TestAttemptsAreRequests(t *testing.T) {
 		t.Fatalf("%d requests for 3 attempts", n)
 	}
 }
+
+// silentAsync is a publisher whose asynchronous publishes are never
+// answered, as when the server holding them dies after storing them: the
+// one fault here that a real server does not make on demand.
+type silentAsync struct{ jetstream.Publisher }
+
+type silentFuture struct {
+	jetstream.PubAckFuture
+	msg *nats.Msg
+}
+
+func (silentFuture) Ok() <-chan *jetstream.PubAck { return nil }
+func (silentFuture) Err() <-chan error            { return nil }
+
+func (s silentAsync) PublishMsgAsync(m *nats.Msg, _ ...jetstream.PublishOpt) (jetstream.PubAckFuture, error) {
+	return silentFuture{msg: m}, nil
+}
+
+// A batch whose acks never come does not wait forever: past Timeout each
+// is published again with its id, synchronously, and acked.
+func TestPublishBatchDoesNotWaitForeverForAnAck(t *testing.T) {
+	s := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, s)
+	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}, Duplicates: time.Minute})
+	p, err := publisher.New(silentAsync{js}, publisher.Config{Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	var acks []publisher.Ack
+	go func() {
+		var err error
+		acks, err = p.PublishBatch(context.Background(), []publisher.Message{{Subject: "ev.a", Data: []byte("1")}, {Subject: "ev.b", Data: []byte("2")}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil || len(acks) != 2 || acks[0].Sequence != 1 || acks[1].Sequence != 2 {
+			t.Fatalf("acks %+v, err %v", acks, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("PublishBatch still waits for acks that never come")
+	}
+}
