@@ -132,8 +132,9 @@ func TestClusterPartitionsRideOutFailover(t *testing.T) {
 }
 
 // checkPartitionedExact: over the partitions' ledgers, balances sum to the
-// events, one ledger row per id, every account in one ledger only.
-func checkPartitionedExact(t *testing.T, ledgers []*sql.DB, evs []event) {
+// events, one ledger row per id, every account in one ledger only. It
+// returns each account's partition.
+func checkPartitionedExact(t *testing.T, ledgers []*sql.DB, evs []event) map[string]int {
 	t.Helper()
 	total, rows := 0, 0
 	home := map[string]int{}
@@ -159,4 +160,5 @@ func checkPartitionedExact(t *testing.T, ledgers []*sql.DB, evs []event) {
 	if total != sum(evs) || rows != len(evs) {
 		t.Fatalf("over the ledgers: balances %d, rows %d; want %d and %d (difference %d)", total, rows, sum(evs), len(evs), total-sum(evs))
 	}
+	return home
 }

@@ -28,29 +28,38 @@ func publish(ctx context.Context, js jetstream.JetStream, stream, subject string
 		return 0, fmt.Errorf("create stream %s: %w", stream, err)
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
+	return publishAsync(ctx, js, n, func(i int) *nats.Msg {
+		msg := &nats.Msg{Subject: subject, Data: payload(rng, i), Header: nats.Header{}}
+		msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("bench-%09d", i))
+		return msg
+	})
+}
+
+// publishAsync publishes the n messages msg makes, 2 000 acks in flight,
+// and returns the rate of acked publishes.
+func publishAsync(ctx context.Context, js jetstream.JetStream, n int, msg func(i int) *nats.Msg) (float64, error) {
 	const window = 2000
 	futures := make([]jetstream.PubAckFuture, 0, window)
 	start := time.Now()
-	for i := 0; i < n; i++ {
-		msg := &nats.Msg{Subject: subject, Data: payload(rng, i), Header: nats.Header{}}
-		msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("bench-%09d", i))
-		f, err := js.PublishMsgAsync(msg)
+	for i := range n {
+		f, err := js.PublishMsgAsync(msg(i))
 		if err != nil {
 			return 0, fmt.Errorf("publish: %w", err)
 		}
 		futures = append(futures, f)
-		if len(futures) == window || i == n-1 {
-			for _, f := range futures {
-				select {
-				case <-f.Ok():
-				case err := <-f.Err():
-					return 0, fmt.Errorf("publish: %w", err)
-				case <-ctx.Done():
-					return 0, ctx.Err()
-				}
-			}
-			futures = futures[:0]
+		if len(futures) < window && i < n-1 {
+			continue
 		}
+		for _, f := range futures {
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return 0, fmt.Errorf("publish: %w", err)
+			case <-ctx.Done():
+				return 0, ctx.Err()
+			}
+		}
+		futures = futures[:0]
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
 }

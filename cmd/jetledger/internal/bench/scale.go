@@ -400,34 +400,11 @@ func (cl *cluster) scaleRow(ctx context.Context, cfg Config, n int) (ScaleRow, e
 	return row, nil
 }
 
-// publishScale fills the stream with n messages with ids, 2 000 acks in
-// flight as publish does, and returns the rate of acked publishes.
+// publishScale fills the stream with n messages with ids and returns the
+// rate of acked publishes.
 func publishScale(ctx context.Context, js jetstream.JetStream, stream string, n int) (float64, error) {
 	rng := rand.New(rand.NewPCG(1, 1))
-	const window = 2000
-	futures := make([]jetstream.PubAckFuture, 0, window)
-	start := time.Now()
-	for i := range n {
-		f, err := js.PublishMsgAsync(scaleMessage(rng, stream, i))
-		if err != nil {
-			return 0, fmt.Errorf("publish: %w", err)
-		}
-		futures = append(futures, f)
-		if len(futures) < window && i < n-1 {
-			continue
-		}
-		for _, f := range futures {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				return 0, fmt.Errorf("publish: %w", err)
-			case <-ctx.Done():
-				return 0, ctx.Err()
-			}
-		}
-		futures = futures[:0]
-	}
-	return float64(n) / time.Since(start).Seconds(), nil
+	return publishAsync(ctx, js, n, func(i int) *nats.Msg { return scaleMessage(rng, stream, i) })
 }
 
 // loops is the outcome of parallel consumers started together: each one's
