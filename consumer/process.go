@@ -16,6 +16,7 @@ import (
 type item struct {
 	msg  jetstream.Msg
 	meta *jetstream.MsgMetadata
+	id   string // its ledger id, from received
 	// since is when the server's AckWait for the message last restarted:
 	// its receipt, or an InProgress before its batch began.
 	since time.Time
@@ -168,10 +169,10 @@ func (a *acker) close(err error) error {
 func (c *Consumer) admit(ctx context.Context, msgs []received) *batch {
 	b := &batch{start: time.Now(), work: make([]item, 0, len(msgs)), deliveries: make([]ledger.Delivery, 0, len(msgs))}
 	for _, r := range msgs {
-		meta, err := r.msg.Metadata()
-		if err != nil {
+		meta := r.meta
+		if r.metaErr != nil {
 			// Not a JetStream delivery; nothing to ack against.
-			c.log.ErrorContext(ctx, "message without JetStream metadata", "subject", r.msg.Subject(), "err", err)
+			c.log.ErrorContext(ctx, "message without JetStream metadata", "subject", r.msg.Subject(), "err", r.metaErr)
 			continue
 		}
 		if rp := c.cfg.Replay; rp != nil && rp.UpTo > 0 && meta.Sequence.Stream > rp.UpTo {
@@ -181,7 +182,7 @@ func (c *Consumer) admit(ctx context.Context, msgs []received) *batch {
 			_ = r.msg.Term()
 			continue
 		}
-		it := item{msg: r.msg, meta: meta, since: r.at}
+		it := item{msg: r.msg, meta: meta, id: r.id, since: r.at}
 		switch c.plan.Admit(b.start.Sub(r.at)) {
 		case ackwait.Skip:
 			c.n.stale.Add(1)
@@ -192,19 +193,17 @@ func (c *Consumer) admit(ctx context.Context, msgs []received) *batch {
 			_ = r.msg.InProgress() // resets AckWait; if lost, the ledger still dedupes
 			it.since = b.start
 		}
-		c.addDelivery(ctx, b, it)
+		c.addDelivery(ctx, b, it, r.idErr)
 	}
 	return b
 }
 
-func (c *Consumer) addDelivery(ctx context.Context, b *batch, it item) {
-	h := it.msg.Headers()
-	id, err := MessageID(h, it.meta.Stream, c.created, it.meta.Sequence.Stream, c.cfg.AllowSequenceIDs)
-	if err != nil {
-		b.dead = append(b.dead, deadLetter{it, err.Error()})
+func (c *Consumer) addDelivery(ctx context.Context, b *batch, it item, idErr error) {
+	if idErr != nil {
+		b.dead = append(b.dead, deadLetter{it, idErr.Error()})
 		return
 	}
-	if h.Get(jetstream.MsgIDHeader) == "" {
+	if c.cfg.AllowSequenceIDs && it.msg.Headers().Get(jetstream.MsgIDHeader) == "" {
 		c.warnSeqIDs.Do(func() {
 			c.log.WarnContext(ctx, "messages without Nats-Msg-Id get stream/sequence ids; publisher retries will not be caught",
 				"stream", it.meta.Stream)
@@ -212,7 +211,7 @@ func (c *Consumer) addDelivery(ctx context.Context, b *batch, it item) {
 	}
 	b.work = append(b.work, it)
 	b.deliveries = append(b.deliveries, ledger.Delivery{
-		MessageID: id, Stream: it.meta.Stream, Sequence: it.meta.Sequence.Stream,
+		MessageID: it.id, Stream: it.meta.Stream, Sequence: it.meta.Sequence.Stream,
 		Subject: it.msg.Subject(), Data: it.msg.Data(), Delivered: it.meta.NumDelivered,
 	})
 }

@@ -125,9 +125,16 @@ func (c *Consumer) fetchLoop(ctx context.Context, out chan<- fetched) {
 	}
 }
 
+// received is a fetched message, with what admit needs of it read on the
+// fetcher's goroutine: parsing the reply subject and the headers there takes
+// them off the goroutine that holds the writer.
 type received struct {
-	msg jetstream.Msg
-	at  time.Time
+	msg     jetstream.Msg
+	at      time.Time
+	meta    *jetstream.MsgMetadata
+	metaErr error
+	id      string
+	idErr   error
 }
 
 // fetch takes what is available up to the batch size without waiting for a
@@ -157,7 +164,11 @@ func (c *Consumer) fetch(ctx context.Context) ([]received, error) {
 func (c *Consumer) collect(b jetstream.MessageBatch, n int) ([]received, error) {
 	out := make([]received, 0, n)
 	for m := range b.Messages() {
-		out = append(out, received{msg: m, at: time.Now()})
+		r := received{msg: m, at: time.Now()}
+		if r.meta, r.metaErr = m.Metadata(); r.metaErr == nil {
+			r.id, r.idErr = MessageID(m.Headers(), r.meta.Stream, c.created, r.meta.Sequence.Stream, c.cfg.AllowSequenceIDs)
+		}
+		out = append(out, r)
 	}
 	if err := b.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 		// Messages already received are still ours to process.

@@ -140,6 +140,7 @@ func (s *Store) applyBatch(ctx context.Context, batch []Delivery, h Handler, b B
 	s.ownStmts.fill(fill, s.writer)
 	s.handlerStmts.fill(fill, s.writer)
 	cancelFill()
+	sums := hashPayloads(batch)
 	results := make([]Result, len(batch))
 	skip := make([]bool, len(batch))
 	m := s.adapt.mode()
@@ -154,7 +155,7 @@ func (s *Store) applyBatch(ctx context.Context, batch []Delivery, h Handler, b B
 			// still runs, to settle duplicates and fail the rest.
 			begin, cancelBegin = context.WithTimeout(context.WithoutCancel(ctx), b.Commit)
 		}
-		end, err := s.applyOnce(begin, work, batch, h, b.Commit, m, results, skip)
+		end, err := s.applyOnce(begin, work, batch, sums, h, b.Commit, m, results, skip)
 		cancelBegin()
 		cancel()
 		if err != nil {
@@ -188,6 +189,44 @@ func (s *Store) applyBatch(ctx context.Context, batch []Delivery, h Handler, b B
 	}
 	s.adapt.note(results)
 	return results, done, nil
+}
+
+// payloadSums are the SHA-256 of a batch's payloads.
+type payloadSums struct {
+	sums [][32]byte
+	done chan struct{} // closed once sums is filled; nil: filled at once
+}
+
+// hashSeparately is the smallest batch hashed on a goroutine of its own.
+const hashSeparately = 64
+
+// hashPayloads hashes the payloads of a large batch on a goroutine of its
+// own, while the first pass waits for the writer and looks the ids up: the
+// hashing is then off the goroutine that holds the writer.
+func hashPayloads(batch []Delivery) *payloadSums {
+	p := &payloadSums{sums: make([][32]byte, len(batch))}
+	hash := func() {
+		for i := range batch {
+			p.sums[i] = sha256.Sum256(batch[i].Data)
+		}
+	}
+	if len(batch) < hashSeparately {
+		hash()
+		return p
+	}
+	p.done = make(chan struct{})
+	go func() {
+		defer close(p.done)
+		hash()
+	}()
+	return p
+}
+
+func (p *payloadSums) wait() [][32]byte {
+	if p.done != nil {
+		<-p.done
+	}
+	return p.sums
 }
 
 // workContext is a pass's context for its handlers: it ends at deadline
@@ -364,7 +403,7 @@ type passEnd struct {
 
 // applyOnce runs the batch in one transaction and commits it, or says why not.
 // beginCtx bounds the wait for the writer, ctx the work.
-func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, h Handler, commit time.Duration, m mode, results []Result, skip []bool) (passEnd, error) {
+func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, sums *payloadSums, h Handler, commit time.Duration, m mode, results []Result, skip []bool) (passEnd, error) {
 	txCtx, cancelTx := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelTx()
 	tx, endTx, err := s.begin(beginCtx, txCtx, cancelTx, m.pipelined)
@@ -389,7 +428,7 @@ func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, h Han
 	}
 	stopWatch := s.guard.wd.watch(ctx)
 	defer stopWatch()
-	culprit, err := p.run(batch, results, skip)
+	culprit, err := p.run(batch, sums, results, skip)
 	if err != nil || culprit >= 0 {
 		return passEnd{culprit: culprit, repeated: p.culpritAt.Sub(p.start)}, err
 	}
@@ -427,10 +466,12 @@ func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, h Han
 // run applies the batch's messages in order. It returns the index of a
 // failed message whose change could not be undone alone (the transaction
 // went with it, or the pass has no savepoints), or -1.
-func (p *pass) run(batch []Delivery, results []Result, skip []bool) (int, error) {
+func (p *pass) run(batch []Delivery, sums *payloadSums, results []Result, skip []bool) (int, error) {
 	if err := p.lookup(batch, skip); err != nil {
 		return -1, err
 	}
+	// Before any handler runs: one could change a payload in place.
+	sum := sums.wait()
 	for i := range batch {
 		if skip[i] {
 			continue
@@ -440,9 +481,8 @@ func (p *pass) run(batch []Delivery, results []Result, skip []bool) (int, error)
 			results[i] = Result{Outcome: Failed, Err: ErrEmptyMessageID}
 			continue
 		}
-		sum := sha256.Sum256(d.Data)
 		if k := p.rows.known[d.MessageID]; k != nil {
-			results[i] = p.rows.copyOf(k, d, sum)
+			results[i] = p.rows.copyOf(k, d, sum[i])
 			continue
 		}
 		if p.ctx.Err() != nil {
@@ -463,7 +503,7 @@ func (p *pass) run(batch []Delivery, results []Result, skip []bool) (int, error)
 			return i, nil
 		}
 		if res.Outcome == Applied {
-			p.rows.applied(d, sum)
+			p.rows.applied(d, sum[i])
 		}
 	}
 	return -1, nil
