@@ -275,3 +275,41 @@ func TestTablesUsedSeesThroughTriggers(t *testing.T) {
 		}
 	}
 }
+
+// InsertLater's rows bind a column once when every row of a statement has
+// the same value there: each row must still get its own values, whichever
+// row differs (the first, the last, one between) and whatever the type.
+func TestInsertLaterRowsKeepTheirOwnValues(t *testing.T) {
+	t.Parallel()
+	ins := &ledger.Insert{Table: "rows", Columns: []string{"id", "s", "n", "b", "f"}}
+	for _, odd := range []int{-1, 0, 3, 7} { // the row whose s and n differ; -1: none
+		st := openEventsStore(t, false)
+		if _, err := st.DB().Exec(`CREATE TABLE rows (id TEXT PRIMARY KEY, s, n, b, f)`); err != nil {
+			t.Fatal(err)
+		}
+		var batch []ledger.Delivery
+		for i := range 8 {
+			batch = append(batch, delivery(fmt.Sprint(i), uint64(i+1), "x"))
+		}
+		h := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+			s, n := any("same"), any(int64(7))
+			if d.MessageID == fmt.Sprint(odd) {
+				s, n = "odd", int64(8)
+			}
+			return tx.InsertLater(ins, d.MessageID, s, n, []byte("b"), 1.5)
+		}
+		apply(t, st, h, batch...)
+		want := 8
+		if odd >= 0 {
+			want = 7
+		}
+		if got := count(t, st, `SELECT count(*) FROM rows WHERE s = 'same' AND n = 7 AND b = x'62' AND f = 1.5`); got != want {
+			t.Fatalf("odd row %d: %d rows hold the shared values, want %d", odd, got, want)
+		}
+		if odd >= 0 {
+			if got := count(t, st, `SELECT count(*) FROM rows WHERE id = ? AND s = 'odd' AND n = 8`, fmt.Sprint(odd)); got != 1 {
+				t.Fatalf("odd row %d lost its own values", odd)
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Insert describes rows a handler adds with Tx.InsertLater: the ledger
@@ -63,17 +64,114 @@ const (
 
 // insertMany runs head + VALUES + tail for rows of width values each, flat
 // in args, a power of two rows per statement: a few statement shapes serve
-// every batch, and each is prepared once.
+// every batch, and each is prepared once. A column whose value is the same
+// string or integer in every row of a statement (a stream, a subject, a
+// time) is bound once for all of them: each bound text is an allocation,
+// a copy and a free in the driver.
 func insertMany(run func(query string, args []any) error, head, tail string, width int, args []any) error {
 	limit := min(maxRowsPerInsert, maxParams/width)
+	shared := make([]int, width)
+	var bound []any
 	for rows := len(args) / width; rows > 0; {
 		n := 1 << (bits.Len(uint(min(rows, limit))) - 1) // the largest power of two that fits
-		if err := run(head+rowsOf(n, width)+tail, args[:n*width]); err != nil {
+		var mask uint64
+		mask, bound = foldColumns(args[:n*width], width, shared, bound[:0])
+		if err := run(head+valuesList(n, width, mask)+tail, bound); err != nil {
 			return err
 		}
 		args, rows = args[n*width:], rows-n
 	}
 	return nil
+}
+
+// foldColumns finds the columns of rows (width values each) bound once for
+// every row: it returns them as a mask, bit c for column c, and appends to
+// out the values to bind: those columns' values first, then the others row
+// by row, as valuesList numbers the parameters.
+func foldColumns(rows []any, width int, shared []int, out []any) (uint64, []any) {
+	var mask uint64
+	for c := range width {
+		shared[c] = 0
+		if width <= 64 && len(rows) > width && sameInEveryRow(rows, width, c) {
+			mask |= 1 << c
+			shared[c] = 1
+			out = append(out, rows[c])
+		}
+	}
+	for i, v := range rows {
+		if shared[i%width] == 0 {
+			out = append(out, v)
+		}
+	}
+	return mask, out
+}
+
+// sameInEveryRow says whether column c holds one string or one integer in
+// every row.
+func sameInEveryRow(rows []any, width, c int) bool {
+	switch v := rows[c].(type) {
+	case string:
+		for i := c + width; i < len(rows); i += width {
+			if w, ok := rows[i].(string); !ok || w != v {
+				return false
+			}
+		}
+	case int64:
+		for i := c + width; i < len(rows); i += width {
+			if w, ok := rows[i].(int64); !ok || w != v {
+				return false
+			}
+		}
+	default:
+		return false
+	}
+	return true
+}
+
+// valuesKey is a VALUES list's shape.
+type valuesKey struct {
+	n, width int
+	mask     uint64
+}
+
+// valuesLists holds the lists built: a batch uses a few shapes again and again.
+var valuesLists sync.Map // valuesKey → string
+
+// valuesList is the VALUES list of n rows of width columns. The columns in
+// mask take one parameter for every row, ?1, ?2, ... in column order; the
+// others one parameter per row, numbered after those, row by row. The first
+// row numbers its own; in later rows a bare "?" is one past the largest
+// number so far, which is the next.
+func valuesList(n, width int, mask uint64) string {
+	key := valuesKey{n, width, mask}
+	if q, ok := valuesLists.Load(key); ok {
+		return q.(string)
+	}
+	var b strings.Builder
+	next := bits.OnesCount64(mask) + 1
+	for r := range n {
+		if r > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		for c := range width {
+			if c > 0 {
+				b.WriteString(", ")
+			}
+			switch {
+			case mask&(1<<c) != 0:
+				fmt.Fprintf(&b, "?%d", bits.OnesCount64(mask&(1<<c-1))+1)
+			case r == 0:
+				fmt.Fprintf(&b, "?%d", next)
+				next++
+			default:
+				b.WriteByte('?')
+			}
+		}
+		b.WriteByte(')')
+	}
+	q, _ := valuesLists.LoadOrStore(key, b.String())
+	return q.(string)
 }
 
 // queued is one Insert's rows in a pass, in the order applied.
@@ -100,7 +198,7 @@ func (t *Tx) InsertLater(ins *Insert, values ...any) error {
 		if err := ins.check(); err != nil {
 			return err
 		}
-		_, err := t.ExecContext(t.ctx, ins.head()+rowsOf(1, len(values))+ins.tail(), values...)
+		_, err := t.ExecContext(t.ctx, ins.head()+valuesList(1, len(values), 0)+ins.tail(), values...)
 		return err
 	}
 	for i := range p.inserts {

@@ -1,9 +1,12 @@
 package ledger
 
 import (
+	"cmp"
+	"database/sql"
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"strings"
 )
 
@@ -60,6 +63,17 @@ func (p *pass) lookup(batch []Delivery, skip []bool) error {
 		}
 	}
 	p.rows = ledgerRows{known: make(map[string]*seen, len(ids)), now: p.s.cfg.Now().UnixMilli()}
+	if len(ids) == 0 {
+		return nil
+	}
+	// An id above the ledger's greatest (the order of its primary key,
+	// bytewise as Go's) is not in it: ids that grow, as ULIDs do, need no
+	// lookup but this one.
+	greatest, err := p.greatestID()
+	if err != nil || !greatest.Valid {
+		return err
+	}
+	ids = slices.DeleteFunc(ids, func(id any) bool { return id.(string) > greatest.String })
 	for len(ids) > 0 {
 		n := min(len(ids), lookupChunk)
 		size := 1 << bits.Len(uint(n-1)) // n rounded up to a power of two
@@ -77,6 +91,22 @@ func (p *pass) lookup(batch []Delivery, skip []bool) error {
 		ids = ids[n:]
 	}
 	return nil
+}
+
+// greatestID is the ledger's greatest message id; not Valid if it is empty.
+func (p *pass) greatestID() (greatest sql.NullString, err error) {
+	rows, err := p.b.query(`SELECT max(message_id) FROM processed_messages`)
+	if err == nil {
+		defer rows.Close()
+		if rows.Next() {
+			err = rows.Scan(&greatest)
+		}
+		err = cmp.Or(err, rows.Err())
+	}
+	if err != nil {
+		return greatest, fmt.Errorf("ledger: look up the greatest id: %w", err)
+	}
+	return greatest, nil
 }
 
 func (p *pass) lookupChunk(args []any) error {
@@ -103,11 +133,6 @@ func (p *pass) lookupChunk(args []any) error {
 
 // placeholders is n "?" separated by commas, for an IN list.
 func placeholders(n int) string { return strings.TrimSuffix(strings.Repeat("?, ", n), ", ") }
-
-// rowsOf is n rows of width "?" each, for VALUES: "(?, ?), (?, ?)".
-func rowsOf(n, width int) string {
-	return strings.TrimSuffix(strings.Repeat("("+placeholders(width)+"), ", n), ", ")
-}
 
 // applied records a message the pass applied: its row is inserted by flush.
 func (r *ledgerRows) applied(d *Delivery, sum [32]byte) {
@@ -139,19 +164,8 @@ func (r *ledgerRows) copyOf(k *seen, d *Delivery, sum [32]byte) Result {
 // multi-row inserts, the copies' last_seq and the conflicts.
 func (p *pass) flush() error {
 	r := &p.rows
-	// Rows of one stream share its name and the time: bound once per
-	// statement as ?1 and ?2, not once a row (each text binding is an
-	// allocation, a copy and an unbinding in the driver).
-	for start := 0; start < len(r.fresh); {
-		stream := r.fresh[start].first.Stream
-		end := start + 1
-		for end < len(r.fresh) && r.fresh[end].first.Stream == stream {
-			end++
-		}
-		if err := p.insertLedgerRows(stream, r.fresh[start:end]); err != nil {
-			return fmt.Errorf("ledger: record %d applied messages: %w", len(r.fresh), err)
-		}
-		start = end
+	if err := p.insertLedgerRows(r.fresh); err != nil {
+		return fmt.Errorf("ledger: record %d applied messages: %w", len(r.fresh), err)
 	}
 	for _, k := range r.known {
 		if !k.moved {
@@ -173,41 +187,30 @@ func (p *pass) flush() error {
 	return nil
 }
 
-// ledgerRowWidth is the values of a ledger row bound per row; the stream
-// and the time are bound once per statement.
-const ledgerRowWidth = 5
+// ledgerRowHead is the ledger row's insert up to VALUES; insertMany binds
+// its stream and time, and a subject the rows share, once per statement.
+const ledgerRowHead = `INSERT INTO processed_messages
+	(message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at) VALUES `
 
-func (p *pass) insertLedgerRows(stream string, rows []*seen) error {
-	args := make([]any, 0, 2+ledgerRowWidth*min(len(rows), maxRowsPerInsert))
-	var subject any
-	for len(rows) > 0 {
-		n := 1 << (bits.Len(uint(min(len(rows), maxRowsPerInsert))) - 1)
-		args = append(args[:0], stream, p.rows.now)
-		for _, k := range rows[:n] {
-			d := k.first
-			if subject == nil || subject.(string) != d.Subject {
-				subject = d.Subject
-			}
-			args = append(args, k.id, int64(d.Sequence), k.lastSeq, subject, k.sum[:])
+const ledgerRowWidth = 8
+
+func (p *pass) insertLedgerRows(rows []*seen) error {
+	args := make([]any, 0, ledgerRowWidth*len(rows))
+	// Boxed once: the same value in every row costs no allocation.
+	now := any(p.rows.now)
+	var stream, subject any
+	for _, k := range rows {
+		d := k.first
+		if stream == nil || stream.(string) != d.Stream {
+			stream = d.Stream
 		}
-		if _, err := p.b.exec(ledgerInsert(n), args...); err != nil {
-			return err
+		if subject == nil || subject.(string) != d.Subject {
+			subject = d.Subject
 		}
-		rows = rows[n:]
+		args = append(args, k.id, stream, int64(d.Sequence), k.lastSeq, subject, k.sum[:], now, now)
 	}
-	return nil
+	return insertMany(func(query string, args []any) error {
+		_, err := p.b.exec(query, args...)
+		return err
+	}, ledgerRowHead, "", ledgerRowWidth, args)
 }
-
-// ledgerInserts[i] inserts 1<<i ledger rows: the first row numbers its
-// parameters after ?1 (stream) and ?2 (time), and SQLite numbers each later
-// "?" one past the largest so far.
-var ledgerInserts = func() (q [9]string) { // 1 to maxRowsPerInsert (256) rows
-	for i := range q {
-		q[i] = `INSERT INTO processed_messages
-		(message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at) VALUES
-		(?3, ?1, ?4, ?5, ?6, ?7, ?2, ?2)` + strings.Repeat(", (?, ?1, ?, ?, ?, ?, ?2, ?2)", 1<<i-1)
-	}
-	return q
-}()
-
-func ledgerInsert(n int) string { return ledgerInserts[bits.Len(uint(n))-1] }
