@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // Tx is the batch transaction as a handler sees it, positioned at the
@@ -220,6 +221,12 @@ func (t *Tx) ownExec(_ context.Context, query string, args ...any) (res sql.Resu
 	})
 	return res, err
 }
+
+// Time is when the ledger records the batch's messages as processed (their
+// processed_at): one reading of the clock for the whole batch. A handler
+// that stamps its rows with it agrees with the ledger, and gives every row
+// of the batch one value, which InsertLater binds once.
+func (t *Tx) Time() time.Time { return time.UnixMilli(t.p.rows.now) }
 
 // ExecContext runs a statement in the batch transaction, as part of the
 // message's change.

@@ -8,14 +8,14 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"time"
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
 )
 
-// errNotJSON is the dead-letter reason of a payload --apply cannot read.
-var errNotJSON = errors.New("payload is not valid JSON, which --apply needs for json_extract")
+// errNotJSON is the dead-letter reason of a payload --apply failed on that
+// is not JSON: trying it again would fail again.
+var errNotJSON = errors.New("payload is not valid JSON and --apply failed on it")
 
 // eventsHandler is the built-in handler of `run`: it records every message in
 // the events table and runs the user's --apply SQL in the same transaction.
@@ -136,10 +136,7 @@ func checkApply(ctx context.Context, st *ledger.Store, apply string) error {
 }
 
 func (h *eventsHandler) handle(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
-	if h.apply != "" && !json.Valid(d.Data) {
-		return consumer.Term(errNotJSON)
-	}
-	row := []any{d.MessageID, d.Subject, int64(d.Sequence), d.Data, time.Now().UnixMilli()}
+	row := []any{d.MessageID, d.Subject, int64(d.Sequence), d.Data, tx.Time().UnixMilli()}
 	var err error
 	if h.later {
 		err = tx.InsertLater(eventsInsert, row...)
@@ -178,6 +175,12 @@ func (h *eventsHandler) handle(ctx context.Context, tx *ledger.Tx, d ledger.Deli
 		}
 	}
 	if _, err := tx.ExecContext(ctx, h.apply, args...); err != nil {
+		// Checked only now: a payload --apply can read (SQLite's JSON5,
+		// or one it does not parse at all) is applied, and the check costs
+		// nothing on the common path.
+		if !json.Valid(d.Data) {
+			return consumer.Term(fmt.Errorf("%w: %w", errNotJSON, err))
+		}
 		return fmt.Errorf("--apply: %w", err)
 	}
 	return nil
