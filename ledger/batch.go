@@ -141,6 +141,9 @@ func (s *Store) applyBatch(ctx context.Context, batch []Delivery, h Handler, b B
 	s.handlerStmts.fill(fill, s.writer)
 	cancelFill()
 	sums := hashPayloads(batch)
+	// Not past the return, even one that comes before a pass waited: the
+	// caller owns the payloads again.
+	defer sums.wait()
 	results := make([]Result, len(batch))
 	skip := make([]bool, len(batch))
 	m := s.adapt.mode()

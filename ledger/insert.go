@@ -111,19 +111,18 @@ func foldColumns(rows []any, width int, shared []int, out []any) (uint64, []any)
 func sameInEveryRow(rows []any, width, c int) bool {
 	switch v := rows[c].(type) {
 	case string:
-		for i := c + width; i < len(rows); i += width {
-			if w, ok := rows[i].(string); !ok || w != v {
-				return false
-			}
-		}
+		return sameAs(rows, width, c, v)
 	case int64:
-		for i := c + width; i < len(rows); i += width {
-			if w, ok := rows[i].(int64); !ok || w != v {
-				return false
-			}
+		return sameAs(rows, width, c, v)
+	}
+	return false
+}
+
+func sameAs[T comparable](rows []any, width, c int, v T) bool {
+	for i := c + width; i < len(rows); i += width {
+		if w, ok := rows[i].(T); !ok || w != v {
+			return false
 		}
-	default:
-		return false
 	}
 	return true
 }
