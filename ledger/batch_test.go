@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -311,5 +313,43 @@ func TestInsertLaterRowsKeepTheirOwnValues(t *testing.T) {
 				t.Fatalf("odd row %d lost its own values", odd)
 			}
 		}
+	}
+}
+
+// A batch of hashSeparately (64) or more has its payloads hashed on a
+// goroutine of its own, which a pass waits for only once it has the writer
+// and has looked the ids up. A batch that fails before that (the writer
+// busy: ErrBusy) must still not return with the goroutine reading the
+// caller's payloads: a caller that reuses its buffers after ApplyBatch
+// returned would have its new bytes hashed (the race detector does not see
+// it: SHA-256 is assembly).
+func TestApplyBatchDoesNotReadPayloadsAfterItReturns(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	ctx := context.Background()
+	// Hold the writer's one connection: the batch cannot begin.
+	conn, err := st.DB().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		conn.ExecContext(ctx, "ROLLBACK") //nolint:errcheck // the test's own hold
+		conn.Close()
+	}()
+	buf := make([]byte, 4<<20) // hashed 64 times: long enough to be seen running
+	batch := make([]ledger.Delivery, 64)
+	for i := range batch {
+		batch[i] = ledger.Delivery{MessageID: fmt.Sprint("id-", i), Stream: "S", Sequence: uint64(i + 1), Subject: "ev", Data: buf}
+	}
+	if _, err := st.ApplyBatch(ctx, batch, credit, ledger.Budget{Work: 20 * time.Millisecond}); !errors.Is(err, ledger.ErrBusy) {
+		t.Fatalf("ApplyBatch with the writer held = %v, want ErrBusy", err)
+	}
+	stacks := make([]byte, 1<<20)
+	stacks = stacks[:runtime.Stack(stacks, true)]
+	if strings.Contains(string(stacks), "ledger.hashPayloads") {
+		t.Errorf("ApplyBatch returned (ErrBusy) while a goroutine of its own still hashes the caller's payloads")
 	}
 }

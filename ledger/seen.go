@@ -67,13 +67,15 @@ func (p *pass) lookup(batch []Delivery, skip []bool) error {
 		return nil
 	}
 	// An id above the ledger's greatest (the order of its primary key,
-	// bytewise as Go's) is not in it: ids that grow, as ULIDs do, need no
-	// lookup but this one.
-	greatest, err := p.greatestID()
-	if err != nil || !greatest.Valid {
-		return err
+	// bytewise as Go's in a UTF-8 file) is not in it: ids that grow, as
+	// ULIDs do, need no lookup but this one.
+	if p.s.utf8 {
+		greatest, err := p.greatestID()
+		if err != nil || !greatest.Valid {
+			return err
+		}
+		ids = slices.DeleteFunc(ids, func(id any) bool { return id.(string) > greatest.String })
 	}
-	ids = slices.DeleteFunc(ids, func(id any) bool { return id.(string) > greatest.String })
 	for len(ids) > 0 {
 		n := min(len(ids), lookupChunk)
 		size := 1 << bits.Len(uint(n-1)) // n rounded up to a power of two

@@ -67,6 +67,11 @@ type Store struct {
 	closeOnce    sync.Once
 	closeErr     error
 
+	// utf8: text is stored as UTF-8, so SQLite orders ids as Go does
+	// (bytewise); in a UTF-16 file (one shared with an application's
+	// database) it orders their UTF-16, and lookup cannot skip by order.
+	utf8 bool
+
 	ownStmts, handlerStmts stmtCache // statements reused across batches
 	adapt                  adapt     // how the next batch runs
 	wal                    walSyncer // syncs the WAL for pipelined batches
@@ -150,6 +155,13 @@ func Open(file string, cfg Config) (*Store, error) {
 		s.closeDBs()
 		return nil, err
 	}
+	var encoding string
+	if err := writer.QueryRowContext(ctx, "PRAGMA encoding").Scan(&encoding); err != nil {
+		close(s.stopped)
+		s.closeDBs()
+		return nil, fmt.Errorf("ledger: read the text encoding of %s: %w", file, err)
+	}
+	s.utf8 = strings.EqualFold(encoding, "UTF-8")
 	g.sealed.Store(true) // from here on the durability settings are fixed
 	s.adapt.clean.Store(optimisticAfter)
 	go s.checkpointLoop()
