@@ -67,13 +67,24 @@ var fixedPragmas = map[string]bool{
 // ledgerTables are written only by the ledger's own statements.
 var ledgerTables = map[string]bool{"processed_messages": true, "conflicts": true, "dead_letters": true, "outbox": true, "jetledger_consumers": true}
 
-func (g *guard) authorize(action sqlite.AuthorizerActionCode, arg1, arg2, _, _ string) sqlite.AuthorizerReturnCode {
+func (g *guard) authorize(action sqlite.AuthorizerActionCode, arg1, arg2, db, _ string) sqlite.AuthorizerReturnCode {
 	if g.recording.Load() {
 		g.record(action, arg1)
 	}
 	if action == sqlite.AuthPragma && arg2 != "" && g.sealed.Load() && !g.own.Load() && fixedPragmas[strings.ToLower(arg1)] &&
 		!slices.Contains(g.settings[strings.ToLower(arg1)], strings.ToUpper(strings.Trim(arg2, `'"`))) {
 		return g.deny(ErrFixedSetting, fmt.Sprintf("PRAGMA %s = %s", arg1, arg2))
+	}
+	switch action {
+	case sqlite.AuthCreateTempTable, sqlite.AuthCreateTempView, sqlite.AuthCreateVTable, sqlite.AuthCreateTable, sqlite.AuthCreateView:
+		// From anyone (a --schema too): a temp table, view or virtual table
+		// of a ledger table's name would take the ledger's own unqualified
+		// statements, and its rows would go with the connection. ("CREATE
+		// TABLE temp.x" is a CREATE_TABLE in database temp.)
+		temp := action == sqlite.AuthCreateTempTable || action == sqlite.AuthCreateTempView || db == "temp"
+		if ledgerTables[strings.ToLower(arg1)] && (temp || action == sqlite.AuthCreateVTable) {
+			return g.deny(ErrTransactionControl, "a table or view named as the ledger's table "+arg1)
+		}
 	}
 	if !g.handler.Load() || g.own.Load() {
 		return sqlite.AuthorizerOK

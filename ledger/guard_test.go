@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"testing"
 
 	"github.com/jetledger/jetledger/ledger"
@@ -135,5 +136,73 @@ func TestHandlerCannotWriteTheRecordedConsumers(t *testing.T) {
 	}
 	if cs, err := st.Consumers(ctx); err != nil || len(cs) != 1 || rs[0].Outcome == ledger.Applied {
 		t.Fatalf("a handler's delete of the recorded consumers: outcome %v, %d left (%v)", rs[0].Outcome, len(cs), err)
+	}
+}
+
+// A TEMP table of a ledger table's name would take the ledger's own
+// unqualified statements (SQLite resolves temp first): the ledger rows
+// would go to a table of the writer's connection, gone when the process
+// ends, and every message since would be applied again when redelivered
+// after a restart. The guard refuses it, to handlers and to a --schema.
+func TestTempTableCannotShadowTheLedger(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	open := func() *ledger.Store {
+		st, err := ledger.Open(path, ledger.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.DB().Exec(`CREATE TABLE IF NOT EXISTS balances (account TEXT PRIMARY KEY, amount INTEGER NOT NULL)`); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	st := open()
+	h := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+		if d.MessageID == "shadow" {
+			if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE processed_messages (message_id TEXT NOT NULL PRIMARY KEY,
+				stream TEXT NOT NULL, stream_seq INTEGER NOT NULL, subject TEXT NOT NULL, payload_sha256 BLOB NOT NULL,
+				processed_at INTEGER NOT NULL, last_seq INTEGER NOT NULL DEFAULT 0, last_seen_at INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID`); err != nil {
+				return err
+			}
+		}
+		return credit(ctx, tx, d)
+	}
+	rs, err := st.ApplyBatch(context.Background(), []ledger.Delivery{delivery("shadow", 1, "x"), delivery("m1", 2, "y")}, h, ledger.Budget{})
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Outcome == ledger.Failed && errors.Is(rs[0].Err, ledger.ErrTransactionControl) {
+		return // refused: the ledger's tables stay the ledger's
+	}
+	st = open()
+	defer st.Close()
+	rs, err = st.ApplyBatch(context.Background(), []ledger.Delivery{delivery("shadow", 1, "x"), delivery("m1", 2, "y")}, credit, ledger.Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outcomes(rs); !equal(got, []ledger.Outcome{ledger.Duplicate, ledger.Duplicate}) {
+		t.Fatalf("redelivered after a restart: %v, want [duplicate duplicate]; balance %d: applied twice", got, balance(t, st))
+	}
+}
+
+// Nor outside a batch, as a --schema runs: a temp table, view or virtual
+// table of a ledger table's name is refused, whatever its case.
+func TestSchemaCannotShadowTheLedger(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	for _, q := range []string{
+		`CREATE TEMP TABLE processed_messages (message_id TEXT PRIMARY KEY)`,
+		`CREATE TABLE temp.Outbox (id TEXT)`,
+		`CREATE TEMP VIEW conflicts AS SELECT 1`,
+		`CREATE VIRTUAL TABLE temp.dead_letters USING json_each('[]')`,
+	} {
+		if _, err := st.Exec(context.Background(), q); !errors.Is(err, ledger.ErrTransactionControl) {
+			t.Errorf("%s: err = %v, want ErrTransactionControl", q, err)
+		}
+	}
+	if _, err := st.Exec(context.Background(), `CREATE TEMP TABLE scratch (x)`); err != nil {
+		t.Errorf("a temp table of another name: %v", err)
 	}
 }
