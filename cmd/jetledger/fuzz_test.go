@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -26,6 +27,7 @@ func FuzzApplyBinding(f *testing.F) {
 	f.Add([]byte(`{"account":"a","amount":1e308}`), "", "'; DROP TABLE balances; --")
 	f.Add([]byte(`[]`), "ev", "\x00")
 	f.Add([]byte(`{account:'a',amount:5,}`), "ev", "json5")
+	f.Add([]byte("{\"account\":\"a\",\"amount\":5}\x00{\"account\":\"a\",\"amount\":1000}"), "ev", "nul")
 	st, err := ledger.Open(filepath.Join(f.TempDir(), "fuzz.db"), ledger.Config{})
 	if err != nil {
 		f.Fatal(err)
@@ -55,6 +57,9 @@ func FuzzApplyBinding(f *testing.F) {
 			// other that --apply fails on is dead-lettered at once, not
 			// tried again.
 			if r.Outcome == ledger.Applied {
+				if bytes.IndexByte(data, 0) >= 0 {
+					t.Fatalf("payload with a NUL was applied: SQLite reads its JSON only up to the NUL")
+				}
 				var json5 int
 				if err := st.DB().QueryRowContext(ctx, `SELECT json_valid(?, 2)`, string(data)).Scan(&json5); err != nil || json5 != 1 {
 					t.Fatalf("invalid JSON, not JSON5 either (%v), was applied", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -13,9 +14,10 @@ import (
 	"github.com/jetledger/jetledger/ledger"
 )
 
-// errNotJSON is the dead-letter reason of a payload --apply failed on that
-// is not JSON: trying it again would fail again.
-var errNotJSON = errors.New("payload is not valid JSON and --apply failed on it")
+// errNotJSON is the dead-letter reason of a payload --apply reads that is
+// not JSON, and that --apply failed on or would read only in part: trying
+// it again would fail again.
+var errNotJSON = errors.New("payload is not valid JSON, and --apply reads it")
 
 // eventsHandler is the built-in handler of `run`: it records every message in
 // the events table and runs the user's --apply SQL in the same transaction.
@@ -136,6 +138,12 @@ func checkApply(ctx context.Context, st *ledger.Store, apply string) error {
 }
 
 func (h *eventsHandler) handle(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+	readsData := slices.Contains(h.params, "data")
+	if readsData && bytes.IndexByte(d.Data, 0) >= 0 {
+		// Not JSON (a NUL is never one), and SQLite's JSON functions would
+		// read it only up to the NUL: the rest would be lost to --apply.
+		return consumer.Term(errNotJSON)
+	}
 	row := []any{d.MessageID, d.Subject, int64(d.Sequence), d.Data, tx.Time().UnixMilli()}
 	var err error
 	if h.later {
@@ -175,10 +183,11 @@ func (h *eventsHandler) handle(ctx context.Context, tx *ledger.Tx, d ledger.Deli
 		}
 	}
 	if _, err := tx.ExecContext(ctx, h.apply, args...); err != nil {
-		// Checked only now: a payload --apply can read (SQLite's JSON5,
-		// or one it does not parse at all) is applied, and the check costs
-		// nothing on the common path.
-		if !json.Valid(d.Data) {
+		// Checked only now: a payload --apply can read (SQLite's JSON5)
+		// is applied, and the check costs nothing on the common path. An
+		// --apply that does not read the payload failed for another
+		// reason, which may pass: tried again as for any payload.
+		if readsData && !json.Valid(d.Data) {
 			return consumer.Term(fmt.Errorf("%w: %w", errNotJSON, err))
 		}
 		return fmt.Errorf("--apply: %w", err)

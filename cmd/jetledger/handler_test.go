@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 
+	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
 )
 
@@ -13,14 +15,7 @@ import (
 // events row is stamped with the ledger's processed_at.
 func TestApplyThatDoesNotReadThePayloadTakesAnyPayload(t *testing.T) {
 	ctx := context.Background()
-	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.DB().ExecContext(ctx, `CREATE TABLE counts (subject TEXT PRIMARY KEY, n INTEGER NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
+	st := openHandlerStore(t, `CREATE TABLE counts (subject TEXT PRIMARY KEY, n INTEGER NOT NULL)`)
 	h, err := newEventsHandler(ctx, st, "", `INSERT INTO counts VALUES (:subject, 1) ON CONFLICT (subject) DO UPDATE SET n = n + 1`)
 	if err != nil {
 		t.Fatal(err)
@@ -37,5 +32,84 @@ func TestApplyThatDoesNotReadThePayloadTakesAnyPayload(t *testing.T) {
 	}
 	if n != 1 || stamped != 1 {
 		t.Fatalf("count = %d, events rows stamped with processed_at = %d; want 1 and 1", n, stamped)
+	}
+}
+
+func openHandlerStore(t *testing.T, schema string) *ledger.Store {
+	t.Helper()
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.DB().Exec(schema); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// An --apply that does not read the payload takes one that is not JSON,
+// and when it fails for a reason that passes (here a foreign key to a row
+// created later; a batch deadline overrun is another) the message is tried
+// again as a JSON one is, not dead-lettered for its payload's form.
+func TestApplyWithoutDataRetriesAPayloadThatIsNotJSON(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openHandlerStore(t, `CREATE TABLE accounts (id TEXT PRIMARY KEY);
+		CREATE TABLE pings (account TEXT NOT NULL REFERENCES accounts (id), msg TEXT PRIMARY KEY)`)
+	h, err := newEventsHandler(ctx, st, "", `INSERT INTO pings VALUES (:subject, :msg_id)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := []ledger.Delivery{
+		{MessageID: "json", Stream: "S", Sequence: 1, Subject: "acct-1", Data: []byte(`{"ping":1}`), Delivered: 1},
+		{MessageID: "text", Stream: "S", Sequence: 2, Subject: "acct-1", Data: []byte("ping"), Delivered: 1},
+	}
+	res, err := st.ApplyBatch(ctx, batch, h.handle, ledger.Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var term *consumer.TermError
+	if res[0].Outcome != ledger.Failed || errors.As(res[0].Err, &term) {
+		t.Fatalf("control: JSON payload before its account exists = %+v, want a retryable failure", res[0])
+	}
+	if res[1].Outcome != ledger.Failed || errors.As(res[1].Err, &term) {
+		t.Errorf("non-JSON payload --apply does not read, before its account exists = %v (%v): Term, so dead-lettered at once; want retryable as the JSON one",
+			res[1].Outcome, res[1].Err)
+	}
+	// The retry the non-JSON message does not get would have applied it.
+	if _, err := st.DB().Exec(`INSERT INTO accounts VALUES ('acct-1')`); err != nil {
+		t.Fatal(err)
+	}
+	batch[0].Delivered, batch[1].Delivered = 2, 2
+	if res, err = st.ApplyBatch(ctx, batch, h.handle, ledger.Budget{}); err != nil || res[0].Outcome != ledger.Applied || res[1].Outcome != ledger.Applied {
+		t.Fatalf("retry once the account exists = %+v, %v; want both applied", res, err)
+	}
+}
+
+// SQLite reads a text argument's JSON only up to its first NUL: a payload
+// of one JSON document, a NUL and more would be applied by --apply as the
+// first document, the rest silently ignored. It is not JSON: dead-lettered,
+// with its whole payload kept.
+func TestPayloadWithANULIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openHandlerStore(t, demoSchema)
+	h, err := newEventsHandler(ctx, st, "", demoApply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("{\"account\":\"a\",\"amount\":5}\x00{\"account\":\"a\",\"amount\":1000}")
+	res, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: "nul", Stream: "S", Sequence: 1, Subject: "ev", Data: data, Delivered: 1}},
+		h.handle, ledger.Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var amount int
+	if err := st.DB().QueryRow(`SELECT coalesce((SELECT amount FROM balances WHERE account = 'a'), 0)`).Scan(&amount); err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Outcome == ledger.Applied {
+		t.Errorf("payload %q (not JSON) was applied as its part before the NUL: balance %d; want a Term failure (dead letter)", data, amount)
 	}
 }
