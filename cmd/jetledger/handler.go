@@ -26,9 +26,10 @@ type eventsHandler struct {
 	// later: the events row is queued for the batch's multi-row insert;
 	// only when nothing the handler runs reads the events table (see
 	// newEventsHandler), since a queued row is not visible until then.
-	later  bool
-	params []string // the names of applyParams --apply uses
-	sink   string   // non-empty: enqueue the payload to this outbox sink
+	later     bool
+	params    []string // the names of applyParams --apply uses
+	readsData bool     // one of them is data: the payload must be JSON
+	sink      string   // non-empty: enqueue the payload to this outbox sink
 	// replay, when set, decides what becomes of a replayed message's
 	// effect and settles its dead letter.
 	replay *replayEffects
@@ -72,7 +73,8 @@ func newEventsHandler(ctx context.Context, st *ledger.Store, schemaFile, apply s
 	if err != nil {
 		return nil, err
 	}
-	return &eventsHandler{apply: apply, later: later, params: usedParams(apply)}, nil
+	params := usedParams(apply)
+	return &eventsHandler{apply: apply, later: later, params: params, readsData: slices.Contains(params, "data")}, nil
 }
 
 // usedParams are the names of applyParams that apply uses: binding only
@@ -138,8 +140,7 @@ func checkApply(ctx context.Context, st *ledger.Store, apply string) error {
 }
 
 func (h *eventsHandler) handle(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
-	readsData := slices.Contains(h.params, "data")
-	if readsData && bytes.IndexByte(d.Data, 0) >= 0 {
+	if h.readsData && bytes.IndexByte(d.Data, 0) >= 0 {
 		// Not JSON (a NUL is never one), and SQLite's JSON functions would
 		// read it only up to the NUL: the rest would be lost to --apply.
 		return consumer.Term(errNotJSON)
@@ -187,7 +188,7 @@ func (h *eventsHandler) handle(ctx context.Context, tx *ledger.Tx, d ledger.Deli
 		// is applied, and the check costs nothing on the common path. An
 		// --apply that does not read the payload failed for another
 		// reason, which may pass: tried again as for any payload.
-		if readsData && !json.Valid(d.Data) {
+		if h.readsData && !json.Valid(d.Data) {
 			return consumer.Term(fmt.Errorf("%w: %w", errNotJSON, err))
 		}
 		return fmt.Errorf("--apply: %w", err)
