@@ -30,8 +30,15 @@ func (b Backoff) Delay(n int) time.Duration {
 
 // Wait waits Delay(n), or until ctx ends; it reports whether ctx is still
 // live.
-func (b Backoff) Wait(ctx context.Context, n int) bool {
-	t := time.NewTimer(b.Delay(n))
+func (b Backoff) Wait(ctx context.Context, n int) bool { return Sleep(ctx, b.Delay(n)) }
+
+// Sleep waits d (nothing if d is not positive), or until ctx ends; it
+// reports whether ctx is still live.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

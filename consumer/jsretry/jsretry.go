@@ -113,7 +113,7 @@ func Call[T any](ctx context.Context, log *slog.Logger, what string, try func(co
 		}
 		// The backoff spaces the starts of tries: a try that timed out
 		// has waited its share already.
-		if !wait(ctx, backoff.Delay(n)-time.Since(began)) {
+		if !ackwait.Sleep(ctx, backoff.Delay(n)-time.Since(began)) {
 			return zero, stopped(ctx, what, n, time.Since(started).Round(time.Millisecond), err)
 		}
 	}
@@ -125,18 +125,3 @@ func stopped(ctx context.Context, what string, tries int, waited time.Duration, 
 	return fmt.Errorf("%s: %w after %d tries in %s (the last: %v)", what, context.Cause(ctx), tries, waited, last)
 }
 
-// wait waits d (nothing if d is not positive), or until ctx ends; it
-// reports whether ctx is still live.
-func wait(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
