@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"io"
 	"os"
 	"time"
 
@@ -94,16 +95,14 @@ func (c *benchCmd) Run(inv *invocation) error {
 		// The scale run starts its own cluster; the scratch node gives it
 		// the directory (and --keep).
 		res, err := bench.Scale(inv.ctx, cfg)
-		if err != nil {
-			return err
-		}
-		if c.JSON {
-			return printJSON(inv.stdout, res)
-		}
-		res.WriteText(inv.stdout)
-		return nil
+		return c.print(inv, res, err)
 	}
 	res, err := bench.Run(inv.ctx, cfg)
+	return c.print(inv, res, err)
+}
+
+// print writes a benchmark's result as --json asks, or its error.
+func (c *benchCmd) print(inv *invocation, res interface{ WriteText(io.Writer) }, err error) error {
 	if err != nil {
 		return err
 	}
