@@ -31,6 +31,13 @@ func newEnv(t testing.TB) *env {
 	t.Helper()
 	s := consumertest.RunServer(t)
 	nc, js := consumertest.Connect(t, s)
+	return envWith(t, nc, js)
+}
+
+// envWith creates the EV stream on js and a ledger with the handlers' seen
+// table.
+func envWith(t testing.TB, nc *nats.Conn, js jetstream.JetStream) *env {
+	t.Helper()
 	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}})
 	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
 	if err != nil {

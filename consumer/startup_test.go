@@ -5,7 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/consumertest"
-	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -130,16 +128,7 @@ func newEnvOn(t testing.TB, srv *server.Server) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}})
-	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if _, err := st.DB().Exec(`CREATE TABLE seen (id TEXT PRIMARY KEY, n INTEGER NOT NULL DEFAULT 1)`); err != nil {
-		t.Fatal(err)
-	}
-	return &env{nc: nc, js: js, st: st}
+	return envWith(t, nc, js)
 }
 
 // nats-server answers the first update of a consumer after its leader took
