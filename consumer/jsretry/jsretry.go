@@ -124,4 +124,3 @@ func Call[T any](ctx context.Context, log *slog.Logger, what string, try func(co
 func stopped(ctx context.Context, what string, tries int, waited time.Duration, last error) error {
 	return fmt.Errorf("%s: %w after %d tries in %s (the last: %v)", what, context.Cause(ctx), tries, waited, last)
 }
-
