@@ -67,10 +67,7 @@ func TestClusterPartitionsRideOutFailover(t *testing.T) {
 	chunks := 5
 	publishChunk := func(k int) {
 		part := evs[k*len(evs)/chunks : (k+1)*len(evs)/chunks]
-		msgs := make([]publisher.Message, len(part))
-		for i, e := range part {
-			msgs[i] = publisher.Message{Subject: "pay." + e.Account, ID: e.ID, Data: e.data()}
-		}
+		msgs := byAccount(part)
 		// A publish the cluster could not take during an election is sent
 		// again with the same ids: the stream drops what it already has.
 		consumertest.Eventually(t, 2*time.Minute, fmt.Sprintf("chunk %d published", k), func() bool {

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
-	"github.com/jetledger/jetledger/publisher"
 )
 
 // partitionWorld runs all four partitions of PART to completion and
@@ -25,17 +23,10 @@ func partitionWorld(t *testing.T) (*world, []event, []*sql.DB) {
 		_, ok := p.record(func(r map[string]any) bool { return r["msg"] == "consuming partitions" })
 		return ok
 	})
-	msgs := make([]publisher.Message, len(evs))
-	for i, e := range evs {
-		msgs[i] = publisher.Message{Subject: "pay." + e.Account, ID: e.ID, Data: e.data()}
-	}
-	if _, err := w.pub.PublishBatch(context.Background(), msgs); err != nil {
+	if _, err := w.pub.PublishBatch(context.Background(), byAccount(evs)); err != nil {
 		t.Fatal(err)
 	}
-	ledgers := make([]*sql.DB, 4)
-	for i := range ledgers {
-		ledgers[i] = (&world{t: t, db: filepath.Join(w.dir, fmt.Sprintf("ledger-p%d.db", i))}).ledgerDB()
-	}
+	ledgers := partitionLedgers(t, w.dir, 4)
 	consumertest.Eventually(t, time.Minute, "all applied", func() bool {
 		return total(t, ledgers) >= len(evs)
 	})

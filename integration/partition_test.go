@@ -42,23 +42,12 @@ func TestPartitionsKeepEachKeyInOneLedger(t *testing.T) {
 		return ok
 	})
 	b := partition("2,3")
-	msgs := make([]publisher.Message, len(evs))
-	for i, e := range evs {
-		msgs[i] = publisher.Message{Subject: "pay." + e.Account, ID: e.ID, Data: e.data()}
-	}
-	if _, err := w.pub.PublishBatch(context.Background(), msgs); err != nil {
+	if _, err := w.pub.PublishBatch(context.Background(), byAccount(evs)); err != nil {
 		t.Fatal(err)
 	}
-	ledgers := make([]*sql.DB, 4)
-	for i := range ledgers {
-		ledgers[i] = (&world{t: t, db: filepath.Join(filepath.Dir(w.db), fmt.Sprintf("ledger-p%d.db", i))}).ledgerDB()
-	}
+	ledgers := partitionLedgers(t, w.dir, 4)
 	consumertest.Eventually(t, time.Minute, "every event applied in some partition", func() bool {
-		n := 0
-		for _, db := range ledgers {
-			n += count(t, db, `SELECT count(*) FROM processed_messages`)
-		}
-		return n >= len(evs)
+		return total(t, ledgers) >= len(evs)
 	})
 	for _, p := range []*proc{a, b} {
 		p.signal(syscall.SIGTERM)
@@ -110,4 +99,24 @@ func TestPartitionsKeepEachKeyInOneLedger(t *testing.T) {
 	if shown != len(evs) {
 		t.Errorf("status shows %d ledger rows over the partitions, want %d", shown, len(evs))
 	}
+}
+
+// byAccount is evs as messages on pay.<account>: a stream run partitions by
+// --subjects pay.* keys them by account.
+func byAccount(evs []event) []publisher.Message {
+	msgs := make([]publisher.Message, len(evs))
+	for i, e := range evs {
+		msgs[i] = publisher.Message{Subject: "pay." + e.Account, ID: e.ID, Data: e.data()}
+	}
+	return msgs
+}
+
+// partitionLedgers opens the ledgers of n partitions of a run whose --db is
+// in dir (ledger-p<I>.db beside ledger.db).
+func partitionLedgers(t *testing.T, dir string, n int) []*sql.DB {
+	ledgers := make([]*sql.DB, n)
+	for i := range ledgers {
+		ledgers[i] = (&world{t: t, db: filepath.Join(dir, fmt.Sprintf("ledger-p%d.db", i))}).ledgerDB()
+	}
+	return ledgers
 }
