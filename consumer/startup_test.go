@@ -119,15 +119,7 @@ func TestNewDoesNotWaitForAnAnswer(t *testing.T) {
 // reconnects when it restarts.
 func newEnvOn(t testing.TB, srv *server.Server) *env {
 	t.Helper()
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := consumertest.Connect(t, srv, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
 	return envWith(t, nc, js)
 }
 

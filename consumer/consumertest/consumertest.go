@@ -54,9 +54,9 @@ func RunServerWithOptions(tb testing.TB, opts *server.Options) *server.Server {
 
 // Connect connects to s and returns the connection and its JetStream API;
 // the connection is closed by tb.Cleanup.
-func Connect(tb testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
+func Connect(tb testing.TB, s *server.Server, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	tb.Helper()
-	nc, err := nats.Connect(s.ClientURL())
+	nc, err := nats.Connect(s.ClientURL(), opts...)
 	if err != nil {
 		tb.Fatalf("consumertest: connect: %v", err)
 	}

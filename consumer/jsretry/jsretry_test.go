@@ -136,15 +136,7 @@ func TestCallWaitsUntilCtxEnds(t *testing.T) {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		t.Fatal("server not ready")
 	}
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := consumertest.Connect(t, srv)
 	if _, err := js.Stream(context.Background(), "EV"); !errors.Is(err, nats.ErrNoResponders) {
 		t.Fatalf("a server without JetStream: %v, want no responders", err)
 	}
@@ -174,15 +166,7 @@ func TestCallRidesOutARestart(t *testing.T) {
 	dir := t.TempDir()
 	srv := consumertest.RunServerWithOptions(t, &server.Options{StoreDir: dir})
 	port := srv.Addr().(*net.TCPAddr).Port // the same port after the restart
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := consumertest.Connect(t, srv, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
 	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}})
 	srv.Shutdown()
 	srv.WaitForShutdown()

@@ -63,15 +63,7 @@ type env struct {
 func newEnv(t *testing.T, opts *server.Options, window time.Duration, cfg jetstream.StreamConfig) *env {
 	t.Helper()
 	srv := consumertest.RunServerWithOptions(t, opts)
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc, js := consumertest.Connect(t, srv, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond))
 	cfg.Name, cfg.Subjects, cfg.Duplicates = "EFF", []string{"effects.>"}, window
 	consumertest.CreateStream(t, js, cfg)
 	clk := &clock{}
