@@ -70,12 +70,11 @@ const (
 // a copy and a free in the driver.
 func insertMany(run func(query string, args []any) error, head, tail string, width int, args []any) error {
 	limit := min(maxRowsPerInsert, maxParams/width)
-	shared := make([]int, width)
 	var bound []any
 	for rows := len(args) / width; rows > 0; {
 		n := 1 << (bits.Len(uint(min(rows, limit))) - 1) // the largest power of two that fits
 		var mask uint64
-		mask, bound = foldColumns(args[:n*width], width, shared, bound[:0])
+		mask, bound = foldColumns(args[:n*width], width, bound[:0])
 		if err := run(head+valuesList(n, width, mask)+tail, bound); err != nil {
 			return err
 		}
@@ -88,18 +87,16 @@ func insertMany(run func(query string, args []any) error, head, tail string, wid
 // every row: it returns them as a mask, bit c for column c, and appends to
 // out the values to bind: those columns' values first, then the others row
 // by row, as valuesList numbers the parameters.
-func foldColumns(rows []any, width int, shared []int, out []any) (uint64, []any) {
+func foldColumns(rows []any, width int, out []any) (uint64, []any) {
 	var mask uint64
 	for c := range width {
-		shared[c] = 0
 		if width <= 64 && len(rows) > width && sameInEveryRow(rows, width, c) {
 			mask |= 1 << c
-			shared[c] = 1
 			out = append(out, rows[c])
 		}
 	}
 	for i, v := range rows {
-		if shared[i%width] == 0 {
+		if mask&(1<<(i%width)) == 0 {
 			out = append(out, v)
 		}
 	}
