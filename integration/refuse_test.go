@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,7 +62,8 @@ func TestUsageErrors(t *testing.T) {
 		{name: "unknown flag", args: []string{"run", "--no-such-flag"}, want: "no-such-flag"},
 		{name: "unknown command", args: []string{"frobnicate"}, want: "frobnicate"},
 		{name: "bad duration", args: []string{"run", "--deadline", "soon"}, want: "deadline"},
-		{name: "apply does not compile", args: []string{"run", "--db", "DB", "--apply", "INSERT INTO nowhere VALUES (:data)"}, want: "--apply does not compile"},
+		// The embedded server's port is taken: the SQL is checked first.
+		{name: "apply does not compile", args: []string{"run", "--db", "DB", "--listen", "BUSY", "--apply", "INSERT INTO nowhere VALUES (:data)"}, want: "--apply does not compile"},
 		{name: "publish without subject", args: []string{"publish", "--data", "{}"}, want: "--subject is required"},
 		{name: "publish bad json", args: []string{"publish", "--subject", "x", "--data", "{"}, want: "not valid JSON"},
 		{name: "ledger unknown subcommand", args: []string{"ledger", "vacuum"}, want: "vacuum"},
@@ -70,8 +72,16 @@ func TestUsageErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append([]string(nil), tt.args...)
 			for i, a := range args {
-				if a == "DB" {
+				switch a {
+				case "DB":
 					args[i] = t.TempDir() + "/l.db"
+				case "BUSY":
+					l, err := net.Listen("tcp", "127.0.0.1:0")
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { l.Close() })
+					args[i] = l.Addr().String()
 				}
 			}
 			p := start(t, nil, args...)
@@ -109,13 +119,25 @@ func TestSIGTERMDuringStartup(t *testing.T) {
 		SELECT count(*) AS n FROM c;`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, nil, "run", "--nats", w.srv.ClientURL(), "--db", w.db, "--stream", stream, "--schema", slow, "--log-format", "json")
-	consumertest.Eventually(t, 30*time.Second, "ledger created", func() bool {
-		_, err := os.Stat(w.db)
-		return err == nil
+	// The schema runs first on a scratch copy of the ledger in TMPDIR
+	// (the early SQL check), then on the ledger: SIGTERM in the first.
+	tmp := filepath.Join(w.dir, "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, []string{"TMPDIR=" + tmp}, "run", "--nats", w.srv.ClientURL(), "--db", w.db, "--stream", stream, "--schema", slow, "--log-format", "json")
+	consumertest.Eventually(t, 30*time.Second, "scratch ledger created", func() bool {
+		entries, err := os.ReadDir(tmp)
+		return err == nil && len(entries) > 0
 	})
 	p.signal(syscall.SIGTERM)
 	if code := p.wait(30 * time.Second); code != 0 || !strings.Contains(p.output(), "stopped while starting") {
 		t.Fatalf("exit %d\n%s", code, p.output())
+	}
+	if entries, err := os.ReadDir(tmp); err != nil || len(entries) > 0 {
+		t.Fatalf("the scratch ledger is left behind: %v %v", entries, err)
+	}
+	if _, err := os.Stat(w.db); err == nil {
+		t.Fatalf("the ledger was created before its schema was checked")
 	}
 }

@@ -87,10 +87,12 @@ type consumption struct {
 
 // setup checks the flags, then starts what run and replay consume with,
 // effects going to s (nil: none). The embedded server's store lock comes
-// first: a second owner is refused before it touches anything. The ledger
-// is opened once the server answers, so that an unreachable one leaves no
-// new database behind; --schema and --apply, which need the ledger, are
-// checked before the stream is created.
+// first: a second owner is refused before it touches anything; before it,
+// --schema and --apply are checked on a scratch copy of the ledger's schema
+// (checkSQLFirst), so a bad one creates nothing. The ledger is opened once
+// the server answers, so that an unreachable one leaves no new database
+// behind; --schema and --apply are checked on it again before the stream is
+// created.
 func (f *consumeFlags) setup(ctx context.Context, stderr io.Writer, s sink) (*consumption, error) {
 	c := &consumption{sink: s}
 	if err := f.start(ctx, c, stderr); err != nil {
@@ -108,6 +110,9 @@ func (f *consumeFlags) start(ctx context.Context, c *consumption, stderr io.Writ
 		return err
 	}
 	c.log = c.log.With(f.logAttrs...)
+	if err := checkSQLFirst(ctx, f.DB, f.Schema, f.Apply); err != nil {
+		return err
+	}
 	applyMemoryLimit(f.MemoryLimit, c.log)
 	conn := f.NATS
 	if conn.URL == "" {
