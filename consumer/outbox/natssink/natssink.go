@@ -12,6 +12,13 @@
 // The sink does not send while its connection is down (Ready), so a row
 // waits queued through an outage instead of using up its attempts.
 //
+// Rows in review are looked up in the stream (Lookup). Before each claim the
+// dispatcher records on the row the stream instance (name and creation
+// time) and its last sequence (Position); the lookup reads that instance
+// from there, and says "never seen" only when that very instance still holds
+// every message since. A stream deleted and created again, another stream
+// on a moved subject, or a clock that was wrong proves nothing.
+//
 //	sink, err := natssink.New(ctx, js, nc, natssink.Config{Subject: "effects.site1"})
 //	d, err := outbox.New(store, outbox.Config{Sink: sink})
 package natssink
@@ -55,8 +62,9 @@ type Config struct {
 	// acknowledgement. Default 5s.
 	Timeout time.Duration
 	// Now is the clock that stamped the outbox rows (the ledger's), by
-	// which a lookup measures how far the server's clock is off. Default
-	// time.Now.
+	// which a lookup of a row with no usable record of its stream measures
+	// how far the server's clock is off; such a lookup can only find.
+	// Default time.Now.
 	Now func() time.Time
 	// Logger reports New waiting for a cluster that cannot answer yet.
 	// Default slog.Default().
