@@ -206,3 +206,44 @@ func TestLookupAfterTheClockWasCorrected(t *testing.T) {
 		}
 	}
 }
+
+// seenAtSend keeps what the ledger holds for each row when its send starts.
+type seenAtSend struct {
+	*natssink.Sink
+	st   *ledger.Store
+	rows chan ledger.OutboxItem
+}
+
+func (s seenAtSend) Send(ctx context.Context, it ledger.OutboxItem) (string, error) {
+	stored, err := s.st.Get(ctx, it.ID)
+	if err != nil {
+		return "", err
+	}
+	s.rows <- stored
+	return s.Sink.Send(ctx, it)
+}
+
+// Where a send goes is in the ledger before the send leaves, so a crash in
+// mid-send still leaves a row a lookup can judge: the stream's instance and
+// its last sequence before the send, below the sequence the send stored.
+func TestClaimRecordsTheStreamBeforeTheSend(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &server.Options{}, 2*time.Minute, jetstream.StreamConfig{})
+	sink := e.sink(t)
+	if _, err := e.js.Publish(t.Context(), "effects.other", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	want, err := sink.Position(t.Context())
+	if err != nil || want.Position != 1 || want.Instance == "" {
+		t.Fatalf("position %+v, %v; want the instance after sequence 1", want, err)
+	}
+	rows := e.enqueue(t, "m1")
+	seen := make(chan ledger.OutboxItem, 1)
+	e.run(t, outbox.Config{Sink: seenAtSend{sink, e.st, seen}})
+	if got := (<-seen).SentTo; got != want {
+		t.Errorf("the row at its send records %+v, want %+v", got, want)
+	}
+	if it := e.waitStatus(t, rows[0], ledger.StatusSent); it.ExternalID != "EFF:2" || it.SentTo != want {
+		t.Errorf("sent row %+v, want EFF:2 recorded as %+v", it, want)
+	}
+}
