@@ -260,6 +260,13 @@ func TestOutageKeepsRowsQueued(t *testing.T) {
 	if !e.logs.has("destination reachable again") {
 		t.Error("no log line for the end of the outage")
 	}
+	// A restart keeps the stream's creation time: the same instance, which
+	// can still prove what it never got.
+	for _, id := range during {
+		if got, was := e.status(t, id).SentTo.Instance, e.status(t, before[0]).SentTo.Instance; got != was || was == "" {
+			t.Errorf("row %s sent to %q after the restart, %q before", id, got, was)
+		}
+	}
 }
 
 // A dead worker's row (lease expired mid-send) is sent again with the same
