@@ -48,8 +48,24 @@ type OutboxItem struct {
 	Error         string    `json:"error,omitempty"`
 	NextAttemptAt time.Time `json:"next_attempt_at,omitzero"`
 	SentAt        time.Time `json:"sent_at,omitzero"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	// SentTo is where the row's sends may have gone, recorded with each
+	// claim before its send; zero when nothing can say (see Destination).
+	SentTo    Destination `json:"sent_to,omitzero"`
+	CreatedAt time.Time   `json:"created_at"`
+	UpdatedAt time.Time   `json:"updated_at"`
+}
+
+// Destination is an instance of a destination and a position in it, as a
+// sink names them (for a stream: its name and creation time, and its last
+// sequence): the ledger stores it and never reads it. On a row it says that
+// every send of the row since the last proof that none had landed went to
+// Instance, after Position, so a lookup reading Instance from Position on
+// sees every copy. It is zero when the sink names no instance, when the
+// row's sends may have gone to more than one, and on rows claimed before
+// the ledger recorded it: then nothing proves the item never arrived.
+type Destination struct {
+	Instance string `json:"instance"`
+	Position uint64 `json:"position"`
 }
 
 var ulidEntropy = struct {
@@ -109,19 +125,23 @@ func (t *Tx) enqueue(ctx context.Context, sink string, payload []byte, st Status
 }
 
 const outboxCols = `id, message_id, sink, payload, status, attempts, claimed_by, claimed_at, lease_until,
-	pending_delete, maybe_sent, external_id, error, next_attempt_at, sent_at, created_at, updated_at`
+	pending_delete, maybe_sent, external_id, error, next_attempt_at, sent_at, sent_to_instance, sent_to_position,
+	created_at, updated_at`
 
 func scanItem(sc scanner) (OutboxItem, error) {
 	var it OutboxItem
 	var status string
-	var claimedBy, ext, errText sql.NullString
-	var claimedAt, lease, sentAt sql.NullInt64
+	var claimedBy, ext, errText, sentTo sql.NullString
+	var claimedAt, lease, sentAt, sentToPos sql.NullInt64
 	var next, created, updated int64
 	if err := sc.Scan(&it.ID, &it.MessageID, &it.Sink, &it.Payload, &status, &it.Attempts, &claimedBy, &claimedAt,
-		&lease, &it.PendingDelete, &it.MaybeSent, &ext, &errText, &next, &sentAt, &created, &updated); err != nil {
+		&lease, &it.PendingDelete, &it.MaybeSent, &ext, &errText, &next, &sentAt, &sentTo, &sentToPos, &created, &updated); err != nil {
 		return OutboxItem{}, err
 	}
 	it.Status, it.ClaimedBy, it.ExternalID, it.Error = Status(status), claimedBy.String, ext.String, errText.String
+	if sentTo.Valid && sentToPos.Valid {
+		it.SentTo = Destination{Instance: sentTo.String, Position: uint64(sentToPos.Int64)}
+	}
 	it.ClaimedAt, it.LeaseUntil, it.SentAt = msTime(claimedAt), msTime(lease), msTime(sentAt)
 	if next > 0 {
 		it.NextAttemptAt = time.UnixMilli(next)

@@ -188,3 +188,48 @@ func TestClaimLeaseStartsAfterTheWriterWait(t *testing.T) {
 
 // tr drops the row a transition returns, for tests that check only its error.
 func tr(_ ledger.OutboxItem, err error) error { return err }
+
+// Each claim records where its send goes; the record keeps the lowest
+// position on one instance, and is dropped when the row's copies may be in
+// more than one (or the sink names none), so no lookup can then prove the
+// item never arrived.
+func TestClaimRecordsWhereTheSendGoes(t *testing.T) {
+	t.Parallel()
+	x5, x9, y2 := ledger.Destination{Instance: "X@1", Position: 5}, ledger.Destination{Instance: "X@1", Position: 9}, ledger.Destination{Instance: "Y@2", Position: 2}
+	for _, tc := range []struct {
+		name    string
+		claims  []ledger.Destination
+		between ledger.Change // how each claim but the last ends
+		want    ledger.Destination
+	}{
+		{name: "first claim", claims: []ledger.Destination{x5}, want: x5},
+		{name: "a later send on the same instance keeps the earlier position", claims: []ledger.Destination{x5, x9}, between: ledger.RetryMaybeSent, want: x5},
+		{name: "a lower position on the same instance is kept", claims: []ledger.Destination{x9, x5}, between: ledger.Retry, want: x5},
+		{name: "maybe landed on one instance, sent to another", claims: []ledger.Destination{x5, y2}, between: ledger.RetryMaybeSent, want: ledger.Destination{}},
+		{name: "provably not landed on one instance, sent to another", claims: []ledger.Destination{x5, y2}, between: ledger.Retry, want: y2},
+		{name: "maybe landed where nothing was recorded", claims: []ledger.Destination{{}, x5}, between: ledger.RetryMaybeSent, want: ledger.Destination{}},
+		{name: "a sink that names no instance", claims: []ledger.Destination{x5, {}}, between: ledger.Retry, want: ledger.Destination{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			st := openStore(t)
+			ctx := context.Background()
+			id, _ := enqueueWith(t, st, "m", nil)
+			var it ledger.OutboxItem
+			for i, to := range tc.claims {
+				var err error
+				if i > 0 {
+					if _, err = st.Transition(ctx, id, tc.between, ledger.Params{Worker: "w"}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if it, err = st.Transition(ctx, id, ledger.Claim, ledger.Params{Worker: "w", Lease: time.Minute, SentTo: to}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, err := st.Get(ctx, id); err != nil || got.SentTo != tc.want || it.SentTo != tc.want {
+				t.Fatalf("sent to %+v (claim returned %+v), %v; want %+v", got.SentTo, it.SentTo, err, tc.want)
+			}
+		})
+	}
+}

@@ -19,7 +19,8 @@ type Change string
 // decided.
 const (
 	// Claim: queued → sending, for Params.Worker, with a lease of
-	// Params.Lease starting once the claim holds the writer.
+	// Params.Lease starting once the claim holds the writer. It records
+	// Params.SentTo, where the send about to leave goes (see sentTo).
 	Claim Change = "claim"
 	// Sent (owned): sending → sent with Params.ExternalID.
 	Sent Change = "sent"
@@ -81,6 +82,7 @@ type Params struct {
 	Delay      time.Duration // Retry, RetryMaybeSent: until the next attempt
 	Reason     string        // written to the row's error
 	ExternalID string        // the destination's id for the item
+	SentTo     Destination   // Claim: the destination's instance and position just before
 }
 
 // The states a change may start from, as SQL. A row cancelled while its send
@@ -96,6 +98,24 @@ const (
 	releaseClaim   = `claimed_by = NULL, claimed_at = NULL, lease_until = NULL`
 )
 
+// sentTo is how a claim records where its send goes. On the instance already
+// recorded, the lower position is kept: an earlier copy may be there, and
+// the read must start before it. Elsewhere the claim's own is recorded if no
+// earlier send may have landed (maybe_sent = 0: each failed provably, or a
+// lookup or a person found the item absent); if one may have, the row's
+// copies may be in two instances, or (nothing recorded) anywhere, and no
+// record is kept: no single instance can then prove the item never arrived.
+// A sink that names no instance leaves no record either.
+const sentTo = `sent_to_instance = CASE
+		WHEN :to = '' THEN NULL
+		WHEN sent_to_instance = :to OR maybe_sent = 0 THEN :to
+		ELSE NULL END,
+	sent_to_position = CASE
+		WHEN :to = '' THEN NULL
+		WHEN sent_to_instance = :to THEN min(sent_to_position, :pos)
+		WHEN maybe_sent = 0 THEN :pos
+		ELSE NULL END`
+
 // transition is one row of the table: from which states, whether only the
 // claimer may make it, any further guard, the new state and what else is set.
 type transition struct {
@@ -108,7 +128,7 @@ type transition struct {
 
 var transitions = map[Change]transition{
 	Claim: {from: []string{fromQueued}, to: StatusSending,
-		set: `claimed_by = :worker, claimed_at = :now, lease_until = :now + :lease, attempts = attempts + 1`},
+		set: `claimed_by = :worker, claimed_at = :now, lease_until = :now + :lease, attempts = attempts + 1, ` + sentTo},
 	Sent: {from: []string{fromSending}, owned: true, to: StatusSent,
 		set: `external_id = nullif(:ext, ''), sent_at = :now, error = NULL`},
 	Retry: {from: []string{fromSending}, owned: true, to: StatusQueued,
@@ -183,7 +203,8 @@ func (s *Store) Transition(ctx context.Context, id string, c Change, p Params) (
 	now := s.cfg.Now().UnixMilli()
 	it, err := scanItem(tx.QueryRowContext(ctx, t.query(), sql.Named("id", id), sql.Named("now", now),
 		sql.Named("worker", p.Worker), sql.Named("lease", p.Lease.Milliseconds()), sql.Named("delay", p.Delay.Milliseconds()),
-		sql.Named("reason", p.Reason), sql.Named("ext", p.ExternalID)))
+		sql.Named("reason", p.Reason), sql.Named("ext", p.ExternalID),
+		sql.Named("to", p.SentTo.Instance), sql.Named("pos", int64(p.SentTo.Position))))
 	if errors.Is(err, sql.ErrNoRows) {
 		tx.Rollback() //nolint:errcheck // nothing changed; explain reads on its own
 		return OutboxItem{}, s.refused(ctx, id, c, t, p)

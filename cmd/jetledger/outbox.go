@@ -69,11 +69,20 @@ func (o *outboxCmd) list(inv *invocation, status ledger.Status, limit limitFlag)
 	fetch := func(st *ledger.Store) ([]ledger.OutboxItem, error) {
 		return st.ListOutbox(inv.ctx, status, limit.Limit)
 	}
-	return listRows(inv, o.dbFlag, o.JSON, fetch, []string{"ID", "STATUS", "MESSAGE ID", "SINK", "ATTEMPTS", "EXTERNAL ID", "UPDATED", "ERROR"},
+	return listRows(inv, o.dbFlag, o.JSON, fetch, []string{"ID", "STATUS", "MESSAGE ID", "SINK", "ATTEMPTS", "EXTERNAL ID", "SENT TO", "UPDATED", "ERROR"},
 		func(it ledger.OutboxItem) []string {
 			return []string{it.ID, string(it.Status), it.MessageID, it.Sink, fmt.Sprint(it.Attempts),
-				it.ExternalID, it.UpdatedAt.Format(time.RFC3339), it.Error}
+				it.ExternalID, sentTo(it.SentTo), it.UpdatedAt.Format(time.RFC3339), it.Error}
 		})
+}
+
+// sentTo shows where a row's sends went, as its sink named it (a stream:
+// name@creation in unix ns, after its last sequence before the first send).
+func sentTo(d ledger.Destination) string {
+	if d.Instance == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s after %d", d.Instance, d.Position)
 }
 
 type outboxListCmd struct {

@@ -81,6 +81,7 @@ type Dispatcher struct {
 	// idempotent: unknown outcomes may be sent again (see idempotence).
 	idempotent bool
 	unready    atomic.Bool // the sink said its destination is unreachable
+	unplaced   bool        // the sink's Position failed last round; only Run reads and writes it
 }
 
 // New validates cfg; the lease must outlast the sink's timeout.
@@ -201,12 +202,16 @@ func (d *Dispatcher) round(ctx context.Context, slots chan struct{}, wg *sync.Wa
 		return true, nil
 	}
 	ids, err := d.o.Due(ctx, d.sink.Name(), free)
-	if err != nil {
+	if err != nil || len(ids) == 0 {
 		return false, err
+	}
+	to, ok := d.position(ctx)
+	if !ok {
+		return false, nil
 	}
 	for _, id := range ids {
 		token := fmt.Sprintf("%s#%d", d.id, d.claims.Add(1)) // unique per claim
-		it, err := d.o.Transition(ctx, id, ledger.Claim, ledger.Params{Worker: token, Lease: d.cfg.Lease})
+		it, err := d.o.Transition(ctx, id, ledger.Claim, ledger.Params{Worker: token, Lease: d.cfg.Lease, SentTo: to})
 		if errors.Is(err, ledger.ErrNotClaimed) {
 			continue // another dispatcher has it
 		}
@@ -221,4 +226,27 @@ func (d *Dispatcher) round(ctx context.Context, slots chan struct{}, wg *sync.Wa
 		}()
 	}
 	return len(ids) == free, nil
+}
+
+// position asks a Positioner where the sends about to be claimed go, read
+// before the claims so that every copy they store lies after it. ok is false
+// when it cannot say: nothing is claimed, and the rows wait queued.
+func (d *Dispatcher) position(ctx context.Context) (ledger.Destination, bool) {
+	p, ok := d.sink.(Positioner)
+	if !ok {
+		return ledger.Destination{}, true
+	}
+	pctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
+	to, err := p.Position(pctx)
+	cancel()
+	switch was := d.unplaced; {
+	case err != nil && ctx.Err() != nil:
+		return ledger.Destination{}, false
+	case err != nil && !was:
+		d.log.WarnContext(ctx, "outbox: cannot read where sends would go; rows wait queued until it can", "sink", d.sink.Name(), "err", err)
+	case err == nil && was:
+		d.log.InfoContext(ctx, "outbox: destination readable again; sending", "sink", d.sink.Name())
+	}
+	d.unplaced = err != nil
+	return to, err == nil
 }

@@ -36,10 +36,23 @@ type Deleter interface {
 // by its idempotency key (the row id), so that rows in review settle
 // themselves: found means sent (with the destination's id for it, when it
 // gives one); not found means the destination never saw it, so it is sent
-// again with the same key. An error means the destination cannot say now;
-// errors.ErrUnsupported, that this sink cannot look up (not configured).
+// again with the same key. An error means the destination cannot say now
+// (or, for a Positioner, cannot prove it for this row: the instance in
+// item.SentTo is gone, or nothing was recorded); errors.ErrUnsupported,
+// that this sink cannot look up (not configured).
 type Looker interface {
 	Lookup(ctx context.Context, item ledger.OutboxItem) (externalID string, found bool, err error)
+}
+
+// Positioner is a sink whose destination has instances and positions, as a
+// stream has (its name and creation time; its last sequence). The
+// dispatcher asks it just before it claims rows and records the answer with
+// each claim, so before the send leaves (ledger.OutboxItem.SentTo): its
+// Looker can then read the instance the row's sends went to, from before the
+// first of them, and need trust no clock, nor any other instance, to say
+// "never seen". While Position fails nothing is claimed.
+type Positioner interface {
+	Position(ctx context.Context) (ledger.Destination, error)
 }
 
 // What a failed send means for the item. A *SendError wraps one of these.

@@ -1,6 +1,7 @@
 package natssink_test
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -82,7 +83,12 @@ func TestLookupAfterPurgeCannotSayNever(t *testing.T) {
 			e := newEnv(t, &server.Options{}, 2*time.Minute, jetstream.StreamConfig{})
 			sink := e.sink(t)
 			rows := e.enqueue(t, "m1")
-			if _, err := sink.Send(t.Context(), e.status(t, rows[0])); err != nil {
+			it := e.status(t, rows[0])
+			var err error
+			if it.SentTo, err = sink.Position(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := sink.Send(t.Context(), it); err != nil {
 				t.Fatal(err)
 			}
 			s, _ := e.js.Stream(t.Context(), "EFF")
@@ -95,9 +101,9 @@ func TestLookupAfterPurgeCannotSayNever(t *testing.T) {
 			}
 			info, _ := s.Info(t.Context())
 			t.Logf("after purge: %+v", info.State)
-			_, found, err := sink.Lookup(t.Context(), e.status(t, rows[0]))
-			if err == nil && !found {
-				t.Fatalf("a purged message is reported 'never seen' (found=%v err=%v)", found, err)
+			_, found, err := sink.Lookup(t.Context(), it)
+			if !errors.Is(err, natssink.ErrCannotProve) || found {
+				t.Fatalf("lookup of a purged message: found=%v err=%v, want ErrCannotProve", found, err)
 			}
 		})
 	}
@@ -175,6 +181,11 @@ func TestLookupMaxMsgsPerSubjectCannotSayNever(t *testing.T) {
 	e := newEnv(t, &server.Options{}, 2*time.Minute, jetstream.StreamConfig{MaxMsgsPerSubject: 1})
 	sink := e.sink(t)
 	rows := e.enqueue(t, "a", "b")
+	a := e.status(t, rows[0])
+	var err error
+	if a.SentTo, err = sink.Position(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	for _, id := range rows {
 		if _, err := sink.Send(t.Context(), e.status(t, id)); err != nil {
 			t.Fatal(err)
@@ -183,7 +194,7 @@ func TestLookupMaxMsgsPerSubjectCannotSayNever(t *testing.T) {
 	s, _ := e.js.Stream(t.Context(), "EFF")
 	info, _ := s.Info(t.Context())
 	t.Logf("state %+v", info.State)
-	if _, found, err := sink.Lookup(t.Context(), e.status(t, rows[0])); err == nil && !found {
-		t.Fatalf("a message replaced under MaxMsgsPerSubject is 'never seen'")
+	if _, found, err := sink.Lookup(t.Context(), a); !errors.Is(err, natssink.ErrCannotProve) || found {
+		t.Fatalf("a message replaced under MaxMsgsPerSubject: found=%v err=%v, want ErrCannotProve", found, err)
 	}
 }

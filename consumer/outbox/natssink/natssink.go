@@ -12,6 +12,13 @@
 // The sink does not send while its connection is down (Ready), so a row
 // waits queued through an outage instead of using up its attempts.
 //
+// Rows in review are looked up in the stream (Lookup). Before each claim the
+// dispatcher records on the row the stream instance (name and creation
+// time) and its last sequence (Position); the lookup reads that instance
+// from there, and says "never seen" only when that very instance still holds
+// every message since. A stream deleted and created again, another stream
+// on a moved subject, or a clock that was wrong proves nothing.
+//
 //	sink, err := natssink.New(ctx, js, nc, natssink.Config{Subject: "effects.site1"})
 //	d, err := outbox.New(store, outbox.Config{Sink: sink})
 package natssink
@@ -44,9 +51,6 @@ const (
 // item, as the webhook sink does.
 const HeaderMessageID = "Jetledger-Message-Id"
 
-// ErrInvalidConfig: a Config field is missing or malformed.
-var ErrInvalidConfig = errors.New("natssink: invalid configuration")
-
 // Config configures a Sink.
 type Config struct {
 	// Name is the sink's name in the outbox. Default "nats".
@@ -58,8 +62,9 @@ type Config struct {
 	// acknowledgement. Default 5s.
 	Timeout time.Duration
 	// Now is the clock that stamped the outbox rows (the ledger's), by
-	// which a lookup measures how far the server's clock is off. Default
-	// time.Now.
+	// which a lookup of a row with no usable record of its stream measures
+	// how far the server's clock is off; such a lookup can only find.
+	// Default time.Now.
 	Now func() time.Time
 	// Logger reports New waiting for a cluster that cannot answer yet.
 	// Default slog.Default().
@@ -83,15 +88,17 @@ type Sink struct {
 var windowRefresh = 30 * time.Second
 
 // lookupSlack is how much earlier than the row's creation, on the server's
-// clock, a lookup starts reading: the ledger stamps rows with this host's
-// clock, and the two clocks may differ by more than the skew measured.
+// clock, a lookup of a row with no usable record of where it was sent starts
+// reading: the ledger stamps rows with this host's clock, and the two clocks
+// may differ by more than the skew measured. Such a read can only find.
 const lookupSlack = time.Minute
 
 var (
-	_ outbox.Sink      = (*Sink)(nil)
-	_ outbox.Looker    = (*Sink)(nil)
-	_ outbox.Windowed  = (*Sink)(nil)
-	_ outbox.Readiness = (*Sink)(nil)
+	_ outbox.Sink       = (*Sink)(nil)
+	_ outbox.Looker     = (*Sink)(nil)
+	_ outbox.Windowed   = (*Sink)(nil)
+	_ outbox.Readiness  = (*Sink)(nil)
+	_ outbox.Positioner = (*Sink)(nil)
 )
 
 // New finds the stream that captures cfg.Subject and reads its duplicate
@@ -213,88 +220,186 @@ func classify(err error) error {
 
 func externalID(stream string, seq uint64) string { return stream + ":" + strconv.FormatUint(seq, 10) }
 
-// Lookup reads the stream for a message with the item's id, from a minute
-// before the row was created (on the server's clock) to the stream's last
-// message now, on every subject. "Not found"
-// is an answer only when nothing published since then can have left the
-// stream: a limits stream whose oldest message is older than the row and
-// that has no deleted messages. Otherwise the stream cannot say, and the
-// error says why.
+// Position is the stream's instance, its name and creation time, and its
+// last sequence now: read before a claim, so whatever the claimed send
+// stores lies after it.
+func (s *Sink) Position(ctx context.Context) (ledger.Destination, error) {
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return ledger.Destination{}, fmt.Errorf("natssink: read stream %s: %w", s.stream, err)
+	}
+	info := st.CachedInfo()
+	return ledger.Destination{Instance: instance(s.stream, info.Created), Position: info.State.LastSeq}, nil
+}
+
+// instance names a stream instance: a stream deleted and created again under
+// the same name is another one (DESIGN.md rule 13).
+func instance(name string, created time.Time) string {
+	return name + "@" + strconv.FormatInt(created.UnixNano(), 10)
+}
+
+// parseInstance splits what instance made.
+func parseInstance(s string) (name string, created time.Time, ok bool) {
+	i := strings.LastIndexByte(s, '@')
+	if i <= 0 {
+		return "", time.Time{}, false
+	}
+	ns, err := strconv.ParseInt(s[i+1:], 10, 64)
+	if err != nil {
+		return "", time.Time{}, false
+	}
+	return s[:i], time.Unix(0, ns), true
+}
+
+// Lookup looks for a message with the item's id in the stream instance the
+// row's sends went to (item.SentTo), from the position before the first of
+// them to the last message now, on every subject. "Not found" is an answer
+// only from that instance, a limits stream that still holds every message
+// since that position; otherwise the error wraps ErrCannotProve and says
+// why. A row with no usable record (claimed before one was kept, its
+// instance gone) is looked for in the sink's stream from about its creation
+// time, which can find it but never prove it absent.
 func (s *Sink) Lookup(ctx context.Context, it ledger.OutboxItem) (string, bool, error) {
+	st, err := s.sentTo(ctx, it)
+	switch {
+	case err == nil:
+		return s.lookupFrom(ctx, st, it)
+	case !errors.Is(err, ErrCannotProve):
+		return "", false, err
+	}
+	ext, found, ferr := s.findSince(ctx, it)
+	if ferr != nil || found {
+		return ext, found, ferr
+	}
+	return "", false, err
+}
+
+// sentTo opens the stream instance the row's sends went to. The error wraps
+// ErrCannotProve when no instance is recorded or it no longer exists.
+func (s *Sink) sentTo(ctx context.Context, it ledger.OutboxItem) (jetstream.Stream, error) {
+	name, created, ok := parseInstance(it.SentTo.Instance)
+	if !ok {
+		return nil, fmt.Errorf("%w: row %s has no record of the stream its sends went to (claimed before jetledger kept one, or its sends may have gone to more than one stream): look for Nats-Msg-Id %s there, then resolve the row",
+			ErrCannotProve, it.ID, it.ID)
+	}
+	st, err := s.js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("%w: row %s was sent to stream %s created %s, which no longer exists: look for Nats-Msg-Id %s where its messages went, then resolve the row",
+			ErrCannotProve, it.ID, name, created.UTC().Format(time.RFC3339Nano), it.ID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natssink: look up stream %s: %w", name, err)
+	}
+	if now := st.CachedInfo().Created; !now.Equal(created) {
+		return nil, fmt.Errorf("%w: row %s was sent to stream %s created %s; the stream of that name now was created %s and proves nothing about the first: look for Nats-Msg-Id %s where its messages went, then resolve the row",
+			ErrCannotProve, it.ID, name, created.UTC().Format(time.RFC3339Nano), now.UTC().Format(time.RFC3339Nano), it.ID)
+	}
+	return st, nil
+}
+
+// lookupFrom reads st, the instance the row's sends went to, from just after
+// the recorded position.
+func (s *Sink) lookupFrom(ctx context.Context, st jetstream.Stream, it ledger.OutboxItem) (string, bool, error) {
+	info := st.CachedInfo()
+	name, after, last := info.Config.Name, it.SentTo.Position, info.State.LastSeq
+	complete := true
+	if last > after {
+		ext, whole, err := scan(ctx, st, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: after + 1}, after+1, last, it.ID)
+		if err != nil || ext != "" {
+			return ext, ext != "", err
+		}
+		complete = whole
+	}
+	switch {
+	case info.Config.Retention != jetstream.LimitsPolicy:
+		return "", false, fmt.Errorf("%w: stream %s removes acknowledged messages (%s retention)", ErrCannotProve, name, info.Config.Retention)
+	case last < after:
+		// Sequences only grow: the instance was restored from an older copy.
+		return "", false, fmt.Errorf("%w: stream %s's last sequence is %d, below %d when row %s was sent: it was rolled back",
+			ErrCannotProve, name, last, after, it.ID)
+	case !complete:
+		return "", false, fmt.Errorf("%w: stream %s no longer holds every message after sequence %d, when row %s was sent (its limits, a purge or a delete removed some)",
+			ErrCannotProve, name, after, it.ID)
+	}
+	// The read went through the name: the instance must not have changed under it.
+	again, err := s.js.Stream(ctx, name)
+	if err != nil {
+		return "", false, fmt.Errorf("natssink: look up stream %s: %w", name, err)
+	}
+	if !again.CachedInfo().Created.Equal(info.Created) {
+		return "", false, fmt.Errorf("%w: stream %s was created again during the lookup of row %s", ErrCannotProve, name, it.ID)
+	}
+	return "", false, nil
+}
+
+// findSince looks for the row in the sink's stream from a minute before the
+// row was created, on the server's clock (the info carries its time). Clocks
+// can be wrong, so this only ever finds.
+func (s *Sink) findSince(ctx context.Context, it ledger.OutboxItem) (string, bool, error) {
 	st, err := s.js.Stream(ctx, s.stream)
 	if err != nil {
 		return "", false, fmt.Errorf("natssink: look up stream %s: %w", s.stream, err)
 	}
 	info := st.CachedInfo()
-	// The row's creation on the server's clock (the info carries its time),
-	// less a slack for what that measure misses.
 	from := it.CreatedAt.Add(-lookupSlack)
 	if !info.TimeStamp.IsZero() {
 		from = from.Add(info.TimeStamp.Sub(s.cfg.Now()))
 	}
 	if info.State.LastSeq == 0 || info.State.LastTime.Before(from) {
-		return s.notFound(info, from)
+		return "", false, nil
 	}
-	// Every subject: the stream's dedupe is stream-wide, and the row may
-	// have been published on a subject the sink no longer uses.
-	oc, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &from, HeadersOnly: true,
-	})
+	ext, _, err := scan(ctx, st, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &from}, 0, info.State.LastSeq, it.ID)
+	return ext, ext != "", err
+}
+
+// scan reads the headers of st's messages, on every subject (the stream's
+// dedupe is stream-wide, and the row may have been published on a subject
+// the sink no longer uses), from cfg's start to sequence last, looking for
+// a Nats-Msg-Id of id. whole reports that it read every sequence from first
+// to last: none was missing.
+func scan(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsumerConfig, first, last uint64, id string) (ext string, whole bool, err error) {
+	name := st.CachedInfo().Config.Name
+	cfg.HeadersOnly = true
+	oc, err := st.OrderedConsumer(ctx, cfg)
 	if err != nil {
-		return "", false, fmt.Errorf("natssink: read stream %s: %w", s.stream, err)
+		return "", false, fmt.Errorf("natssink: read stream %s: %w", name, err)
 	}
-	last := info.State.LastSeq
+	next, gap := first, false
 	for {
 		// NoWait: a lookup must not wait for messages that are not there.
 		// Every batch is read to its end, so no fetch is left running.
 		batch, err := oc.FetchNoWait(256)
 		if err != nil {
-			return "", false, fmt.Errorf("natssink: read stream %s: %w", s.stream, err)
+			return "", false, fmt.Errorf("natssink: read stream %s: %w", name, err)
 		}
-		var ext string
 		n, end := 0, false
 		for m := range batch.Messages() {
 			n++
 			md, err := m.Metadata()
 			if err != nil {
+				gap = true // a message not read is one not known to be absent
 				continue
 			}
-			if m.Headers().Get(jetstream.MsgIDHeader) == it.ID && ext == "" {
-				ext = externalID(s.stream, md.Sequence.Stream)
+			seq := md.Sequence.Stream
+			switch {
+			case seq > last:
+			case seq == next:
+				next++
+			case seq > next:
+				gap, next = true, seq+1
 			}
-			end = end || md.Sequence.Stream >= last || md.NumPending == 0
+			if ext == "" && m.Headers().Get(jetstream.MsgIDHeader) == id {
+				ext = externalID(name, seq)
+			}
+			end = end || seq >= last || md.NumPending == 0
 		}
 		switch err := batch.Error(); {
 		case ext != "":
 			return ext, true, nil
 		case err != nil:
-			return "", false, fmt.Errorf("natssink: read stream %s: %w", s.stream, err)
+			return "", false, fmt.Errorf("natssink: read stream %s: %w", name, err)
 		case end || n == 0:
-			return s.notFound(info, from)
+			return "", !gap && next == last+1, nil
 		}
 	}
-}
-
-// notFound answers "never seen" only when the stream still holds everything
-// published since from.
-func (s *Sink) notFound(info *jetstream.StreamInfo, from time.Time) (string, bool, error) {
-	switch {
-	case info.Config.Retention != jetstream.LimitsPolicy:
-		return "", false, fmt.Errorf("natssink: stream %s removes acknowledged messages (%s retention), so it cannot prove an item never arrived", s.stream, info.Config.Retention)
-	case info.State.NumDeleted > 0:
-		return "", false, fmt.Errorf("natssink: stream %s has %d deleted messages, so it cannot prove an item never arrived", s.stream, info.State.NumDeleted)
-	case info.State.FirstSeq > 1 && removedSince(info.State, from):
-		return "", false, fmt.Errorf("natssink: stream %s no longer holds every message since %s (its limits removed some), so it cannot prove an item never arrived",
-			s.stream, from.Format(time.RFC3339))
-	}
-	return "", false, nil
-}
-
-// removedSince reports whether the stream's limits may have removed a
-// message stored at or after from.
-func removedSince(st jetstream.StreamState, from time.Time) bool {
-	if st.Msgs == 0 {
-		return !st.LastTime.Before(from)
-	}
-	return st.FirstTime.After(from)
 }

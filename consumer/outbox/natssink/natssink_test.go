@@ -106,6 +106,14 @@ func (e *env) enqueue(t *testing.T, ids ...string) []string {
 
 func (e *env) run(t *testing.T, cfg outbox.Config) *outbox.Dispatcher {
 	t.Helper()
+	d, stop := e.start(t, cfg)
+	t.Cleanup(stop)
+	return d
+}
+
+// start runs a dispatcher until stop, which waits for it to return.
+func (e *env) start(t *testing.T, cfg outbox.Config) (d *outbox.Dispatcher, stop func()) {
+	t.Helper()
 	cfg.PollInterval = 10 * time.Millisecond
 	cfg.Backoff.Base = 10 * time.Millisecond
 	cfg.Logger = slog.New(slog.NewTextHandler(e.logs, nil))
@@ -116,13 +124,15 @@ func (e *env) run(t *testing.T, cfg outbox.Config) *outbox.Dispatcher {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("dispatcher: %v", err)
-		}
-	})
-	return d
+	var once sync.Once
+	return d, func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("dispatcher: %v", err)
+			}
+		})
+	}
 }
 
 func (e *env) status(t *testing.T, id string) ledger.OutboxItem {
@@ -143,7 +153,13 @@ func (e *env) waitStatus(t *testing.T, id string, want ledger.Status) ledger.Out
 // stored is the Nats-Msg-Id of every message in EFF, in order.
 func (e *env) stored(t *testing.T) []string {
 	t.Helper()
-	s, err := e.js.Stream(t.Context(), "EFF")
+	return e.storedIn(t, "EFF")
+}
+
+// storedIn is the Nats-Msg-Id of every message in stream name, in order.
+func (e *env) storedIn(t *testing.T, name string) []string {
+	t.Helper()
+	s, err := e.js.Stream(t.Context(), name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,6 +260,13 @@ func TestOutageKeepsRowsQueued(t *testing.T) {
 	if !e.logs.has("destination reachable again") {
 		t.Error("no log line for the end of the outage")
 	}
+	// A restart keeps the stream's creation time: the same instance, which
+	// can still prove what it never got.
+	for _, id := range during {
+		if got, was := e.status(t, id).SentTo.Instance, e.status(t, before[0]).SentTo.Instance; got != was || was == "" {
+			t.Errorf("row %s sent to %q after the restart, %q before", id, got, was)
+		}
+	}
 }
 
 // A dead worker's row (lease expired mid-send) is sent again with the same
@@ -298,6 +321,10 @@ func TestLookup(t *testing.T) {
 	e := newEnv(t, &server.Options{}, 2*time.Minute, jetstream.StreamConfig{})
 	sink := e.sink(t)
 	rows := e.enqueue(t, "m1", "m2", "m3", "m4")
+	before, err := sink.Position(t.Context()) // as a claim records it
+	if err != nil || before.Position != 0 {
+		t.Fatalf("position of the empty stream: %+v, %v", before, err)
+	}
 	for _, id := range rows[:3] {
 		if _, err := sink.Send(t.Context(), e.status(t, id)); err != nil {
 			t.Fatal(err)
@@ -307,19 +334,34 @@ func TestLookup(t *testing.T) {
 	if ext, found, err := sink.Lookup(t.Context(), sent); err != nil || !found || ext != "EFF:1" {
 		t.Fatalf("lookup of a sent row: %q %v %v; want EFF:1 found", ext, found, err)
 	}
+	if _, found, err := sink.Lookup(t.Context(), never); !errors.Is(err, natssink.ErrCannotProve) || found {
+		t.Fatalf("lookup of a row with no record of where it went: found %v, err %v; want ErrCannotProve", found, err)
+	}
+	never.SentTo = before
 	if _, found, err := sink.Lookup(t.Context(), never); err != nil || found {
 		t.Fatalf("lookup of a row never sent: found %v, err %v; want not found", found, err)
 	}
-	// Once a message is gone from the stream, "not found" proves nothing:
-	// one deleted in the middle, then the oldest.
+	// Once a message after the row's position is gone from the stream,
+	// "not found" proves nothing: one deleted in the middle, then the oldest.
 	s, _ := e.js.Stream(t.Context(), "EFF")
 	for _, seq := range []uint64{2, 1} {
 		if err := s.DeleteMsg(t.Context(), seq); err != nil {
 			t.Fatal(err)
 		}
-		if _, found, err := sink.Lookup(t.Context(), never); err == nil || found {
-			t.Fatalf("lookup after deleting message %d: found %v, err %v; want an error (cannot say)", seq, found, err)
+		if _, found, err := sink.Lookup(t.Context(), never); !errors.Is(err, natssink.ErrCannotProve) || found {
+			t.Fatalf("lookup after deleting message %d: found %v, err %v; want ErrCannotProve", seq, found, err)
 		}
+	}
+	// Messages gone from before the row's position do not matter.
+	never.SentTo, err = sink.Position(t.Context())
+	if err != nil || never.SentTo.Position != 3 {
+		t.Fatalf("position: %+v, %v", never.SentTo, err)
+	}
+	if _, err := e.js.Publish(t.Context(), "effects.other", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := sink.Lookup(t.Context(), never); err != nil || found {
+		t.Fatalf("lookup of a row recorded after the deletes: found %v, err %v; want not found", found, err)
 	}
 	if ext, found, err := sink.Lookup(t.Context(), e.status(t, rows[2])); err != nil || !found || ext != "EFF:3" {
 		t.Fatalf("a row still held is still found: %q %v %v", ext, found, err)
@@ -375,9 +417,14 @@ func TestReviewSettlesByReadingTheStream(t *testing.T) {
 	if _, err := e.st.Transition(t.Context(), rows[0], ledger.Sent, ledger.Params{Worker: "w", ExternalID: "EFF:1"}); err != nil {
 		t.Fatal(err)
 	}
-	// Two workers claimed a row each and died, one after its publish landed.
+	// Two workers claimed a row each, recording where it goes as the
+	// dispatcher does, and died, one after its publish landed.
+	to, err := sink.Position(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, id := range rows[1:] {
-		if _, err := e.st.Transition(t.Context(), id, ledger.Claim, ledger.Params{Worker: "dead", Lease: time.Second}); err != nil {
+		if _, err := e.st.Transition(t.Context(), id, ledger.Claim, ledger.Params{Worker: "dead", Lease: time.Second, SentTo: to}); err != nil {
 			t.Fatal(err)
 		}
 	}
