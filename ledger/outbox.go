@@ -250,8 +250,14 @@ func (s *Store) Reviewable(ctx context.Context, sink string, limit int) ([]Outbo
 // LastSent returns the newest sent row of sink, if there is one: a known
 // item to check a destination's lookup against.
 func (s *Store) LastSent(ctx context.Context, sink string) (OutboxItem, bool, error) {
+	return s.LastSentExcept(ctx, sink, "")
+}
+
+// LastSentExcept is LastSent passing over row except: a known item to check
+// a lookup against when the lookup is asked about except itself.
+func (s *Store) LastSentExcept(ctx context.Context, sink, except string) (OutboxItem, bool, error) {
 	rows, err := s.reader.QueryContext(ctx, `SELECT `+outboxCols+` FROM outbox
-		WHERE status = 'sent' AND sink = ? ORDER BY id DESC LIMIT 1`, sink)
+		WHERE status = 'sent' AND sink = ? AND id <> ? ORDER BY id DESC LIMIT 1`, sink, except)
 	items, err := collect("last sent outbox row", rows, err, scanItem)
 	if err != nil || len(items) == 0 {
 		return OutboxItem{}, false, err

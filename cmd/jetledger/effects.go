@@ -37,16 +37,23 @@ type webhookURL struct {
 	URL string `name:"webhook" placeholder:"URL" help:"${webhook_help}"`
 }
 
-// webhookDelete are the flags that delete a sent item at the destination:
-// run's (a row cancelled while sending) and outbox cancel's.
+// webhookDelete are the flags that delete a sent item at the destination,
+// and the lookup that confirms a delete's 404: run's (a row cancelled while
+// sending; the lookup also settles rows in review) and outbox cancel's.
 type webhookDelete struct {
-	DeleteURL string        `name:"webhook-delete-url" placeholder:"URL" help:"DELETE URL template for cancelling sent items; {external_id} is replaced"`
+	DeleteURL string        `name:"webhook-delete-url" placeholder:"URL" help:"DELETE URL template for cancelling sent items; {external_id} is replaced. It must name a route that deletes and answers 2xx: a 404 (also what a server without the route answers) counts as gone only after this URL deleted another item in the same process, or when --webhook-lookup-url does not find the item either; otherwise the row is not cancelled"`
+	LookupURL string        `name:"webhook-lookup-url" placeholder:"TEMPLATE" help:"GET URL template, {key} replaced by the outbox row id (the Idempotency-Key), by which the destination says whether it holds an item, so rows in review settle themselves and a delete's 404 is confirmed: 2xx = it is there (sent, its id read as for a send), 404 or 410 = never seen (sent again with the same key; a delete's 404 believed), anything else = cannot say now (asked again a minute later). \"Never seen\" is believed only once the lookup has found another sent row; if it denies that one, lookups stop. Rows it cannot answer for wait for a person (outbox review)"`
 	Timeout   time.Duration `name:"webhook-timeout" default:"${webhook_timeout}" help:"timeout of one webhook request"`
 }
 
 func (w webhookDelete) validate() error {
 	if w.Timeout <= 0 {
 		return usagef("--webhook-timeout %s: must be positive", w.Timeout)
+	}
+	// Without {key} every row would be asked about the same URL, and one
+	// answer would settle them all.
+	if w.LookupURL != "" && !strings.Contains(w.LookupURL, "{key}") {
+		return usagef("--webhook-lookup-url %q: want a template with {key}, which is replaced by the outbox row id", w.LookupURL)
 	}
 	return nil
 }
@@ -61,7 +68,6 @@ type webhookSend struct {
 	RetryOn           string `name:"webhook-retry-on" default:"429" help:"comma-separated HTTP statuses that are retried with backoff, or none: list only statuses the destination documents as \"not processed\"; any other 5xx may come after the work was done, so it is an unknown outcome (review, or re-sent with the same key with --webhook-idempotent)"`
 	OutboxWorkers     int    `name:"outbox-workers" default:"${outbox_workers}" help:"concurrent outbox sends"`
 	OutboxMaxAttempts int    `name:"outbox-max-attempts" default:"${outbox_max_attempts}" help:"sends of an outbox row that provably did not arrive (a refused connection, a --webhook-retry-on status: 429 by default) before it is failed; any other 5xx is an unknown outcome, which goes to review (see --webhook-idempotent)"`
-	LookupURL         string `name:"webhook-lookup-url" placeholder:"TEMPLATE" help:"GET URL template, {key} replaced by the outbox row id (the Idempotency-Key), by which the destination says whether it holds an item, so rows in review settle themselves: 2xx = it is there (sent, its id read as for a send), 404 or 410 = never seen (sent again with the same key), anything else = cannot say now (asked again a minute later). \"Never seen\" is believed only once the lookup has found the newest sent row; if it denies that one, lookups stop. Rows it cannot answer for wait for a person (outbox review)"`
 }
 
 // statuses checks the flags and reads --webhook-retry-on.
@@ -71,11 +77,6 @@ func (w webhookSend) statuses() ([]int, error) {
 		return nil, usagef("--outbox-workers %d: want at least 1", w.OutboxWorkers)
 	case w.OutboxMaxAttempts < 1:
 		return nil, usagef("--outbox-max-attempts %d: want at least 1", w.OutboxMaxAttempts)
-	}
-	// Without {key} every row would be asked about the same URL, and one
-	// answer would settle them all.
-	if w.LookupURL != "" && !strings.Contains(w.LookupURL, "{key}") {
-		return nil, usagef("--webhook-lookup-url %q: want a template with {key}, which is replaced by the outbox row id", w.LookupURL)
 	}
 	codes, err := parseStatuses(w.RetryOn)
 	if err != nil {
@@ -95,13 +96,13 @@ func runSink(u webhookURL, del webhookDelete, send webhookSend) (sink, error) {
 		return nil, err
 	case u.URL == "" && del.DeleteURL != "":
 		return nil, usagef("--webhook-delete-url needs --webhook")
-	case u.URL == "" && send.LookupURL != "":
+	case u.URL == "" && del.LookupURL != "":
 		return nil, usagef("--webhook-lookup-url needs --webhook")
 	case u.URL == "":
 		return nil, nil
 	}
 	return newSink(webhook.Config{URL: u.URL, Secret: send.Secret, Timeout: del.Timeout, DeleteURL: del.DeleteURL,
-		LookupURL: send.LookupURL, ExternalIDHeader: send.IDHeader, ExternalIDField: send.IDField, Idempotent: send.Idempotent, RetryOn: retryOn})
+		LookupURL: del.LookupURL, ExternalIDHeader: send.IDHeader, ExternalIDField: send.IDField, Idempotent: send.Idempotent, RetryOn: retryOn})
 }
 
 // replaySink is the sink replay records effects for, or nil without
@@ -115,10 +116,15 @@ func replaySink(u webhookURL) (sink, error) {
 
 // deleteSink is outbox cancel's sink, or nil without --webhook-delete-url.
 func deleteSink(del webhookDelete) (sink, error) {
-	if err := del.validate(); err != nil || del.DeleteURL == "" {
+	switch err := del.validate(); {
+	case err != nil:
 		return nil, err
+	case del.DeleteURL == "" && del.LookupURL != "":
+		return nil, usagef("--webhook-lookup-url needs --webhook-delete-url: it confirms a delete's 404")
+	case del.DeleteURL == "":
+		return nil, nil
 	}
-	return newSink(webhook.Config{DeleteURL: del.DeleteURL, Timeout: del.Timeout})
+	return newSink(webhook.Config{DeleteURL: del.DeleteURL, LookupURL: del.LookupURL, Timeout: del.Timeout})
 }
 
 // newSink builds the webhook sink of cfg, whose other fields the commands
@@ -129,7 +135,7 @@ func newSink(cfg webhook.Config) (sink, error) {
 		flag, url string
 		alone     webhook.Config
 	}{{"--webhook", cfg.URL, webhook.Config{URL: cfg.URL}}, {"--webhook-delete-url", cfg.DeleteURL, webhook.Config{DeleteURL: cfg.DeleteURL}},
-		{"--webhook-lookup-url", cfg.LookupURL, webhook.Config{URL: cfg.URL, LookupURL: cfg.LookupURL}}} {
+		{"--webhook-lookup-url", cfg.LookupURL, webhook.Config{URL: cfg.URL, DeleteURL: cfg.DeleteURL, LookupURL: cfg.LookupURL}}} {
 		if u.url == "" {
 			continue
 		}
@@ -187,7 +193,10 @@ func cancelOutbox(ctx context.Context, st *ledger.Store, s sink, id string) (str
 		del = d
 	}
 	out, err := outbox.Cancel(ctx, st, del, id)
-	if errors.Is(err, outbox.ErrStillAtDestination) && del == nil {
+	switch {
+	case errors.Is(err, outbox.ErrDeleteUnconfirmed):
+		err = fmt.Errorf("%w (--webhook-delete-url must name a route that deletes; give --webhook-lookup-url to confirm an item is gone)", err)
+	case errors.Is(err, outbox.ErrStillAtDestination) && del == nil:
 		err = fmt.Errorf("%w (give --webhook-delete-url to delete it there)", err)
 	}
 	return string(out), err

@@ -124,8 +124,10 @@ func (outboxCancelCmd) Help() string {
 sending, so the row is marked cancelled and the item is deleted at the
 destination when the send returns (review if that fails). sent/review with an
 external id: deleted at the destination (--webhook-delete-url) first,
-cancelled only after that worked; otherwise exit 1 saying the item is still
-at the destination, row unchanged.`
+cancelled only after the destination said it deleted it (2xx). A 404 is also
+what a server without the route answers, so it counts as gone only when
+--webhook-lookup-url does not find the item either; otherwise exit 1 saying
+the item may still be at the destination, row unchanged.`
 }
 
 func (c *outboxCancelCmd) Run(inv *invocation, o *outboxCmd) error {

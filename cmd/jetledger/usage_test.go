@@ -226,7 +226,7 @@ func TestEachCommandTakesOnlyTheWebhookFlagsItUses(t *testing.T) {
 	t.Parallel()
 	sending := []string{"--webhook-secret", "--webhook-id-header", "--webhook-id-field", "--webhook-idempotent",
 		"--webhook-retry-on", "--outbox-workers", "--outbox-max-attempts"}
-	deleting := []string{"--webhook-delete-url", "--webhook-timeout"}
+	deleting := []string{"--webhook-delete-url", "--webhook-lookup-url", "--webhook-timeout"}
 	tests := []struct {
 		cmd        []string
 		want, dont []string

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jetledger/jetledger/ledger"
@@ -32,7 +33,20 @@ const deleteTimeoutDefault = 10 * time.Second
 // succeeded; without del, or if the delete fails, the error wraps
 // ErrStillAtDestination and the row is unchanged. del may be nil: rows not
 // yet sent need no destination.
+//
+// A destination's "no such item" (ErrNoSuchItem) is also what a delete URL
+// with no route answers, so it cancels the row only when a lookup by key
+// (del is a Looker), proved by finding another row the destination holds,
+// does not find the item either; otherwise the error also wraps
+// ErrDeleteUnconfirmed. A Dispatcher's Cancel also believes it once its
+// sink's delete has deleted an item.
 func Cancel(ctx context.Context, o Outbox, del Deleter, id string) (CancelOutcome, error) {
+	return cancelRow(ctx, o, del, nil, id)
+}
+
+// cancelRow is Cancel; proven, when not nil, remembers that del has deleted
+// an item (see deleteItem).
+func cancelRow(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool, id string) (CancelOutcome, error) {
 	for range 3 { // the row may change state under us; re-read and retry
 		it, err := o.Get(ctx, id)
 		if err != nil {
@@ -59,7 +73,7 @@ func Cancel(ctx context.Context, o Outbox, del Deleter, id string) (CancelOutcom
 			}
 			return CancelledInFlight, nil
 		case ledger.StatusSent, ledger.StatusReview:
-			return cancelSent(ctx, o, del, it)
+			return cancelSent(ctx, o, del, proven, it)
 		default:
 			return "", fmt.Errorf("%w: %s is already %s", ledger.ErrIllegalTransition, id, it.Status)
 		}
@@ -69,7 +83,7 @@ func Cancel(ctx context.Context, o Outbox, del Deleter, id string) (CancelOutcom
 
 // cancelSent deletes a sent (or reviewed) item at the destination, then
 // cancels its row.
-func cancelSent(ctx context.Context, o Outbox, del Deleter, it ledger.OutboxItem) (CancelOutcome, error) {
+func cancelSent(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool, it ledger.OutboxItem) (CancelOutcome, error) {
 	if it.ExternalID == "" {
 		return "", fmt.Errorf("%w: %s is %s with no external id, so it cannot be deleted from here; delete it at the destination, then resolve the row",
 			ErrStillAtDestination, it.ID, it.Status)
@@ -78,16 +92,8 @@ func cancelSent(ctx context.Context, o Outbox, del Deleter, it ledger.OutboxItem
 		return "", fmt.Errorf("%w: %s is %s (external id %s) and no way to delete it at the destination was given; the row is unchanged",
 			ErrStillAtDestination, it.ID, it.Status, it.ExternalID)
 	}
-	timeout := deleteTimeoutDefault
-	if s, ok := del.(interface{ Timeout() time.Duration }); ok {
-		timeout = s.Timeout()
-	}
-	dctx, cancel := context.WithTimeout(ctx, timeout)
-	err := del.Delete(dctx, it.ExternalID)
-	cancel()
-	if err != nil {
-		return "", fmt.Errorf("%w: %s (external id %s) was not deleted: %v; the row is unchanged (%s)",
-			ErrStillAtDestination, it.ID, it.ExternalID, err, it.Status)
+	if err := deleteItem(ctx, o, del, proven, it); err != nil {
+		return "", fmt.Errorf("%w; the row is unchanged (%s): cancel it again once the item can be deleted", err, it.Status)
 	}
 	if _, err := o.Transition(ctx, it.ID, ledger.CancelDeleted, ledger.Params{ExternalID: it.ExternalID}); err != nil {
 		return "", err
@@ -96,12 +102,119 @@ func cancelSent(ctx context.Context, o Outbox, del Deleter, it ledger.OutboxItem
 }
 
 // Cancel cancels an outbox row through the dispatcher's sink, when it can
-// delete; see the package-level Cancel.
+// delete; see the package-level Cancel. A "no such item" from the sink is
+// believed also once the sink's delete has deleted an item in this
+// dispatcher: the same URL template then provably reaches items.
 func (d *Dispatcher) Cancel(ctx context.Context, id string) (CancelOutcome, error) {
 	del, _ := d.sink.(Deleter)
-	out, err := Cancel(ctx, d.o, del, id)
+	out, err := cancelRow(ctx, d.o, del, &d.deleteProven, id)
 	if out == CancelledDeleted {
 		d.n.deleted.Add(1)
 	}
 	return out, err
+}
+
+// deleteItem deletes it (by it.ExternalID) at the destination through del:
+// nil when the destination deleted it, or provably does not hold it. A
+// "no such item" (ErrNoSuchItem) is believed only from a delete that has
+// deleted an item before (proven, which a 2xx sets), or when del's lookup by
+// key, proved on another row the destination holds, does not find it: a URL
+// with no DELETE route answers 404 to everything, and believing it would
+// report every cancel done with the item still there. Any other error wraps
+// ErrStillAtDestination, and ErrDeleteUnconfirmed when the 404 is unproved.
+func deleteItem(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool, it ledger.OutboxItem) error {
+	timeout := timeoutOf(del)
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	err := del.Delete(dctx, it.ExternalID)
+	cancel()
+	switch {
+	case err == nil:
+		if proven != nil {
+			proven.Store(true)
+		}
+		return nil
+	case !errors.Is(err, ErrNoSuchItem):
+		return fmt.Errorf("%w: %s (external id %s) was not deleted: %v", ErrStillAtDestination, it.ID, it.ExternalID, err)
+	case proven != nil && proven.Load():
+		return nil // this delete has deleted an item: its "no such item" is true
+	}
+	said, why := lookedUpGone(ctx, o, del, it, timeout)
+	switch said {
+	case lookupGone:
+		return nil
+	case lookupThere:
+		return fmt.Errorf("%w: the delete of %s (external id %s) answered %v, but a lookup by key finds the item: the delete URL does not reach it; check it",
+			ErrStillAtDestination, it.ID, it.ExternalID, err)
+	}
+	return &unconfirmedError{fmt.Sprintf("outbox: %s (external id %s) may still be at the destination: its delete answered %v, "+
+		"which a delete URL with no route answers too, and %s; check that the delete URL deletes (2xx) the items it names, or configure a lookup by key",
+		it.ID, it.ExternalID, err, why)}
+}
+
+// unconfirmedError is a delete whose "no such item" nothing proved: the
+// item may be there (ErrDeleteUnconfirmed), so the row is not cancelled
+// (ErrStillAtDestination).
+type unconfirmedError struct{ msg string }
+
+func (e *unconfirmedError) Error() string { return e.msg }
+func (e *unconfirmedError) Unwrap() []error {
+	return []error{ErrDeleteUnconfirmed, ErrStillAtDestination}
+}
+
+// lookedUp is what a lookup says of an item whose delete found no such item.
+type lookedUp uint8
+
+const (
+	lookupCannotSay lookedUp = iota
+	lookupGone               // a proved lookup does not find it
+	lookupThere              // the lookup finds it: trusted, as a find always is
+)
+
+// lookedUpGone asks del's lookup, if it has one, whether the destination
+// holds it; "not found" counts only from a lookup that finds another sent
+// row (the newest but it), as settleReview proves its lookup. why says what
+// was missing when it cannot say.
+func lookedUpGone(ctx context.Context, o Outbox, del Deleter, it ledger.OutboxItem, timeout time.Duration) (lookedUp, string) {
+	look, ok := del.(Looker)
+	if !ok {
+		return lookupCannotSay, "the sink cannot look items up to confirm it"
+	}
+	find := func(x ledger.OutboxItem) (bool, error) {
+		lctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		_, found, err := look.Lookup(lctx, x)
+		return found, err
+	}
+	found, err := find(it)
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		return lookupCannotSay, "no lookup by key is configured to confirm it"
+	case err != nil:
+		return lookupCannotSay, fmt.Sprintf("the lookup by key could not say: %v", err)
+	case found:
+		return lookupThere, ""
+	}
+	ref, ok, err := o.LastSentExcept(ctx, it.Sink, it.ID)
+	switch {
+	case err != nil:
+		return lookupCannotSay, fmt.Sprintf("no sent row could be read to prove the lookup on: %v", err)
+	case !ok:
+		return lookupCannotSay, "the lookup does not find it, but there is no other sent row to prove the lookup on"
+	}
+	found, err = find(ref)
+	switch {
+	case err != nil:
+		return lookupCannotSay, fmt.Sprintf("the lookup does not find it, and could not say of sent row %s: %v", ref.ID, err)
+	case !found:
+		return lookupCannotSay, fmt.Sprintf("the lookup does not find it, but it does not find sent row %s either, so it proves nothing", ref.ID)
+	}
+	return lookupGone, ""
+}
+
+// timeoutOf bounds one request of del: its own timeout, when it has one.
+func timeoutOf(del Deleter) time.Duration {
+	if s, ok := del.(interface{ Timeout() time.Duration }); ok {
+		return s.Timeout()
+	}
+	return deleteTimeoutDefault
 }

@@ -139,7 +139,8 @@ func (d *Dispatcher) settleCancelled(ctx context.Context, it ledger.OutboxItem, 
 	var err error
 	switch {
 	case o.change == ledger.Sent:
-		err = d.deleteAt(ctx, o.params.ExternalID)
+		it.ExternalID = o.params.ExternalID
+		err = d.deleteAt(ctx, it)
 		if err == nil {
 			d.n.deleted.Add(1)
 			d.log.WarnContext(ctx, "outbox row was cancelled while sending; deleted the item at the destination",
@@ -163,16 +164,15 @@ func (d *Dispatcher) settleCancelled(ctx context.Context, it ledger.OutboxItem, 
 	}
 }
 
-// deleteAt deletes a sent item at the destination, if the sink can.
-func (d *Dispatcher) deleteAt(ctx context.Context, ext string) error {
+// deleteAt deletes a sent item at the destination, if the sink can; a "no
+// such item" counts only when proved, as for Cancel (deleteItem).
+func (d *Dispatcher) deleteAt(ctx context.Context, it ledger.OutboxItem) error {
 	del, ok := d.sink.(Deleter)
 	switch {
-	case ext == "":
+	case it.ExternalID == "":
 		return errors.New("the destination returned no id for the item, so it cannot be deleted from here")
 	case !ok:
 		return fmt.Errorf("sink %s cannot delete items", d.sink.Name())
 	}
-	ctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
-	defer cancel()
-	return del.Delete(ctx, ext)
+	return deleteItem(ctx, d.o, del, &d.deleteProven, it)
 }

@@ -26,6 +26,7 @@ type Outbox interface {
 	ExpireLeases(ctx context.Context, sink string, requeue bool) (ledger.Expired, error)
 	Reviewable(ctx context.Context, sink string, limit int) ([]ledger.OutboxItem, error)
 	LastSent(ctx context.Context, sink string) (ledger.OutboxItem, bool, error)
+	LastSentExcept(ctx context.Context, sink, except string) (ledger.OutboxItem, bool, error)
 }
 
 var _ Outbox = (*ledger.Store)(nil)
@@ -78,6 +79,9 @@ type Dispatcher struct {
 	wake   chan struct{}
 	n      struct{ sent, failed, retried, review, deleted, found, unseen, lookupOff atomic.Uint64 }
 	lookup lookupState // only the Run goroutine reads and writes it
+	// deleteProven: the sink's delete has deleted an item (a 2xx), so its
+	// "no such item" is believed (see deleteItem).
+	deleteProven atomic.Bool
 	// idempotent: unknown outcomes may be sent again (see idempotence).
 	idempotent bool
 	unready    atomic.Bool // the sink said its destination is unreachable

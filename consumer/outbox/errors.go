@@ -4,3 +4,14 @@ import "errors"
 
 // ErrInvalidConfig: a Config field is missing or out of range.
 var ErrInvalidConfig = errors.New("outbox: invalid configuration")
+
+// ErrDeleteUnconfirmed: the destination answered a delete with "no such
+// item" (a 404), and nothing proved that answer: the delete URL has not yet
+// deleted an item, and no proven lookup confirmed the item is gone. The item
+// may still be there; the row is not cancelled. Such an error also wraps
+// ErrStillAtDestination.
+var ErrDeleteUnconfirmed = errors.New("outbox: the destination's \"no such item\" to a delete is unconfirmed")
+
+// ErrNoSuchItem: a Deleter's destination answered that it holds no item by
+// that id (an HTTP 404 or 410). It is not yet a delete: see Deleter.
+var ErrNoSuchItem = errors.New("outbox: the destination says it holds no such item")

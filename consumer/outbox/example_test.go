@@ -17,14 +17,17 @@ func ExampleNew() {
 	ctx := context.Background()
 	run := func(st *ledger.Store, hookURL, secret, id string) error {
 		plan := ackwait.Plan{Deadline: 10 * time.Second, BatchSize: 100} // the consumer's plan
-		sink, _ := webhook.New(webhook.Config{URL: hookURL, Secret: secret, DeleteURL: hookURL + "/{external_id}"})
+		// DeleteURL names the receiver's route that deletes an item and answers 2xx. A 404 is also
+		// what a server without that route answers, so it cancels nothing until proved: LookupURL
+		// not finding the item either, or (Dispatcher.Cancel) this URL having deleted another item.
+		sink, _ := webhook.New(webhook.Config{URL: hookURL, Secret: secret, DeleteURL: "https://api.example.com/items/{external_id}"})
 		d, err := outbox.New(st, outbox.Config{Sink: sink, Lease: plan.ClaimLease(sink.Timeout())}) // refuses a lease shorter than the sink timeout
 		if err != nil {
 			return err
 		}
 		go d.Run(ctx)
 		_, err = outbox.Cancel(ctx, st, sink, id)
-		if errors.Is(err, outbox.ErrStillAtDestination) { // the delete failed
+		if errors.Is(err, outbox.ErrStillAtDestination) { // not provably deleted: the row is unchanged
 			return err
 		}
 		return err

@@ -25,9 +25,13 @@ type Sink interface {
 }
 
 // Deleter is a sink that can remove a delivered item at the destination by
-// its id there, so a row cancelled after its send can be deleted. An item
-// already gone is not an error; errors.ErrUnsupported says this sink cannot
-// delete (not configured).
+// its id there, so a row cancelled after its send can be deleted. It returns
+// nil only when the destination said it deleted the item. A destination
+// that says it holds no such item (an HTTP 404) is an error wrapping
+// ErrNoSuchItem: the item may be gone, or the delete may not reach it (a
+// URL with no route), so the outbox believes it only once proved (see
+// Cancel). errors.ErrUnsupported says this sink cannot delete (not
+// configured).
 type Deleter interface {
 	Delete(ctx context.Context, externalID string) error
 }

@@ -13,7 +13,7 @@
 //	sink, err := webhook.New(webhook.Config{
 //		URL:       "https://api.example.com/hooks",
 //		Secret:    os.Getenv("HOOK_SECRET"),
-//		DeleteURL: "https://api.example.com/hooks/{external_id}",
+//		DeleteURL: "https://api.example.com/items/{external_id}", // a route that deletes, answering 2xx
 //	})
 //	d, err := outbox.New(store, outbox.Config{Sink: sink})
 package webhook
@@ -75,7 +75,10 @@ type Config struct {
 	// Timeout bounds one request. Default 10s.
 	Timeout time.Duration
 	// DeleteURL is where a sent item is DELETEd when its row is cancelled;
-	// {external_id} is replaced by the destination's id, path-escaped.
+	// {external_id} is replaced by the destination's id, path-escaped. It
+	// must name a route that deletes and answers 2xx. Its 404 counts only
+	// once proved: after it deleted another item, or when LookupURL
+	// confirms the item is gone (see outbox.Cancel).
 	// Empty: sent items cannot be deleted, so cancelling them fails.
 	DeleteURL string
 	// LookupURL is where the destination answers whether it holds an item
@@ -310,19 +313,23 @@ func neverSent(err error) bool {
 		errors.As(err, &unknownCA) || errors.As(err, &badHost) || errors.As(err, &invalidCert)
 }
 
-// Delete removes a sent item at DeleteURL. 2xx, 404 and 410 count as
-// deleted. Without DeleteURL it is errors.ErrUnsupported.
+// Delete removes a sent item at DeleteURL: 2xx is deleted. 404 and 410
+// wrap outbox.ErrNoSuchItem: a server with no DELETE route answers 404 too,
+// so it is not a delete until proved. Anything else is an error. Without
+// DeleteURL it is errors.ErrUnsupported.
 func (s *Sink) Delete(ctx context.Context, externalID string) error {
 	if s.cfg.DeleteURL == "" {
 		return fmt.Errorf("webhook: no delete URL configured: %w", errors.ErrUnsupported)
 	}
 	target := strings.ReplaceAll(s.cfg.DeleteURL, "{external_id}", url.PathEscape(externalID))
 	status, _, body, err := s.do(ctx, http.MethodDelete, target)
-	if err != nil {
+	switch {
+	case err != nil:
 		return fmt.Errorf("webhook: delete %s: %w", externalID, err)
-	}
-	if status/100 == 2 || status == http.StatusNotFound || status == http.StatusGone {
+	case status/100 == 2:
 		return nil
+	case status == http.StatusNotFound || status == http.StatusGone:
+		return fmt.Errorf("webhook: delete %s: status %d: %w", externalID, status, outbox.ErrNoSuchItem)
 	}
 	return fmt.Errorf("webhook: delete %s: status %d: %s", externalID, status, bodyExcerpt(body))
 }

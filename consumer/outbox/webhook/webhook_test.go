@@ -231,9 +231,9 @@ func TestDelete(t *testing.T) {
 	if paths[0] != "DELETE /items/a%2Fb" {
 		t.Fatalf("request %q", paths[0])
 	}
-	status = http.StatusNotFound // already gone counts as deleted
-	if err := s.Delete(context.Background(), "x"); err != nil {
-		t.Fatal(err)
+	status = http.StatusNotFound // gone, or no route: not a delete until proved
+	if err := s.Delete(context.Background(), "x"); !errors.Is(err, outbox.ErrNoSuchItem) {
+		t.Fatalf("404 delete err = %v, want ErrNoSuchItem", err)
 	}
 	status = http.StatusForbidden
 	if err := s.Delete(context.Background(), "x"); err == nil {
