@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/publisher"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // dlqCmd is `jetledger dlq`: operate the dead letters.
@@ -27,8 +30,13 @@ delivery failing, no usable Nats-Msg-Id, or the server's max-deliveries
 advisory), each kept with its headers, payload and reason.`
 }
 
-// errStillInWindow: requeue published into a stream that dropped the copy.
-var errStillInWindow = errors.New("the stream's duplicate window still holds this id, so it dropped the copy")
+var (
+	// errStillInWindow: requeue published into a stream that dropped the copy.
+	errStillInWindow = errors.New("the stream's duplicate window still holds this id, so it dropped the copy")
+	// errWrongStream: requeue reached a server whose stream is not the one
+	// the dead letter came from, and published nothing there.
+	errWrongStream = errors.New("not the dead letter's stream")
+)
 
 // dlqID is the argument of the commands on one dead letter.
 type dlqID struct {
@@ -131,18 +139,34 @@ func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
 }
 
 // republish publishes the dead letter's payload and headers with its
-// original id; a copy the stream dropped as a duplicate is an error.
+// original id into the stream it came from, and only there; a copy the
+// stream dropped as a duplicate is an error.
 func (c *dlqRequeueCmd) republish(inv *invocation, d ledger.DeadLetter) (publisher.Ack, error) {
-	nc, js, err := connect(inv.ctx, c.NATS, quiet)
+	ctx := inv.ctx
+	nc, js, err := connect(ctx, c.NATS, quiet)
 	if err != nil {
 		return publisher.Ack{}, err
 	}
 	defer nc.Close()
+	s, err := js.Stream(ctx, d.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w: the server reached has no stream %s; it is kept: point --nats (or the NATS context) at the server run consumes from",
+			c.ID, errWrongStream, d.Stream)
+	}
+	if err != nil {
+		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: stream %s: %w; it is kept", c.ID, d.Stream, err)
+	}
+	if err := sameInstance(ctx, s, d); err != nil {
+		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w; it is kept: point --nats (or the NATS context) at the server run consumes from", c.ID, err)
+	}
 	p, err := publisher.New(js, publisher.Config{Logger: quiet})
 	if err != nil {
 		return publisher.Ack{}, err
 	}
-	ack, err := p.Publish(inv.ctx, publisher.Message{Subject: d.Subject, Data: d.Payload, ID: d.MessageID, Header: nats.Header(d.Headers)})
+	ack, err := p.Publish(ctx, publisher.Message{Subject: d.Subject, Data: d.Payload, ID: d.MessageID, Header: requeueHeaders(d.Headers), ExpectStream: d.Stream})
+	if errors.Is(err, publisher.ErrWrongStream) {
+		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w: %w; it is kept: point --nats (or the NATS context) at the server run consumes from", c.ID, errWrongStream, err)
+	}
 	if err != nil {
 		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w; it is kept", c.ID, err)
 	}
@@ -150,4 +174,40 @@ func (c *dlqRequeueCmd) republish(inv *invocation, d ledger.DeadLetter) (publish
 		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d (id %s): %w; it is kept: try again once the window has passed", c.ID, d.MessageID, errStillInWindow)
 	}
 	return ack, nil
+}
+
+// sameInstance refuses a stream that provably is not the one the dead
+// letter came from: another server's of the same name, or one created
+// since, never reached its sequence or holds another message there. Where
+// the copy is gone (a work queue, an age limit) nothing more can be proved
+// than the name.
+func sameInstance(ctx context.Context, s jetstream.Stream, d ledger.DeadLetter) error {
+	if last := s.CachedInfo().State.LastSeq; last < d.Sequence {
+		return fmt.Errorf("%w: stream %s on the server reached has never stored seq %d (its last is %d), so it is another server's or was created since",
+			errWrongStream, d.Stream, d.Sequence, last)
+	}
+	raw, err := s.GetMsg(ctx, d.Sequence)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("stream %s seq %d: %w", d.Stream, d.Sequence, err)
+	case raw.Subject != d.Subject || raw.Header.Get(jetstream.MsgIDHeader) != d.MessageID:
+		return fmt.Errorf("%w: stream %s on the server reached holds another message at seq %d (id %q on %s), so it is another server's or was created since",
+			errWrongStream, d.Stream, d.Sequence, raw.Header.Get(jetstream.MsgIDHeader), raw.Subject)
+	}
+	return nil
+}
+
+// requeueHeaders is the dead letter's headers without the expectations of
+// its first publish (last sequence, last id): they held for that moment and
+// would make the stream refuse the copy now.
+func requeueHeaders(h map[string][]string) nats.Header {
+	out := nats.Header{}
+	for k, v := range h {
+		if p := "Nats-Expected-"; len(k) < len(p) || !strings.EqualFold(k[:len(p)], p) {
+			out[k] = v
+		}
+	}
+	return out
 }
