@@ -139,8 +139,9 @@ func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
 }
 
 // republish publishes the dead letter's payload and headers with its
-// original id into the stream it came from, and only there; a copy the
-// stream dropped as a duplicate is an error.
+// original id into the stream it came from, and only there, under the
+// subject that stream stores it as again; a copy the stream dropped as a
+// duplicate is an error.
 func (c *dlqRequeueCmd) republish(inv *invocation, d ledger.DeadLetter) (publisher.Ack, error) {
 	ctx := inv.ctx
 	nc, js, err := connect(ctx, c.NATS, quiet)
@@ -159,11 +160,16 @@ func (c *dlqRequeueCmd) republish(inv *invocation, d ledger.DeadLetter) (publish
 	if err := sameInstance(ctx, s, d); err != nil {
 		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w; it is kept: point --nats (or the NATS context) at the server run consumes from", c.ID, err)
 	}
+	subject, err := publishSubject(s.CachedInfo().Config, d.Subject)
+	if err != nil {
+		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w; it is kept: publish its payload with 'jetledger publish --stream %s --id %s' to the subject it was first published to, then discard it",
+			c.ID, err, d.Stream, d.MessageID)
+	}
 	p, err := publisher.New(js, publisher.Config{Logger: quiet})
 	if err != nil {
 		return publisher.Ack{}, err
 	}
-	ack, err := p.Publish(ctx, publisher.Message{Subject: d.Subject, Data: d.Payload, ID: d.MessageID, Header: requeueHeaders(d.Headers), ExpectStream: d.Stream})
+	ack, err := p.Publish(ctx, publisher.Message{Subject: subject, Data: d.Payload, ID: d.MessageID, Header: requeueHeaders(d.Headers), ExpectStream: d.Stream})
 	if errors.Is(err, publisher.ErrWrongStream) {
 		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w: %w; it is kept: point --nats (or the NATS context) at the server run consumes from", c.ID, errWrongStream, err)
 	}
