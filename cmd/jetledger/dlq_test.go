@@ -190,3 +190,25 @@ func TestRequeueRefusesAnotherServersStream(t *testing.T) {
 		t.Errorf("PAY holds %d messages, want the originals and the requeued copies", n)
 	}
 }
+
+// publish --stream says which stream must store the messages: on a server
+// where another stream captures the subject nothing is stored there.
+func TestPublishToAStreamRefusesAnotherStream(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"pay.>"}})
+	err := runCommand(t, "publish", "--nats", srv.ClientURL(), "--subject", "pay.alice", "--stream", "PAY", "--data", `{"amount":1}`)
+	if !errors.Is(err, publisher.ErrWrongStream) {
+		t.Errorf("publish --stream PAY into OTHER: %v, want publisher.ErrWrongStream", err)
+	}
+	if n := messagesIn(t, js, "OTHER"); n != 0 {
+		t.Errorf("OTHER stored %d messages", n)
+	}
+	if err := runCommand(t, "publish", "--nats", srv.ClientURL(), "--subject", "pay.alice", "--stream", "OTHER", "--data", `{"amount":1}`); err != nil {
+		t.Fatalf("publish --stream OTHER: %v", err)
+	}
+	if n := messagesIn(t, js, "OTHER"); n != 1 {
+		t.Errorf("OTHER stored %d messages, want 1", n)
+	}
+}
