@@ -212,3 +212,26 @@ func TestPublishToAStreamRefusesAnotherStream(t *testing.T) {
 		t.Errorf("OTHER stored %d messages, want 1", n)
 	}
 }
+
+// A dead letter first published with an expectation of the stream's state
+// then (Nats-Expected-Last-Sequence) is requeued without it: it held for
+// that publish, and the stream would refuse the copy now.
+func TestRequeueDropsTheFirstPublishsExpectations(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "PAY", Subjects: []string{"pay.*"}, Duplicates: time.Second})
+	db := filepath.Join(t.TempDir(), "pay.db")
+	id := deadLettered(t, js, db, "PAY", publisher.Message{Subject: "pay.alice", ID: "evt-1",
+		Header: nats.Header{jetstream.ExpectedLastSeqHeader: {"0"}}})
+	consumertest.Eventually(t, 10*time.Second, "requeue into PAY", func() bool {
+		err := runCommand(t, "dlq", "requeue", "--db", db, "--nats", srv.ClientURL(), strconv.FormatInt(id, 10))
+		if err != nil && !errors.Is(err, errStillInWindow) {
+			t.Fatalf("requeue: %v", err)
+		}
+		return err == nil
+	})
+	if n := messagesIn(t, js, "PAY"); n != 2 {
+		t.Errorf("PAY holds %d messages, want the original and the requeued copy", n)
+	}
+}
