@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/publisher"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -165,11 +166,16 @@ func (c *dlqRequeueCmd) republish(inv *invocation, d ledger.DeadLetter) (publish
 		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w; it is kept: publish its payload with 'jetledger publish --stream %s --id %s' to the subject it was first published to, then discard it",
 			c.ID, err, d.Stream, d.MessageID)
 	}
+	into, err := originStream(s.CachedInfo().Config, subject)
+	if err != nil {
+		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w; it is kept: publish its payload with 'jetledger publish --stream STREAM --id %s' into the stream it came from, then discard it",
+			c.ID, err, d.MessageID)
+	}
 	p, err := publisher.New(js, publisher.Config{Logger: quiet})
 	if err != nil {
 		return publisher.Ack{}, err
 	}
-	ack, err := p.Publish(ctx, publisher.Message{Subject: subject, Data: d.Payload, ID: d.MessageID, Header: requeueHeaders(d.Headers), ExpectStream: d.Stream})
+	ack, err := p.Publish(ctx, publisher.Message{Subject: subject, Data: d.Payload, ID: d.MessageID, Header: requeueHeaders(d.Headers), ExpectStream: into})
 	if errors.Is(err, publisher.ErrWrongStream) {
 		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w: %w; it is kept: point --nats (or the NATS context) at the server run consumes from", c.ID, errWrongStream, err)
 	}
@@ -205,15 +211,59 @@ func sameInstance(ctx context.Context, s jetstream.Stream, d ledger.DeadLetter) 
 	return nil
 }
 
-// requeueHeaders is the dead letter's headers without the expectations of
-// its first publish (last sequence, last id): they held for that moment and
-// would make the stream refuse the copy now.
+// errNoOrigin: the dead letter's stream neither captures its subject nor
+// sources it from exactly one stream.
+var errNoOrigin = errors.New("cannot tell which stream a copy must be published into to reach the dead letter's stream")
+
+// originStream is the stream a copy on subject must be stored in to reach
+// the stream of cfg: that stream when it captures subjects itself, else the
+// one stream it sources subject from (an edge's stream, the hub's), whose
+// copies it takes in.
+func originStream(cfg jetstream.StreamConfig, subject string) (string, error) {
+	if len(cfg.Subjects) > 0 || len(cfg.Sources) == 0 {
+		return cfg.Name, nil
+	}
+	var from []string
+	for _, src := range cfg.Sources {
+		if src.FilterSubject == "" && len(src.SubjectTransforms) == 0 || src.FilterSubject != "" && server.SubjectMatchesFilter(subject, src.FilterSubject) {
+			from = append(from, src.Name)
+		}
+		for _, tr := range src.SubjectTransforms {
+			if server.SubjectMatchesFilter(subject, tr.Source) {
+				from = append(from, src.Name)
+			}
+		}
+	}
+	if len(from) != 1 {
+		return "", fmt.Errorf("%w: stream %s captures no subject and sources %s from %d streams %v", errNoOrigin, cfg.Name, subject, len(from), from)
+	}
+	return from[0], nil
+}
+
+// requeueHeaders is the dead letter's headers without those that belonged
+// to its first publish or to the server: the expectations (last sequence,
+// last id) held for that moment, a rollup would now purge what came since,
+// and the server refuses a publish carrying its own (the source header a
+// sourced copy has at an edge, a marker).
 func requeueHeaders(h map[string][]string) nats.Header {
 	out := nats.Header{}
 	for k, v := range h {
-		if p := "Nats-Expected-"; len(k) < len(p) || !strings.EqualFold(k[:len(p)], p) {
+		if !serverOrFirstPublish(k) {
 			out[k] = v
 		}
 	}
 	return out
+}
+
+func serverOrFirstPublish(key string) bool {
+	const expected = "Nats-Expected-"
+	if len(key) >= len(expected) && strings.EqualFold(key[:len(expected)], expected) {
+		return true
+	}
+	for _, k := range []string{"Nats-Stream-Source", "Nats-Rollup", "Nats-Marker-Reason"} {
+		if strings.EqualFold(key, k) {
+			return true
+		}
+	}
+	return false
 }

@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/publisher"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -234,4 +237,70 @@ func TestRequeueDropsTheFirstPublishsExpectations(t *testing.T) {
 	if n := messagesIn(t, js, "PAY"); n != 2 {
 		t.Errorf("PAY holds %d messages, want the original and the requeued copy", n)
 	}
+}
+
+// At an edge the dead letter's stream captures no subject: it sources the
+// hub's. A requeue must land in the hub's stream, the origin of the copies
+// the edge's stream gets, and from there reach the edge's stream again.
+func TestRequeueAtAnEdgeGoesThroughTheHub(t *testing.T) {
+	t.Parallel()
+	leafPort := freeTCPPort(t)
+	hub := consumertest.RunServerWithOptions(t, &server.Options{JetStreamDomain: "hub", ServerName: "hub",
+		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
+	_, hjs := consumertest.Connect(t, hub)
+	consumertest.CreateStream(t, hjs, jetstream.StreamConfig{Name: "HUB", Subjects: []string{"pay.*"}, Duplicates: time.Second})
+	u, _ := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort))
+	edge, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "s"),
+		Leaf: &server.RemoteLeafOpts{URLs: []*url.URL{u}}, Domain: "site"}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(edge.Close)
+	enc, err := nats.Connect(edge.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(enc.Close)
+	ejs, _ := jetstream.New(enc)
+	consumertest.CreateStream(t, ejs, jetstream.StreamConfig{Name: "PAY", Duplicates: time.Second,
+		Sources: []*jetstream.StreamSource{{Name: "HUB", Domain: "hub"}}})
+	consumertest.Eventually(t, 10*time.Second, "the leaf connected", func() bool {
+		lz, _ := hub.Leafz(nil)
+		return lz != nil && lz.NumLeafs == 1
+	})
+	if _, err := hjs.PublishMsg(t.Context(), &nats.Msg{Subject: "pay.alice", Data: []byte(`{}`), Header: nats.Header{jetstream.MsgIDHeader: {"evt-1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	consumertest.Eventually(t, 10*time.Second, "the edge's stream sourcing the message", func() bool { return messagesIn(t, ejs, "PAY") == 1 })
+	// The dead letter as run records it at the edge: its stream's copy.
+	s, err := ejs.Stream(t.Context(), "PAY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := s.GetMsg(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "site.db")
+	st, err := ledger.Open(db, ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecordDeadLetters(t.Context(), []ledger.DeadLetter{{MessageID: "evt-1", Stream: "PAY", Sequence: 1,
+		Subject: raw.Subject, Headers: raw.Header, Payload: raw.Data, Reason: "test", Deliveries: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	consumertest.Eventually(t, 10*time.Second, "requeue at the edge", func() bool {
+		err := runCommand(t, "dlq", "requeue", "--db", db, "--nats", edge.URL(), "1")
+		if err != nil && !errors.Is(err, errStillInWindow) {
+			t.Fatalf("requeue at the edge: %v", err)
+		}
+		return err == nil
+	})
+	if n := messagesIn(t, hjs, "HUB"); n != 2 {
+		t.Errorf("HUB holds %d messages, want the original and the requeued copy", n)
+	}
+	consumertest.Eventually(t, 10*time.Second, "the requeued copy sourced to the edge", func() bool { return messagesIn(t, ejs, "PAY") == 2 })
 }
