@@ -112,7 +112,11 @@ type dlqRequeueCmd struct {
 func (dlqRequeueCmd) Help() string {
 	return `Fix the cause first: the message is then applied exactly once. Inside the
 stream's duplicate window the stream would drop the copy, so requeue refuses
-(exit 1) and keeps the dead letter until the window has passed.`
+(exit 1) and keeps the dead letter until the window has passed. The copy goes
+only into the dead letter's own stream (at an edge, the hub's stream it
+sources), under the subject that stream stores it as again (a partition's
+mapping included): a server whose stream is another one is refused (exit 1)
+and the dead letter is kept.`
 }
 
 func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
