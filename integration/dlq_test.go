@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -117,5 +118,96 @@ func TestMaxDeliveriesAdvisoryIsDeadLettered(t *testing.T) {
 	// It warned about the durable's server-side limit (the record names it).
 	if _, ok := run.record(func(r map[string]any) bool { return r["level"] == "WARN" && r["max_deliver"] == float64(1) }); !ok {
 		t.Fatalf("no warning naming the server-side limit:\n%s", tail(run.output()))
+	}
+}
+
+// A partition's dead letter is stored under the mapped subject (1.pay.bob),
+// which no stream captures. Requeued, it must go back through the stream's
+// partition mapping into the same partition, and be applied there, once,
+// after the cause is fixed.
+func TestPartitionDeadLetterRequeuedIntoItsPartition(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, time.Minute)
+	ctx := context.Background()
+	url := w.srv.ClientURL()
+	partitioned := func(apply string, extra ...string) *proc {
+		args := append([]string{"run", "--nats", url, "--db", w.db, "--stream", "PART", "--subjects", "pay.*", "--partitions", "2",
+			"--duplicate-window", "1s", "--schema", w.schema, "--apply", apply, "--log-format", "json"}, fastPlan...)
+		p := start(t, nil, append(args, extra...)...)
+		consumertest.Eventually(t, 30*time.Second, "consuming partitions", func() bool {
+			_, ok := p.record(func(r map[string]any) bool { return r["msg"] == "consuming partitions" })
+			return ok
+		})
+		return p
+	}
+	stop := func(p *proc) {
+		p.signal(syscall.SIGTERM)
+		if code := p.wait(time.Minute); code != 0 {
+			t.Fatalf("run exited %d", code)
+		}
+	}
+	run := partitioned(balanceApply, "--max-deliver", "1")
+	good := []event{{ID: "bob-1", Account: "bob", Amount: 5}, {ID: "alice-1", Account: "alice", Amount: 7}, {ID: "carol-1", Account: "carol", Amount: 3}}
+	msgs := append(byAccount(good), publisher.Message{Subject: "pay.bob", ID: "bad-bob", Data: []byte(`{"account":"bob","amount":null}`)})
+	if _, err := w.pub.PublishBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	ledgers := partitionLedgers(t, w.dir, 2)
+	dead := func() int {
+		n := 0
+		for _, db := range ledgers {
+			n += count(t, db, `SELECT count(*) FROM dead_letters`)
+		}
+		return n
+	}
+	consumertest.Eventually(t, time.Minute, "the good events applied and the bad one dead-lettered", func() bool {
+		return total(t, ledgers) == len(good) && dead() == 1
+	})
+	stop(run)
+	home := -1
+	for i, db := range ledgers {
+		if count(t, db, `SELECT count(*) FROM dead_letters`) == 1 {
+			home = i
+		}
+	}
+	if n := count(t, ledgers[home], `SELECT count(*) FROM processed_messages WHERE message_id = 'bob-1'`); n != 1 {
+		t.Fatalf("bob's good event is not in partition %d, where his dead letter is", home)
+	}
+	id := count(t, ledgers[home], `SELECT id FROM dead_letters WHERE message_id = 'bad-bob'`)
+	db := filepath.Join(w.dir, fmt.Sprintf("ledger-p%d.db", home))
+	consumertest.Eventually(t, 15*time.Second, "requeue of the partition's dead letter", func() bool {
+		_, code := cli(t, "dlq", "requeue", fmt.Sprint(id), "--db", db, "--nats", url)
+		return code == 0
+	})
+	// The copy is stored as the original was: the same partition's subject.
+	s, err := w.js.Stream(ctx, "PART")
+	if err != nil {
+		t.Fatal(err)
+	}
+	last, err := s.GetLastMsgForSubject(ctx, fmt.Sprintf("%d.pay.bob", home))
+	if err != nil || last.Header.Get(jetstream.MsgIDHeader) != "bad-bob" {
+		t.Fatalf("the requeued copy is not the last of %d.pay.bob: %v %v", home, last, err)
+	}
+
+	fixed := strings.Replace(balanceApply, "json_extract(:data, '$.amount')", "coalesce(json_extract(:data, '$.amount'), 0)", 1)
+	run = partitioned(fixed)
+	consumertest.Eventually(t, time.Minute, "the requeued event applied", func() bool {
+		return total(t, ledgers) == len(good)+1
+	})
+	stop(run)
+	for i, db := range ledgers {
+		want := 0
+		if i == home {
+			want = 1
+		}
+		if n := count(t, db, `SELECT count(*) FROM processed_messages WHERE message_id = 'bad-bob'`); n != want {
+			t.Errorf("partition %d applied bad-bob %d times, want %d", i, n, want)
+		}
+		if n := count(t, db, `SELECT count(*) FROM dead_letters`); n != 0 {
+			t.Errorf("partition %d keeps %d dead letters", i, n)
+		}
+	}
+	if n := count(t, ledgers[home], `SELECT amount FROM balances WHERE account = 'bob'`); n != 5 {
+		t.Errorf("bob's balance %d, want 5", n)
 	}
 }

@@ -10,4 +10,7 @@ var (
 	ErrInvalidConfig = errors.New("publisher: invalid configuration")
 	// ErrNoSubject: a Message without a subject.
 	ErrNoSubject = errors.New("publisher: message has no subject")
+	// ErrWrongStream: a Message with ExpectStream reached a server whose
+	// stream for its subject is another one, which stored nothing.
+	ErrWrongStream = errors.New("publisher: the subject is captured by another stream than the expected one")
 )

@@ -55,6 +55,12 @@ type Message struct {
 	ID string
 	// Header holds extra headers; Nats-Msg-Id in it is overwritten by ID.
 	Header nats.Header
+	// ExpectStream, if set, is the stream that must store the message: the
+	// server refuses it when another stream captures the subject, and an
+	// ack from another stream is an error too (ErrWrongStream). Without
+	// it, whichever stream captures the subject on the server reached
+	// stores it.
+	ExpectStream string
 }
 
 // Ack is the stream's answer to a publish.
@@ -149,6 +155,9 @@ func (p *Publisher) natsMsg(m Message) (*nats.Msg, string, error) {
 		h[k] = append([]string(nil), v...)
 	}
 	h.Set(jetstream.MsgIDHeader, id)
+	if m.ExpectStream != "" {
+		h.Set(jetstream.ExpectedStreamHeader, m.ExpectStream)
+	}
 	return &nats.Msg{Subject: m.Subject, Data: m.Data, Header: h}, id, nil
 }
 
@@ -178,7 +187,10 @@ func (p *Publisher) publish(ctx context.Context, msg *nats.Msg, id string) (Ack,
 		pa, err := p.js.PublishMsg(actx, msg, jetstream.WithRetryAttempts(0))
 		cancel()
 		if err == nil {
-			return Ack{ID: id, Stream: pa.Stream, Sequence: pa.Sequence, Duplicate: pa.Duplicate}, nil
+			return checkStream(msg, Ack{ID: id, Stream: pa.Stream, Sequence: pa.Sequence, Duplicate: pa.Duplicate})
+		}
+		if wrongStream(err) {
+			return Ack{}, refusedStream(msg, id, err)
 		}
 		if ctx.Err() != nil {
 			return Ack{}, fmt.Errorf("publisher: publish %s to %s: %w", id, msg.Subject, ctx.Err())
@@ -197,6 +209,32 @@ func (p *Publisher) publish(ctx context.Context, msg *nats.Msg, id string) (Ack,
 		}
 	}
 	return Ack{}, fmt.Errorf("publisher: publish %s to %s: gave up after %d attempts: %w", id, msg.Subject, p.cfg.Attempts, last)
+}
+
+// jsErrStreamNotMatch is the server's answer to a publish whose expected
+// stream is not the one capturing its subject (JSStreamNotMatchErr).
+const jsErrStreamNotMatch jetstream.ErrorCode = 10060
+
+func wrongStream(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrStreamNotMatch
+}
+
+// refusedStream is the error of a publish the server refused because
+// another stream than the expected one captures its subject.
+func refusedStream(msg *nats.Msg, id string, err error) error {
+	return fmt.Errorf("publisher: publish %s to %s: expected stream %s: %w (%w)", id, msg.Subject,
+		msg.Header.Get(jetstream.ExpectedStreamHeader), ErrWrongStream, err)
+}
+
+// checkStream refuses an ack from another stream than the one msg expects:
+// the server checks the expectation, and this keeps a caller from counting
+// an ack that did not come from that check.
+func checkStream(msg *nats.Msg, a Ack) (Ack, error) {
+	if want := msg.Header.Get(jetstream.ExpectedStreamHeader); want != "" && a.Stream != want {
+		return Ack{}, fmt.Errorf("publisher: publish %s to %s: expected stream %s: %w: acknowledged by stream %s seq %d", a.ID, msg.Subject, want, ErrWrongStream, a.Stream, a.Sequence)
+	}
+	return a, nil
 }
 
 type ackState int
@@ -269,9 +307,18 @@ func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) ([]Ack, er
 				pa, state, err := awaitAck(ctx, f, wait, expired)
 				switch state {
 				case ackOK:
-					acks = append(acks, p.acked(Ack{ID: ids[i], Stream: pa.Stream, Sequence: pa.Sequence, Duplicate: pa.Duplicate}))
+					ack, err := checkStream(natsMsgs[i], Ack{ID: ids[i], Stream: pa.Stream, Sequence: pa.Sequence, Duplicate: pa.Duplicate})
+					if err != nil {
+						late.Stop()
+						return acks, err
+					}
+					acks = append(acks, p.acked(ack))
 					continue
 				case ackFailed:
+					if wrongStream(err) {
+						late.Stop()
+						return acks, refusedStream(natsMsgs[i], ids[i], err)
+					}
 					if !retryable(err) {
 						late.Stop()
 						return acks, fmt.Errorf("publisher: publish %s to %s: %w", ids[i], natsMsgs[i].Subject, err)

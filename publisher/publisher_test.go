@@ -192,3 +192,33 @@ func TestPublishBatchDoesNotWaitForeverForAnAck(t *testing.T) {
 		t.Fatal("PublishBatch still waits for acks that never come")
 	}
 }
+
+// A message that must land in one stream is refused, and stored nowhere,
+// when the server's stream for its subject is another one, by Publish and
+// PublishBatch alike; into the expected stream it lands.
+func TestExpectStreamRefusesAnotherStream(t *testing.T) {
+	t.Parallel()
+	js, p := setup(t)
+	ctx := context.Background()
+	m := publisher.Message{Subject: "ev.a", Data: []byte(`{}`), ExpectStream: "PAY"}
+	if _, err := p.Publish(ctx, m); !errors.Is(err, publisher.ErrWrongStream) {
+		t.Errorf("Publish into EV expecting PAY: %v, want ErrWrongStream", err)
+	}
+	if acks, err := p.PublishBatch(ctx, []publisher.Message{m}); !errors.Is(err, publisher.ErrWrongStream) || len(acks) != 0 {
+		t.Errorf("PublishBatch into EV expecting PAY: %v %v, want ErrWrongStream and no ack", acks, err)
+	}
+	s, err := js.Stream(ctx, "EV")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := s.Info(ctx); err != nil || info.State.Msgs != 0 {
+		t.Fatalf("EV holds %+v (%v), want nothing", info.State, err)
+	}
+	m.ExpectStream = "EV"
+	if a, err := p.Publish(ctx, m); err != nil || a.Stream != "EV" {
+		t.Fatalf("Publish expecting EV: %+v %v", a, err)
+	}
+	if acks, err := p.PublishBatch(ctx, []publisher.Message{m}); err != nil || len(acks) != 1 || acks[0].Stream != "EV" {
+		t.Fatalf("PublishBatch expecting EV: %+v %v", acks, err)
+	}
+}

@@ -1,14 +1,18 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/publisher"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // dlqCmd is `jetledger dlq`: operate the dead letters.
@@ -27,8 +31,13 @@ delivery failing, no usable Nats-Msg-Id, or the server's max-deliveries
 advisory), each kept with its headers, payload and reason.`
 }
 
-// errStillInWindow: requeue published into a stream that dropped the copy.
-var errStillInWindow = errors.New("the stream's duplicate window still holds this id, so it dropped the copy")
+var (
+	// errStillInWindow: requeue published into a stream that dropped the copy.
+	errStillInWindow = errors.New("the stream's duplicate window still holds this id, so it dropped the copy")
+	// errWrongStream: requeue reached a server whose stream is not the one
+	// the dead letter came from, and published nothing there.
+	errWrongStream = errors.New("not the dead letter's stream")
+)
 
 // dlqID is the argument of the commands on one dead letter.
 type dlqID struct {
@@ -103,7 +112,11 @@ type dlqRequeueCmd struct {
 func (dlqRequeueCmd) Help() string {
 	return `Fix the cause first: the message is then applied exactly once. Inside the
 stream's duplicate window the stream would drop the copy, so requeue refuses
-(exit 1) and keeps the dead letter until the window has passed.`
+(exit 1) and keeps the dead letter until the window has passed. The copy goes
+only into the dead letter's own stream (at an edge, the hub's stream it
+sources), under the subject that stream stores it as again (a partition's
+mapping included): a server whose stream is another one is refused (exit 1)
+and the dead letter is kept.`
 }
 
 func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
@@ -131,18 +144,45 @@ func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
 }
 
 // republish publishes the dead letter's payload and headers with its
-// original id; a copy the stream dropped as a duplicate is an error.
+// original id into the stream it came from, and only there, under the
+// subject that stream stores it as again; a copy the stream dropped as a
+// duplicate is an error.
 func (c *dlqRequeueCmd) republish(inv *invocation, d ledger.DeadLetter) (publisher.Ack, error) {
-	nc, js, err := connect(inv.ctx, c.NATS, quiet)
+	ctx := inv.ctx
+	nc, js, err := connect(ctx, c.NATS, quiet)
 	if err != nil {
 		return publisher.Ack{}, err
 	}
 	defer nc.Close()
+	s, err := js.Stream(ctx, d.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w: the server reached has no stream %s; it is kept: point --nats (or the NATS context) at the server run consumes from",
+			c.ID, errWrongStream, d.Stream)
+	}
+	if err != nil {
+		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: stream %s: %w; it is kept", c.ID, d.Stream, err)
+	}
+	if err := sameInstance(ctx, s, d); err != nil {
+		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w; it is kept: point --nats (or the NATS context) at the server run consumes from", c.ID, err)
+	}
+	subject, err := publishSubject(s.CachedInfo().Config, d.Subject)
+	if err != nil {
+		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w; it is kept: publish its payload with 'jetledger publish --stream %s --id %s' to the subject it was first published to, then discard it",
+			c.ID, err, d.Stream, d.MessageID)
+	}
+	into, err := originStream(s.CachedInfo().Config, subject)
+	if err != nil {
+		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w; it is kept: publish its payload with 'jetledger publish --stream STREAM --id %s' into the stream it came from, then discard it",
+			c.ID, err, d.MessageID)
+	}
 	p, err := publisher.New(js, publisher.Config{Logger: quiet})
 	if err != nil {
 		return publisher.Ack{}, err
 	}
-	ack, err := p.Publish(inv.ctx, publisher.Message{Subject: d.Subject, Data: d.Payload, ID: d.MessageID, Header: nats.Header(d.Headers)})
+	ack, err := p.Publish(ctx, publisher.Message{Subject: subject, Data: d.Payload, ID: d.MessageID, Header: requeueHeaders(d.Headers), ExpectStream: into})
+	if errors.Is(err, publisher.ErrWrongStream) {
+		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w: %w; it is kept: point --nats (or the NATS context) at the server run consumes from", c.ID, errWrongStream, err)
+	}
 	if err != nil {
 		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d: %w; it is kept", c.ID, err)
 	}
@@ -150,4 +190,84 @@ func (c *dlqRequeueCmd) republish(inv *invocation, d ledger.DeadLetter) (publish
 		return publisher.Ack{}, fmt.Errorf("requeue dead letter %d (id %s): %w; it is kept: try again once the window has passed", c.ID, d.MessageID, errStillInWindow)
 	}
 	return ack, nil
+}
+
+// sameInstance refuses a stream that provably is not the one the dead
+// letter came from: another server's of the same name, or one created
+// since, never reached its sequence or holds another message there. Where
+// the copy is gone (a work queue, an age limit) nothing more can be proved
+// than the name.
+func sameInstance(ctx context.Context, s jetstream.Stream, d ledger.DeadLetter) error {
+	if last := s.CachedInfo().State.LastSeq; last < d.Sequence {
+		return fmt.Errorf("%w: stream %s on the server reached has never stored seq %d (its last is %d), so it is another server's or was created since",
+			errWrongStream, d.Stream, d.Sequence, last)
+	}
+	raw, err := s.GetMsg(ctx, d.Sequence)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("stream %s seq %d: %w", d.Stream, d.Sequence, err)
+	case raw.Subject != d.Subject || raw.Header.Get(jetstream.MsgIDHeader) != d.MessageID:
+		return fmt.Errorf("%w: stream %s on the server reached holds another message at seq %d (id %q on %s), so it is another server's or was created since",
+			errWrongStream, d.Stream, d.Sequence, raw.Header.Get(jetstream.MsgIDHeader), raw.Subject)
+	}
+	return nil
+}
+
+// errNoOrigin: the dead letter's stream neither captures its subject nor
+// sources it from exactly one stream.
+var errNoOrigin = errors.New("cannot tell which stream a copy must be published into to reach the dead letter's stream")
+
+// originStream is the stream a copy on subject must be stored in to reach
+// the stream of cfg: that stream when it captures subjects itself, else the
+// one stream it sources subject from (an edge's stream, the hub's), whose
+// copies it takes in.
+func originStream(cfg jetstream.StreamConfig, subject string) (string, error) {
+	if len(cfg.Subjects) > 0 || len(cfg.Sources) == 0 {
+		return cfg.Name, nil
+	}
+	var from []string
+	for _, src := range cfg.Sources {
+		if src.FilterSubject == "" && len(src.SubjectTransforms) == 0 || src.FilterSubject != "" && server.SubjectMatchesFilter(subject, src.FilterSubject) {
+			from = append(from, src.Name)
+		}
+		for _, tr := range src.SubjectTransforms {
+			if server.SubjectMatchesFilter(subject, tr.Source) {
+				from = append(from, src.Name)
+			}
+		}
+	}
+	if len(from) != 1 {
+		return "", fmt.Errorf("%w: stream %s captures no subject and sources %s from %d streams %v", errNoOrigin, cfg.Name, subject, len(from), from)
+	}
+	return from[0], nil
+}
+
+// requeueHeaders is the dead letter's headers without those that belonged
+// to its first publish or to the server: the expectations (last sequence,
+// last id) held for that moment, a rollup would now purge what came since,
+// and the server refuses a publish carrying its own (the source header a
+// sourced copy has at an edge, a marker).
+func requeueHeaders(h map[string][]string) nats.Header {
+	out := nats.Header{}
+	for k, v := range h {
+		if !serverOrFirstPublish(k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func serverOrFirstPublish(key string) bool {
+	const expected = "Nats-Expected-"
+	if len(key) >= len(expected) && strings.EqualFold(key[:len(expected)], expected) {
+		return true
+	}
+	for _, k := range []string{"Nats-Stream-Source", "Nats-Rollup", "Nats-Marker-Reason"} {
+		if strings.EqualFold(key, k) {
+			return true
+		}
+	}
+	return false
 }

@@ -26,25 +26,101 @@ type partitionStatus struct {
 	Waiting       int       `json:"waiting"` // pull requests waiting: a consumer is fetching now
 	Ledger        string    `json:"ledger,omitempty"`
 	LedgerRows    int64     `json:"ledger_rows"`
+	DeadLetters   int64     `json:"dead_letters"`
+	Conflicts     int64     `json:"conflicts"`
+	// Outbox is the partition's outbox rows per state.
+	Outbox map[ledger.Status]int64 `json:"outbox,omitempty"`
 }
 
-// localLedger is the first partition ledger of db on this host, if any:
-// where a partitioned run keeps its state when --db names no ledger itself.
-func localLedger(db string) (string, bool) {
-	for i := range 1024 {
-		if _, err := os.Stat(partitionDB(db, i)); err == nil {
-			return partitionDB(db, i), true
+// maxPartitions bounds the search for partition ledgers beside --db.
+const maxPartitions = 1024
+
+// localPartitions are the partitions whose ledgers are beside db on this
+// host: where a partitioned run keeps its state when --db names no ledger
+// itself.
+func localPartitions(db string) []int {
+	var parts []int
+	for i := range maxPartitions {
+		if fileExists(partitionDB(db, i)) {
+			parts = append(parts, i)
 		}
 	}
-	return "", false
+	return parts
 }
 
-// readPartitions fills in every partition of a partitioned stream: the
-// durable <durable>-p<i> on the server and the ledger <db>-p<i> here.
+// readPartitionLedgers reads the ledger of each of parts beside db, each
+// into its partition and all of them summed into the report's ledger and
+// outbox: a dead letter in any partition is counted, a ledger that cannot
+// be read is a problem.
+func readPartitionLedgers(ctx context.Context, db string, parts []int, rep *statusReport) {
+	sum := &ledger.Stats{}
+	rep.Outbox = map[ledger.Status]int64{}
+	for _, i := range parts {
+		p := partitionStatus{Partition: i, Ledger: partitionDB(db, i)}
+		s, outbox, err := readPartitionLedger(ctx, p.Ledger)
+		if err != nil {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("partition %d: %v", i, err))
+		} else {
+			p.LedgerRows, p.DeadLetters, p.Conflicts, p.Outbox = s.Processed, s.DeadLetters, s.Conflicts, outbox
+			addStats(sum, s)
+			for k, n := range outbox {
+				rep.Outbox[k] += n
+			}
+		}
+		rep.Partitions = append(rep.Partitions, p)
+	}
+	rep.Ledger = sum
+}
+
+func readPartitionLedger(ctx context.Context, path string) (ledger.Stats, map[ledger.Status]int64, error) {
+	st, err := ledger.Open(path, ledger.Config{Logger: quiet})
+	if err != nil {
+		return ledger.Stats{}, nil, err
+	}
+	defer st.Close()
+	s, err := st.Stats(ctx)
+	if err != nil {
+		return ledger.Stats{}, nil, err
+	}
+	outbox, err := st.OutboxCounts(ctx)
+	return s, outbox, err
+}
+
+// addStats adds one partition's ledger to the sum over the partitions,
+// whose path is none of theirs: each partition names its own.
+func addStats(sum *ledger.Stats, s ledger.Stats) {
+	if sum.SchemaVersion == 0 || s.SchemaVersion < sum.SchemaVersion {
+		sum.SchemaVersion = s.SchemaVersion // the one that lags
+	}
+	sum.SizeBytes += s.SizeBytes
+	sum.Processed += s.Processed
+	sum.Conflicts += s.Conflicts
+	sum.DeadLetters += s.DeadLetters
+	if !s.Oldest.IsZero() && (sum.Oldest.IsZero() || s.Oldest.Before(sum.Oldest)) {
+		sum.Oldest = s.Oldest
+	}
+	if s.Newest.After(sum.Newest) {
+		sum.Newest = s.Newest
+	}
+}
+
+// readPartitions fills in every partition of a partitioned stream with its
+// durable <durable>-p<i> on the server, beside the ledgers read here; a
+// ledger here of a partition the stream does not have is a problem.
 func (c *statusCmd) readPartitions(ctx context.Context, js jetstream.JetStream, n int, rep *statusReport) {
 	base := trimPartition(c.Durable)
+	byIndex := map[int]*partitionStatus{}
+	for k := range rep.Partitions {
+		byIndex[rep.Partitions[k].Partition] = &rep.Partitions[k]
+	}
+	all := make([]partitionStatus, 0, n)
 	for i := range n {
-		p := partitionStatus{Partition: i, Durable: partitionDurable(base, i)}
+		p := partitionStatus{Partition: i}
+		if here, ok := byIndex[i]; ok {
+			p = *here
+			delete(byIndex, i)
+		}
+		p.Durable = partitionDurable(base, i)
 		cons, err := js.Consumer(ctx, c.Stream, p.Durable)
 		var info *jetstream.ConsumerInfo
 		if err == nil {
@@ -60,18 +136,12 @@ func (c *statusCmd) readPartitions(ctx context.Context, js jetstream.JetStream, 
 			// Not "no such durable": the server could not say (an election).
 			rep.Problems = append(rep.Problems, fmt.Sprintf("partition %d: durable %s: %v", i, p.Durable, err))
 		}
-		if path := partitionDB(c.DB, i); fileExists(path) {
-			if st, err := ledger.Open(path, ledger.Config{Logger: quiet}); err != nil {
-				rep.Problems = append(rep.Problems, fmt.Sprintf("partition %d: %v", i, err))
-			} else {
-				if s, err := st.Stats(ctx); err == nil {
-					p.Ledger, p.LedgerRows = path, s.Processed
-				}
-				st.Close()
-			}
-		}
-		rep.Partitions = append(rep.Partitions, p)
+		all = append(all, p)
 	}
+	for _, p := range byIndex {
+		rep.Problems = append(rep.Problems, fmt.Sprintf("ledger %s is of partition %d, but stream %s has %d partitions", p.Ledger, p.Partition, c.Stream, n))
+	}
+	rep.Partitions = all
 }
 
 // trimPartition is the durable a partition's durable was named from.
@@ -100,10 +170,17 @@ func printPartitions(w io.Writer, ps []partitionStatus) {
 	for _, p := range ps {
 		owner := "no ledger on this host"
 		if p.Ledger != "" {
-			owner = fmt.Sprintf("ledger %s, %d rows", p.Ledger, p.LedgerRows)
+			owner = fmt.Sprintf("ledger %s, %d rows, %d dead letters, %d conflicts", p.Ledger, p.LedgerRows, p.DeadLetters, p.Conflicts)
+			for _, st := range ledger.Statuses {
+				if n := p.Outbox[st]; n > 0 {
+					owner += fmt.Sprintf(", outbox %s %d", st, n)
+				}
+			}
 		}
 		durable := fmt.Sprintf("%s: %d pending, %d waiting for ack, acked through seq %d", p.Durable, p.Pending, p.AckPending, p.AckFloorSeq)
 		switch {
+		case p.Durable == "":
+			durable = "durable not read"
 		case !p.Consumer:
 			durable = p.Durable + ": no such durable yet"
 		case p.Waiting > 0:
@@ -113,4 +190,15 @@ func printPartitions(w io.Writer, ps []partitionStatus) {
 		}
 		field(w, fmt.Sprintf("partition %d", p.Partition), durable+"; "+owner)
 	}
+}
+
+// ledgersHere is how many partitions have their ledger on this host.
+func ledgersHere(ps []partitionStatus) int {
+	n := 0
+	for _, p := range ps {
+		if p.Ledger != "" {
+			n++
+		}
+	}
+	return n
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,6 +40,7 @@ Examples:
 type publishCmd struct {
 	NATS     natsFlags     `embed:"" group:"nats"`
 	Subject  string        `name:"subject" help:"subject to publish to (required)"`
+	Stream   string        `name:"stream" placeholder:"NAME" help:"the stream that must store the messages: the server refuses them, and nothing is stored, when another stream captures --subject (default: whichever stream captures it)"`
 	Data     string        `name:"data" placeholder:"JSON" help:"publish this one message instead of reading standard input"`
 	ID       string        `name:"id" help:"Nats-Msg-Id of the --data message (default: a new ULID)"`
 	IDField  string        `name:"id-field" placeholder:"FIELD" help:"top-level JSON field holding each line's id (string or number)"`
@@ -99,8 +101,14 @@ func (c *publishCmd) Run(inv *invocation) error {
 	if err != nil {
 		return usageError{err}
 	}
-	warnWindow(inv.ctx, js, p, c.Subject, log)
+	warnWindow(inv.ctx, js, p, c.Subject, c.Stream, log)
+	for i := range msgs {
+		msgs[i].ExpectStream = c.Stream
+	}
 	acks, err := p.PublishBatch(inv.ctx, msgs)
+	if errors.Is(err, publisher.ErrWrongStream) {
+		return fmt.Errorf("published %d of %d messages: %w; check --nats (or the NATS context) and --stream", len(acks), len(msgs), err)
+	}
 	if err != nil {
 		return fmt.Errorf("published %d of %d messages: %w", len(acks), len(msgs), err)
 	}
@@ -132,11 +140,16 @@ func (c *publishCmd) messages() ([]publisher.Message, error) {
 	return []publisher.Message{m}, nil
 }
 
-// warnWindow warns when retries may outlive the stream's duplicate window.
-func warnWindow(ctx context.Context, js jetstream.JetStream, p *publisher.Publisher, subject string, log *slog.Logger) {
-	name, err := js.StreamNameBySubject(ctx, subject)
-	if err != nil {
-		return
+// warnWindow warns when retries may outlive the duplicate window of the
+// stream that will store the messages: stream when given, else the one
+// capturing subject.
+func warnWindow(ctx context.Context, js jetstream.JetStream, p *publisher.Publisher, subject, stream string, log *slog.Logger) {
+	name := stream
+	if name == "" {
+		var err error
+		if name, err = js.StreamNameBySubject(ctx, subject); err != nil {
+			return
+		}
 	}
 	if s, err := js.Stream(ctx, name); err == nil {
 		if err := p.CheckDuplicateWindow(s.CachedInfo().Config.Duplicates); err != nil {

@@ -89,11 +89,14 @@ func (c *statusCmd) Run(inv *invocation) error {
 	var rep statusReport
 	ctx, cancel := context.WithTimeout(inv.ctx, 10*time.Second)
 	defer cancel()
-	// A partitioned run keeps a ledger per partition beside --db: read the
-	// names from the first one here.
+	// A partitioned run keeps a ledger per partition beside --db: every one
+	// here is read, and the names come from the first.
 	db := c.dbFlag
-	if p, ok := localLedger(c.DB); ok && !fileExists(c.DB) {
-		db.DB = p
+	var local []int
+	if !fileExists(c.DB) {
+		if local = localPartitions(c.DB); len(local) > 0 {
+			db.DB = partitionDB(c.DB, local[0])
+		}
 	}
 	if st, err := db.openExisting(); err != nil {
 		rep.Problems = append(rep.Problems, err.Error())
@@ -106,9 +109,14 @@ func (c *statusCmd) Run(inv *invocation) error {
 		} else if err != nil {
 			rep.Problems = append(rep.Problems, err.Error())
 		}
-		c.readLedger(ctx, st, &rep)
+		if len(local) == 0 {
+			c.readLedger(ctx, st, &rep)
+		}
 	}
-	rep.Serves = &servesStatus{c.Stream, c.Durable, c.from, c.origin(c.DB)}
+	if len(local) > 0 {
+		readPartitionLedgers(ctx, c.DB, local, &rep)
+	}
+	rep.Serves = &servesStatus{c.Stream, c.Durable, c.from, c.origin(db.DB)}
 	if nc, js, err := connect(ctx, c.NATS, quiet); err != nil {
 		rep.Problems = append(rep.Problems, err.Error())
 	} else {
@@ -197,7 +205,11 @@ func printStatus(w io.Writer, r statusReport) {
 		if l.Processed > 0 {
 			oldest = l.Oldest.Format(time.RFC3339)
 		}
-		field(w, "ledger", fmt.Sprintf("%s: %d rows, %d bytes, oldest %s", l.Path, l.Processed, l.SizeBytes, oldest))
+		where := l.Path
+		if len(r.Partitions) > 0 && where == "" {
+			where = fmt.Sprintf("the ledgers of %d partitions here", ledgersHere(r.Partitions))
+		}
+		field(w, "ledger", fmt.Sprintf("%s: %d rows, %d bytes, oldest %s", where, l.Processed, l.SizeBytes, oldest))
 		field(w, "dead letters", fmt.Sprint(l.DeadLetters))
 		field(w, "conflicts", fmt.Sprint(l.Conflicts))
 	}

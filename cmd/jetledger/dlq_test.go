@@ -1,0 +1,306 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/publisher"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// runCommand runs args in process as main does and returns the command's
+// error itself, for errors.Is.
+func runCommand(t *testing.T, args ...string) error {
+	t.Helper()
+	parser, err := newParser(&cli{}, io.Discard, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kctx, err := parser.Parse(args)
+	if err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	return kctx.Run(&invocation{ctx: t.Context(), stdout: io.Discard, stderr: io.Discard})
+}
+
+// deadLettered publishes m into stream as a producer would and records it
+// in a new ledger at db as run does when it gives up on the message: the
+// stored subject, sequence and headers, as delivered. It returns the dead
+// letter's id.
+func deadLettered(t *testing.T, js jetstream.JetStream, db, stream string, m publisher.Message) int64 {
+	t.Helper()
+	ctx := t.Context()
+	p, err := publisher.New(js, publisher.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ack, err := p.Publish(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := s.GetMsg(ctx, ack.Sequence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ledger.Open(db, ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.RecordDeadLetters(ctx, []ledger.DeadLetter{{MessageID: ack.ID, Stream: ack.Stream, Sequence: ack.Sequence,
+		Subject: raw.Subject, Headers: raw.Header, Payload: raw.Data, Reason: "test", Deliveries: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	dls, err := st.DeadLetters(ctx, 0)
+	for _, d := range dls {
+		if d.MessageID == ack.ID {
+			return d.ID
+		}
+	}
+	t.Fatalf("dead letter %s not recorded: %v %v", ack.ID, dls, err)
+	return 0
+}
+
+// deadLetters is how many dead letters the ledger at db keeps.
+func deadLetters(t *testing.T, db string) int64 {
+	t.Helper()
+	st, err := ledger.Open(db, ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	s, err := st.Stats(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.DeadLetters
+}
+
+// messagesIn is the number of messages stream holds.
+func messagesIn(t *testing.T, js jetstream.JetStream, stream string) uint64 {
+	t.Helper()
+	s, err := js.Stream(t.Context(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+// A requeue pointed at another server (a wrong --nats, a NATS context)
+// must not count its stream's acknowledgement: a stream of another name
+// capturing the subject, a stream of the same name that holds another
+// message at the dead letter's sequence or never reached it, and a stream
+// that looks like the dead letter's while another one captures the subject
+// are all refused, the dead letter is kept and they store nothing. Pointed
+// at run's server, the requeue lands in PAY and the dead letter goes.
+func TestRequeueRefusesAnotherServersStream(t *testing.T) {
+	t.Parallel()
+	home := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, home)
+	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "PAY", Subjects: []string{"pay.*"}, Duplicates: time.Second})
+	dir := t.TempDir()
+	db1, db2 := filepath.Join(dir, "one.db"), filepath.Join(dir, "two.db")
+	dl1 := deadLettered(t, js, db1, "PAY", publisher.Message{Subject: "pay.alice", ID: "evt-1", Data: []byte(`{"amount":1}`)})
+	dl2 := deadLettered(t, js, db2, "PAY", publisher.Message{Subject: "pay.alice", ID: "evt-2", Data: []byte(`{"amount":2}`)})
+
+	// OTHER captures pay.>.
+	other := consumertest.RunServer(t)
+	_, ojs := consumertest.Connect(t, other)
+	consumertest.CreateStream(t, ojs, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"pay.>"}})
+	// A PAY of its own, holding one message of another id.
+	twin := consumertest.RunServer(t)
+	_, tjs := consumertest.Connect(t, twin)
+	consumertest.CreateStream(t, tjs, jetstream.StreamConfig{Name: "PAY", Subjects: []string{"pay.>"}})
+	if _, err := tjs.PublishMsg(t.Context(), &nats.Msg{Subject: "pay.alice", Header: nats.Header{jetstream.MsgIDHeader: {"twin-1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	// A PAY holding evt-1 at seq 1, as run's does, that has since given
+	// pay.> to OTHER: only the publish's expected stream can catch it.
+	moved := consumertest.RunServer(t)
+	_, mjs := consumertest.Connect(t, moved)
+	consumertest.CreateStream(t, mjs, jetstream.StreamConfig{Name: "PAY", Subjects: []string{"pay.>"}})
+	if _, err := mjs.PublishMsg(t.Context(), &nats.Msg{Subject: "pay.alice", Header: nats.Header{jetstream.MsgIDHeader: {"evt-1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mjs.UpdateStream(t.Context(), jetstream.StreamConfig{Name: "PAY", Subjects: []string{"moved.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	consumertest.CreateStream(t, mjs, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"pay.>"}})
+
+	tests := []struct {
+		name    string
+		db      string
+		id      int64
+		js      jetstream.JetStream
+		srv     string
+		stream  string // the stream that must store nothing
+		want    uint64 // what it held before
+		wantErr error
+	}{
+		{"another stream captures the subject", db1, dl1, ojs, other.ClientURL(), "OTHER", 0, errWrongStream},
+		{"same name, another message at its sequence", db1, dl1, tjs, twin.ClientURL(), "PAY", 1, errWrongStream},
+		{"same name, never reached its sequence", db2, dl2, tjs, twin.ClientURL(), "PAY", 1, errWrongStream},
+		{"same name and message, another stream captures the subject", db1, dl1, mjs, moved.ClientURL(), "OTHER", 0, publisher.ErrWrongStream},
+	}
+	for _, tc := range tests {
+		err := runCommand(t, "dlq", "requeue", "--db", tc.db, "--nats", tc.srv, strconv.FormatInt(tc.id, 10))
+		if !errors.Is(err, tc.wantErr) || !errors.Is(err, errWrongStream) {
+			t.Errorf("%s: requeue error %v, want %v", tc.name, err, tc.wantErr)
+		}
+		if n := deadLetters(t, tc.db); n != 1 {
+			t.Errorf("%s: %d dead letters after the refused requeue, want it kept", tc.name, n)
+		}
+		if n := messagesIn(t, tc.js, tc.stream); n != tc.want {
+			t.Errorf("%s: %s holds %d messages, want %d", tc.name, tc.stream, n, tc.want)
+		}
+	}
+
+	// Past PAY's duplicate window, the requeues to run's server land.
+	for _, dl := range []struct {
+		db string
+		id int64
+	}{{db1, dl1}, {db2, dl2}} {
+		consumertest.Eventually(t, 10*time.Second, "requeue into PAY", func() bool {
+			err := runCommand(t, "dlq", "requeue", "--db", dl.db, "--nats", home.ClientURL(), strconv.FormatInt(dl.id, 10))
+			if err != nil && !errors.Is(err, errStillInWindow) {
+				t.Fatalf("requeue into PAY: %v", err)
+			}
+			return err == nil
+		})
+		if n := deadLetters(t, dl.db); n != 0 {
+			t.Errorf("%d dead letters after the requeue", n)
+		}
+	}
+	if n := messagesIn(t, js, "PAY"); n != 4 {
+		t.Errorf("PAY holds %d messages, want the originals and the requeued copies", n)
+	}
+}
+
+// publish --stream says which stream must store the messages: on a server
+// where another stream captures the subject nothing is stored there.
+func TestPublishToAStreamRefusesAnotherStream(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"pay.>"}})
+	err := runCommand(t, "publish", "--nats", srv.ClientURL(), "--subject", "pay.alice", "--stream", "PAY", "--data", `{"amount":1}`)
+	if !errors.Is(err, publisher.ErrWrongStream) {
+		t.Errorf("publish --stream PAY into OTHER: %v, want publisher.ErrWrongStream", err)
+	}
+	if n := messagesIn(t, js, "OTHER"); n != 0 {
+		t.Errorf("OTHER stored %d messages", n)
+	}
+	if err := runCommand(t, "publish", "--nats", srv.ClientURL(), "--subject", "pay.alice", "--stream", "OTHER", "--data", `{"amount":1}`); err != nil {
+		t.Fatalf("publish --stream OTHER: %v", err)
+	}
+	if n := messagesIn(t, js, "OTHER"); n != 1 {
+		t.Errorf("OTHER stored %d messages, want 1", n)
+	}
+}
+
+// A dead letter first published with an expectation of the stream's state
+// then (Nats-Expected-Last-Sequence) is requeued without it: it held for
+// that publish, and the stream would refuse the copy now.
+func TestRequeueDropsTheFirstPublishsExpectations(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "PAY", Subjects: []string{"pay.*"}, Duplicates: time.Second})
+	db := filepath.Join(t.TempDir(), "pay.db")
+	id := deadLettered(t, js, db, "PAY", publisher.Message{Subject: "pay.alice", ID: "evt-1",
+		Header: nats.Header{jetstream.ExpectedLastSeqHeader: {"0"}}})
+	consumertest.Eventually(t, 10*time.Second, "requeue into PAY", func() bool {
+		err := runCommand(t, "dlq", "requeue", "--db", db, "--nats", srv.ClientURL(), strconv.FormatInt(id, 10))
+		if err != nil && !errors.Is(err, errStillInWindow) {
+			t.Fatalf("requeue: %v", err)
+		}
+		return err == nil
+	})
+	if n := messagesIn(t, js, "PAY"); n != 2 {
+		t.Errorf("PAY holds %d messages, want the original and the requeued copy", n)
+	}
+}
+
+// At an edge the dead letter's stream captures no subject: it sources the
+// hub's. A requeue must land in the hub's stream, the origin of the copies
+// the edge's stream gets, and from there reach the edge's stream again.
+func TestRequeueAtAnEdgeGoesThroughTheHub(t *testing.T) {
+	t.Parallel()
+	leafPort := freeTCPPort(t)
+	hub := consumertest.RunServerWithOptions(t, &server.Options{JetStreamDomain: "hub", ServerName: "hub",
+		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
+	_, hjs := consumertest.Connect(t, hub)
+	consumertest.CreateStream(t, hjs, jetstream.StreamConfig{Name: "HUB", Subjects: []string{"pay.*"}, Duplicates: time.Second})
+	u, _ := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort))
+	edge, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "s"),
+		Leaf: &server.RemoteLeafOpts{URLs: []*url.URL{u}}, Domain: "site"}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(edge.Close)
+	enc, err := nats.Connect(edge.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(enc.Close)
+	ejs, _ := jetstream.New(enc)
+	consumertest.CreateStream(t, ejs, jetstream.StreamConfig{Name: "PAY", Duplicates: time.Second,
+		Sources: []*jetstream.StreamSource{{Name: "HUB", Domain: "hub"}}})
+	consumertest.Eventually(t, 10*time.Second, "the leaf connected", func() bool {
+		lz, _ := hub.Leafz(nil)
+		return lz != nil && lz.NumLeafs == 1
+	})
+	if _, err := hjs.PublishMsg(t.Context(), &nats.Msg{Subject: "pay.alice", Data: []byte(`{}`), Header: nats.Header{jetstream.MsgIDHeader: {"evt-1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	consumertest.Eventually(t, 10*time.Second, "the edge's stream sourcing the message", func() bool { return messagesIn(t, ejs, "PAY") == 1 })
+	// The dead letter as run records it at the edge: its stream's copy.
+	s, err := ejs.Stream(t.Context(), "PAY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := s.GetMsg(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "site.db")
+	st, err := ledger.Open(db, ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.RecordDeadLetters(t.Context(), []ledger.DeadLetter{{MessageID: "evt-1", Stream: "PAY", Sequence: 1,
+		Subject: raw.Subject, Headers: raw.Header, Payload: raw.Data, Reason: "test", Deliveries: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+
+	consumertest.Eventually(t, 10*time.Second, "requeue at the edge", func() bool {
+		err := runCommand(t, "dlq", "requeue", "--db", db, "--nats", edge.URL(), "1")
+		if err != nil && !errors.Is(err, errStillInWindow) {
+			t.Fatalf("requeue at the edge: %v", err)
+		}
+		return err == nil
+	})
+	if n := messagesIn(t, hjs, "HUB"); n != 2 {
+		t.Errorf("HUB holds %d messages, want the original and the requeued copy", n)
+	}
+	consumertest.Eventually(t, 10*time.Second, "the requeued copy sourced to the edge", func() bool { return messagesIn(t, ejs, "PAY") == 2 })
+}
