@@ -55,10 +55,7 @@ func newEventsHandler(ctx context.Context, st *ledger.Store, schemaFile, apply s
 			if ctx.Err() != nil {
 				return nil, ctx.Err() // interrupted, not a bad schema
 			}
-			if errors.Is(err, ledger.ErrFixedSetting) {
-				return nil, usagef("--schema %s: %w; the ledger runs with synchronous=FULL in WAL mode, which its guarantee rests on: drop the pragma", schemaFile, err)
-			}
-			return nil, usagef("--schema %s: %v", schemaFile, err)
+			return nil, schemaError(schemaFile, err)
 		}
 	}
 	if _, err := st.Exec(ctx, eventsSchema); err != nil {
@@ -75,6 +72,14 @@ func newEventsHandler(ctx context.Context, st *ledger.Store, schemaFile, apply s
 	}
 	params := usedParams(apply)
 	return &eventsHandler{apply: apply, later: later, params: params, readsData: slices.Contains(params, "data")}, nil
+}
+
+// schemaError is a --schema that failed on the ledger, said as a usage error.
+func schemaError(schemaFile string, err error) error {
+	if errors.Is(err, ledger.ErrFixedSetting) {
+		return usagef("--schema %s: %w; the ledger runs with synchronous=FULL in WAL mode, which its guarantee rests on: drop the pragma", schemaFile, err)
+	}
+	return usagef("--schema %s: %v", schemaFile, err)
 }
 
 // usedParams are the names of applyParams that apply uses: binding only

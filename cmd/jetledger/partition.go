@@ -107,6 +107,28 @@ func partitionDurable(durable string, i int) string { return fmt.Sprintf("%s-p%d
 // partition number first.
 func partitionFilter(i int) string { return strconv.Itoa(i) + ".>" }
 
+// checkPartitionsSQL is checkSQLFirst for every partition ledger this run
+// may open: those named (--partition), or those --partitions creates. Where
+// neither says, the stream's partitions are known only from the server, and
+// the first partition's ledger stands for them.
+func (c *runCmd) checkPartitionsSQL(ctx context.Context) error {
+	parts := c.sortedPartitions()
+	for i := range c.Partitions {
+		if !slices.Contains(parts, i) {
+			parts = append(parts, i)
+		}
+	}
+	if len(parts) == 0 {
+		parts = []int{0}
+	}
+	for _, i := range parts {
+		if err := checkSQLFirst(ctx, partitionDB(c.DB, i), c.Schema, c.Apply); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // sortedPartitions is the partitions to consume, in order.
 func (p partitionFlags) sortedPartitions() []int {
 	s := slices.Clone(p.Partition)
@@ -123,6 +145,11 @@ func (c *runCmd) runPartitions(inv *invocation) error {
 	ctx := inv.ctx
 	log, err := c.Log.logger(inv.stderr)
 	if err != nil {
+		return err
+	}
+	// Each partition's run checks its SQL first too, but only after the
+	// server and the stream below: checked here, a bad one creates nothing.
+	if err := c.checkPartitionsSQL(ctx); err != nil {
 		return err
 	}
 	base := *c

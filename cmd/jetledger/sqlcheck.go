@@ -7,21 +7,41 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/jetledger/jetledger/ledger"
+	"modernc.org/sqlite"
 )
+
+// checkBudget bounds the early check: a --schema that loads data runs
+// twice (here, then on the ledger), and past this the check gives up rather
+// than double a long start.
+const checkBudget = 2 * time.Second
 
 // checkSQLFirst runs --schema and checks --apply on a scratch ledger that
 // holds a copy of the real ledger's schema, before any server, store,
 // database or stream exists: a bad --schema or --apply exits 2 with nothing
 // created, even where something else would have failed first (a port in
 // use). The real ledger is checked again once it is open (newEventsHandler),
-// so where the copy cannot be made this check is skipped, never guessed:
-// only a usage error or a stop is returned from here.
+// so wherever the scratch copy cannot tell, this check steps aside rather
+// than guess: the copy cannot be made, the schema writes outside the ledger
+// file (ATTACH, VACUUM INTO: it would write there twice), a statement fails
+// on a constraint (it may depend on rows the copy lacks), or the check takes
+// longer than checkBudget. Only a usage error or a stop is returned.
 func checkSQLFirst(ctx context.Context, db, schemaFile, apply string) error {
 	if schemaFile == "" && apply == "" {
 		return nil
+	}
+	var schema string
+	if schemaFile != "" {
+		b, err := os.ReadFile(schemaFile)
+		if err != nil {
+			return usagef("--schema: %v", err)
+		}
+		if schema = string(b); writesElsewhere(schema) {
+			return nil
+		}
 	}
 	dir, err := os.MkdirTemp("", "jetledger-sqlcheck-")
 	if err != nil {
@@ -33,22 +53,52 @@ func checkSQLFirst(ctx context.Context, db, schemaFile, apply string) error {
 		return nil
 	}
 	defer st.Close()
-	if !copySchema(ctx, db, st) {
+	cctx, cancel := context.WithTimeout(ctx, checkBudget)
+	defer cancel()
+	if !copySchema(cctx, db, st) {
 		return ctx.Err()
 	}
-	_, err = newEventsHandler(ctx, st, schemaFile, apply)
-	if ctx.Err() != nil {
+	if schema != "" {
+		if _, err := st.Exec(cctx, schema); err != nil {
+			if ctx.Err() != nil || cctx.Err() != nil || isConstraint(err) {
+				return ctx.Err()
+			}
+			return schemaError(schemaFile, err)
+		}
+	}
+	_, err = newEventsHandler(cctx, st, "", apply)
+	if ctx.Err() != nil || !errors.As(err, new(usageError)) {
 		return ctx.Err()
 	}
-	if errors.As(err, new(usageError)) {
-		return err
-	}
-	return nil
+	return err
 }
+
+// writesElsewhere reports whether a statement of schema starts with ATTACH
+// or VACUUM, which could write a file other than the ledger.
+func writesElsewhere(schema string) bool {
+	for _, stmt := range sqlStatements(schema) {
+		n, _ := sqlToken(stmt)
+		if kw := strings.ToUpper(stmt[:n]); kw == "ATTACH" || kw == "VACUUM" {
+			return true
+		}
+	}
+	return false
+}
+
+// isConstraint reports a constraint failure (a foreign key, NOT NULL, a
+// trigger's RAISE): on an empty copy, possibly only for want of its rows.
+func isConstraint(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code()&0xff == sqliteConstraint
+}
+
+// sqliteConstraint is SQLite's SQLITE_CONSTRAINT primary result code.
+const sqliteConstraint = 19
 
 // copySchema recreates in to, in their order of creation, the tables,
 // indexes, views and triggers of the ledger file db that to lacks (the
-// ledger's own it has already). A missing db has nothing to copy. It
+// ledger's own it has already, and a virtual table's shadow tables come
+// with it). A missing db has nothing to copy. It
 // reports whether the copy is whole; the file is only read.
 func copySchema(ctx context.Context, db string, to *ledger.Store) bool {
 	if _, err := os.Stat(db); errors.Is(err, fs.ErrNotExist) {
@@ -61,49 +111,35 @@ func copySchema(ctx context.Context, db string, to *ledger.Store) bool {
 		return false
 	}
 	defer src.Close()
-	have := map[string]bool{}
-	if !scanNames(ctx, to.DB(), have) {
-		return false
-	}
 	rows, err := src.QueryContext(ctx, `SELECT name, sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite\_%' ESCAPE '\' ORDER BY rowid`)
 	if err != nil {
 		return false
 	}
 	defer rows.Close()
-	var stmts []string
+	type object struct{ name, sql string }
+	var objs []object
 	for rows.Next() {
-		var name, stmt string
-		if rows.Scan(&name, &stmt) != nil {
+		var o object
+		if rows.Scan(&o.name, &o.sql) != nil {
 			return false
 		}
-		if !have[name] {
-			stmts = append(stmts, stmt)
-		}
+		objs = append(objs, o)
 	}
 	if rows.Err() != nil {
 		return false
 	}
-	for _, stmt := range stmts {
-		if _, err := to.Exec(ctx, stmt); err != nil {
+	for _, o := range objs {
+		// Asked again each time: a virtual table made its shadow tables.
+		var n int
+		if err := to.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE name = ?`, o.name).Scan(&n); err != nil {
+			return false
+		}
+		if n > 0 {
+			continue
+		}
+		if _, err := to.Exec(ctx, o.sql); err != nil {
 			return false
 		}
 	}
 	return true
-}
-
-// scanNames adds the names in db's schema to have.
-func scanNames(ctx context.Context, db *sql.DB, have map[string]bool) bool {
-	rows, err := db.QueryContext(ctx, `SELECT name FROM sqlite_schema`)
-	if err != nil {
-		return false
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var name string
-		if rows.Scan(&name) != nil {
-			return false
-		}
-		have[name] = true
-	}
-	return rows.Err() == nil
 }

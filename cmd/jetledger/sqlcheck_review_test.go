@@ -30,7 +30,7 @@ func attackLedger(t *testing.T, stmts string) string {
 	return db
 }
 
-// Review attack (issue 19, point 11): a --schema that works on the real
+// Found by review (issue 19, point 11): a --schema that works on the real
 // ledger (it seeds a row whose parent the ledger holds) must not be refused
 // because the scratch copy has the schema but none of the rows.
 func TestEarlySQLCheckDoesNotRefuseASchemaThatWorksOnTheLedger(t *testing.T) {
@@ -55,7 +55,7 @@ func TestEarlySQLCheckDoesNotRefuseASchemaThatWorksOnTheLedger(t *testing.T) {
 	}
 }
 
-// Review attack (issue 19, point 11): --schema runs on the scratch copy and
+// Found by review (issue 19, point 11): --schema runs on the scratch copy and
 // then on the ledger. A schema that writes outside the ledger file (an
 // ATTACHed database) must not write there twice.
 func TestEarlySQLCheckRunsTheSchemaOnce(t *testing.T) {
@@ -90,7 +90,7 @@ func TestEarlySQLCheckRunsTheSchemaOnce(t *testing.T) {
 	}
 }
 
-// Review attack (issue 19, point 11): the early check must hold for a
+// Found by review (issue 19, point 11): the early check must hold for a
 // ledger with an FTS5 table; a bad --apply is refused before anything
 // starts. copySchema copies the FTS5 shadow tables after the virtual table
 // made them, fails, and skips the check.
@@ -102,7 +102,7 @@ func TestEarlySQLCheckHoldsForALedgerWithFTS5(t *testing.T) {
 	}
 }
 
-// Review attack: a view created before the table it reads (the table was
+// Found by review (issue 19, point 11): a view created before the table it reads (the table was
 // rebuilt since: dropped and created again) must not turn off the check.
 func TestEarlySQLCheckHoldsForAViewOlderThanItsTable(t *testing.T) {
 	t.Parallel()
@@ -120,7 +120,7 @@ func writeFile(t *testing.T, path, text string) {
 	}
 }
 
-// Review attack (issue 19, point 11 meets partitions): a bad --apply with
+// Found by review (issue 19, point 11): a bad --apply with
 // --partitions must be refused before any server, store or stream exists.
 // runPartitions starts the embedded server and creates the partitioned
 // stream first; each partition's run checks the SQL only after that.
