@@ -22,14 +22,13 @@ const lowDiskBytes = 1 << 20
 // checkpoint, so this looks at the filesystem rather than at a write that
 // might not reach it.
 func (s *Store) CheckWritable(ctx context.Context) error {
-	for _, p := range []string{s.path, s.path + "-wal", filepath.Dir(s.path)} {
+	for _, p := range []string{s.path, s.path + "-wal"} {
 		if err := writable(p); err != nil {
 			return fmt.Errorf("%w: %w", ErrReadOnly, err)
 		}
 	}
-	free, known := diskFree(s.path)
-	if known && free < lowDiskBytes {
-		return fmt.Errorf("%w: %d bytes free on the disk of %s", ErrFull, free, s.path)
+	if err := CheckDisk(filepath.Dir(s.path)); err != nil {
+		return err
 	}
 	if s.cfg.MaxSizeBytes == 0 {
 		return nil
@@ -74,4 +73,18 @@ func (s *Store) explainFull(err error) error {
 		return err
 	}
 	return &MaxSizeError{MaxSizeBytes: s.cfg.MaxSizeBytes, Err: err}
+}
+
+// CheckDisk is the filesystem half of CheckWritable for any directory (an
+// embedded NATS store beside the ledger, say): an error wrapping
+// ErrReadOnly when dir cannot be written, ErrFull when its disk has less
+// than 1 MiB free; nil where the OS does not say (not Linux).
+func CheckDisk(dir string) error {
+	if err := writable(dir); err != nil {
+		return fmt.Errorf("%w: %w", ErrReadOnly, err)
+	}
+	if free, known := diskFree(dir); known && free < lowDiskBytes {
+		return fmt.Errorf("%w: %d bytes free on the disk of %s", ErrFull, free, dir)
+	}
+	return nil
 }
