@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -91,8 +93,9 @@ func TestDatabaseFull(t *testing.T) {
 	if code := run.wait(time.Minute); code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
-	if !strings.Contains(run.output(), "database or disk is full") {
-		t.Fatalf("output does not say the database is full:\n%s", tail(run.output()))
+	// The cap, not the disk (it has room), and the flag that sets it.
+	if !strings.Contains(run.output(), "--db-max-size 400000") {
+		t.Fatalf("output does not name --db-max-size 400000:\n%s", tail(run.output()))
 	}
 	db := w.ledgerDB()
 	committed := count(t, db, `SELECT count(*) FROM processed_messages`)
@@ -107,6 +110,79 @@ func TestDatabaseFull(t *testing.T) {
 	run = w.runConsumer(nil)
 	w.finish(run, time.Minute)
 	w.checkExact(db, evs)
+}
+
+// The embedded store on a disk that fills: the server stores nothing more
+// and acknowledges nothing more, and keeps that failure until it restarts.
+// run sees it, logs it at error and exits 1 for its supervisor; once space
+// is freed the restart applies every acknowledged publish exactly once,
+// and the publishers' retries of the rest (same ids) once too.
+func TestEmbeddedStoreFullStopsRun(t *testing.T) {
+	const stateWriteFailed = "write_failed" // the store's state in run's records and /healthz
+	t.Parallel()
+	disk := consumertest.SmallDisk(t, 24<<20)
+	w := &world{t: t, dir: t.TempDir()}
+	w.db, w.schema = filepath.Join(w.dir, "ledger.db"), filepath.Join(w.dir, "schema.sql")
+	if err := os.WriteFile(w.schema, []byte(balanceTable), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	args := append([]string{"run", "--db", w.db, "--store-dir", filepath.Join(disk, "nats"), "--listen", addr,
+		"--stream", stream, "--subjects", "ev.>", "--schema", w.schema, "--apply", balanceApply, "--log-format", "json"}, fastPlan...)
+	run := start(t, nil, args...)
+	waitServing(t, run, addr)
+	nc, err := nats.Connect("nats://"+addr, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if w.js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	if w.pub, err = publisher.New(w.js, publisher.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	consumertest.Eventually(t, 30*time.Second, "run consuming", func() bool {
+		_, err := w.js.Consumer(context.Background(), stream, "jetledger")
+		return err == nil
+	})
+	evs := makeEvents(randFor(t), w.pub, 300)
+	w.publish(evs[:200])
+	w.waitDrained(30 * time.Second)
+
+	free := consumertest.FillDisk(t, disk)
+	var unacked []event
+	for i, e := range evs[200:] {
+		select {
+		case <-run.done:
+			unacked = append(unacked, evs[200+i:]...) // never sent
+		default:
+			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+			m := &nats.Msg{Subject: subject, Header: nats.Header{jetstream.MsgIDHeader: []string{e.ID}}, Data: e.data()}
+			if _, err := w.js.PublishMsg(ctx, m); err != nil {
+				unacked = append(unacked, e)
+			}
+			cancel()
+			continue
+		}
+		break
+	}
+	if code := run.wait(time.Minute); code != 1 {
+		t.Fatalf("run on a full store: exit %d, want 1", code)
+	}
+	if len(unacked) == 0 {
+		t.Fatal("every publish was acknowledged on the full disk: the test filled nothing")
+	}
+	if _, ok := run.record(func(r map[string]any) bool { return r["level"] == "ERROR" && r["store_state"] == stateWriteFailed }); !ok {
+		t.Fatalf("no error record with store_state %s", stateWriteFailed)
+	}
+
+	free()
+	run = start(t, nil, args...)
+	waitServing(t, run, addr)
+	w.publish(unacked) // the publishers' retries, same ids
+	w.finish(run, time.Minute)
+	w.checkExact(w.ledgerDB(), evs)
 }
 
 // A database that becomes read-only under a running consumer (the file made

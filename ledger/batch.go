@@ -162,7 +162,7 @@ func (s *Store) applyBatch(ctx context.Context, batch []Delivery, h Handler, b B
 		cancelBegin()
 		cancel()
 		if err != nil {
-			return nil, Pending{}, interpret(err)
+			return nil, Pending{}, s.explainFull(interpret(err))
 		}
 		if end.committed {
 			done = Pending{y: &s.wal, gen: end.gen}

@@ -26,7 +26,7 @@ type DeadLetter struct {
 // RecordDeadLetters stores dead letters in one transaction. A message that
 // is dead-lettered again (same stream and sequence) has its row updated.
 func (s *Store) RecordDeadLetters(ctx context.Context, dls []DeadLetter) error {
-	return interpret(s.recordDeadLetters(ctx, dls))
+	return s.explainFull(interpret(s.recordDeadLetters(ctx, dls)))
 }
 
 func (s *Store) recordDeadLetters(ctx context.Context, dls []DeadLetter) error {

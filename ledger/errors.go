@@ -1,6 +1,9 @@
 package ledger
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 var (
 	// ErrSchemaTooNew is returned by Open when the database was written by a
@@ -69,6 +72,10 @@ var (
 	ErrReadOnly = errors.New("ledger: database is read-only")
 	// ErrFull: the disk, or the database's max_page_count, is full.
 	ErrFull = errors.New("ledger: database or disk is full")
+	// ErrAtMaxSize: the database reached Config.MaxSizeBytes while the disk
+	// still had room. Errors that wrap it are also ErrFull, and a
+	// *MaxSizeError names the cap.
+	ErrAtMaxSize = errors.New("ledger: database is at its size cap")
 	// ErrIO: the disk failed a read or write.
 	ErrIO = errors.New("ledger: disk I/O error")
 )
@@ -81,3 +88,21 @@ var ErrUnsafePrune = errors.New("ledger: unsafe prune")
 // ask to replace it, or a -wal or -journal file lies beside it, which SQLite
 // would apply to the copy when it opens it.
 var ErrBackupExists = errors.New("ledger: backup destination exists")
+
+// MaxSizeError is a write refused, or about to be, because the database is
+// at Config.MaxSizeBytes. It is ErrAtMaxSize and ErrFull.
+type MaxSizeError struct {
+	MaxSizeBytes int64 // the cap
+	Err          error // what SQLite said, if a write failed
+}
+
+func (e *MaxSizeError) Error() string {
+	msg := fmt.Sprintf("ledger: database is at its size cap of %d bytes (Config.MaxSizeBytes) while the disk has room; raise the cap or prune", e.MaxSizeBytes)
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *MaxSizeError) Is(target error) bool { return target == ErrAtMaxSize || target == ErrFull }
+func (e *MaxSizeError) Unwrap() error        { return e.Err }

@@ -23,3 +23,6 @@ func CachedStatements(s *Store) (own, handler int) {
 	}
 	return count(&s.ownStmts), count(&s.handlerStmts)
 }
+
+// CheckpointFailures is how many background checkpoints in a row failed.
+func CheckpointFailures(s *Store) int { return int(s.ckpt.failures.Load()) }

@@ -46,19 +46,3 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	st.SizeBytes = pages * pageSize
 	return st, nil
 }
-
-// CheckWritable takes and releases the write lock: the database accepts
-// writes now. For health checks; it waits behind a batch in progress.
-func (s *Store) CheckWritable(ctx context.Context) error {
-	tx, err := s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("ledger: %s not writable: %w", s.path, interpret(err))
-	}
-	// BEGIN IMMEDIATE took the write lock; a read-only file fails only on a
-	// real write, so make one that the rollback undoes.
-	if _, err := tx.ExecContext(ctx, `UPDATE processed_messages SET processed_at = processed_at WHERE 0`); err != nil {
-		tx.Rollback()
-		return fmt.Errorf("ledger: %s not writable: %w", s.path, interpret(err))
-	}
-	return tx.Rollback()
-}

@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
@@ -52,6 +53,14 @@ type Config struct {
 // CheckpointIntervalDefault is the default Config.CheckpointInterval.
 const CheckpointIntervalDefault = time.Second
 
+// MinSizeBytes is the smallest Config.MaxSizeBytes: a new ledger's schema
+// (48 KiB) with room for its first batches and a handler's tables.
+const MinSizeBytes = 128 << 10
+
+// maxPages is the max_page_count for a cap of maxBytes, in SQLite's
+// default 4 KiB pages.
+func maxPages(maxBytes int64) int64 { return max(maxBytes/4096, 1) }
+
 // Store is an open ledger database. It is safe for concurrent use; writes are
 // serialised through a single connection.
 type Store struct {
@@ -75,6 +84,12 @@ type Store struct {
 	ownStmts, handlerStmts stmtCache // statements reused across batches
 	adapt                  adapt     // how the next batch runs
 	wal                    walSyncer // syncs the WAL for pipelined batches
+	ckpt                   checkpointState
+}
+
+// checkpointState is what the background checkpoints have met.
+type checkpointState struct {
+	failures atomic.Int64 // in a row; 0 after a success
 }
 
 //go:embed migrations/*.sql
@@ -95,7 +110,10 @@ func Open(file string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("%w: synchronous %q: want OFF, NORMAL, FULL or EXTRA", ErrInvalidConfig, cfg.Synchronous)
 	}
 	if cfg.BusyTimeout < 0 || cfg.CheckpointInterval < 0 || cfg.MaxSizeBytes < 0 {
-		return nil, fmt.Errorf("%w: timeouts must not be negative", ErrInvalidConfig)
+		return nil, fmt.Errorf("%w: timeouts and MaxSizeBytes must not be negative", ErrInvalidConfig)
+	}
+	if cfg.MaxSizeBytes > 0 && cfg.MaxSizeBytes < MinSizeBytes {
+		return nil, fmt.Errorf("%w: MaxSizeBytes %d is below the %d bytes a new ledger needs", ErrInvalidConfig, cfg.MaxSizeBytes, MinSizeBytes)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -117,7 +135,7 @@ func Open(file string, cfg Config) (*Store, error) {
 	// the file wait on busy_timeout instead of failing on a lock upgrade.
 	writerDSN := file + "?" + pragmas + "&_pragma=wal_autocheckpoint(0)&_txlock=immediate"
 	if cfg.MaxSizeBytes > 0 {
-		writerDSN += fmt.Sprintf("&_pragma=max_page_count(%d)", max(cfg.MaxSizeBytes/4096, 1))
+		writerDSN += fmt.Sprintf("&_pragma=max_page_count(%d)", maxPages(cfg.MaxSizeBytes))
 	}
 	base, err := sqlite.NewConnector(writerDSN)
 	if err != nil {
@@ -208,22 +226,58 @@ func create(file string, busy time.Duration) error {
 
 // checkpointLoop copies the WAL into the database in the background. PASSIVE
 // never blocks the writer or readers; what it cannot copy now it copies later.
+// A failing checkpoint (a full or read-only disk) is retried with backoff,
+// said once at warn with its cause, again only when the cause changes, and
+// its recovery once at info.
 func (s *Store) checkpointLoop() {
 	defer close(s.stopped)
-	t := time.NewTicker(s.cfg.CheckpointInterval)
+	t := time.NewTimer(s.cfg.CheckpointInterval)
 	defer t.Stop()
+	retry := ackwait.Backoff{Base: s.cfg.CheckpointInterval, Max: max(checkpointBackoffMax, s.cfg.CheckpointInterval)}
+	var cause error // the failure last said
+	var since time.Time
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
-			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.BusyTimeout)
-			if _, err := s.checkpointer.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
-				s.log.Warn("ledger: WAL checkpoint failed; will retry", "db", s.path, "err", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.BusyTimeout)
+		_, err := s.checkpointer.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+		cancel()
+		next := s.cfg.CheckpointInterval
+		switch {
+		case err != nil:
+			n := s.ckpt.failures.Add(1)
+			err = interpret(err) // never the cap: the pages it copies are in it already
+			if cause == nil || condition(err) != condition(cause) {
+				s.log.Warn("ledger: WAL checkpoint failed; the WAL grows until it succeeds: free space on the disk or make the database writable. Retrying with backoff, said again only when the cause changes",
+					"db", s.path, "err", err)
+				cause, since = err, time.Now()
 			}
-			cancel()
+			next = retry.Delay(int(n))
+		case cause != nil:
+			s.log.Info("ledger: WAL checkpoint succeeds again", "db", s.path, "failed_attempts", s.ckpt.failures.Load(),
+				"failing_for", time.Since(since).Round(time.Millisecond))
+			s.ckpt.failures.Store(0)
+			cause = nil
+		}
+		t.Reset(next)
+	}
+}
+
+// checkpointBackoffMax bounds the wait between failing checkpoints.
+const checkpointBackoffMax = 30 * time.Second
+
+// condition is the ledger sentinel an error is, for telling one failure's
+// cause from another's; nil for another error.
+func condition(err error) error {
+	for _, c := range []error{ErrAtMaxSize, ErrFull, ErrReadOnly, ErrIO, ErrBusy} {
+		if errors.Is(err, c) {
+			return c
 		}
 	}
+	return nil
 }
 
 // Path returns the database file's path.

@@ -210,10 +210,10 @@ func (s *Store) Transition(ctx context.Context, id string, c Change, p Params) (
 		return OutboxItem{}, s.refused(ctx, id, c, t, p)
 	}
 	if err != nil {
-		return OutboxItem{}, fmt.Errorf("ledger: %s %s: %w", c, id, interpret(err))
+		return OutboxItem{}, fmt.Errorf("ledger: %s %s: %w", c, id, s.explainFull(interpret(err)))
 	}
 	if err := tx.Commit(); err != nil {
-		return OutboxItem{}, fmt.Errorf("ledger: %s %s: %w", c, id, interpret(err))
+		return OutboxItem{}, fmt.Errorf("ledger: %s %s: %w", c, id, s.explainFull(interpret(err)))
 	}
 	return it, nil
 }

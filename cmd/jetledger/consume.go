@@ -31,7 +31,7 @@ type consumeFlags struct {
 	DuplicateWindow time.Duration `name:"duplicate-window" help:"duplicate window of a stream created by --subjects (default 2m; 30s with --memory-limit: the embedded server keeps about 100 B per message id for this long)"`
 	MemoryLimit     byteSize      `name:"memory-limit" placeholder:"SIZE" help:"keep the process (with its embedded server) within about this much memory, such as 96MiB: sets the Go memory limit to it less 32MiB for code and SQLite, and gives a stream created by --subjects a 30s duplicate window (default: no limit, or GOMEMLIMIT)"`
 	MaxDeliver      int           `name:"max-deliver" default:"${max_deliver}" help:"deliveries before a failing message is dead-lettered, enforced by jetledger (-1 unlimited); consumers are created with no server-side limit"`
-	DBMaxSize       int64         `name:"db-max-size" placeholder:"BYTES" help:"cap the database at this many bytes; past it run stops with 'database or disk is full' (0: no cap)"`
+	DBMaxSize       byteSize      `name:"db-max-size" placeholder:"SIZE" help:"cap the database at this size, such as 512MiB or 1GB (a plain number is bytes); past it run stops, naming the cap (0: no cap)"`
 	Apply           string        `name:"apply" placeholder:"SQL" help:"SQL run per message in its transaction, with :msg_id :subject :seq :data"`
 	Schema          string        `name:"schema" placeholder:"FILE" help:"SQL file run at start to create your tables"`
 	AllowSeqIDs     bool          `name:"allow-seq-ids" help:"give messages without Nats-Msg-Id the id <stream>@<created>/<seq> (the stream instance and the sequence) instead of dead-lettering them (cannot catch publisher retries)"`
@@ -60,8 +60,9 @@ func (f *consumeFlags) validate() (ackwait.Plan, error) {
 	case err != nil:
 	case f.MaxDeliver == 0 || f.MaxDeliver < -1:
 		err = usagef("--max-deliver %d: want a positive number or -1", f.MaxDeliver)
-	case f.DBMaxSize < 0:
-		err = usagef("--db-max-size %d: want 0 or more bytes", f.DBMaxSize)
+	case f.DBMaxSize > 0 && f.DBMaxSize < ledger.MinSizeBytes:
+		err = usagef("--db-max-size %s: want at least %s (a new ledger's schema with room for its first batches), or 0 for no cap",
+			f.DBMaxSize, byteSize(ledger.MinSizeBytes))
 	case f.Schema != "":
 		if _, serr := os.Stat(f.Schema); serr != nil {
 			err = usagef("--schema: %v", serr)
@@ -79,6 +80,7 @@ type consumption struct {
 	sink    sink // nil without --webhook
 	st      *ledger.Store
 	h       *eventsHandler
+	store   *embedded // nil with --nats
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	cfg     consumer.Config
@@ -127,7 +129,7 @@ func (f *consumeFlags) start(ctx context.Context, c *consumption, stderr io.Writ
 	if err := requireJetStream(ctx, c.js, conn.URL); err != nil {
 		return err
 	}
-	if c.st, err = f.open(ledger.Config{Logger: c.log, MaxSizeBytes: f.DBMaxSize}); err != nil {
+	if c.st, err = f.open(ledger.Config{Logger: c.log, MaxSizeBytes: int64(f.DBMaxSize)}); err != nil {
 		return err
 	}
 	c.closers = append(c.closers, func() { c.st.Close() })
@@ -167,6 +169,7 @@ func (f *consumeFlags) startEmbedded(c *consumption) (natsFlags, error) {
 		return natsFlags{}, err
 	}
 	c.closers = append(c.closers, srv.Close)
+	c.store = srv
 	return natsFlags{URL: srv.URL(), Token: e.EmbeddedToken}, nil
 }
 

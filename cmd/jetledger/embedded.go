@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,6 +42,7 @@ type embeddedConfig struct {
 type embedded struct {
 	srv  *server.Server
 	lock *storeLock
+	dir  string // the store, absolute
 }
 
 // startEmbedded starts a JetStream server on cfg.Listen with its store in
@@ -122,7 +124,60 @@ func startEmbedded(cfg embeddedConfig, log *slog.Logger) (*embedded, error) {
 		}
 		log.Info("leaf node of the hub; processing goes on while the link is down", "hub", strings.Join(hub, ","), "domain", cfg.Domain)
 	}
-	return &embedded{srv: srv, lock: lock}, nil
+	return &embedded{srv: srv, lock: lock, dir: abs}, nil
+}
+
+// errStoreFailed: the embedded server failed to write its store (a full
+// disk, a read-only filesystem) and keeps failing every publish (unacked)
+// until it is restarted: nats-server remembers a stream's first write
+// error, and turns JetStream off on a permission error.
+var errStoreFailed = errors.New("the embedded JetStream server cannot write its store")
+
+// fault is the server's own view of its store (its healthz): an error
+// wrapping errStoreFailed when JetStream is off or a stream failed a
+// write; nil while every write can be tried.
+func (e *embedded) fault() error {
+	hs := e.srv.Healthz(&server.HealthzOptions{Details: true})
+	for _, he := range hs.Errors {
+		if he.Type == server.HealthzErrorJetStream || he.Type == server.HealthzErrorStream {
+			return fmt.Errorf("%w (%s): %s", errStoreFailed, e.dir, he.Error)
+		}
+	}
+	return nil
+}
+
+// storeWatchEvery is how often run asks the embedded server about its store.
+const storeWatchEvery = time.Second
+
+// watch asks the server about its store every interval until ctx ends and
+// returns nil then, or returns the store's failure once two asks in a row
+// have seen it (a stream being created or deleted is briefly missing): it
+// is logged at error with what to do, for run to stop. A server that cannot
+// write cannot recover in place, and a process that stays up keeps its
+// supervisor from restarting it.
+func (e *embedded) watch(ctx context.Context, every time.Duration, log *slog.Logger) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	seen := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		err := e.fault()
+		if err == nil {
+			seen = 0
+			continue
+		}
+		if seen++; seen < 2 {
+			continue
+		}
+		disk := ledger.CheckDisk(e.dir)
+		log.ErrorContext(ctx, "the embedded JetStream server cannot write its store, and every publish to it goes unacknowledged until it restarts: stopping. Free space on the disk (or make it writable), then start run again; what it acknowledged is on disk and is applied after the restart, and publishers must retry what was not acknowledged",
+			"store", e.dir, "store_state", stateOf(err), "disk_state", stateOf(disk), "err", err)
+		return fmt.Errorf("%w: free space on its disk or make it writable, then start run again (a supervisor restarts it); publishes it did not acknowledge must be retried", err)
+	}
 }
 
 func (e *embedded) URL() string { return e.srv.ClientURL() }

@@ -84,8 +84,11 @@ func (b *byteSize) Decode(ctx *kong.DecodeContext) error {
 }
 
 func (b byteSize) String() string {
-	if b%(1<<20) == 0 {
+	switch {
+	case b%(1<<20) == 0:
 		return fmt.Sprintf("%dMiB", b>>20)
+	case b%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", b>>10)
 	}
 	return strconv.FormatInt(int64(b), 10)
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -70,9 +69,10 @@ func (o outboxCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// serveMetrics serves /metrics and /healthz on m's listener until ctx ends.
+// serveMetrics serves /metrics and /healthz on m's listener until ctx ends;
+// store is the embedded server, nil with --nats.
 func serveMetrics(ctx context.Context, m *metrics, c *consumer.Consumer, d *dispatcher,
-	st *ledger.Store, nc *nats.Conn, log *slog.Logger) {
+	st *ledger.Store, nc *nats.Conn, store *embedded, log *slog.Logger) {
 	reg := prometheus.NewRegistry()
 	counter := func(name, help string, f func() uint64) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) }))
@@ -95,26 +95,11 @@ func serveMetrics(ctx context.Context, m *metrics, c *consumer.Consumer, d *disp
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		hctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-		defer cancel()
-		checks := map[string]string{"nats": "ok", "database": "ok", "consumer": "ok"}
-		healthy := true
-		if nc.Status() != nats.CONNECTED {
-			checks["nats"], healthy = "not connected: "+nc.Status().String(), false
-		}
-		if err := st.CheckWritable(hctx); err != nil {
-			checks["database"], healthy = err.Error(), false
-		}
-		if _, err := c.Info(hctx); err != nil {
-			checks["consumer"], healthy = err.Error(), false
-		}
-		w.Header().Set("Content-Type", "application/json")
-		if !healthy {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-		json.NewEncoder(w).Encode(map[string]any{"healthy": healthy, "checks": checks}) //nolint:errcheck // client gone
-	})
+	probes := []healthProbe{natsProbe(nc), databaseProbe(st), consumerProbe(c)}
+	if store != nil {
+		probes = append(probes, storeProbe(store))
+	}
+	mux.Handle("/healthz", newHealth(log, probes...))
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()

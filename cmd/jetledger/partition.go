@@ -164,6 +164,7 @@ func (c *runCmd) runPartitions(inv *invocation) error {
 			return err
 		}
 		defer srv.Close()
+		base.shared = srv
 		base.NATS = natsFlags{URL: srv.URL(), Token: e.EmbeddedToken, Context: c.NATS.Context}
 		base.Embedded = embeddedFlags{Listen: e.Listen}
 	}
@@ -203,11 +204,13 @@ func (c *runCmd) runPartitions(inv *invocation) error {
 			errs <- err
 		}()
 	}
+	watched := watchStore(runCtx, stop, base.shared, log)
 	var all []error
 	for range parts {
 		all = append(all, <-errs)
 	}
-	return errors.Join(all...)
+	stop()
+	return errors.Join(append(all, <-watched)...)
 }
 
 // partitionedStream creates the stream partitioned when --partitions and

@@ -63,6 +63,8 @@ type runCmd struct {
 	Metrics       string        `name:"metrics" placeholder:"ADDR" help:"serve Prometheus /metrics and /healthz on this address (127.0.0.1:9464, say)"`
 	// A summary line, so that a run with nothing to do is seen alive.
 	SummaryInterval time.Duration `name:"summary-interval" default:"1m" help:"log a summary at info this often: messages applied, duplicates, conflicts and dead letters since the start; with --webhook, outbox rows sent, queued and in review (0: never)"`
+
+	shared *embedded // set by runPartitions: the embedded server the partitions share
 }
 
 func (runCmd) Help() string { return runHelp }
@@ -144,8 +146,12 @@ func (c *runCmd) run(inv *invocation) error {
 
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	store := s.store
+	if store == nil {
+		store = c.shared // a partition's: runPartitions watches it
+	}
 	if m != nil {
-		serveMetrics(runCtx, m, cons, d, s.st, s.nc, s.log)
+		serveMetrics(runCtx, m, cons, d, s.st, s.nc, store, s.log)
 	}
 	if c.PruneInterval > 0 {
 		p := &pruner{st: s.st, js: s.js, streamFlags: c.streamFlags, retentionFlags: c.retentionFlags, hold: s.plan.PruneHold(), log: s.log}
@@ -159,10 +165,41 @@ func (c *runCmd) run(inv *invocation) error {
 		defer close(summaryDone)
 		summarize(runCtx, c.SummaryInterval, s.log, s.st, cons, d)
 	}()
+	watched := watchStore(runCtx, stop, s.store, s.log)
 	err = runTogether(runCtx, stop, cons, d)
 	<-summaryDone // runTogether stopped runCtx
 	logTotals(s.log, cons, d)
-	return err
+	return explainRunError(errors.Join(<-watched, err), c.DBMaxSize)
+}
+
+// watchStore watches the embedded server's store (none with --nats) until
+// ctx ends; its failure stops the run (stop) and is sent on the channel
+// returned, which gets nil otherwise.
+func watchStore(ctx context.Context, stop func(), e *embedded, log *slog.Logger) <-chan error {
+	done := make(chan error, 1)
+	if e == nil {
+		done <- nil
+		return done
+	}
+	go func() {
+		err := e.watch(ctx, storeWatchEvery, log)
+		if err != nil {
+			stop()
+		}
+		done <- err
+	}()
+	return done
+}
+
+// explainRunError says a full database in the command line's terms: the
+// cap of --db-max-size reached while the disk has room is not "disk full".
+func explainRunError(err error, maxSize byteSize) error {
+	var capErr *ledger.MaxSizeError
+	if !errors.As(err, &capErr) {
+		return err
+	}
+	return fmt.Errorf("the database reached --db-max-size %s while its disk has room: raise --db-max-size, or prune it (jetledger ledger prune); nothing of the failed batch was acked, so it is applied after the restart (%w)",
+		maxSize, err)
 }
 
 // remember records in the ledger the stream and durable run has bound, for
