@@ -1,0 +1,3 @@
+-- Placeholder: holds number 0007 on the fix-edgeprune branch, which another
+-- branch's 0007 takes at merge. Delete this file and its released.sha256 line
+-- then; it changes nothing.
