@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -238,5 +239,44 @@ func TestPruneRecordsTheSourceFloorFirst(t *testing.T) {
 		if err != nil || got.Below != step.want || got.Instance != step.f.Instance || !got.Since.Equal(now.Truncate(time.Millisecond)) {
 			t.Fatalf("after %+v: floor %+v, %v; want %d of instance %s since %s", step.f, got, err, step.want, step.f.Instance, now)
 		}
+	}
+}
+
+// A stream made again numbers its messages anew: HoldRows takes its rows as
+// last seen where a copy of theirs can still come in the new one, so prune
+// keeps them until the new stream's first sequence passes it.
+func TestHoldRowsKeepsThemPastTheNewStreamsSequences(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	noop := func(context.Context, *ledger.Tx, ledger.Delivery) error { return nil }
+	for i, seq := range []uint64{3, 9} {
+		if _, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: fmt.Sprint("m", i), Stream: "EDGE", Sequence: seq, Subject: "s", Data: []byte("x")}}, noop, ledger.Budget{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := st.RowsOf(ctx, "EDGE"); err != nil || n != 2 {
+		t.Fatalf("RowsOf = %d, %v; want 2", n, err)
+	}
+	if n, err := st.HoldRows(ctx, "EDGE", 6); err != nil || n != 1 {
+		t.Fatalf("HoldRows = %d, %v; want 1 (the row at 9 is past it already)", n, err)
+	}
+	mu.Lock()
+	now = now.Add(8 * 24 * time.Hour)
+	mu.Unlock()
+	// The new stream's first sequence is 5: the row once at 3 may have a
+	// copy still in it.
+	if res, err := st.Prune(ctx, ledger.PruneOptions{Stream: "EDGE", FirstSeq: 5}); err != nil || res.Processed != 0 {
+		t.Fatalf("prune below 5: %+v, %v; want nothing pruned", res, err)
+	}
+	if res, err := st.Prune(ctx, ledger.PruneOptions{Stream: "EDGE", FirstSeq: 7}); err != nil || res.Processed != 1 {
+		t.Fatalf("prune below 7: %+v, %v; want the held row pruned", res, err)
 	}
 }

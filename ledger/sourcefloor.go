@@ -67,3 +67,30 @@ func (s *Store) SourceFloor(ctx context.Context, stream, source string) (SourceF
 	f.Below, f.Since = uint64(below), time.UnixMilli(since)
 	return f, nil
 }
+
+// RowsOf counts the processed_messages rows of stream.
+func (s *Store) RowsOf(ctx context.Context, stream string) (int64, error) {
+	var n int64
+	if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM processed_messages WHERE stream = ?`, stream).Scan(&n); err != nil {
+		return 0, fmt.Errorf("ledger: rows of %s: %w", stream, interpret(err))
+	}
+	return n, nil
+}
+
+// HoldRows tells the ledger that stream was made again and numbers its
+// messages anew, and that a copy of an id the ledger holds may come in it at
+// any sequence up to seq: each of the stream's rows last seen below seq is
+// taken as last seen at seq, so prune keeps it until the new stream's first
+// sequence passes seq. Its sequences in the stream before mean nothing in
+// this one. It returns how many rows it raised.
+func (s *Store) HoldRows(ctx context.Context, stream string, seq uint64) (int64, error) {
+	if seq > math.MaxInt64 {
+		seq = math.MaxInt64
+	}
+	r, err := s.writer.ExecContext(ctx, `UPDATE processed_messages SET last_seq = ?1 WHERE stream = ?2 AND last_seq < ?1`, int64(seq), stream)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: hold the rows of %s to %d: %w", stream, seq, interpret(err))
+	}
+	n, _ := r.RowsAffected()
+	return n, nil
+}

@@ -165,10 +165,36 @@ func TestSourcedCopyNamesTheHubInstance(t *testing.T) {
 	if _, err := st.Prune(ctx, ledger.PruneOptions{Stream: "EDGE", FirstSeq: first, Floor: floor}); err != nil {
 		t.Fatal(err)
 	}
+	// A row of the copy before, at its sequence 3 (hub sequence 4).
+	if _, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: "m3", Stream: "EDGE", Sequence: 3, Subject: "orders.site1.pay", Data: []byte("x")}},
+		func(context.Context, *ledger.Tx, ledger.Delivery) error { return nil }, ledger.Budget{}); err != nil {
+		t.Fatal(err)
+	}
 	src := &jetstream.StreamSource{Name: "ORDERS", FilterSubject: "orders.site1.*", Domain: "hub"} // another filter: the same source
 	start := func(ctx context.Context) (uint64, error) { return sourceStart(ctx, ejs, "EDGE", src, st, quiet) }
 	if seq, err := start(ctx); err != nil || seq != 3 {
 		t.Fatalf("start of a copy made again = %d, %v; want 3", seq, err)
+	}
+	// The new copy takes hub sequences 3 and 4 as its 1 and 2: the row's
+	// copy comes at 2 at most, below its 3 of before, so it stays at 3.
+	lastSeq := func() int {
+		var n int
+		if err := st.DB().QueryRowContext(ctx, `SELECT last_seq FROM processed_messages WHERE message_id = 'm3'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := lastSeq(); n != 3 {
+		t.Fatalf("the row's last sequence = %d, want 3", n)
+	}
+	for i := range 3 {
+		if _, err := hjs.Publish(ctx, "orders.site1.pay", []byte("x"), jetstream.WithMsgID(fmt.Sprint("late", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Hub sequences 3 to 7 now: a copy made again could hold the row's at 5.
+	if seq, err := start(ctx); err != nil || seq != 3 || lastSeq() != 5 {
+		t.Fatalf("start = %d, %v, the row held to %d; want 3, held to 5", seq, err, lastSeq())
 	}
 	if err := hjs.DeleteStream(ctx, "ORDERS"); err != nil {
 		t.Fatal(err)
@@ -194,10 +220,9 @@ func TestSourcedCopyNamesTheHubInstance(t *testing.T) {
 	if seq, err := start(short); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("start with the hub out of reach = %d, %v; want to wait (context.DeadlineExceeded)", seq, err)
 	}
-	// A copy of which nothing was pruned starts at the source's start, and
-	// asks nobody.
-	other := &jetstream.StreamSource{Name: "OTHER", Domain: "hub"}
-	if seq, err := sourceStart(ctx, ejs, "EDGE", other, st, quiet); err != nil || seq != 0 {
+	// A new site's copy, without a floor or rows, starts at the source's
+	// start and asks nobody.
+	if seq, err := sourceStart(ctx, ejs, "NEW", src, st, quiet); err != nil || seq != 0 {
 		t.Fatalf("start without a floor = %d, %v; want 0", seq, err)
 	}
 }

@@ -132,17 +132,23 @@ func pruneBound(ctx context.Context, s jetstream.Stream, info *jetstream.StreamI
 // sourceStart is the sequence of src at which a new copy named stream
 // starts: the floor prune recorded, when src is the instance it recorded it
 // for; 0 (the source's start) without a floor or for another instance,
-// whose messages are all new. Which instance src is only its server can
-// say, so with a floor the call waits for it (logged) until ctx ends: a
-// guess would either apply pruned messages again or skip a new instance's
-// first ones, and until the copy exists there is nothing to process. A new
-// site, with no floor, asks nothing and starts offline.
+// whose messages are all new. The ledger's rows of stream are then held
+// (ledger.HoldRows) to the last sequence at which the new copy, numbering
+// from 1, can hold a copy of one of theirs: their sequences in the copy
+// before mean nothing in this one. Which instance src is, and how far it
+// goes, only its server can say, so with a floor or rows the call waits for
+// it (logged) until ctx ends: a guess would either apply pruned messages
+// again or skip a new instance's first ones, and until the copy exists
+// there is nothing to process. A new site, with neither, asks nothing and
+// starts offline.
 func sourceStart(ctx context.Context, js jetstream.JetStream, stream string, src *jetstream.StreamSource, st *ledger.Store, log *slog.Logger) (uint64, error) {
 	f, err := st.SourceFloor(ctx, stream, sourceKey(src))
-	if errors.Is(err, ledger.ErrNotFound) {
-		return 0, nil
+	floored := err == nil
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return 0, err
 	}
-	if err != nil {
+	rows, err := st.RowsOf(ctx, stream)
+	if err != nil || (!floored && rows == 0) {
 		return 0, err
 	}
 	hub := js
@@ -165,19 +171,30 @@ func sourceStart(ctx context.Context, js jetstream.JetStream, stream string, src
 	case err != nil:
 		return 0, err
 	case info == nil:
-		// Made later, it is another instance.
+		// Made later, it is another instance, and holds no copy of a row.
 		return 0, nil
 	}
-	same := f.Instance == streamIdentity(info.Created)
-	if f.Instance == "" {
-		// A server that names no instance: one made after the floor was
-		// recorded is surely another.
-		same = !info.Created.After(f.Since)
+	var start uint64
+	if floored {
+		same := f.Instance == streamIdentity(info.Created)
+		if f.Instance == "" {
+			// A server that names no instance: one made after the floor was
+			// recorded is surely another.
+			same = !info.Created.After(f.Since)
+		}
+		if same {
+			start = f.Below
+		} else {
+			log.InfoContext(ctx, "the source was made again since the ledger pruned: the stream copies it from its start",
+				"stream", stream, "source", sourceKey(src), "source_created", info.Created)
+		}
 	}
-	if !same {
-		log.InfoContext(ctx, "the source was made again since the ledger pruned: the stream copies it from its start",
-			"stream", stream, "source", sourceKey(src), "source_created", info.Created)
-		return 0, nil
+	// Every id the ledger holds came before the source's last message now,
+	// and the copy takes the source's messages in order from its start.
+	if from := max(start, info.State.FirstSeq, 1); rows > 0 && info.State.LastSeq >= from {
+		if _, err := st.HoldRows(ctx, stream, info.State.LastSeq-from+1); err != nil {
+			return 0, err
+		}
 	}
-	return f.Below, nil
+	return start, nil
 }
