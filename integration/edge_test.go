@@ -290,3 +290,105 @@ func TestEdgeLeafOverTLSWithPassword(t *testing.T) {
 	}
 	w.checkExact(db, evs)
 }
+
+// At an edge whose stream keeps fewer messages than the hub's, prune removes
+// ledger rows whose messages the hub still holds. A stream created again,
+// after an operator deleted it to change --hub-filter or with the embedded
+// store lost while the ledger survived, sources the hub's stream again: it
+// must start after what the ledger pruned, or those messages are applied a
+// second time. Every event is applied once: the balances are exact and the
+// ledger holds no other id.
+func TestEdgeRecreatedStreamStartsAfterPruned(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		filter string                                                 // --hub-filter of the second run
+		lose   func(t *testing.T, ejs jetstream.JetStream, db string) // what happens between the runs
+	}{
+		{"operator deletes the stream", "orders.site1.*", func(t *testing.T, ejs jetstream.JetStream, _ string) {
+			if err := ejs.DeleteStream(t.Context(), "ORDERS_EDGE"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"store lost", "orders.site1.>", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rng := randFor(t)
+			h := startHub(t)
+			hjs := connectTo(t, h.url())
+			consumertest.CreateStream(t, hjs, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}, Duplicates: 2 * time.Minute})
+			pub, err := publisher.New(hjs, publisher.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := &world{t: t, dir: t.TempDir()}
+			w.db, w.schema = filepath.Join(w.dir, "ledger.db"), filepath.Join(w.dir, "schema.sql")
+			if err := os.WriteFile(w.schema, []byte(balanceTable), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			edgePort := freePort(t)
+			ejs := connectTo(t, fmt.Sprintf("nats://127.0.0.1:%d", edgePort))
+			// The edge keeps 5 messages, the hub all of them; prune runs
+			// often and keeps rows a second.
+			runEdge := func(filter string) *proc {
+				return start(t, nil, append([]string{"run", "--db", w.db, "--listen", "127.0.0.1:" + strconv.Itoa(edgePort),
+					"--hub-url", h.leafURL(), "--hub-stream", "ORDERS", "--hub-filter", filter, "--edge-domain", "site1",
+					"--stream", "ORDERS_EDGE", "--duplicate-window", "1s", "--max-msgs", "5", "--retention", "1s", "--prune-interval", "100ms",
+					"--schema", w.schema, "--apply", balanceApply, "--log-format", "json"}, fastPlan...)...)
+			}
+			run := runEdge("orders.site1.>")
+			db := w.ledgerDB()
+			first := makeEvents(rng, pub, 20)
+			publishOneByOne(t, pub, db, first)
+			consumertest.Eventually(t, time.Minute, "20 applied, and the 15 gone from the edge's stream pruned", func() bool {
+				return count(t, db, `SELECT sum(amount) FROM balances`) == sum(first) && count(t, db, `SELECT count(*) FROM processed_messages`) == 5
+			})
+			if tc.lose != nil {
+				tc.lose(t, ejs, w.db)
+			}
+			run.signal(syscall.SIGTERM)
+			run.wait(time.Minute) // with its stream deleted under it, run may fail: it is restarted either way
+			if tc.lose == nil {
+				if err := os.RemoveAll(w.db + ".nats"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run = runEdge(tc.filter)
+			second := makeEvents(rng, pub, 10)
+			publishOneByOne(t, pub, db, second)
+			run.signal(syscall.SIGTERM)
+			if code := run.wait(time.Minute); code != 0 {
+				t.Fatalf("run exited %d", code)
+			}
+			all := append(append([]event{}, first...), second...)
+			want := map[string]int{}
+			for _, e := range all {
+				want[e.Account] += e.Amount
+			}
+			for acct, amount := range want {
+				if got := count(t, db, `SELECT amount FROM balances WHERE account = ?`, acct); got != amount {
+					t.Errorf("balance of %s = %d, want %d", acct, got, amount)
+				}
+			}
+			if got, want := count(t, db, `SELECT sum(amount) FROM balances`), sum(all); got != want {
+				t.Errorf("sum of balances = %d, want %d: %d applied twice", got, want, got-want)
+			}
+			if n := count(t, db, `SELECT count(*) FROM processed_messages WHERE message_id NOT IN (`+quotedIDs(all)+`)`); n != 0 {
+				t.Errorf("the ledger holds %d ids that were never published", n)
+			}
+		})
+	}
+}
+
+// publishOneByOne publishes each event at the hub once the one before is
+// applied at the edge: the edge's stream of TestEdgeRecreatedStreamStartsAfterPruned
+// keeps 5 messages, and a burst would push some out before they are applied.
+func publishOneByOne(t *testing.T, pub *publisher.Publisher, db *sql.DB, evs []event) {
+	t.Helper()
+	for i := range evs {
+		publishAt(t, pub, "orders.site1.pay", evs[i:i+1])
+		consumertest.Eventually(t, time.Minute, "event "+strconv.Itoa(i)+" applied at the edge", func() bool {
+			return count(t, db, `SELECT count(*) FROM processed_messages WHERE message_id = ?`, evs[i].ID) == 1
+		})
+	}
+}

@@ -206,3 +206,22 @@ func TestSchemaCannotShadowTheLedger(t *testing.T) {
 		t.Errorf("a temp table of another name: %v", err)
 	}
 }
+
+// The source floors are the ledger's too: a handler that lowers one would
+// let a stream made again copy back messages whose rows were pruned.
+func TestHandlerCannotWriteTheSourceFloors(t *testing.T) {
+	t.Parallel()
+	st := openStore(t)
+	ctx := context.Background()
+	lower := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO jetledger_source_floors VALUES ('S', 'HUB', '', 1, 0)`)
+		return err
+	}
+	rs, err := st.ApplyBatch(ctx, []ledger.Delivery{delivery("m1", 1, "a")}, lower, ledger.Budget{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ferr := st.SourceFloor(ctx, "S", "HUB"); !errors.Is(ferr, ledger.ErrNotFound) || rs[0].Outcome == ledger.Applied || !errors.Is(rs[0].Err, ledger.ErrTransactionControl) {
+		t.Fatalf("a handler's write of the source floors: outcome %v (%v), floor err %v", rs[0].Outcome, rs[0].Err, ferr)
+	}
+}

@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -185,5 +186,97 @@ func TestPruneHoldsTheWriterBriefly(t *testing.T) {
 	// (or the race detector) does not make it flaky.
 	if worst > took/4 && worst > 15*hold {
 		t.Fatalf("a writer waited %s behind a prune of %s; each step may hold the writer about %s", worst, took, hold)
+	}
+}
+
+// Prune of a stream that copies another records, before any row goes, the
+// source's sequence the pruned rows came from below: it only rises for one
+// instance of the source, a new instance replaces it, and a floor that says
+// nothing is refused before anything is pruned.
+func TestPruneRecordsTheSourceFloorFirst(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	noop := func(context.Context, *ledger.Tx, ledger.Delivery) error { return nil }
+	if _, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: "gone", Stream: "EDGE", Sequence: 1, Subject: "s", Data: []byte("x")}}, noop, ledger.Budget{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SourceFloor(ctx, "EDGE", "HUB"); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("floor before any prune: err = %v, want ErrNotFound", err)
+	}
+	mu.Lock()
+	now = now.Add(8 * 24 * time.Hour)
+	mu.Unlock()
+	prune := func(f ledger.SourceFloor) (ledger.PruneResult, error) {
+		return st.Prune(ctx, ledger.PruneOptions{Stream: "EDGE", FirstSeq: 2, Floor: &f})
+	}
+	if _, err := prune(ledger.SourceFloor{Source: "HUB", Instance: "a"}); !errors.Is(err, ledger.ErrUnsafePrune) {
+		t.Fatalf("floor at 0: err = %v, want ErrUnsafePrune", err)
+	}
+	res, err := prune(ledger.SourceFloor{Source: "HUB", Instance: "a", Below: 40})
+	if err != nil || res.Processed != 1 {
+		t.Fatalf("prune: %+v, %v; want 1 row", res, err)
+	}
+	for _, step := range []struct {
+		f    ledger.SourceFloor
+		want uint64
+	}{
+		{ledger.SourceFloor{Source: "HUB", Instance: "a", Below: 30}, 40}, // lower, same instance: stays
+		{ledger.SourceFloor{Source: "HUB", Instance: "a", Below: 50}, 50},
+		{ledger.SourceFloor{Source: "HUB", Instance: "b", Below: 3}, 3}, // the source made again
+	} {
+		if _, err := prune(step.f); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.SourceFloor(ctx, "EDGE", "HUB")
+		if err != nil || got.Below != step.want || got.Instance != step.f.Instance || !got.Since.Equal(now.Truncate(time.Millisecond)) {
+			t.Fatalf("after %+v: floor %+v, %v; want %d of instance %s since %s", step.f, got, err, step.want, step.f.Instance, now)
+		}
+	}
+}
+
+// A stream made again numbers its messages anew: HoldRows takes its rows as
+// last seen where a copy of theirs can still come in the new one, so prune
+// keeps them until the new stream's first sequence passes it.
+func TestHoldRowsKeepsThemPastTheNewStreamsSequences(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	noop := func(context.Context, *ledger.Tx, ledger.Delivery) error { return nil }
+	for i, seq := range []uint64{3, 9} {
+		if _, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: fmt.Sprint("m", i), Stream: "EDGE", Sequence: seq, Subject: "s", Data: []byte("x")}}, noop, ledger.Budget{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := st.RowsOf(ctx, "EDGE"); err != nil || n != 2 {
+		t.Fatalf("RowsOf = %d, %v; want 2", n, err)
+	}
+	if n, err := st.HoldRows(ctx, "EDGE", 6); err != nil || n != 1 {
+		t.Fatalf("HoldRows = %d, %v; want 1 (the row at 9 is past it already)", n, err)
+	}
+	mu.Lock()
+	now = now.Add(8 * 24 * time.Hour)
+	mu.Unlock()
+	// The new stream's first sequence is 5: the row once at 3 may have a
+	// copy still in it.
+	if res, err := st.Prune(ctx, ledger.PruneOptions{Stream: "EDGE", FirstSeq: 5}); err != nil || res.Processed != 0 {
+		t.Fatalf("prune below 5: %+v, %v; want nothing pruned", res, err)
+	}
+	if res, err := st.Prune(ctx, ledger.PruneOptions{Stream: "EDGE", FirstSeq: 7}); err != nil || res.Processed != 1 {
+		t.Fatalf("prune below 7: %+v, %v; want the held row pruned", res, err)
 	}
 }

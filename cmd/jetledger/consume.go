@@ -182,7 +182,7 @@ func (f *consumeFlags) ensureStream(ctx context.Context, c *consumption) error {
 	ensure := ensureStream
 	if f.Embedded.Hub != "" {
 		ensure = func(ctx context.Context, js jetstream.JetStream, spec streamSpec, log *slog.Logger) (*jetstream.StreamInfo, error) {
-			return ensureSourcedStream(ctx, js, spec, f.Embedded.hubFlags, log)
+			return ensureSourcedStream(ctx, js, c.st, spec, f.Embedded.hubFlags, log)
 		}
 	}
 	info, err := ensure(ctx, c.js, spec, c.log)

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -127,9 +128,12 @@ const leafReconnect = time.Second
 // addressed by the hub's domain, so it works over the leaf connection and
 // resumes where it stopped when the link comes back. The window is set:
 // since nats-server 2.14 a stream with sources has none by default.
-func ensureSourcedStream(ctx context.Context, js jetstream.JetStream, spec streamSpec, h hubFlags, log *slog.Logger) (*jetstream.StreamInfo, error) {
+// A stream made again starts copying where the ledger's pruned rows end
+// (sourceStart), so that nothing pruned is copied and applied again.
+func ensureSourcedStream(ctx context.Context, js jetstream.JetStream, st *ledger.Store, spec streamSpec, h hubFlags, log *slog.Logger) (*jetstream.StreamInfo, error) {
 	src := &jetstream.StreamSource{Name: h.HubStream, FilterSubject: h.HubFilter, Domain: h.HubDomain}
 	spec.Subjects, spec.Sources = nil, []*jetstream.StreamSource{src}
+	spec.SourceStart = func(ctx context.Context) (uint64, error) { return sourceStart(ctx, js, spec.Name, src, st, log) }
 	info, err := ensureStream(ctx, js, spec, log)
 	if err != nil {
 		return nil, fmt.Errorf("%w (sourcing %s from the hub's domain %s)", err, h.HubStream, h.HubDomain)

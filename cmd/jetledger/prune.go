@@ -33,7 +33,13 @@ func (p *pruner) options(ctx context.Context) (ledger.PruneOptions, error) {
 	if err != nil {
 		return ledger.PruneOptions{}, fmt.Errorf("prune: stream %s: %w", p.Stream, err)
 	}
-	o := ledger.PruneOptions{Stream: p.Stream, FirstSeq: info.State.FirstSeq, DuplicateWindow: info.Config.Duplicates,
+	// A copy of another stream (an edge's of the hub's) records first where
+	// in the source its pruned rows end: a copy made again starts there.
+	first, floor, err := pruneBound(ctx, s, info)
+	if err != nil {
+		return ledger.PruneOptions{}, err
+	}
+	o := ledger.PruneOptions{Stream: p.Stream, FirstSeq: first, Floor: floor, DuplicateWindow: info.Config.Duplicates,
 		Retention: p.Retention, OutboxRetention: p.OutboxRetention, Hold: p.hold}
 	if o.Unconsumed, err = p.unconsumed(ctx, s, info.State.LastSeq); err != nil {
 		return ledger.PruneOptions{}, err

@@ -70,6 +70,11 @@ const (
 		"so the ledger grows by a row per message; give the stream limits with the command in edit (or run --subjects with --max-age when it is created)"
 )
 
+// msgSourceStart says why a copy made again skips the source's older
+// messages.
+const msgSourceStart = "the stream copies its source from start_seq: the ledger pruned the rows of messages before it, which copied again would be applied a second time; " +
+	"the source's older messages are not copied, including any on subjects a broader filter takes now"
+
 // streamSpec is the stream run creates when it is missing.
 type streamSpec struct {
 	Name       string
@@ -78,6 +83,9 @@ type streamSpec struct {
 	Transform  *jetstream.SubjectTransformConfig // partitions (--partitions)
 	Duplicates time.Duration
 	Limits     streamLimitFlags
+	// SourceStart, asked only when the stream is created, is the sequence
+	// of Sources[0] to start copying at (0: its start).
+	SourceStart func(context.Context) (uint64, error)
 }
 
 // config is the stream's configuration, with no limit where none is given
@@ -130,6 +138,13 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, spec streamSpec, 
 		}
 		return info, nil
 	}
+	if spec.SourceStart != nil {
+		seq, err := spec.SourceStart(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: where to start copying %s: %w", spec.Name, spec.Sources[0].Name, err)
+		}
+		spec.Sources[0].OptStartSeq = seq
+	}
 	made := false
 	info, err = jsretry.Call(ctx, log, "create stream "+spec.Name, func(ctx context.Context) (*jetstream.StreamInfo, error) {
 		s, err := js.CreateStream(ctx, spec.config())
@@ -154,6 +169,9 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, spec streamSpec, 
 	}
 	log.InfoContext(ctx, "created stream", "stream", spec.Name, "subjects", spec.Subjects, "sources", len(spec.Sources), "duplicate_window", spec.Duplicates,
 		"max_age", spec.Limits.MaxAge, "max_bytes", spec.Limits.MaxBytes, "max_msgs", spec.Limits.MaxMsgs)
+	if len(spec.Sources) > 0 && spec.Sources[0].OptStartSeq > 0 {
+		log.WarnContext(ctx, msgSourceStart, "stream", spec.Name, "source", spec.Sources[0].Name, "start_seq", spec.Sources[0].OptStartSeq)
+	}
 	return info, nil
 }
 
