@@ -18,7 +18,14 @@ const MaxMessageIDLen = 512
 // instance: a stream deleted and re-created starts again at sequence 1, and
 // its messages must not meet the old ones' ledger rows.
 func SequenceID(stream string, created time.Time, seq uint64) string {
-	return fmt.Sprintf("%s@%d/%d", stream, created.UnixNano(), seq)
+	return fmt.Sprintf("%s/%d", StreamInstance(stream, created), seq)
+}
+
+// StreamInstance names one instance of a stream, "<stream>@<created>" with
+// created in Unix nanoseconds: a stream deleted and made again, or another
+// server's stream of the same name, is another instance (DESIGN.md rule 13).
+func StreamInstance(stream string, created time.Time) string {
+	return fmt.Sprintf("%s@%d", stream, created.UnixNano())
 }
 
 // MessageID reads a delivery's id from its headers. Without Nats-Msg-Id it

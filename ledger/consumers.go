@@ -8,25 +8,37 @@ import (
 )
 
 // Consumer is a stream and a durable consumer on it that this database
-// served, as recorded by RememberConsumer. The ledger only keeps the names.
+// served, as recorded by RememberConsumer. The ledger only keeps the names,
+// and the caller's name for the stream's instance.
 type Consumer struct {
-	Stream    string    `json:"stream"`
-	Durable   string    `json:"durable"`
-	FirstSeen time.Time `json:"first_seen"`
-	LastSeen  time.Time `json:"last_seen"`
+	Stream  string `json:"stream"`
+	Durable string `json:"durable"`
+	// StreamInstance is the instance of the stream last served, as the
+	// caller named it (jetledger: consumer.StreamInstance); empty when none
+	// was recorded.
+	StreamInstance string    `json:"stream_instance,omitempty"`
+	FirstSeen      time.Time `json:"first_seen"`
+	LastSeen       time.Time `json:"last_seen"`
 }
 
 // RememberConsumer records that this database serves durable on stream, so
-// that tools reading it later can tell which one without being told. A pair
-// already recorded only has its last-seen time moved; the others stay.
-func (s *Store) RememberConsumer(ctx context.Context, stream, durable string) error {
+// that tools reading it later can tell which one without being told, and
+// which instance of the stream it is (empty: not known; an instance
+// recorded before stays). A pair already recorded only has its last-seen
+// time and instance moved; the others stay.
+func (s *Store) RememberConsumer(ctx context.Context, stream, durable, instance string) error {
 	if stream == "" || durable == "" {
 		return errors.New("ledger: remember consumer: the stream and the durable need names")
 	}
 	now := s.cfg.Now().UnixMilli()
-	if _, err := s.writer.ExecContext(ctx, `INSERT INTO jetledger_consumers (stream, durable, first_seen, last_seen)
-		VALUES (?1, ?2, ?3, ?3) ON CONFLICT (stream, durable) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen)`,
-		stream, durable, now); err != nil {
+	var inst any
+	if instance != "" {
+		inst = instance
+	}
+	if _, err := s.writer.ExecContext(ctx, `INSERT INTO jetledger_consumers (stream, durable, first_seen, last_seen, stream_instance)
+		VALUES (?1, ?2, ?3, ?3, ?4) ON CONFLICT (stream, durable) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen),
+		stream_instance = coalesce(excluded.stream_instance, stream_instance)`,
+		stream, durable, now, inst); err != nil {
 		return fmt.Errorf("ledger: remember consumer %s/%s: %w", stream, durable, interpret(err))
 	}
 	return nil
@@ -34,12 +46,12 @@ func (s *Store) RememberConsumer(ctx context.Context, stream, durable string) er
 
 // Consumers returns the recorded consumers, the one seen last first.
 func (s *Store) Consumers(ctx context.Context) ([]Consumer, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT stream, durable, first_seen, last_seen FROM jetledger_consumers
-		ORDER BY last_seen DESC, stream, durable`)
+	rows, err := s.reader.QueryContext(ctx, `SELECT stream, durable, coalesce(stream_instance, ''), first_seen, last_seen
+		FROM jetledger_consumers ORDER BY last_seen DESC, stream, durable`)
 	return collect("consumers", rows, err, func(sc scanner) (Consumer, error) {
 		var c Consumer
 		var first, last int64
-		err := sc.Scan(&c.Stream, &c.Durable, &first, &last)
+		err := sc.Scan(&c.Stream, &c.Durable, &c.StreamInstance, &first, &last)
 		c.FirstSeen, c.LastSeen = time.UnixMilli(first), time.UnixMilli(last)
 		return c, err
 	})

@@ -27,11 +27,11 @@ func TestRememberConsumer(t *testing.T) {
 		t.Fatalf("a new ledger: %+v, %v; want none", cs, err)
 	}
 	first := now()
-	if err := st.RememberConsumer(ctx, "PAYMENTS", "jetledger"); err != nil {
+	if err := st.RememberConsumer(ctx, "PAYMENTS", "jetledger", ""); err != nil {
 		t.Fatal(err)
 	}
 	clock.Add(time.Hour.Milliseconds())
-	if err := st.RememberConsumer(ctx, "PAYMENTS", "jetledger"); err != nil {
+	if err := st.RememberConsumer(ctx, "PAYMENTS", "jetledger", ""); err != nil {
 		t.Fatal(err)
 	}
 	cs, err := st.Consumers(ctx)
@@ -43,11 +43,11 @@ func TestRememberConsumer(t *testing.T) {
 		t.Fatalf("after two starts: %+v, want %+v", cs, want)
 	}
 	clock.Add(time.Hour.Milliseconds())
-	if err := st.RememberConsumer(ctx, "ORDERS", "jetledger"); err != nil {
+	if err := st.RememberConsumer(ctx, "ORDERS", "jetledger", ""); err != nil {
 		t.Fatal(err)
 	}
 	for _, bad := range [][2]string{{"", "d"}, {"S", ""}} {
-		if err := st.RememberConsumer(ctx, bad[0], bad[1]); err == nil {
+		if err := st.RememberConsumer(ctx, bad[0], bad[1], ""); err == nil {
 			t.Fatalf("RememberConsumer(%q, %q) recorded an empty name", bad[0], bad[1])
 		}
 	}
@@ -89,7 +89,7 @@ func TestMigration0006KeepsAHandlersConsumersTable(t *testing.T) {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	if err := st.RememberConsumer(ctx, "S", "d"); err != nil {
+	if err := st.RememberConsumer(ctx, "S", "d", ""); err != nil {
 		t.Fatal(err)
 	}
 	cs, err := st.Consumers(ctx)
@@ -99,5 +99,28 @@ func TestMigration0006KeepsAHandlersConsumersTable(t *testing.T) {
 	var name string
 	if err := st.reader.QueryRow(`SELECT name FROM consumers`).Scan(&name); err != nil || name != "a customer" {
 		t.Fatalf("the handler's consumers table: %q, %v", name, err)
+	}
+}
+
+// The stream instance is the last one named: a start that names none keeps
+// it, a start on another instance replaces it.
+func TestRememberConsumerKeepsTheLastInstance(t *testing.T) {
+	t.Parallel()
+	st, err := Open(filepath.Join(t.TempDir(), "l.db"), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	for _, step := range []struct{ give, want string }{
+		{"", ""}, {"PAY@1", "PAY@1"}, {"", "PAY@1"}, {"PAY@2", "PAY@2"},
+	} {
+		if err := st.RememberConsumer(ctx, "PAY", "jetledger", step.give); err != nil {
+			t.Fatal(err)
+		}
+		cs, err := st.Consumers(ctx)
+		if err != nil || len(cs) != 1 || cs[0].StreamInstance != step.want {
+			t.Fatalf("after naming %q: %+v, %v; want instance %q", step.give, cs, err, step.want)
+		}
 	}
 }

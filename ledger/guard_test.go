@@ -123,7 +123,7 @@ func TestHandlerCannotWriteTheRecordedConsumers(t *testing.T) {
 	t.Parallel()
 	st := openStore(t)
 	ctx := context.Background()
-	if err := st.RememberConsumer(ctx, "S", "d"); err != nil {
+	if err := st.RememberConsumer(ctx, "S", "d", ""); err != nil {
 		t.Fatal(err)
 	}
 	forget := func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {

@@ -80,7 +80,8 @@ type consumption struct {
 	sink    sink // nil without --webhook
 	st      *ledger.Store
 	h       *eventsHandler
-	store   *embedded // nil with --nats
+	stream  *jetstream.StreamInfo // as setup found or created it
+	store   *embedded             // nil with --nats
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	cfg     consumer.Config
@@ -189,6 +190,7 @@ func (f *consumeFlags) ensureStream(ctx context.Context, c *consumption) error {
 	if err != nil {
 		return err
 	}
+	c.stream = info
 	if err := f.partitionShare(info.Config); err != nil {
 		return err
 	}

@@ -47,7 +47,7 @@ func TestSelectedContextDoesNotPruneByAnotherServersStream(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := st.RememberConsumer(context.Background(), "PAY", "jetledger"); err != nil {
+	if err := st.RememberConsumer(context.Background(), "PAY", "jetledger", ""); err != nil {
 		t.Fatal(err)
 	}
 	st.Close()

@@ -30,7 +30,7 @@ func partitionedLedgers(t *testing.T, js jetstream.JetStream, db string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.RememberConsumer(t.Context(), "PAY", partitionDurable("jetledger", i)); err != nil {
+		if err := st.RememberConsumer(t.Context(), "PAY", partitionDurable("jetledger", i), ""); err != nil {
 			t.Fatal(err)
 		}
 		st.Close()

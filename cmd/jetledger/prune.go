@@ -33,6 +33,9 @@ func (p *pruner) options(ctx context.Context) (ledger.PruneOptions, error) {
 	if err != nil {
 		return ledger.PruneOptions{}, fmt.Errorf("prune: stream %s: %w", p.Stream, err)
 	}
+	if err := checkServedInstance(ctx, p.st, p.Stream, info.Created); err != nil {
+		return ledger.PruneOptions{}, fmt.Errorf("prune: %w", err)
+	}
 	// A copy of another stream (an edge's of the hub's) records first where
 	// in the source its pruned rows end: a copy made again starts there.
 	first, floor, err := pruneBound(ctx, s, info)

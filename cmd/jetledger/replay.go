@@ -78,6 +78,9 @@ func (c *replayCmd) Run(inv *invocation) error {
 		return c.explain(err, c.DB)
 	}
 	defer s.Close()
+	if err := checkServedInstance(ctx, s.st, c.Stream, s.stream.Created); err != nil {
+		return err
+	}
 	s.log.InfoContext(ctx, "replaying", "stream", c.Stream, "durable", c.Durable, "names_from", c.from, "db", c.DB)
 	setupCtx, cancel := context.WithTimeout(ctx, setupTimeout)
 	defer cancel()

@@ -202,11 +202,12 @@ func explainRunError(err error, maxSize byteSize) error {
 		maxSize, err)
 }
 
-// remember records in the ledger the stream and durable run has bound, for
-// the commands that read the ledger later; a ledger that has served others
+// remember records in the ledger the stream (its instance too) and durable
+// run has bound, for the commands that read the ledger later; a ledger that has served others
 // too is said at start, since those commands will ask which.
 func (c *runCmd) remember(ctx context.Context, s *consumption) error {
-	if err := s.st.RememberConsumer(ctx, c.Stream, c.Durable); err != nil {
+	warnNewInstance(ctx, s.log, s.st, c.Stream, s.stream.Created)
+	if err := s.st.RememberConsumer(ctx, c.Stream, c.Durable, consumer.StreamInstance(c.Stream, s.stream.Created)); err != nil {
 		return err
 	}
 	all, err := s.st.Consumers(ctx)

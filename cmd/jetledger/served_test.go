@@ -113,7 +113,7 @@ func recordConsumers(t *testing.T, pairs ...[2]string) string {
 	}
 	defer st.Close()
 	for _, p := range pairs {
-		if err := st.RememberConsumer(context.Background(), p[0], p[1]); err != nil {
+		if err := st.RememberConsumer(context.Background(), p[0], p[1], ""); err != nil {
 			t.Fatal(err)
 		}
 	}
