@@ -1,0 +1,110 @@
+package outbox_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
+	"github.com/jetledger/jetledger/ledger"
+)
+
+// Review attack (issue 19): a row cancelled while its send was in flight,
+// whose outcome was unknown, goes to review. A proven lookup that then finds
+// it "never seen" must finish the cancel, not queue the cancelled item to be
+// sent again.
+func TestCancelledWhileSendingIsNeverSentAgainByALookup(t *testing.T) {
+	t.Parallel()
+	e := newOutboxEnv(t, false, 200*time.Millisecond)
+	proof := sentRows(t, e, "m0")[0] // a held item the lookup proves itself on
+	s, err := webhook.New(webhook.Config{URL: e.dest.URL(), DeleteURL: e.dest.DeleteURL(), LookupURL: e.dest.LookupURL(), Timeout: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sink = s
+	e.dest.Hold() // m1's request times out before anything is stored
+	id := e.enqueue(t, "m1")
+	d := e.dispatcher(t, outbox.Config{LookupEvery: 10 * time.Millisecond})
+	e.run(t, d)
+	for key := range e.dest.Arrived() {
+		if key == id {
+			break
+		}
+	}
+	if out, err := d.Cancel(context.Background(), id); err != nil || out != outbox.CancelledInFlight {
+		t.Fatalf("cancel = %q, %v; want %q", out, err, outbox.CancelledInFlight)
+	}
+	var it ledger.OutboxItem
+	consumertest.Eventually(t, 10*time.Second, "the cancelled row settled, was re-sent, or the lookup ran a few rounds", func() bool {
+		it, _ = e.st.Get(context.Background(), id)
+		return e.dest.Requests(id) > 1 || it.Status == ledger.StatusCancelled && !it.PendingDelete || e.dest.LookupsOf(proof.ID) >= 5
+	})
+	if n := e.dest.Requests(id); n != 1 || it.Status == ledger.StatusQueued || it.Status == ledger.StatusSending || it.Status == ledger.StatusSent {
+		t.Fatalf("a row cancelled in flight was sent %d times (want 1) and is %s (%q): the cancel was lost", n, it.Status, it.Error)
+	}
+}
+
+// Review attack (issue 19, point 10 meets lookups): a row cancelled while
+// its send was in flight is sent; its delete answers an unproved 404, so it
+// goes to review with its external id (the item may be there). A lookup
+// that then finds the item must not settle the row as plainly "sent": the
+// cancel someone asked for would vanish from review without a trace.
+func TestCancelledWhileSendingStaysCancelledInReviewAfterALookupFindsIt(t *testing.T) {
+	t.Parallel()
+	e := newOutboxEnv(t, false, 2*time.Second)
+	proof := sentRows(t, e, "m0")[0]
+	s, err := webhook.New(webhook.Config{URL: e.dest.URL(), DeleteURL: e.dest.DeleteURL(), LookupURL: e.dest.LookupURL(), Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sink = s
+	e.dest.FailDeletesWith(404) // a delete URL with no route
+	e.dest.Hold()
+	id := e.enqueue(t, "m1")
+	d := e.dispatcher(t, outbox.Config{LookupEvery: 10 * time.Millisecond})
+	e.run(t, d)
+	for key := range e.dest.Arrived() {
+		if key == id {
+			break
+		}
+	}
+	if out, err := d.Cancel(context.Background(), id); err != nil || out != outbox.CancelledInFlight {
+		t.Fatalf("cancel = %q, %v; want %q", out, err, outbox.CancelledInFlight)
+	}
+	e.dest.Release()
+	var it ledger.OutboxItem
+	consumertest.Eventually(t, 10*time.Second, "the cancelled row settled or the lookup ran a few rounds", func() bool {
+		it, _ = e.st.Get(context.Background(), id)
+		return it.Status == ledger.StatusSent || e.dest.LookupsOf(proof.ID) >= 5
+	})
+	if it.Status == ledger.StatusSent {
+		t.Fatalf("a row cancelled in flight whose delete was unconfirmed ended %s with error %q: the cancel vanished from review", it.Status, it.Error)
+	}
+}
+
+// Review attack (issue 19, points 1-2 make "cannot say" permanent for rows
+// whose stream instance is gone): a row the lookup cannot settle is looked
+// up again every LookupEvery, and each round must not grow the row's error
+// text: it is stored in the ledger and shown by outbox list.
+func TestLookupLaterDoesNotGrowTheRowsError(t *testing.T) {
+	t.Parallel()
+	e := newOutboxEnv(t, false, 200*time.Millisecond)
+	id := reviewRow(t, e, false)
+	lookingSink(t, e, e.dest.LookupURL())
+	e.dest.FailLookupsWith(503, id) // the destination cannot say for this row, for ever
+	d := e.dispatcher(t, outbox.Config{LookupEvery: time.Millisecond})
+	e.run(t, d)
+	first := ""
+	consumertest.Eventually(t, 10*time.Second, "a first failed lookup", func() bool {
+		it, _ := e.st.Get(context.Background(), id)
+		first = it.Error
+		return e.dest.LookupsOf(id) >= 1 && it.Error != "" && e.dest.LookupsOf(id) < 3
+	})
+	consumertest.Eventually(t, 10*time.Second, "20 more lookups", func() bool { return e.dest.LookupsOf(id) >= 22 })
+	it, _ := e.st.Get(context.Background(), id)
+	if len(it.Error) > 2*len(first) {
+		t.Fatalf("after %d lookups the row's error is %d bytes (after the first: %d): it grows every round", e.dest.LookupsOf(id), len(it.Error), len(first))
+	}
+}
