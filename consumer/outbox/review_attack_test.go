@@ -108,3 +108,67 @@ func TestLookupLaterDoesNotGrowTheRowsError(t *testing.T) {
 		t.Fatalf("after %d lookups the row's error is %d bytes (after the first: %d): it grows every round", e.dest.LookupsOf(id), len(it.Error), len(first))
 	}
 }
+
+// slowDelete is the webhook sink whose delete reaches the destination only
+// once the row's lease has run out and the dispatcher moved it on: a delete
+// the destination carries out after the sender stopped waiting (a slow
+// destination, or the lookups that now confirm a 404, outlasting the lease).
+type slowDelete struct {
+	*webhook.Sink
+	st *ledger.Store
+	id string
+}
+
+func (s slowDelete) Delete(ctx context.Context, ext string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if it, err := s.st.Get(context.Background(), s.id); err == nil && it.Status != ledger.StatusCancelled {
+			break
+		}
+		time.Sleep(5 * time.Millisecond) // polling the ledger, not synchronising by time
+	}
+	return s.Sink.Delete(context.Background(), ext) // carried out late, whatever the sender's deadline
+}
+
+// Review attack (issue 19, point 10 meets lease expiry): a row cancelled in
+// flight is sent; the write-back's delete outlasts the lease, so the row is
+// expired to review while the delete goes on and deletes the item. The
+// lookup then finds it "never seen" and must not send the cancelled item
+// again.
+func TestCancelledRowDeletedAfterItsLeaseIsNotSentAgain(t *testing.T) {
+	t.Parallel()
+	e := newOutboxEnv(t, false, time.Second)
+	sentRows(t, e, "m0") // the lookup's proof
+	s, err := webhook.New(webhook.Config{URL: e.dest.URL(), DeleteURL: e.dest.DeleteURL(), LookupURL: e.dest.LookupURL(), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.dest.Hold()
+	id := e.enqueue(t, "m1")
+	e.sink = s
+	d, err := outbox.New(e.st, outbox.Config{Sink: slowDelete{s, e.st, id}, PollInterval: 10 * time.Millisecond,
+		LookupEvery: 10 * time.Millisecond, Lease: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.run(t, d)
+	for key := range e.dest.Arrived() {
+		if key == id {
+			break
+		}
+	}
+	if out, err := d.Cancel(context.Background(), id); err != nil || out != outbox.CancelledInFlight {
+		t.Fatalf("cancel = %q, %v", out, err)
+	}
+	e.dest.Release()
+	var it ledger.OutboxItem
+	consumertest.Eventually(t, 15*time.Second, "the row settled, or was sent again", func() bool {
+		it, _ = e.st.Get(context.Background(), id)
+		return e.dest.Requests(id) > 1 || it.Status == ledger.StatusSent || it.Status == ledger.StatusCancelled && !it.PendingDelete
+	})
+	consumertest.Eventually(t, 15*time.Second, "the late delete done", func() bool { return len(e.dest.Items()) == 1 || e.dest.Requests(id) > 1 })
+	it, _ = e.st.Get(context.Background(), id)
+	if n := e.dest.Requests(id); n != 1 || it.Status == ledger.StatusSent {
+		t.Fatalf("a cancelled row whose item was deleted after its lease ran out: sent %d times, row %s (%q), %d items at the destination", n, it.Status, it.Error, len(e.dest.Items()))
+	}
+}
