@@ -215,17 +215,22 @@ func (s *Store) Due(ctx context.Context, sink string, limit int) ([]string, erro
 
 // Resolve settles a row in review by a person's decision: sent (with the
 // external id found at the destination) or failed. It is ResolveSent or
-// ResolveFailed.
+// ResolveFailed. A row cancelled while it was being sent is never settled as
+// sent (ErrCancelPending); "failed", the item is not there, finishes its
+// cancel (SettleCancel): it is cancelled, never sent again.
 func (s *Store) Resolve(ctx context.Context, id string, as Status, externalID string) error {
 	var err error
 	switch as {
+	case StatusFailed:
+		_, err = s.Transition(ctx, id, ResolveFailed, Params{})
+		if errors.Is(err, ErrCancelPending) {
+			_, err = s.Transition(ctx, id, SettleCancel, Params{Reason: "cancelled while sending; a person found the item not at the destination"})
+		}
 	case StatusSent:
 		if externalID == "" {
 			return fmt.Errorf("%w: resolving %s as sent needs the external id", ErrIllegalTransition, id)
 		}
 		_, err = s.Transition(ctx, id, ResolveSent, Params{ExternalID: externalID})
-	case StatusFailed:
-		_, err = s.Transition(ctx, id, ResolveFailed, Params{})
 	default:
 		err = fmt.Errorf("%w: resolve %s as %q: want sent or failed", ErrIllegalTransition, id, as)
 	}

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,8 +12,8 @@ import (
 	"github.com/jetledger/jetledger/ledger"
 )
 
-// Review attack (issue 19): a row cancelled while its send was in flight,
-// whose outcome was unknown, goes to review. A proven lookup that then finds
+// A row cancelled while its send was in flight, whose outcome was unknown,
+// goes to review with its cancel kept (issue 19). A proven lookup that then finds
 // it "never seen" must finish the cancel, not queue the cancelled item to be
 // sent again.
 func TestCancelledWhileSendingIsNeverSentAgainByALookup(t *testing.T) {
@@ -46,8 +47,8 @@ func TestCancelledWhileSendingIsNeverSentAgainByALookup(t *testing.T) {
 	}
 }
 
-// Review attack (issue 19, point 10 meets lookups): a row cancelled while
-// its send was in flight is sent; its delete answers an unproved 404, so it
+// A row cancelled while its send was in flight is sent (issue 19, point 10
+// meets lookups); its delete answers an unproved 404, so it
 // goes to review with its external id (the item may be there). A lookup
 // that then finds the item must not settle the row as plainly "sent": the
 // cancel someone asked for would vanish from review without a trace.
@@ -84,8 +85,8 @@ func TestCancelledWhileSendingStaysCancelledInReviewAfterALookupFindsIt(t *testi
 	}
 }
 
-// Review attack (issue 19, points 1-2 make "cannot say" permanent for rows
-// whose stream instance is gone): a row the lookup cannot settle is looked
+// Issue 19, points 1-2 make "cannot say" permanent for rows whose stream
+// instance is gone: a row the lookup cannot settle is looked
 // up again every LookupEvery, and each round must not grow the row's error
 // text: it is stored in the ledger and shown by outbox list.
 func TestLookupLaterDoesNotGrowTheRowsError(t *testing.T) {
@@ -100,7 +101,7 @@ func TestLookupLaterDoesNotGrowTheRowsError(t *testing.T) {
 	consumertest.Eventually(t, 10*time.Second, "a first failed lookup", func() bool {
 		it, _ := e.st.Get(context.Background(), id)
 		first = it.Error
-		return e.dest.LookupsOf(id) >= 1 && it.Error != "" && e.dest.LookupsOf(id) < 3
+		return !it.NextAttemptAt.IsZero() && e.dest.LookupsOf(id) < 3 // written back by the first lookup, not yet by a third
 	})
 	consumertest.Eventually(t, 10*time.Second, "20 more lookups", func() bool { return e.dest.LookupsOf(id) >= 22 })
 	it, _ := e.st.Get(context.Background(), id)
@@ -130,8 +131,7 @@ func (s slowDelete) Delete(ctx context.Context, ext string) error {
 	return s.Sink.Delete(context.Background(), ext) // carried out late, whatever the sender's deadline
 }
 
-// Review attack (issue 19, point 10 meets lease expiry): a row cancelled in
-// flight is sent; the write-back's delete outlasts the lease, so the row is
+// Issue 19, point 10 meets lease expiry: a row cancelled in flight is sent; the write-back's delete outlasts the lease, so the row is
 // expired to review while the delete goes on and deletes the item. The
 // lookup then finds it "never seen" and must not send the cancelled item
 // again.
@@ -170,5 +170,61 @@ func TestCancelledRowDeletedAfterItsLeaseIsNotSentAgain(t *testing.T) {
 	it, _ = e.st.Get(context.Background(), id)
 	if n := e.dest.Requests(id); n != 1 || it.Status == ledger.StatusSent {
 		t.Fatalf("a cancelled row whose item was deleted after its lease ran out: sent %d times, row %s (%q), %d items at the destination", n, it.Status, it.Error, len(e.dest.Items()))
+	}
+}
+
+// deadlineDelete is the webhook sink that records the deadline of each
+// delete it is asked for.
+type deadlineDelete struct {
+	*webhook.Sink
+	mu        sync.Mutex
+	deadlines []time.Time
+}
+
+func (s *deadlineDelete) Delete(ctx context.Context, ext string) error {
+	dl, _ := ctx.Deadline()
+	s.mu.Lock()
+	s.deadlines = append(s.deadlines, dl)
+	s.mu.Unlock()
+	return s.Sink.Delete(ctx, ext)
+}
+
+// The write-back of a row cancelled in flight (its delete, and the lookups
+// that would confirm a "no such item") stays inside the row's claim lease
+// (DESIGN.md rule 4): a slow send leaves less time for it, never time past
+// the lease, when the row may be expired and settled by someone else.
+func TestCancelWriteBackStaysInsideTheLease(t *testing.T) {
+	t.Parallel()
+	e := newOutboxEnv(t, false, 2*time.Second)
+	s, err := webhook.New(webhook.Config{URL: e.dest.URL(), DeleteURL: e.dest.DeleteURL(), Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dd := &deadlineDelete{Sink: s}
+	e.dest.SetDelay(1500 * time.Millisecond) // a slow destination: most of the sink timeout
+	id := e.enqueue(t, "m1")
+	d, err := outbox.New(e.st, outbox.Config{Sink: dd, PollInterval: 10 * time.Millisecond, Lease: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.run(t, d)
+	<-e.dest.Arrived()
+	if out, err := d.Cancel(context.Background(), id); err != nil || out != outbox.CancelledInFlight {
+		t.Fatalf("cancel = %q, %v", out, err)
+	}
+	var it ledger.OutboxItem
+	consumertest.Eventually(t, 10*time.Second, "the cancelled row settled", func() bool {
+		it, _ = e.st.Get(context.Background(), id)
+		return it.Status == ledger.StatusReview || it.Status == ledger.StatusCancelled && !it.PendingDelete
+	})
+	dd.mu.Lock()
+	defer dd.mu.Unlock()
+	if len(dd.deadlines) == 0 {
+		t.Fatalf("row %s (%q): no delete was asked for", it.Status, it.Error)
+	}
+	for _, dl := range dd.deadlines { // the ledger keeps milliseconds
+		if dl.IsZero() || dl.After(it.LeaseUntil.Add(time.Millisecond)) {
+			t.Fatalf("a delete of the write-back had deadline %v, past the lease's end %v", dl, it.LeaseUntil)
+		}
 	}
 }
