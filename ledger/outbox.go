@@ -270,6 +270,18 @@ func (s *Store) LastSentExcept(ctx context.Context, sink, except string) (Outbox
 	return items[0], true, nil
 }
 
+// SentInto returns up to limit sent rows of sink whose sends went to
+// instance (their recorded Destination) and were claimed after after,
+// earliest claim first: rows a sink can check the instance still holds (at
+// the place their external ids name) before it says another row never
+// arrived there. The ledger does not read the ids; the sink does.
+func (s *Store) SentInto(ctx context.Context, sink, instance string, after time.Time, limit int) ([]OutboxItem, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+outboxCols+` FROM outbox
+		WHERE status = 'sent' AND sink = ? AND sent_to_instance = ? AND claimed_at > ? ORDER BY claimed_at, id LIMIT ?`,
+		sink, instance, after.UnixMilli(), limit)
+	return collect("outbox rows sent into "+instance, rows, err, scanItem)
+}
+
 // Expired is what ExpireLeases did.
 type Expired struct {
 	Review   []string // sending rows whose worker vanished: moved to review

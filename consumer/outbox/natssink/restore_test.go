@@ -14,15 +14,25 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Review attack (issue 19, points 1-2 meet a restored stream): EFF is
-// restored from a copy of its store taken before a row's send landed, and
-// new messages are published since, past the row's recorded position. The
-// restored stream has the same name and creation time (the store keeps
-// it), so it passes for the instance the row was sent to; but it lost the
-// item, and downstream may have read it already. "Never seen" must not be
-// said: the lookup's own rollback check (last < position) is outrun.
+// EFF is restored from a copy of its store taken before a row's send
+// landed, and new messages are published since, past the row's recorded
+// position (issue 19, points 1-2 meet a restored stream). The restored
+// stream has the same name and creation time (the store keeps it), so it
+// passes for the instance the row was sent to; but it lost the item, and
+// downstream may have read it already. "Never seen" must not be said: the
+// lookup's own rollback check (last < position) is outrun. Whether or not
+// a row sent later, which the restore lost too, is there to give it away.
 func TestLookupOnARestoredStreamCannotSayNever(t *testing.T) {
 	t.Parallel()
+	for _, later := range []bool{false, true} {
+		t.Run(map[bool]string{false: "nothing sent since", true: "a later send lost too"}[later], func(t *testing.T) {
+			t.Parallel()
+			lookupOnARestoredStream(t, later)
+		})
+	}
+}
+
+func lookupOnARestoredStream(t *testing.T, later bool) {
 	store, backup := t.TempDir(), t.TempDir()
 	opts := &server.Options{StoreDir: store}
 	e := newEnv(t, opts, time.Minute, jetstream.StreamConfig{})
@@ -56,6 +66,10 @@ func TestLookupOnARestoredStreamCannotSayNever(t *testing.T) {
 	}
 	if _, err := e.st.Transition(t.Context(), id, ledger.Review, ledger.Params{Worker: "w", Reason: "ack lost"}); err != nil {
 		t.Fatal(err)
+	}
+	if later { // sent after the row's lease ended: it vouches for what the stream held then
+		e.clk.add(2 * time.Minute)
+		e.sendByHand(t, sink, e.enqueue(t, "m2")[0])
 	}
 	srv.Shutdown()
 	srv.WaitForShutdown()
