@@ -36,3 +36,15 @@ func ValidateLease(lease, sinkTimeout time.Duration) error {
 	}
 	return nil
 }
+
+// CancelDeadlines bound what an outbox worker does with a row cancelled
+// while its send was in flight, so that all of it happens inside the claim
+// lease that began at claimed (DESIGN.md rule 4): the delete at the
+// destination and the lookups that confirm a "no such item" end by
+// destination, which leaves the lease's margin over the sink timeout for
+// the write-back; that ends by writeBack, the lease's end. A row whose
+// cancel is not settled by then is expired to review with its cancel kept.
+func CancelDeadlines(claimed time.Time, lease, sinkTimeout time.Duration) (destination, writeBack time.Time) {
+	writeBack = claimed.Add(lease)
+	return writeBack.Add(sinkTimeout - lease), writeBack
+}

@@ -58,6 +58,11 @@ var (
 	// was unknown, so its item may be at the destination: it cannot simply
 	// be cancelled.
 	ErrMaybeSent = errors.New("ledger: an earlier send of this outbox row may have reached the destination")
+	// ErrCancelPending: the row in review was cancelled while it was being
+	// sent; it is never sent again nor settled as sent. Delete the item at
+	// the destination (cancel it again), or, if it is not there, resolve it
+	// as failed, which finishes the cancel.
+	ErrCancelPending = errors.New("ledger: the outbox row's cancel is pending")
 	// ErrIllegalTransition: the row's status does not allow the change.
 	ErrIllegalTransition = errors.New("ledger: illegal outbox transition")
 )

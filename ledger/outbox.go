@@ -215,17 +215,22 @@ func (s *Store) Due(ctx context.Context, sink string, limit int) ([]string, erro
 
 // Resolve settles a row in review by a person's decision: sent (with the
 // external id found at the destination) or failed. It is ResolveSent or
-// ResolveFailed.
+// ResolveFailed. A row cancelled while it was being sent is never settled as
+// sent (ErrCancelPending); "failed", the item is not there, finishes its
+// cancel (SettleCancel): it is cancelled, never sent again.
 func (s *Store) Resolve(ctx context.Context, id string, as Status, externalID string) error {
 	var err error
 	switch as {
+	case StatusFailed:
+		_, err = s.Transition(ctx, id, ResolveFailed, Params{})
+		if errors.Is(err, ErrCancelPending) {
+			_, err = s.Transition(ctx, id, SettleCancel, Params{Reason: "cancelled while sending; a person found the item not at the destination"})
+		}
 	case StatusSent:
 		if externalID == "" {
 			return fmt.Errorf("%w: resolving %s as sent needs the external id", ErrIllegalTransition, id)
 		}
 		_, err = s.Transition(ctx, id, ResolveSent, Params{ExternalID: externalID})
-	case StatusFailed:
-		_, err = s.Transition(ctx, id, ResolveFailed, Params{})
 	default:
 		err = fmt.Errorf("%w: resolve %s as %q: want sent or failed", ErrIllegalTransition, id, as)
 	}
@@ -263,6 +268,18 @@ func (s *Store) LastSentExcept(ctx context.Context, sink, except string) (Outbox
 		return OutboxItem{}, false, err
 	}
 	return items[0], true, nil
+}
+
+// SentInto returns up to limit sent rows of sink whose sends went to
+// instance (their recorded Destination) and were claimed after after,
+// earliest claim first: rows a sink can check the instance still holds (at
+// the place their external ids name) before it says another row never
+// arrived there. The ledger does not read the ids; the sink does.
+func (s *Store) SentInto(ctx context.Context, sink, instance string, after time.Time, limit int) ([]OutboxItem, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT `+outboxCols+` FROM outbox
+		WHERE status = 'sent' AND sink = ? AND sent_to_instance = ? AND claimed_at > ? ORDER BY claimed_at, id LIMIT ?`,
+		sink, instance, after.UnixMilli(), limit)
+	return collect("outbox rows sent into "+instance, rows, err, scanItem)
 }
 
 // Expired is what ExpireLeases did.

@@ -36,7 +36,8 @@ const (
 	Fail Change = "fail"
 	// Review (owned): sending, or cancelled during its send → review: its
 	// fate at the destination is unknown, or it is there and could not be
-	// deleted.
+	// deleted. A row cancelled during its send keeps its cancel in review
+	// (pending_delete): it is never sent again nor settled as sent.
 	Review Change = "review"
 	// FinishCancel (owned): a row cancelled during its send → cancelled for
 	// good: its item was deleted at the destination, or never got there.
@@ -59,16 +60,23 @@ const (
 	// Requeue: failed → queued, sent again with the same key.
 	Requeue Change = "requeue"
 	// Found: review → sent, by a lookup that found the item at the
-	// destination (with its id there, when it gave one).
+	// destination (with its id there, when it gave one). Refused for a row
+	// whose cancel is pending (ErrCancelPending).
 	Found Change = "found"
 	// Unseen: review → queued, by a lookup the destination answered with
 	// "never seen": sent again with the same key, no longer maybe sent.
+	// Refused for a row whose cancel is pending (ErrCancelPending).
 	Unseen Change = "unseen"
+	// SettleCancel: review with a cancel pending → cancelled: the item is
+	// not at the destination (a proven lookup never saw it, or it was
+	// deleted there by Params.ExternalID), or a person found it absent.
+	SettleCancel Change = "settle cancel"
 	// LookupLater: review stays review, looked up again after Params.Delay
 	// (the destination could not answer now).
 	LookupLater Change = "lookup later"
 	// Expire (owned by the vanished Params.Worker): sending, or cancelled
-	// during its send, whose lease ran out → review.
+	// during its send, whose lease ran out → review; a cancelled one keeps
+	// its cancel (pending_delete), as with Review.
 	Expire Change = "expire"
 	// ExpireRequeue (owned by the vanished Params.Worker): sending whose
 	// lease ran out → queued with maybe_sent, for an idempotent sink.
@@ -93,6 +101,8 @@ const (
 	fromSending    = `status = 'sending'`
 	fromCancelling = `(status = 'cancelled' AND pending_delete = 1)`
 	fromReview     = `status = 'review'`
+	cancelPending  = `pending_delete = 1`
+	noCancel       = `pending_delete = 0`
 	fromFailed     = `status = 'failed'`
 	fromSent       = `status = 'sent'`
 	releaseClaim   = `claimed_by = NULL, claimed_at = NULL, lease_until = NULL`
@@ -138,7 +148,7 @@ var transitions = map[Change]transition{
 	Fail: {from: []string{fromSending}, owned: true, guard: `maybe_sent = 0`, to: StatusFailed,
 		set: `error = :reason`},
 	Review: {from: []string{fromSending, fromCancelling}, owned: true, to: StatusReview,
-		set: `error = :reason, pending_delete = 0, external_id = coalesce(nullif(:ext, ''), external_id)`},
+		set: `error = :reason, external_id = coalesce(nullif(:ext, ''), external_id)`},
 	FinishCancel: {from: []string{fromCancelling}, owned: true, to: StatusCancelled,
 		set: `pending_delete = 0, external_id = nullif(:ext, '')`},
 	Cancel: {from: []string{fromQueued, fromFailed}, guard: `maybe_sent = 0`, to: StatusCancelled},
@@ -146,17 +156,19 @@ var transitions = map[Change]transition{
 		set: `pending_delete = 1, error = 'cancelled while sending; delete at the destination pending'`},
 	CancelDeleted: {from: []string{fromSent, fromReview}, guard: `external_id = :ext`, to: StatusCancelled,
 		set: `pending_delete = 0`},
-	ResolveSent: {from: []string{fromReview}, guard: `:ext <> ''`, to: StatusSent,
+	ResolveSent: {from: []string{fromReview}, guard: `:ext <> '' AND ` + noCancel, to: StatusSent,
 		set: `external_id = :ext, sent_at = :now`},
-	ResolveFailed: {from: []string{fromReview}, to: StatusFailed, set: `maybe_sent = 0`},
+	ResolveFailed: {from: []string{fromReview}, guard: noCancel, to: StatusFailed, set: `maybe_sent = 0`},
 	Requeue:       {from: []string{fromFailed}, to: StatusQueued, set: `next_attempt_at = 0, ` + releaseClaim},
-	Found: {from: []string{fromReview}, to: StatusSent,
+	Found: {from: []string{fromReview}, guard: noCancel, to: StatusSent,
 		set: `external_id = coalesce(nullif(:ext, ''), external_id), sent_at = :now, error = NULL`},
-	Unseen: {from: []string{fromReview}, guard: `pending_delete = 0`, to: StatusQueued,
+	Unseen: {from: []string{fromReview}, guard: noCancel, to: StatusQueued,
 		set: `maybe_sent = 0, next_attempt_at = 0, error = :reason, ` + releaseClaim},
+	SettleCancel: {from: []string{fromReview}, guard: cancelPending, to: StatusCancelled,
+		set: `pending_delete = 0, external_id = coalesce(nullif(:ext, ''), external_id), error = coalesce(nullif(:reason, ''), error)`},
 	LookupLater: {from: []string{fromReview}, to: StatusReview, set: `next_attempt_at = :now + :delay, error = :reason`},
 	Expire: {from: []string{fromSending, fromCancelling}, owned: true, guard: `lease_until < :now`, to: StatusReview,
-		set: `pending_delete = 0, error = CASE status WHEN 'cancelled' THEN 'cancelled while ' || :worker ||
+		set: `error = CASE status WHEN 'cancelled' THEN 'cancelled while ' || :worker ||
 			' was sending, and its lease expired: the item may be at the destination'
 			ELSE 'lease of ' || :worker || ' expired mid-send: the item may or may not be at the destination' END`},
 	ExpireRequeue: {from: []string{fromSending}, owned: true, guard: `lease_until < :now`, to: StatusQueued,
@@ -189,7 +201,7 @@ func (t transition) query() string {
 // says why: ErrNotFound, ErrNotClaimed (Claim: someone else has it, not a
 // failure), ErrCancelled (an owned write-back found the row cancelled during
 // its send: delete the item at the destination), ErrNotOwner, ErrTooLate,
-// ErrMaybeSent or ErrIllegalTransition.
+// ErrMaybeSent, ErrCancelPending or ErrIllegalTransition.
 func (s *Store) Transition(ctx context.Context, id string, c Change, p Params) (OutboxItem, error) {
 	t, ok := transitions[c]
 	if !ok {
@@ -220,7 +232,7 @@ func (s *Store) Transition(ctx context.Context, id string, c Change, p Params) (
 
 // StateError is a change the row's state did not allow. It wraps the
 // sentinel that says why (ErrNotClaimed, ErrCancelled, ErrNotOwner,
-// ErrTooLate, ErrMaybeSent or ErrIllegalTransition).
+// ErrTooLate, ErrMaybeSent, ErrCancelPending or ErrIllegalTransition).
 type StateError struct {
 	ID        string
 	Change    Change
@@ -264,6 +276,8 @@ func (s *Store) refused(ctx context.Context, id string, c Change, t transition, 
 		e.Err = ErrTooLate
 	case it.MaybeSent && (c == Cancel || c == Fail):
 		e.Err = ErrMaybeSent
+	case it.Status == StatusReview && it.PendingDelete && (c == Found || c == Unseen || c == ResolveSent || c == ResolveFailed):
+		e.Err = ErrCancelPending
 	}
 	return e
 }

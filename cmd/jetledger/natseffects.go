@@ -12,6 +12,7 @@ import (
 	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/consumer/outbox/natssink"
+	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -46,13 +47,13 @@ const effectsWindowMin = 2 * time.Minute
 
 // natsSink builds the NATS sink of --effects-subject on the connection run
 // consumes with, creating --effects-stream if no stream captures the subject.
-func (f effectsFlags) natsSink(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, plan ackwait.Plan, attempts int, log *slog.Logger) (sink, error) {
+func (f effectsFlags) natsSink(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, st *ledger.Store, plan ackwait.Plan, attempts int, log *slog.Logger) (sink, error) {
 	if f.Stream != "" {
 		if err := f.ensureStream(ctx, js, plan, attempts, log); err != nil {
 			return nil, err
 		}
 	}
-	s, err := natssink.New(ctx, js, nc, natssink.Config{Subject: f.Subject, Timeout: f.Timeout, Logger: log})
+	s, err := natssink.New(ctx, js, nc, natssink.Config{Subject: f.Subject, Timeout: f.Timeout, Logger: log, Ledger: st})
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("no stream captures --effects-subject %s: create one, or pass --effects-stream NAME to have run create it", f.Subject)
 	}

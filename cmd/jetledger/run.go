@@ -109,7 +109,7 @@ func (c *runCmd) run(inv *invocation) error {
 	defer s.Close()
 	if c.Effects.Subject != "" {
 		// The NATS sink needs the connection setup made.
-		if s.sink, err = c.Effects.natsSink(ctx, s.js, s.nc, s.plan, c.Send.OutboxMaxAttempts, s.log); err != nil {
+		if s.sink, err = c.Effects.natsSink(ctx, s.js, s.nc, s.st, s.plan, c.Send.OutboxMaxAttempts, s.log); err != nil {
 			return err
 		}
 		s.h.sink = s.sink.Name()

@@ -11,8 +11,10 @@ import (
 )
 
 // deliver sends one claimed item and writes the result back. It runs to the
-// end even when ctx ends: a claimed row must not be left in sending.
-func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token string) {
+// end even when ctx ends: a claimed row must not be left in sending. claimed
+// is a moment before the claim, so its lease lasts at least until claimed +
+// Lease.
+func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token string, claimed time.Time) {
 	ctx = context.WithoutCancel(ctx)
 	repeat := d.repeatable(it, it.ClaimedAt)
 	var ext string
@@ -38,7 +40,12 @@ func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token st
 	switch {
 	case werr == nil:
 	case errors.Is(werr, ledger.ErrCancelled):
-		d.settleCancelled(wctx, it, token, o)
+		// All of it inside the lease: past it the row is someone else's to
+		// settle (expired to review, its cancel kept).
+		dest, end := ackwait.CancelDeadlines(claimed, d.cfg.Lease, d.sink.Timeout())
+		cctx, cancel := context.WithDeadline(ctx, end)
+		defer cancel()
+		d.settleCancelled(cctx, dest, it, token, o)
 	case o.change == ledger.Sent:
 		// The lease ran out and the row moved on (to review, normally).
 		d.log.ErrorContext(ctx, "sent, but the result could not be written back; resolve the row with this external id",
@@ -132,15 +139,18 @@ func (d *Dispatcher) writeBack(ctx context.Context, id string, o outcome) error 
 }
 
 // settleCancelled finishes a row that was cancelled while its send was in
-// flight: a sent item is deleted at the destination, and the row cancelled
-// only after that worked; an item that may be there goes to review; one that
+// flight: a sent item is deleted at the destination (by dest), and the row
+// cancelled only after that worked; an item that may be there goes to
+// review, keeping its cancel for a lookup or a person to finish; one that
 // provably never arrived is simply cancelled.
-func (d *Dispatcher) settleCancelled(ctx context.Context, it ledger.OutboxItem, token string, o outcome) {
+func (d *Dispatcher) settleCancelled(ctx context.Context, dest time.Time, it ledger.OutboxItem, token string, o outcome) {
 	var err error
 	switch {
 	case o.change == ledger.Sent:
 		it.ExternalID = o.params.ExternalID
-		err = d.deleteAt(ctx, it)
+		dctx, cancel := context.WithDeadline(ctx, dest)
+		err = d.deleteAt(dctx, it)
+		cancel()
 		if err == nil {
 			d.n.deleted.Add(1)
 			d.log.WarnContext(ctx, "outbox row was cancelled while sending; deleted the item at the destination",

@@ -215,6 +215,7 @@ func (d *Dispatcher) round(ctx context.Context, slots chan struct{}, wg *sync.Wa
 	}
 	for _, id := range ids {
 		token := fmt.Sprintf("%s#%d", d.id, d.claims.Add(1)) // unique per claim
+		claimed := time.Now()                                // the lease starts later, once the claim holds the writer
 		it, err := d.o.Transition(ctx, id, ledger.Claim, ledger.Params{Worker: token, Lease: d.cfg.Lease, SentTo: to})
 		if errors.Is(err, ledger.ErrNotClaimed) {
 			continue // another dispatcher has it
@@ -226,7 +227,7 @@ func (d *Dispatcher) round(ctx context.Context, slots chan struct{}, wg *sync.Wa
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			d.deliver(ctx, it, token)
+			d.deliver(ctx, it, token, claimed)
 		}()
 	}
 	return len(ids) == free, nil

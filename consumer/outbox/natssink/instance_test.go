@@ -46,11 +46,16 @@ func (e *env) toReview(t *testing.T, sink *natssink.Sink, landed bool, rows ...s
 	}
 }
 
-// sendByHand sends row id as a worker does and marks it sent: the row a
-// lookup proves itself on, sent before any dispatcher looks rows up.
+// sendByHand sends row id as a worker does (recording where the send goes)
+// and marks it sent: the row a lookup proves itself on, sent before any
+// dispatcher looks rows up, or one that vouches for the stream.
 func (e *env) sendByHand(t *testing.T, sink *natssink.Sink, id string) {
 	t.Helper()
-	if _, err := e.st.Transition(t.Context(), id, ledger.Claim, ledger.Params{Worker: "w", Lease: time.Minute}); err != nil {
+	to, err := sink.Position(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Transition(t.Context(), id, ledger.Claim, ledger.Params{Worker: "w", Lease: time.Minute, SentTo: to}); err != nil {
 		t.Fatal(err)
 	}
 	ext, err := sink.Send(t.Context(), e.status(t, id))
@@ -140,12 +145,17 @@ func TestLookupAfterTheSubjectMovedToAnotherStream(t *testing.T) {
 	e.toReview(t, sink, false, lost)
 
 	consumertest.CreateStream(t, e.js, jetstream.StreamConfig{Name: "MOVED", Subjects: []string{"moved.>"}, Duplicates: time.Second})
-	moved, err := natssink.New(t.Context(), e.js, e.nc, natssink.Config{Subject: "moved.site1", Timeout: time.Second, Now: e.clk.now})
+	moved, err := natssink.New(t.Context(), e.js, e.nc, natssink.Config{Subject: "moved.site1", Timeout: time.Second, Now: e.clk.now, Ledger: e.st})
 	if err != nil {
 		t.Fatal(err)
 	}
 	proof := e.enqueue(t, "proof")[0]
 	e.sendByHand(t, moved, proof)
+	// A row sent into EFF after lost's lease ended (EFF's publishers go on,
+	// elsewhere) vouches that EFF still holds what lost may have stored.
+	e.clk.add(time.Minute)
+	vouch := e.enqueue(t, "vouch")[0]
+	e.sendByHand(t, sink, vouch)
 
 	d := e.run(t, outbox.Config{Sink: moved})
 	e.waitLookedUp(t, landed, lost)
@@ -154,7 +164,7 @@ func TestLookupAfterTheSubjectMovedToAnotherStream(t *testing.T) {
 	}
 	e.waitStatus(t, lost, ledger.StatusSent)
 	copies := e.copies(t, "EFF", "MOVED")
-	for _, id := range []string{landed, lost, proof} {
+	for _, id := range []string{landed, lost, proof, vouch} {
 		if copies[id] != 1 {
 			t.Errorf("row %s is stored %d times over EFF and MOVED, want once (EFF %v, MOVED %v)", id, copies[id], e.storedIn(t, "EFF"), e.storedIn(t, "MOVED"))
 		}

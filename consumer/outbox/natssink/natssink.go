@@ -19,7 +19,15 @@
 // every message since. A stream deleted and created again, another stream
 // on a moved subject, or a clock that was wrong proves nothing.
 //
-//	sink, err := natssink.New(ctx, js, nc, natssink.Config{Subject: "effects.site1"})
+// A stream restored from an older copy of its store keeps its name and
+// creation time, and sequences written since the restore hide what it lost.
+// So "never seen" also needs a witness from the ledger (Config.Ledger): a
+// row sent into that instance whose claim began after the looked-up row's
+// lease ended, so stored after any copy of it, still at its sequence with
+// its id; every such row found must be. Until one is sent the row waits in
+// review, looked up again later.
+//
+//	sink, err := natssink.New(ctx, js, nc, natssink.Config{Subject: "effects.site1", Ledger: store})
 //	d, err := outbox.New(store, outbox.Config{Sink: sink})
 package natssink
 
@@ -29,6 +37,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,7 +79,22 @@ type Config struct {
 	// Logger reports New waiting for a cluster that cannot answer yet.
 	// Default slog.Default().
 	Logger *slog.Logger
+	// Ledger is the ledger whose outbox the sink sends, read to check a
+	// stream instance before a lookup says an item never arrived there.
+	// Without it a lookup can find items but never prove one absent.
+	Ledger Ledger
 }
+
+// Ledger is what the sink reads of the ledger: the rows it sent into a
+// stream instance (see ledger.Store.SentInto).
+type Ledger interface {
+	SentInto(ctx context.Context, sink, instance string, after time.Time, limit int) ([]ledger.OutboxItem, error)
+}
+
+var _ Ledger = (*ledger.Store)(nil)
+
+// witnessLimit is how many later sends a lookup checks the stream against.
+const witnessLimit = 64
 
 // Sink publishes outbox items to JetStream.
 type Sink struct {
@@ -220,6 +245,16 @@ func classify(err error) error {
 
 func externalID(stream string, seq uint64) string { return stream + ":" + strconv.FormatUint(seq, 10) }
 
+// parseExternalID splits what externalID made.
+func parseExternalID(ext string) (stream string, seq uint64, ok bool) {
+	i := strings.LastIndexByte(ext, ':')
+	if i <= 0 {
+		return "", 0, false
+	}
+	seq, err := strconv.ParseUint(ext[i+1:], 10, 64)
+	return ext[:i], seq, err == nil
+}
+
 // Position is the stream's instance, its name and creation time, and its
 // last sequence now: read before a claim, so whatever the claimed send
 // stores lies after it.
@@ -302,9 +337,13 @@ func (s *Sink) sentTo(ctx context.Context, it ledger.OutboxItem) (jetstream.Stre
 func (s *Sink) lookupFrom(ctx context.Context, st jetstream.Stream, it ledger.OutboxItem) (string, bool, error) {
 	info := st.CachedInfo()
 	name, after, last := info.Config.Name, it.SentTo.Position, info.State.LastSeq
+	want, unvouched, err := s.witnesses(ctx, it, name, after, last)
+	if err != nil {
+		return "", false, err
+	}
 	complete := true
 	if last > after {
-		ext, whole, err := scan(ctx, st, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: after + 1}, after+1, last, it.ID)
+		ext, whole, err := scan(ctx, st, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: after + 1}, after+1, last, it.ID, want)
 		if err != nil || ext != "" {
 			return ext, ext != "", err
 		}
@@ -320,6 +359,12 @@ func (s *Sink) lookupFrom(ctx context.Context, st jetstream.Stream, it ledger.Ou
 	case !complete:
 		return "", false, fmt.Errorf("%w: stream %s no longer holds every message after sequence %d, when row %s was sent (its limits, a purge or a delete removed some)",
 			ErrCannotProve, name, after, it.ID)
+	case unvouched != nil:
+		return "", false, unvouched
+	case len(want) > 0:
+		seq := slices.Min(slices.Collect(maps.Keys(want)))
+		return "", false, fmt.Errorf("%w: stream %s does not hold sent row %s at sequence %d, where it was stored: it was restored from an older copy, or the message was replaced",
+			ErrCannotProve, name, want[seq], seq)
 	}
 	// The read went through the name: the instance must not have changed under it.
 	again, err := s.js.Stream(ctx, name)
@@ -330,6 +375,44 @@ func (s *Sink) lookupFrom(ctx context.Context, st jetstream.Stream, it ledger.Ou
 		return "", false, fmt.Errorf("%w: stream %s was created again during the lookup of row %s", ErrCannotProve, name, it.ID)
 	}
 	return "", false, nil
+}
+
+// witnesses are the rows sent into the row's instance after its lease ended
+// (so stored after any copy of it), by the sequence each must be found at
+// with its id. unvouched, when not nil, is why "never seen" cannot be said
+// even if the read finds none missing: no such row, or one the stream
+// cannot hold where it was stored. err is a ledger that cannot be read now.
+func (s *Sink) witnesses(ctx context.Context, it ledger.OutboxItem, name string, after, last uint64) (want map[uint64]string, unvouched, err error) {
+	if s.cfg.Ledger == nil {
+		return nil, fmt.Errorf("%w: the sink was given no ledger to check stream %s against (Config.Ledger), so it cannot tell the stream was not restored from an older copy: look for Nats-Msg-Id %s there, then resolve row %s",
+			ErrCannotProve, name, it.ID, it.ID), nil
+	}
+	if it.LeaseUntil.IsZero() {
+		return nil, fmt.Errorf("%w: row %s has no lease, so no later send can vouch for stream %s", ErrCannotProve, it.ID, name), nil
+	}
+	rows, err := s.cfg.Ledger.SentInto(ctx, s.cfg.Name, it.SentTo.Instance, it.LeaseUntil, witnessLimit)
+	if err != nil {
+		return nil, nil, fmt.Errorf("natssink: read the rows sent into stream %s: %w", name, err)
+	}
+	want = map[uint64]string{}
+	for _, r := range rows {
+		stream, seq, ok := parseExternalID(r.ExternalID)
+		switch {
+		case !ok || stream != name:
+			continue // not one this sink's sends name
+		case seq <= after || seq > last:
+			// Stored after the row's send, it must lie past the row's
+			// position and within the stream: sequences only grow.
+			return nil, fmt.Errorf("%w: sent row %s was stored in stream %s at sequence %d, which the stream (now %d after %d) cannot hold: it was restored from an older copy or rolled back",
+				ErrCannotProve, r.ID, name, seq, last, after), nil
+		}
+		want[seq] = r.ID
+	}
+	if len(want) == 0 {
+		return nil, fmt.Errorf("%w: no row was sent into stream %s after row %s's last send could land, to vouch that the stream still holds what was stored then (a stream restored from an older copy keeps its name and creation time); it is looked up again later",
+			ErrCannotProve, name, it.ID), nil
+	}
+	return want, nil, nil
 }
 
 // findSince looks for the row in the sink's stream from a minute before the
@@ -348,7 +431,7 @@ func (s *Sink) findSince(ctx context.Context, it ledger.OutboxItem) (string, boo
 	if info.State.LastSeq == 0 || info.State.LastTime.Before(from) {
 		return "", false, nil
 	}
-	ext, _, err := scan(ctx, st, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &from}, 0, info.State.LastSeq, it.ID)
+	ext, _, err := scan(ctx, st, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &from}, 0, info.State.LastSeq, it.ID, nil)
 	return ext, ext != "", err
 }
 
@@ -356,8 +439,9 @@ func (s *Sink) findSince(ctx context.Context, it ledger.OutboxItem) (string, boo
 // dedupe is stream-wide, and the row may have been published on a subject
 // the sink no longer uses), from cfg's start to sequence last, looking for
 // a Nats-Msg-Id of id. whole reports that it read every sequence from first
-// to last: none was missing.
-func scan(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsumerConfig, first, last uint64, id string) (ext string, whole bool, err error) {
+// to last: none was missing. Each sequence of want found holding the id it
+// names is deleted from want.
+func scan(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsumerConfig, first, last uint64, id string, want map[uint64]string) (ext string, whole bool, err error) {
 	name := st.CachedInfo().Config.Name
 	cfg.HeadersOnly = true
 	oc, err := st.OrderedConsumer(ctx, cfg)
@@ -388,8 +472,12 @@ func scan(ctx context.Context, st jetstream.Stream, cfg jetstream.OrderedConsume
 			case seq > next:
 				gap, next = true, seq+1
 			}
-			if ext == "" && m.Headers().Get(jetstream.MsgIDHeader) == id {
+			msgID := m.Headers().Get(jetstream.MsgIDHeader)
+			if ext == "" && msgID == id {
 				ext = externalID(name, seq)
+			}
+			if w, ok := want[seq]; ok && w == msgID {
+				delete(want, seq)
 			}
 			end = end || seq >= last || md.NumPending == 0
 		}

@@ -78,7 +78,7 @@ func newEnv(t *testing.T, opts *server.Options, window time.Duration, cfg jetstr
 
 func (e *env) sink(t *testing.T) *natssink.Sink {
 	t.Helper()
-	s, err := natssink.New(t.Context(), e.js, e.nc, natssink.Config{Subject: "effects.site1", Timeout: time.Second, Now: e.clk.now})
+	s, err := natssink.New(t.Context(), e.js, e.nc, natssink.Config{Subject: "effects.site1", Timeout: time.Second, Now: e.clk.now, Ledger: e.st})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,10 +320,14 @@ func TestMaybeSentRowPastTheWindowGoesToReview(t *testing.T) {
 func TestLookup(t *testing.T) {
 	e := newEnv(t, &server.Options{}, 2*time.Minute, jetstream.StreamConfig{})
 	sink := e.sink(t)
-	rows := e.enqueue(t, "m1", "m2", "m3", "m4")
+	rows := e.enqueue(t, "m1", "m2", "m3", "m4", "later", "m6", "later still")
 	before, err := sink.Position(t.Context()) // as a claim records it
 	if err != nil || before.Position != 0 {
 		t.Fatalf("position of the empty stream: %+v, %v", before, err)
+	}
+	// m4's worker claims it there and dies before it sends.
+	if _, err := e.st.Transition(t.Context(), rows[3], ledger.Claim, ledger.Params{Worker: "dead", Lease: time.Second, SentTo: before}); err != nil {
+		t.Fatal(err)
 	}
 	for _, id := range rows[:3] {
 		if _, err := sink.Send(t.Context(), e.status(t, id)); err != nil {
@@ -334,10 +338,18 @@ func TestLookup(t *testing.T) {
 	if ext, found, err := sink.Lookup(t.Context(), sent); err != nil || !found || ext != "EFF:1" {
 		t.Fatalf("lookup of a sent row: %q %v %v; want EFF:1 found", ext, found, err)
 	}
-	if _, found, err := sink.Lookup(t.Context(), never); !errors.Is(err, natssink.ErrCannotProve) || found {
+	unrecorded := never
+	unrecorded.SentTo = ledger.Destination{}
+	if _, found, err := sink.Lookup(t.Context(), unrecorded); !errors.Is(err, natssink.ErrCannotProve) || found {
 		t.Fatalf("lookup of a row with no record of where it went: found %v, err %v; want ErrCannotProve", found, err)
 	}
-	never.SentTo = before
+	// Nothing sent since m4's lease ended vouches that the stream still
+	// holds what was stored then: it may be a restored older copy.
+	if _, found, err := sink.Lookup(t.Context(), never); !errors.Is(err, natssink.ErrCannotProve) || found {
+		t.Fatalf("lookup with no later send to vouch for the stream: found %v, err %v; want ErrCannotProve", found, err)
+	}
+	e.clk.add(2 * time.Second)
+	e.sendByHand(t, sink, rows[4])
 	if _, found, err := sink.Lookup(t.Context(), never); err != nil || found {
 		t.Fatalf("lookup of a row never sent: found %v, err %v; want not found", found, err)
 	}
@@ -353,14 +365,16 @@ func TestLookup(t *testing.T) {
 		}
 	}
 	// Messages gone from before the row's position do not matter.
-	never.SentTo, err = sink.Position(t.Context())
-	if err != nil || never.SentTo.Position != 3 {
-		t.Fatalf("position: %+v, %v", never.SentTo, err)
+	at, err := sink.Position(t.Context())
+	if err != nil || at.Position != 4 {
+		t.Fatalf("position: %+v, %v", at, err)
 	}
-	if _, err := e.js.Publish(t.Context(), "effects.other", []byte("x")); err != nil {
+	if _, err := e.st.Transition(t.Context(), rows[5], ledger.Claim, ledger.Params{Worker: "dead", Lease: time.Second, SentTo: at}); err != nil {
 		t.Fatal(err)
 	}
-	if _, found, err := sink.Lookup(t.Context(), never); err != nil || found {
+	e.clk.add(2 * time.Second)
+	e.sendByHand(t, sink, rows[6])
+	if _, found, err := sink.Lookup(t.Context(), e.status(t, rows[5])); err != nil || found {
 		t.Fatalf("lookup of a row recorded after the deletes: found %v, err %v; want not found", found, err)
 	}
 	if ext, found, err := sink.Lookup(t.Context(), e.status(t, rows[2])); err != nil || !found || ext != "EFF:3" {
@@ -432,14 +446,18 @@ func TestReviewSettlesByReadingTheStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.clk.add(2 * time.Second)
+	// A row sent after the dead workers' leases ended vouches that the
+	// stream still holds what they may have stored.
+	later := e.enqueue(t, "later")[0]
+	e.sendByHand(t, sink, later)
 	d := e.run(t, outbox.Config{Sink: sink, Lease: 6 * time.Second})
 	if it := e.waitStatus(t, rows[1], ledger.StatusSent); it.ExternalID != "EFF:2" {
 		t.Errorf("the landed row settled as %q, want EFF:2", it.ExternalID)
 	}
-	if it := e.waitStatus(t, rows[2], ledger.StatusSent); it.ExternalID != "EFF:3" {
-		t.Errorf("the lost row was sent as %q, want EFF:3", it.ExternalID)
+	if it := e.waitStatus(t, rows[2], ledger.StatusSent); it.ExternalID != "EFF:4" {
+		t.Errorf("the lost row was sent as %q, want EFF:4", it.ExternalID)
 	}
-	if got, want := e.stored(t), rows; strings.Join(got, ",") != strings.Join(want, ",") {
+	if got, want := e.stored(t), []string{rows[0], rows[1], later, rows[2]}; strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("stream holds %v, want each row once: %v", got, want)
 	}
 	if n := d.Counts(); n.Found != 1 || n.Unseen != 1 || n.Review != 2 {
