@@ -1,0 +1,67 @@
+package main
+
+// review-b: attack tests on run's watch of the embedded store (issue 19
+// point 7).
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// FAULT: the watch takes any stream the server's healthz cannot find for
+// a store that cannot write. A stream of the store that did not recover at
+// start (its meta file damaged, or refused by this server version: another
+// stream than run's, on a disk with room) is a lasting healthz error, so
+// every start of run stops two seconds later with "cannot write its
+// store ... free space", exit 1, and a supervisor restarts it for ever:
+// run's own healthy stream is never consumed, and the advice is wrong.
+func TestReviewBStoreWatchStopsRunForAnotherStreamThatDidNotRecover(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "nats")
+	start := func() *embedded {
+		e, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: dir}, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	e := start()
+	nc, js, err := connect(context.Background(), natsFlags{URL: e.URL()}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "EVENTS", Subjects: []string{"ev.>"}})
+	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"other.>"}})
+	nc.Close()
+	e.Close()
+	metas, err := filepath.Glob(filepath.Join(dir, "jetstream", "*", "streams", "OTHER", "meta.inf"))
+	if err != nil || len(metas) != 1 {
+		t.Fatalf("OTHER's meta file: %v %v", metas, err)
+	}
+	if err := os.WriteFile(metas[0], []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e = start()
+	t.Cleanup(e.Close)
+	nc, js, err = connect(context.Background(), natsFlags{URL: e.URL()}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	// run's stream takes writes: nothing is wrong with the store's disk.
+	if _, err := js.Publish(t.Context(), "ev.x", []byte("x")); err != nil {
+		t.Fatalf("publish to EVENTS: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if err := e.watch(ctx, 50*time.Millisecond, quiet); errors.Is(err, errStoreFailed) {
+		t.Fatalf("the watch stops run while its stream takes writes: %v", err)
+	}
+}
