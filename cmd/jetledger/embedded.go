@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -43,6 +44,24 @@ type embedded struct {
 	srv  *server.Server
 	lock *storeLock
 	dir  string // the store, absolute
+
+	mu      sync.Mutex
+	depends map[string]bool // the streams run uses (dependOn)
+	warned  map[string]bool // other streams whose failure was logged
+}
+
+// dependOn names streams that run cannot do without (its stream, the
+// effects stream): a failure of theirs stops run; another stream's, which
+// may be lasting (one that did not recover at start), is only logged.
+func (e *embedded) dependOn(streams ...string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.depends == nil {
+		e.depends = map[string]bool{}
+	}
+	for _, s := range streams {
+		e.depends[s] = true
+	}
 }
 
 // startEmbedded starts a JetStream server on cfg.Listen with its store in
@@ -133,17 +152,41 @@ func startEmbedded(cfg embeddedConfig, log *slog.Logger) (*embedded, error) {
 // error, and turns JetStream off on a permission error.
 var errStoreFailed = errors.New("the embedded JetStream server cannot write its store")
 
-// fault is the server's own view of its store (its healthz): an error
-// wrapping errStoreFailed when JetStream is off or a stream failed a
-// write; nil while every write can be tried.
+// fault is the store's failure as the server's own health check sees it:
+// JetStream off (the server turns it off on a write it cannot make), or a
+// failure (a write error it keeps, or no recovery) of a stream run depends
+// on, or of any stream while run has named none.
 func (e *embedded) fault() error {
 	hs := e.srv.Healthz(&server.HealthzOptions{Details: true})
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, he := range hs.Errors {
-		if he.Type == server.HealthzErrorJetStream || he.Type == server.HealthzErrorStream {
+		switch {
+		case he.Type == server.HealthzErrorJetStream,
+			he.Type == server.HealthzErrorStream && (len(e.depends) == 0 || e.depends[he.Stream]):
 			return fmt.Errorf("%w (%s): %s", errStoreFailed, e.dir, he.Error)
 		}
 	}
 	return nil
+}
+
+// others are the failures of streams run does not depend on, each reported
+// once: logged, never a reason to stop.
+func (e *embedded) others() []server.HealthzError {
+	hs := e.srv.Healthz(&server.HealthzOptions{Details: true})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []server.HealthzError
+	for _, he := range hs.Errors {
+		if he.Type == server.HealthzErrorStream && len(e.depends) > 0 && !e.depends[he.Stream] && !e.warned[he.Stream] {
+			if e.warned == nil {
+				e.warned = map[string]bool{}
+			}
+			e.warned[he.Stream] = true
+			out = append(out, he)
+		}
+	}
+	return out
 }
 
 // storeWatchEvery is how often run asks the embedded server about its store.
@@ -164,6 +207,10 @@ func (e *embedded) watch(ctx context.Context, every time.Duration, log *slog.Log
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+		}
+		for _, he := range e.others() {
+			log.WarnContext(ctx, "a stream of the embedded store that run does not use has failed (not recovered, or a write error); run goes on",
+				"store", e.dir, "stream", he.Stream, "err", he.Error)
 		}
 		err := e.fault()
 		if err == nil {

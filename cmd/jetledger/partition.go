@@ -204,6 +204,9 @@ func (c *runCmd) runPartitions(inv *invocation) error {
 			errs <- err
 		}()
 	}
+	if base.shared != nil {
+		base.shared.dependOn(c.Stream)
+	}
 	watched := watchStore(runCtx, stop, base.shared, log)
 	var all []error
 	for range parts {

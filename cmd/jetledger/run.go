@@ -114,6 +114,12 @@ func (c *runCmd) run(inv *invocation) error {
 		}
 		s.h.sink = s.sink.Name()
 	}
+	if s.store != nil {
+		s.store.dependOn(c.Stream)
+		if ns, ok := s.sink.(interface{ Stream() string }); ok {
+			s.store.dependOn(ns.Stream())
+		}
+	}
 	var d *dispatcher
 	if s.sink != nil {
 		if d, err = newDispatcher(s.st, s.sink, s.plan, c.Send.OutboxWorkers, c.Send.OutboxMaxAttempts, s.log); err != nil {
