@@ -7,15 +7,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// diskFree is the space left on the filesystem holding path for an
-// unprivileged writer (ext4 keeps a reserve for root, which a full disk
-// should not be judged by); known is false where it cannot be read.
+// diskFree is the space left on the filesystem holding path for this
+// process: ext4 keeps a reserve that only root may write, so for root (a
+// container, say) that reserve is room and a disk is not full until it is
+// gone too; known is false where it cannot be read.
 func diskFree(path string) (free int64, known bool) {
 	var st unix.Statfs_t
 	if unix.Statfs(path, &st) != nil {
 		return 0, false
 	}
-	return int64(st.Bavail) * int64(st.Bsize), true
+	blocks := st.Bavail
+	if os.Geteuid() == 0 {
+		blocks = st.Bfree
+	}
+	return int64(blocks) * int64(st.Bsize), true
 }
 
 // writable says whether path can be written, without writing: access(2)
