@@ -223,10 +223,22 @@ func (c *dlqRequeueCmd) republish(inv *invocation, d ledger.DeadLetter) (requeue
 		return requeued{}, fmt.Errorf("requeue dead letter %d: %w; it is kept: publish its payload with 'jetledger publish --stream %s --id %s' to the subject it was first published to, then discard it",
 			c.ID, err, d.Stream, d.MessageID)
 	}
-	into, err := originStream(cfg, subject)
+	into, src, err := originStream(cfg, subject)
 	if err != nil {
 		return requeued{}, fmt.Errorf("requeue dead letter %d: %w; it is kept: publish its payload with 'jetledger publish --stream STREAM --id %s' into the stream it came from, then discard it",
 			c.ID, err, d.MessageID)
+	}
+	if src != nil {
+		// The edge's stream stores what the hub's stored, so the hub's
+		// mapping (a partitioned hub's) decides what to publish.
+		hub, err := sourceConfig(ctx, nc, js, src)
+		if err != nil {
+			return requeued{}, fmt.Errorf("requeue dead letter %d: the stream %s it sources (domain %q): %w; it is kept: try again once the link to the hub is up", c.ID, src.Name, src.Domain, err)
+		}
+		if subject, err = publishSubject(hub, subject); err != nil {
+			return requeued{}, fmt.Errorf("requeue dead letter %d: %w; it is kept: publish its payload with 'jetledger publish --stream %s --id %s' at the hub to the subject it was first published to, then discard it",
+				c.ID, err, src.Name, d.MessageID)
+		}
 	}
 	copies := &arrivals{s: s, d: d, next: d.Sequence + 1}
 	var edgeUntil time.Time
@@ -327,11 +339,22 @@ func whyNotSourced(ctx context.Context, s jetstream.Stream, into string) string 
 // storedAs proves that the copy the dead letter's stream acknowledged is
 // stored as the subject run consumed the original on (a partition's
 // mapping may have changed since the subject was worked out). A copy gone
-// already was stored, and taken out by the stream's own retention.
+// already was stored and taken out by the stream's retention, except in an
+// interest stream without consumers: it acknowledges a publish no consumer
+// is interested in, and stores nothing.
 func storedAs(ctx context.Context, s jetstream.Stream, d ledger.DeadLetter, ack publisher.Ack) error {
 	raw, err := s.GetMsg(ctx, ack.Sequence)
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
+		info, err := s.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("requeue dead letter %d: %s acknowledged the copy as seq %d, which it no longer holds, and its info failed: %w; it is kept: check that run's consumer got it, then discard the dead letter",
+				d.ID, ack.Stream, ack.Sequence, err)
+		}
+		if info.Config.Retention == jetstream.InterestPolicy && info.State.Consumers == 0 {
+			return fmt.Errorf("requeue dead letter %d: %w: %s is an interest stream without consumers, so it acknowledged the copy as seq %d and stored nothing; it is kept: start run (its durable consumer) first, then requeue again once the duplicate window has passed",
+				d.ID, errNotArrived, ack.Stream, ack.Sequence)
+		}
 		return nil
 	case err != nil:
 		return fmt.Errorf("requeue dead letter %d: %s stored the copy as seq %d, but reading it back failed: %w; it is kept: check it with 'nats stream get %s %d', then discard the dead letter",
@@ -414,28 +437,52 @@ func sameInstance(ctx context.Context, s jetstream.Stream, d ledger.DeadLetter) 
 var errNoOrigin = errors.New("cannot tell which stream a copy must be published into to reach the dead letter's stream")
 
 // originStream is the stream a copy on subject must be stored in to reach
-// the stream of cfg: that stream when it captures subjects itself, else the
-// one stream it sources subject from (an edge's stream, the hub's), whose
-// copies it takes in.
-func originStream(cfg jetstream.StreamConfig, subject string) (string, error) {
+// the stream of cfg: that stream when it captures subjects itself (src
+// nil), else the one stream it sources subject from (an edge's stream, the
+// hub's), whose copies it takes in.
+func originStream(cfg jetstream.StreamConfig, subject string) (into string, src *jetstream.StreamSource, err error) {
 	if len(cfg.Subjects) > 0 || len(cfg.Sources) == 0 {
-		return cfg.Name, nil
+		return cfg.Name, nil, nil
 	}
-	var from []string
+	var from []*jetstream.StreamSource
 	for _, src := range cfg.Sources {
 		if src.FilterSubject == "" && len(src.SubjectTransforms) == 0 || src.FilterSubject != "" && server.SubjectMatchesFilter(subject, src.FilterSubject) {
-			from = append(from, src.Name)
+			from = append(from, src)
 		}
 		for _, tr := range src.SubjectTransforms {
 			if server.SubjectMatchesFilter(subject, tr.Source) {
-				from = append(from, src.Name)
+				from = append(from, src)
 			}
 		}
 	}
 	if len(from) != 1 {
-		return "", fmt.Errorf("%w: stream %s captures no subject and sources %s from %d streams %v", errNoOrigin, cfg.Name, subject, len(from), from)
+		var names []string
+		for _, src := range from {
+			names = append(names, src.Name)
+		}
+		return "", nil, fmt.Errorf("%w: stream %s captures no subject and sources %s from %d streams %v", errNoOrigin, cfg.Name, subject, len(from), names)
 	}
-	return from[0], nil
+	return from[0].Name, from[0], nil
+}
+
+// sourceConfig is the configuration of the stream src names, read in its
+// domain (or through its API prefix).
+func sourceConfig(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, src *jetstream.StreamSource) (jetstream.StreamConfig, error) {
+	var err error
+	switch {
+	case src.Domain != "":
+		js, err = jetstream.NewWithDomain(nc, src.Domain)
+	case src.External != nil && src.External.APIPrefix != "":
+		js, err = jetstream.NewWithAPIPrefix(nc, src.External.APIPrefix)
+	}
+	if err != nil {
+		return jetstream.StreamConfig{}, err
+	}
+	s, err := js.Stream(ctx, src.Name)
+	if err != nil {
+		return jetstream.StreamConfig{}, err
+	}
+	return s.CachedInfo().Config, nil
 }
 
 // requeueHeaders is the dead letter's headers without those that belonged

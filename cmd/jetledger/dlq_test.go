@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -248,18 +249,20 @@ type anEdge struct {
 }
 
 func startEdge(t *testing.T, hub, edge time.Duration) anEdge {
-	return startEdgeWith(t, hub, jetstream.StreamConfig{Duplicates: edge})
+	return startEdgeWith(t, jetstream.StreamConfig{Duplicates: hub}, jetstream.StreamConfig{Duplicates: edge})
 }
 
-// startEdgeWith is startEdge with the edge's stream configured as cfg
-// (its name and source set here).
-func startEdgeWith(t *testing.T, hub time.Duration, cfg jetstream.StreamConfig) anEdge {
+// startEdgeWith is startEdge with the hub's and the edge's streams
+// configured as hub and edge: names, the hub's subjects and the edge's
+// source are set here, the edge's source filter kept.
+func startEdgeWith(t *testing.T, hub, edge jetstream.StreamConfig) anEdge {
 	t.Helper()
 	leafPort := freeTCPPort(t)
 	hs := consumertest.RunServerWithOptions(t, &server.Options{JetStreamDomain: "hub", ServerName: "hub",
 		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
 	_, hjs := consumertest.Connect(t, hs)
-	consumertest.CreateStream(t, hjs, jetstream.StreamConfig{Name: "HUB", Subjects: []string{"pay.*"}, Duplicates: hub})
+	hub.Name, hub.Subjects = "HUB", []string{"pay.*"}
+	consumertest.CreateStream(t, hjs, hub)
 	u, _ := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort))
 	es, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "s"),
 		Leaf: &server.RemoteLeafOpts{URLs: []*url.URL{u}}, Domain: "site"}, quiet)
@@ -273,8 +276,12 @@ func startEdgeWith(t *testing.T, hub time.Duration, cfg jetstream.StreamConfig) 
 	}
 	t.Cleanup(enc.Close)
 	ejs, _ := jetstream.New(enc)
-	cfg.Name, cfg.Sources = "PAY", []*jetstream.StreamSource{{Name: "HUB", Domain: "hub"}}
-	consumertest.CreateStream(t, ejs, cfg)
+	filter := ""
+	if len(edge.Sources) > 0 {
+		filter = edge.Sources[0].FilterSubject
+	}
+	edge.Name, edge.Sources = "PAY", []*jetstream.StreamSource{{Name: "HUB", Domain: "hub", FilterSubject: filter}}
+	consumertest.CreateStream(t, ejs, edge)
 	consumertest.Eventually(t, 10*time.Second, "the leaf connected", func() bool {
 		lz, _ := hs.Leafz(nil)
 		return lz != nil && lz.NumLeafs == 1
@@ -415,7 +422,8 @@ func TestRequeueAtAnEdgeWaitsForTheEdgesWindow(t *testing.T) {
 // publishes nothing more and removes the dead letter.
 func TestRequeueAtAnEdgeKeepsTheDeadLetterUntilTheCopyArrives(t *testing.T) {
 	t.Parallel()
-	e := startEdgeWith(t, 100*time.Millisecond, jetstream.StreamConfig{Duplicates: 100 * time.Millisecond, MaxMsgs: 1, Discard: jetstream.DiscardNew})
+	e := startEdgeWith(t, jetstream.StreamConfig{Duplicates: 100 * time.Millisecond},
+		jetstream.StreamConfig{Duplicates: 100 * time.Millisecond, MaxMsgs: 1, Discard: jetstream.DiscardNew})
 	db, _ := e.deadLetter(t, "evt-1")
 	if _, err := e.requeueOutsideTheWindows(t, db, "--wait", "300ms"); !errors.Is(err, errNotArrived) {
 		t.Fatalf("requeue into a full edge stream: %v, want errNotArrived", err)
@@ -439,5 +447,85 @@ func TestRequeueAtAnEdgeKeepsTheDeadLetterUntilTheCopyArrives(t *testing.T) {
 	}
 	if n := messagesIn(t, e.hjs, "HUB"); n != 2 {
 		t.Errorf("HUB holds %d messages, want no further copy published", n)
+	}
+}
+
+// An interest stream acknowledges a publish no consumer is interested in
+// and stores nothing. A requeue into one without consumers (run's durable
+// deleted) is no requeue: the dead letter is kept (errNotArrived). With
+// run's durable there, the copy is stored for it and the dead letter goes.
+func TestRequeueIntoAnInterestStreamWithoutConsumersKeepsTheDeadLetter(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	s := consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "PAY", Subjects: []string{"pay.*"}, Duplicates: 100 * time.Millisecond,
+		Retention: jetstream.InterestPolicy})
+	// The original is stored while run's durable exists.
+	if _, err := s.CreateConsumer(t.Context(), jetstream.ConsumerConfig{Durable: "run", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "pay.db")
+	id := deadLettered(t, js, db, "PAY", publisher.Message{Subject: "pay.alice", ID: "evt-1"})
+	if err := s.DeleteConsumer(t.Context(), "run"); err != nil {
+		t.Fatal(err)
+	}
+	requeue := func() error {
+		var err error
+		consumertest.Eventually(t, 10*time.Second, "requeue outside PAY's window", func() bool {
+			err = runCommand(t, "dlq", "requeue", "--db", db, "--nats", srv.ClientURL(), strconv.FormatInt(id, 10))
+			return !errors.Is(err, errStillInWindow)
+		})
+		return err
+	}
+	if err := requeue(); !errors.Is(err, errNotArrived) {
+		t.Fatalf("requeue into PAY without consumers: %v, want errNotArrived", err)
+	}
+	if n := deadLetters(t, db); n != 1 {
+		t.Fatalf("%d dead letters after a copy PAY did not store, want it kept", n)
+	}
+	if _, err := s.CreateConsumer(t.Context(), jetstream.ConsumerConfig{Durable: "run", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	if err := requeue(); err != nil {
+		t.Fatalf("requeue into PAY with run's durable: %v", err)
+	}
+	if n := deadLetters(t, db); n != 0 {
+		t.Errorf("%d dead letters after the requeue", n)
+	}
+	// The original went with the first durable's interest.
+	if n := messagesIn(t, js, "PAY"); n != 1 {
+		t.Errorf("PAY holds %d messages, want the copy for run's durable", n)
+	}
+}
+
+// A site sources its share of a partitioned hub (--hub-filter N.>): its
+// dead letter is stored as the hub's mapping stored it (N.pay.alice), a
+// subject no stream captures. The copy must be published on the subject
+// the hub's mapping turns into that one, so it lands in the share the site
+// sources.
+func TestRequeueAtAnEdgeOfAPartitionedHub(t *testing.T) {
+	t.Parallel()
+	tr, err := partitionTransform("pay.*", 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := server.NewSubjectTransform(tr.Source, tr.Destination)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := st.Match("pay.alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := strings.SplitN(stored, ".", 2)[0] + ".>"
+	e := startEdgeWith(t, jetstream.StreamConfig{Duplicates: 100 * time.Millisecond, SubjectTransform: tr},
+		jetstream.StreamConfig{Duplicates: 100 * time.Millisecond, Sources: []*jetstream.StreamSource{{FilterSubject: share}}})
+	db, _ := e.deadLetter(t, "evt-1")
+	e.requeueUntilDone(t, db)
+	if n := deadLetters(t, db); n != 0 {
+		t.Errorf("%d dead letters after the requeue", n)
+	}
+	if n := messagesIn(t, e.ejs, "PAY"); n != 2 {
+		t.Errorf("PAY holds %d messages when the requeue returned, want the original and the copy in the site's share", n)
 	}
 }
