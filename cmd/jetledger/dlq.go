@@ -241,7 +241,6 @@ func (c *dlqRequeueCmd) republish(inv *invocation, d ledger.DeadLetter) (requeue
 		}
 	}
 	copies := &arrivals{s: s, d: d, next: d.Sequence + 1}
-	var edgeUntil time.Time
 	if into != d.Stream {
 		// The copy reaches d.Stream only through its source, which
 		// deduplicates with d.Stream's own window: a copy of an earlier
@@ -253,9 +252,9 @@ func (c *dlqRequeueCmd) republish(inv *invocation, d ledger.DeadLetter) (requeue
 		if seq > 0 {
 			return requeued{Seq: seq, Earlier: true}, nil
 		}
-		if edgeUntil = windowUntil(cfg, held, d); time.Now().Before(edgeUntil) {
+		if until := windowUntil(cfg, held, d); time.Now().Before(until) {
 			return requeued{}, fmt.Errorf("requeue dead letter %d (id %s): %w: the hub's stream %s would store the copy and %s would drop it; it is kept: try again after %s",
-				c.ID, d.MessageID, &windowError{Stream: d.Stream, Until: edgeUntil}, into, d.Stream, edgeUntil.Format(time.RFC3339))
+				c.ID, d.MessageID, &windowError{Stream: d.Stream, Until: until}, into, d.Stream, until.Format(time.RFC3339))
 		}
 	}
 	p, err := publisher.New(js, publisher.Config{Logger: quiet})
