@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -239,41 +240,67 @@ func TestRequeueDropsTheFirstPublishsExpectations(t *testing.T) {
 	}
 }
 
-// At an edge the dead letter's stream captures no subject: it sources the
-// hub's. A requeue must land in the hub's stream, the origin of the copies
-// the edge's stream gets, and from there reach the edge's stream again.
-func TestRequeueAtAnEdgeGoesThroughTheHub(t *testing.T) {
-	t.Parallel()
+// anEdge is a hub whose stream HUB captures pay.* with the duplicate
+// window hub, and an edge (its own domain, a leaf of the hub) whose stream
+// PAY captures nothing and sources HUB with the window edge.
+type anEdge struct {
+	hjs, ejs jetstream.JetStream
+	url      string // the edge's server
+}
+
+func startEdge(t *testing.T, hub, edge time.Duration) anEdge {
+	return startEdgeWith(t, jetstream.StreamConfig{Duplicates: hub}, jetstream.StreamConfig{Duplicates: edge})
+}
+
+// startEdgeWith is startEdge with the hub's and the edge's streams
+// configured as hub and edge: names, the hub's subjects and the edge's
+// source are set here, the edge's source filter kept.
+func startEdgeWith(t *testing.T, hub, edge jetstream.StreamConfig) anEdge {
+	t.Helper()
 	leafPort := freeTCPPort(t)
-	hub := consumertest.RunServerWithOptions(t, &server.Options{JetStreamDomain: "hub", ServerName: "hub",
+	hs := consumertest.RunServerWithOptions(t, &server.Options{JetStreamDomain: "hub", ServerName: "hub",
 		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
-	_, hjs := consumertest.Connect(t, hub)
-	consumertest.CreateStream(t, hjs, jetstream.StreamConfig{Name: "HUB", Subjects: []string{"pay.*"}, Duplicates: time.Second})
+	_, hjs := consumertest.Connect(t, hs)
+	hub.Name, hub.Subjects = "HUB", []string{"pay.*"}
+	consumertest.CreateStream(t, hjs, hub)
 	u, _ := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort))
-	edge, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "s"),
+	es, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "s"),
 		Leaf: &server.RemoteLeafOpts{URLs: []*url.URL{u}}, Domain: "site"}, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(edge.Close)
-	enc, err := nats.Connect(edge.URL())
+	t.Cleanup(es.Close)
+	enc, err := nats.Connect(es.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(enc.Close)
 	ejs, _ := jetstream.New(enc)
-	consumertest.CreateStream(t, ejs, jetstream.StreamConfig{Name: "PAY", Duplicates: time.Second,
-		Sources: []*jetstream.StreamSource{{Name: "HUB", Domain: "hub"}}})
+	filter := ""
+	if len(edge.Sources) > 0 {
+		filter = edge.Sources[0].FilterSubject
+	}
+	edge.Name, edge.Sources = "PAY", []*jetstream.StreamSource{{Name: "HUB", Domain: "hub", FilterSubject: filter}}
+	consumertest.CreateStream(t, ejs, edge)
 	consumertest.Eventually(t, 10*time.Second, "the leaf connected", func() bool {
-		lz, _ := hub.Leafz(nil)
+		lz, _ := hs.Leafz(nil)
 		return lz != nil && lz.NumLeafs == 1
 	})
-	if _, err := hjs.PublishMsg(t.Context(), &nats.Msg{Subject: "pay.alice", Data: []byte(`{}`), Header: nats.Header{jetstream.MsgIDHeader: {"evt-1"}}}); err != nil {
+	return anEdge{hjs: hjs, ejs: ejs, url: es.URL()}
+}
+
+// deadLetter publishes id at the hub, waits for the edge's stream to source
+// it at seq 1, and records that copy in a new ledger as run records a dead
+// letter at the edge (dead letter 1). It returns the ledger and when the
+// edge's stream stored the copy, which is when its duplicate window took
+// the id.
+func (e anEdge) deadLetter(t *testing.T, id string) (db string, stored time.Time) {
+	t.Helper()
+	if _, err := e.hjs.PublishMsg(t.Context(), &nats.Msg{Subject: "pay.alice", Data: []byte(`{}`), Header: nats.Header{jetstream.MsgIDHeader: {id}}}); err != nil {
 		t.Fatal(err)
 	}
-	consumertest.Eventually(t, 10*time.Second, "the edge's stream sourcing the message", func() bool { return messagesIn(t, ejs, "PAY") == 1 })
-	// The dead letter as run records it at the edge: its stream's copy.
-	s, err := ejs.Stream(t.Context(), "PAY")
+	consumertest.Eventually(t, 10*time.Second, "the edge's stream sourcing the message", func() bool { return messagesIn(t, e.ejs, "PAY") == 1 })
+	s, err := e.ejs.Stream(t.Context(), "PAY")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,26 +308,224 @@ func TestRequeueAtAnEdgeGoesThroughTheHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := filepath.Join(t.TempDir(), "site.db")
+	db = filepath.Join(t.TempDir(), "site.db")
 	st, err := ledger.Open(db, ledger.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.RecordDeadLetters(t.Context(), []ledger.DeadLetter{{MessageID: "evt-1", Stream: "PAY", Sequence: 1,
+	defer st.Close()
+	if err := st.RecordDeadLetters(t.Context(), []ledger.DeadLetter{{MessageID: id, Stream: "PAY", Sequence: 1,
 		Subject: raw.Subject, Headers: raw.Header, Payload: raw.Data, Reason: "test", Deliveries: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	st.Close()
+	return db, raw.Time
+}
 
-	consumertest.Eventually(t, 10*time.Second, "requeue at the edge", func() bool {
-		err := runCommand(t, "dlq", "requeue", "--db", db, "--nats", edge.URL(), "1")
-		if err != nil && !errors.Is(err, errStillInWindow) {
-			t.Fatalf("requeue at the edge: %v", err)
+// requeueUntilDone requeues dead letter 1 of db at the edge until it is no
+// longer refused for a duplicate window, checking that every refusal kept
+// the dead letter, and returns the refusals.
+func (e anEdge) requeueUntilDone(t *testing.T, db string) []*windowError {
+	t.Helper()
+	refused, err := e.requeueOutsideTheWindows(t, db)
+	if err != nil {
+		t.Fatalf("requeue at the edge: %v", err)
+	}
+	return refused
+}
+
+// requeueOutsideTheWindows requeues dead letter 1 of db at the edge, with
+// args, until it is no longer refused for a duplicate window, checking that
+// every refusal kept the dead letter; it returns the refusals and the last
+// answer.
+func (e anEdge) requeueOutsideTheWindows(t *testing.T, db string, args ...string) ([]*windowError, error) {
+	t.Helper()
+	var refused []*windowError
+	var last error
+	consumertest.Eventually(t, 30*time.Second, "requeue at the edge", func() bool {
+		err := runCommand(t, append([]string{"dlq", "requeue", "--db", db, "--nats", e.url, "1"}, args...)...)
+		var we *windowError
+		switch {
+		case !errors.Is(err, errStillInWindow):
+			last = err
+			return true
+		case !errors.As(err, &we):
+			t.Fatalf("requeue at the edge: %v is errStillInWindow but no *windowError", err)
 		}
-		return err == nil
+		if n := deadLetters(t, db); n != 1 {
+			t.Fatalf("%d dead letters after a refused requeue (%v), want it kept", n, err)
+		}
+		refused = append(refused, we)
+		return false
 	})
-	if n := messagesIn(t, hjs, "HUB"); n != 2 {
+	return refused, last
+}
+
+// At an edge the dead letter's stream captures no subject: it sources the
+// hub's. A requeue must land in the hub's stream, the origin of the copies
+// the edge's stream gets, and from there reach the edge's stream again
+// before the dead letter goes.
+func TestRequeueAtAnEdgeGoesThroughTheHub(t *testing.T) {
+	t.Parallel()
+	e := startEdge(t, time.Second, time.Second)
+	db, _ := e.deadLetter(t, "evt-1")
+	e.requeueUntilDone(t, db)
+	if n := deadLetters(t, db); n != 0 {
+		t.Errorf("%d dead letters after the requeue", n)
+	}
+	if n := messagesIn(t, e.hjs, "HUB"); n != 2 {
 		t.Errorf("HUB holds %d messages, want the original and the requeued copy", n)
 	}
-	consumertest.Eventually(t, 10*time.Second, "the requeued copy sourced to the edge", func() bool { return messagesIn(t, ejs, "PAY") == 2 })
+	if n := messagesIn(t, e.ejs, "PAY"); n != 2 {
+		t.Errorf("PAY holds %d messages when the requeue returned, want the original and the copy sourced from HUB", n)
+	}
+}
+
+// The edge's stream deduplicates the copies it sources with its own window,
+// which took the id when it stored the original (after the hub did) and may
+// be longer than the hub's. While it holds the id, a copy the hub stores is
+// dropped at the edge: requeue must refuse (errStillInWindow, naming the
+// edge's stream and when to try again) and keep the dead letter, and once
+// the window has passed, land the copy in the edge's stream.
+func TestRequeueAtAnEdgeWaitsForTheEdgesWindow(t *testing.T) {
+	t.Parallel()
+	const hub, edge = 200 * time.Millisecond, 3 * time.Second
+	e := startEdge(t, hub, edge)
+	db, stored := e.deadLetter(t, "evt-1")
+	refused := e.requeueUntilDone(t, db)
+	done := time.Now()
+	if n := messagesIn(t, e.ejs, "PAY"); n != 2 {
+		t.Fatalf("PAY holds %d messages when the requeue returned (after %s), want the original and the copy: the copy was dropped by PAY's window and the dead letter deleted",
+			n, done.Sub(stored).Round(time.Millisecond))
+	}
+	if done.Before(stored.Add(edge)) {
+		t.Errorf("requeued %s after the edge stored the original, inside its %s window", done.Sub(stored), edge)
+	}
+	if len(refused) == 0 {
+		t.Fatal("never refused while the edge's window held the id")
+	}
+	last := refused[len(refused)-1]
+	if last.Stream != "PAY" || last.Until.Before(stored.Add(edge)) {
+		t.Errorf("last refusal: stream %q until %s, want PAY until at least %s", last.Stream, last.Until, stored.Add(edge))
+	}
+	if n := deadLetters(t, db); n != 0 {
+		t.Errorf("%d dead letters after the requeue", n)
+	}
+	if n := messagesIn(t, e.hjs, "HUB"); n != 2 {
+		t.Errorf("HUB holds %d messages, want the original and one requeued copy", n)
+	}
+}
+
+// A copy the hub stored that the edge's stream does not take in within
+// --wait (here the edge's stream is full, as it is while the link to the
+// hub is down) is not a requeue: the dead letter is kept (errNotArrived).
+// Once the copy arrives after all, the next requeue finds it there,
+// publishes nothing more and removes the dead letter.
+func TestRequeueAtAnEdgeKeepsTheDeadLetterUntilTheCopyArrives(t *testing.T) {
+	t.Parallel()
+	e := startEdgeWith(t, jetstream.StreamConfig{Duplicates: 100 * time.Millisecond},
+		jetstream.StreamConfig{Duplicates: 100 * time.Millisecond, MaxMsgs: 1, Discard: jetstream.DiscardNew})
+	db, _ := e.deadLetter(t, "evt-1")
+	if _, err := e.requeueOutsideTheWindows(t, db, "--wait", "300ms"); !errors.Is(err, errNotArrived) {
+		t.Fatalf("requeue into a full edge stream: %v, want errNotArrived", err)
+	}
+	if n := deadLetters(t, db); n != 1 {
+		t.Fatalf("%d dead letters after a copy that did not arrive, want it kept", n)
+	}
+	if n := messagesIn(t, e.hjs, "HUB"); n != 2 {
+		t.Fatalf("HUB holds %d messages, want the original and the copy", n)
+	}
+	if _, err := e.ejs.UpdateStream(t.Context(), jetstream.StreamConfig{Name: "PAY", Duplicates: 100 * time.Millisecond,
+		Sources: []*jetstream.StreamSource{{Name: "HUB", Domain: "hub"}}}); err != nil {
+		t.Fatal(err)
+	}
+	consumertest.Eventually(t, 30*time.Second, "the copy sourced to the edge once there is room", func() bool { return messagesIn(t, e.ejs, "PAY") == 2 })
+	if err := runCommand(t, "dlq", "requeue", "--db", db, "--nats", e.url, "1"); err != nil {
+		t.Fatalf("requeue once the copy arrived: %v", err)
+	}
+	if n := deadLetters(t, db); n != 0 {
+		t.Errorf("%d dead letters after the copy arrived and the requeue found it", n)
+	}
+	if n := messagesIn(t, e.hjs, "HUB"); n != 2 {
+		t.Errorf("HUB holds %d messages, want no further copy published", n)
+	}
+}
+
+// An interest stream acknowledges a publish no consumer is interested in
+// and stores nothing. A requeue into one without consumers (run's durable
+// deleted) is no requeue: the dead letter is kept (errNotArrived). With
+// run's durable there, the copy is stored for it and the dead letter goes.
+func TestRequeueIntoAnInterestStreamWithoutConsumersKeepsTheDeadLetter(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	s := consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "PAY", Subjects: []string{"pay.*"}, Duplicates: 100 * time.Millisecond,
+		Retention: jetstream.InterestPolicy})
+	// The original is stored while run's durable exists.
+	if _, err := s.CreateConsumer(t.Context(), jetstream.ConsumerConfig{Durable: "run", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(t.TempDir(), "pay.db")
+	id := deadLettered(t, js, db, "PAY", publisher.Message{Subject: "pay.alice", ID: "evt-1"})
+	if err := s.DeleteConsumer(t.Context(), "run"); err != nil {
+		t.Fatal(err)
+	}
+	requeue := func() error {
+		var err error
+		consumertest.Eventually(t, 10*time.Second, "requeue outside PAY's window", func() bool {
+			err = runCommand(t, "dlq", "requeue", "--db", db, "--nats", srv.ClientURL(), strconv.FormatInt(id, 10))
+			return !errors.Is(err, errStillInWindow)
+		})
+		return err
+	}
+	if err := requeue(); !errors.Is(err, errNotArrived) {
+		t.Fatalf("requeue into PAY without consumers: %v, want errNotArrived", err)
+	}
+	if n := deadLetters(t, db); n != 1 {
+		t.Fatalf("%d dead letters after a copy PAY did not store, want it kept", n)
+	}
+	if _, err := s.CreateConsumer(t.Context(), jetstream.ConsumerConfig{Durable: "run", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	if err := requeue(); err != nil {
+		t.Fatalf("requeue into PAY with run's durable: %v", err)
+	}
+	if n := deadLetters(t, db); n != 0 {
+		t.Errorf("%d dead letters after the requeue", n)
+	}
+	// The original went with the first durable's interest.
+	if n := messagesIn(t, js, "PAY"); n != 1 {
+		t.Errorf("PAY holds %d messages, want the copy for run's durable", n)
+	}
+}
+
+// A site sources its share of a partitioned hub (--hub-filter N.>): its
+// dead letter is stored as the hub's mapping stored it (N.pay.alice), a
+// subject no stream captures. The copy must be published on the subject
+// the hub's mapping turns into that one, so it lands in the share the site
+// sources.
+func TestRequeueAtAnEdgeOfAPartitionedHub(t *testing.T) {
+	t.Parallel()
+	tr, err := partitionTransform("pay.*", 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := server.NewSubjectTransform(tr.Source, tr.Destination)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := st.Match("pay.alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	share := strings.SplitN(stored, ".", 2)[0] + ".>"
+	e := startEdgeWith(t, jetstream.StreamConfig{Duplicates: 100 * time.Millisecond, SubjectTransform: tr},
+		jetstream.StreamConfig{Duplicates: 100 * time.Millisecond, Sources: []*jetstream.StreamSource{{FilterSubject: share}}})
+	db, _ := e.deadLetter(t, "evt-1")
+	e.requeueUntilDone(t, db)
+	if n := deadLetters(t, db); n != 0 {
+		t.Errorf("%d dead letters after the requeue", n)
+	}
+	if n := messagesIn(t, e.ejs, "PAY"); n != 2 {
+		t.Errorf("PAY holds %d messages when the requeue returned, want the original and the copy in the site's share", n)
+	}
 }
