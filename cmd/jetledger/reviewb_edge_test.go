@@ -138,10 +138,19 @@ func (w *edgeWorld) prune(t *testing.T, name string) ledger.PruneResult {
 // messages, and returns the ids in it whose rows the ledger pruned though
 // they were applied before: each would be applied a second time.
 func (w *edgeWorld) reapplied(t *testing.T, name string, h hubFlags, applied map[string]bool, want uint64) []string {
+	return w.reappliedAfter(t, name, h, applied, want, nil)
+}
+
+// reappliedAfter is reapplied with remake, when given, making the stream
+// again before run starts (an operator's nats stream add).
+func (w *edgeWorld) reappliedAfter(t *testing.T, name string, h hubFlags, applied map[string]bool, want uint64, remake func()) []string {
 	t.Helper()
 	ctx := t.Context()
 	if err := w.ejs.DeleteStream(ctx, name); err != nil {
 		t.Fatal(err)
+	}
+	if remake != nil {
+		remake()
 	}
 	spec := streamSpec{Name: name, Duplicates: time.Minute}
 	if _, err := ensureSourcedStream(ctx, w.ejs, w.st, spec, h, quiet); err != nil {
@@ -244,5 +253,47 @@ func TestReviewBUpgradedLedgerPrunedByOldReleaseAppliesAgain(t *testing.T) {
 	again := w.reapplied(t, "EDGE", h, applied, 6)
 	if len(again) > 0 {
 		t.Fatalf("a ledger pruned by c1893bf: the edge stream made again copies %d messages already applied whose rows were pruned: %v (applied twice)", len(again), again)
+	}
+}
+
+// FAULT: the operator deletes the edge stream and makes it again with nats
+// stream add (sourcing the hub's, as the README's edge section shows for
+// the hub's EFFECTS), rather than leaving it to run: ensureSourcedStream
+// finds it and uses it as it is (only warnNewInstance says it is another
+// instance), with no start position, though the ledger has a floor for
+// it: the hub's messages below the floor come back and those whose rows
+// were pruned are applied a second time.
+func TestReviewBOperatorRemadeEdgeStreamIgnoresTheFloor(t *testing.T) {
+	t.Parallel()
+	w := newEdgeWorld(t)
+	ctx := t.Context()
+	consumertest.CreateStream(t, w.hjs, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
+	for i := range 6 {
+		w.publish(t, "orders.site1.pay", fmt.Sprint("o", i))
+	}
+	h := hubFlags{HubStream: "ORDERS", HubDomain: "hub"}
+	if _, err := ensureSourcedStream(ctx, w.ejs, w.st, streamSpec{Name: "EDGE", Duplicates: time.Minute}, h, quiet); err != nil {
+		t.Fatal(err)
+	}
+	w.waitEdge(t, "EDGE", 6)
+	applied := map[string]bool{}
+	for _, id := range w.applyAll(t, "EDGE") {
+		applied[id] = true
+	}
+	w.keepLast(t, "EDGE", 2)
+	if res := w.prune(t, "EDGE"); res.Processed != 4 {
+		t.Fatalf("prune removed %d rows, want 4", res.Processed)
+	}
+	if f, err := w.st.SourceFloor(ctx, "EDGE", "ORDERS@hub"); err != nil || f.Below != 5 {
+		t.Fatalf("floor %+v, %v; want below 5", f, err)
+	}
+	again := w.reappliedAfter(t, "EDGE", h, applied, 6, func() {
+		if _, err := w.ejs.CreateStream(ctx, jetstream.StreamConfig{Name: "EDGE", Duplicates: time.Minute,
+			Sources: []*jetstream.StreamSource{{Name: "ORDERS", Domain: "hub"}}}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if len(again) > 0 {
+		t.Fatalf("the edge stream made again by the operator copies %d messages already applied whose rows prune removed: %v (applied twice)", len(again), again)
 	}
 }
