@@ -51,11 +51,13 @@ type PruneOptions struct {
 	// the ledger's retention: they are deleted with the pruned ids, in the
 	// same transaction (the built-in events table, say).
 	AlsoFrom []string
-	// Floor, for a stream that copies another (sources it), is the source's
-	// sequence of the stream's message at FirstSeq. It is recorded before
-	// any row goes (see SourceFloor), so the record never lags the rows
-	// removed. Nil for a stream that copies none.
-	Floor *SourceFloor
+	// Floors, for a stream that copies others (sources them), are each
+	// source's sequence of its first message in the stream at or after
+	// FirstSeq: one per source, since sourcing keeps each source's order
+	// but none across them. They are recorded before any row goes (see
+	// RaiseSourceFloors), so the record never lags the rows removed. None
+	// for a stream that copies none.
+	Floors []SourceFloor
 	// Hold is the longest one prune step holds the single writer; a batch
 	// waiting for the writer spends its deadline meanwhile. Default
 	// PruneHoldDefault; give a consumer's ackwait.Plan.PruneHold().
@@ -73,7 +75,7 @@ type PruneResult struct {
 // from the stream (the last sequence the id was seen at is below the stream's
 // first sequence) and that were last seen longer ago than the retention and
 // the duplicate window; an id seen in two streams is never pruned. For a
-// stream that copies another, o.Floor is recorded first. Rows of
+// stream that copies others, o.Floors are recorded first. Rows of
 // o.AlsoFrom go with them. It also removes sent or cancelled outbox rows older
 // than the outbox retention, then returns the freed pages with an incremental
 // vacuum. It works in steps that each hold the writer about o.Hold at most.
@@ -92,10 +94,8 @@ func (s *Store) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 	if err != nil {
 		return PruneResult{}, err
 	}
-	if o.Floor != nil {
-		if err := s.raiseSourceFloor(ctx, o.Stream, *o.Floor); err != nil {
-			return PruneResult{}, err
-		}
+	if err := s.RaiseSourceFloors(ctx, o.Stream, o.Floors); err != nil {
+		return PruneResult{}, err
 	}
 	now := s.cfg.Now()
 	from := now

@@ -215,7 +215,7 @@ func TestPruneRecordsTheSourceFloorFirst(t *testing.T) {
 	now = now.Add(8 * 24 * time.Hour)
 	mu.Unlock()
 	prune := func(f ledger.SourceFloor) (ledger.PruneResult, error) {
-		return st.Prune(ctx, ledger.PruneOptions{Stream: "EDGE", FirstSeq: 2, Floor: &f})
+		return st.Prune(ctx, ledger.PruneOptions{Stream: "EDGE", FirstSeq: 2, Floors: []ledger.SourceFloor{f}})
 	}
 	if _, err := prune(ledger.SourceFloor{Source: "HUB", Instance: "a"}); !errors.Is(err, ledger.ErrUnsafePrune) {
 		t.Fatalf("floor at 0: err = %v, want ErrUnsafePrune", err)

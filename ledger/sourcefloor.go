@@ -32,20 +32,43 @@ type SourceFloor struct {
 	Since time.Time `json:"since"`
 }
 
-// raiseSourceFloor records f for stream before prune removes rows: it only
-// rises for the same instance, and a new instance replaces it.
-func (s *Store) raiseSourceFloor(ctx context.Context, stream string, f SourceFloor) error {
-	if f.Source == "" || f.Below == 0 || f.Below > math.MaxInt64 {
-		return fmt.Errorf("%w: source floor %q at %d: want a source and a sequence above 0", ErrUnsafePrune, f.Source, f.Below)
+// RaiseSourceFloors records, in one transaction, the floors of stream's
+// sources: before prune removes rows (Prune does it with
+// PruneOptions.Floors), and whenever the caller reads them from a copy
+// that exists, so that a ledger whose rows were pruned by a release that
+// recorded none gets its floors before the copy can be lost. Each floor
+// only rises for the same instance of its source, and a new instance
+// replaces it.
+func (s *Store) RaiseSourceFloors(ctx context.Context, stream string, floors []SourceFloor) error {
+	if stream == "" {
+		return fmt.Errorf("%w: source floors of no stream", ErrUnsafePrune)
 	}
-	// SQLite evaluates every SET expression on the row as it was.
-	if _, err := s.writer.ExecContext(ctx, `INSERT INTO jetledger_source_floors (stream, source, instance, below, recorded_at)
-		VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (stream, source) DO UPDATE SET
-			below = CASE WHEN instance = excluded.instance THEN max(below, excluded.below) ELSE excluded.below END,
-			recorded_at = CASE WHEN instance = excluded.instance THEN recorded_at ELSE excluded.recorded_at END,
-			instance = excluded.instance`,
-		stream, f.Source, f.Instance, int64(f.Below), s.cfg.Now().UnixMilli()); err != nil {
-		return fmt.Errorf("ledger: record the source floor of %s: %w", stream, interpret(err))
+	for _, f := range floors {
+		if f.Source == "" || f.Below == 0 || f.Below > math.MaxInt64 {
+			return fmt.Errorf("%w: source floor %q at %d: want a source and a sequence above 0", ErrUnsafePrune, f.Source, f.Below)
+		}
+	}
+	if len(floors) == 0 {
+		return nil
+	}
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("ledger: record the source floors of %s: %w", stream, interpret(err))
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	for _, f := range floors {
+		// SQLite evaluates every SET expression on the row as it was.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO jetledger_source_floors (stream, source, instance, below, recorded_at)
+			VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (stream, source) DO UPDATE SET
+				below = CASE WHEN instance = excluded.instance THEN max(below, excluded.below) ELSE excluded.below END,
+				recorded_at = CASE WHEN instance = excluded.instance THEN recorded_at ELSE excluded.recorded_at END,
+				instance = excluded.instance`,
+			stream, f.Source, f.Instance, int64(f.Below), s.cfg.Now().UnixMilli()); err != nil {
+			return fmt.Errorf("ledger: record the source floor of %s for %s: %w", stream, f.Source, interpret(err))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("ledger: record the source floors of %s: %w", stream, interpret(err))
 	}
 	return nil
 }
@@ -66,6 +89,20 @@ func (s *Store) SourceFloor(ctx context.Context, stream, source string) (SourceF
 	}
 	f.Below, f.Since = uint64(below), time.UnixMilli(since)
 	return f, nil
+}
+
+// SourceFloors returns every floor recorded for stream's sources, by
+// source: none for a stream whose copy no prune, start or creation has
+// recorded one for (a ledger pruned by a release before floors, say).
+func (s *Store) SourceFloors(ctx context.Context, stream string) ([]SourceFloor, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT source, instance, below, recorded_at FROM jetledger_source_floors WHERE stream = ? ORDER BY source`, stream)
+	return collect("source floors", rows, err, func(sc scanner) (SourceFloor, error) {
+		var f SourceFloor
+		var below, since int64
+		err := sc.Scan(&f.Source, &f.Instance, &below, &since)
+		f.Below, f.Since = uint64(below), time.UnixMilli(since)
+		return f, err
+	})
 }
 
 // RowsOf counts the processed_messages rows of stream.

@@ -27,6 +27,7 @@ type hubFlags struct {
 	HubTLSCA   string `name:"hub-tls-ca" placeholder:"FILE" help:"with --hub-url: CA certificate file to verify the hub"`
 	HubTLSCert string `name:"hub-tls-cert" placeholder:"FILE" help:"with --hub-url: client certificate file for the leaf connection"`
 	HubTLSKey  string `name:"hub-tls-key" placeholder:"FILE" help:"with --hub-url: client key file for the leaf connection"`
+	HubStart   uint64 `name:"hub-start-seq" placeholder:"SEQ" help:"with --hub-url: when run creates --stream and the ledger has recorded no start for it (a ledger pruned by an earlier jetledger, whose run then refuses to create it), copy --hub-stream from this sequence of it: the first not yet applied (1: its start)"`
 }
 
 // domainName is what nats-server accepts as a JetStream domain.
@@ -41,6 +42,9 @@ func (h hubFlags) validate(external bool, subjects string) error {
 			if v != "" {
 				return usagef("%s goes with --hub-url", flag)
 			}
+		}
+		if h.HubStart > 0 {
+			return usagef("--hub-start-seq goes with --hub-url")
 		}
 		return nil
 	}
@@ -129,11 +133,18 @@ const leafReconnect = time.Second
 // resumes where it stopped when the link comes back. The window is set:
 // since nats-server 2.14 a stream with sources has none by default.
 // A stream made again starts copying where the ledger's pruned rows end
-// (sourceStart), so that nothing pruned is copied and applied again.
+// (sourceStart), so that nothing pruned is copied and applied again; one
+// that exists and run did not make is refused if it copies from below
+// there (adoptSourced).
 func ensureSourcedStream(ctx context.Context, js jetstream.JetStream, st *ledger.Store, spec streamSpec, h hubFlags, log *slog.Logger) (*jetstream.StreamInfo, error) {
 	src := &jetstream.StreamSource{Name: h.HubStream, FilterSubject: h.HubFilter, Domain: h.HubDomain}
 	spec.Subjects, spec.Sources = nil, []*jetstream.StreamSource{src}
-	spec.SourceStart = func(ctx context.Context) (uint64, error) { return sourceStart(ctx, js, spec.Name, src, st, log) }
+	spec.SourceStart = func(ctx context.Context) (uint64, error) {
+		return sourceStart(ctx, js, spec.Name, src, h.HubStart, st, log)
+	}
+	spec.Adopt = func(ctx context.Context, info *jetstream.StreamInfo) error {
+		return adoptSourced(ctx, js, st, info, log)
+	}
 	info, err := ensureStream(ctx, js, spec, log)
 	if err != nil {
 		return nil, fmt.Errorf("%w (sourcing %s from the hub's domain %s)", err, h.HubStream, h.HubDomain)

@@ -149,7 +149,7 @@ func TestSourcedCopyNamesTheHubInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, floor, err := pruneBound(ctx, s, info)
+	first, floors, err := pruneBound(ctx, s, info)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,10 +159,10 @@ func TestSourcedCopyNamesTheHubInstance(t *testing.T) {
 	}
 	// The copy keeps its sequences 2 and 3: hub sequences 3 and 4.
 	want := ledger.SourceFloor{Source: "ORDERS@hub", Instance: streamIdentity(hinfo.CachedInfo().Created), Below: 3}
-	if first != 2 || floor == nil || *floor != want {
-		t.Fatalf("pruneBound = %d, %+v; want 2, %+v", first, floor, want)
+	if first != 2 || len(floors) != 1 || floors[0] != want {
+		t.Fatalf("pruneBound = %d, %+v; want 2, %+v", first, floors, want)
 	}
-	if _, err := st.Prune(ctx, ledger.PruneOptions{Stream: "EDGE", FirstSeq: first, Floor: floor}); err != nil {
+	if _, err := st.Prune(ctx, ledger.PruneOptions{Stream: "EDGE", FirstSeq: first, Floors: floors}); err != nil {
 		t.Fatal(err)
 	}
 	// A row of the copy before, at its sequence 3 (hub sequence 4).
@@ -171,7 +171,7 @@ func TestSourcedCopyNamesTheHubInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &jetstream.StreamSource{Name: "ORDERS", FilterSubject: "orders.site1.*", Domain: "hub"} // another filter: the same source
-	start := func(ctx context.Context) (uint64, error) { return sourceStart(ctx, ejs, "EDGE", src, st, quiet) }
+	start := func(ctx context.Context) (uint64, error) { return sourceStart(ctx, ejs, "EDGE", src, 0, st, quiet) }
 	if seq, err := start(ctx); err != nil || seq != 3 {
 		t.Fatalf("start of a copy made again = %d, %v; want 3", seq, err)
 	}
@@ -208,7 +208,7 @@ func TestSourcedCopyNamesTheHubInstance(t *testing.T) {
 	}
 	// Recorded for the new instance, the floor holds for it.
 	if _, err := st.Prune(ctx, ledger.PruneOptions{Stream: "EDGE", FirstSeq: 1,
-		Floor: &ledger.SourceFloor{Source: "ORDERS@hub", Instance: streamIdentity(hubStreamInfo(t, hjs).Created), Below: 1}}); err != nil {
+		Floors: []ledger.SourceFloor{{Source: "ORDERS@hub", Instance: streamIdentity(hubStreamInfo(t, hjs).Created), Below: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	if seq, err := start(ctx); err != nil || seq != 1 {
@@ -222,7 +222,7 @@ func TestSourcedCopyNamesTheHubInstance(t *testing.T) {
 	}
 	// A new site's copy, without a floor or rows, starts at the source's
 	// start and asks nobody.
-	if seq, err := sourceStart(ctx, ejs, "NEW", src, st, quiet); err != nil || seq != 0 {
+	if seq, err := sourceStart(ctx, ejs, "NEW", src, 0, st, quiet); err != nil || seq != 0 {
 		t.Fatalf("start without a floor = %d, %v; want 0", seq, err)
 	}
 }

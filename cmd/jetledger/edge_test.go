@@ -29,6 +29,7 @@ func TestEdgeFlagsUsage(t *testing.T) {
 		// The URL may carry a password: an error shows it redacted.
 		{[]string{"run", "--db", db, "--hub-url", "nats-leaf://u:s3cret@", "--hub-stream", "O", "--edge-domain", "s"}, `--hub-url "nats-leaf://xxxxx@": want a URL`},
 		{[]string{"run", "--db", db, "--hub-stream", "O"}, "--hub-stream goes with --hub-url"},
+		{[]string{"run", "--db", db, "--hub-start-seq", "5"}, "--hub-start-seq goes with --hub-url"},
 		{[]string{"run", "--db", db, "--effects-stream", "OUT"}, "--effects-stream goes with --effects-subject"},
 		{[]string{"run", "--db", db, "--effects-subject", "e.>"}, `--effects-subject "e.>": want one subject without wildcards`},
 		{[]string{"run", "--db", db, "--effects-subject", "e.x", "--webhook", "http://127.0.0.1:1/"}, "--effects-subject and --webhook both name the sink"},

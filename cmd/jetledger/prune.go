@@ -38,11 +38,11 @@ func (p *pruner) options(ctx context.Context) (ledger.PruneOptions, error) {
 	}
 	// A copy of another stream (an edge's of the hub's) records first where
 	// in the source its pruned rows end: a copy made again starts there.
-	first, floor, err := pruneBound(ctx, s, info)
+	first, floors, err := pruneBound(ctx, s, info)
 	if err != nil {
 		return ledger.PruneOptions{}, err
 	}
-	o := ledger.PruneOptions{Stream: p.Stream, FirstSeq: first, Floor: floor, DuplicateWindow: info.Config.Duplicates,
+	o := ledger.PruneOptions{Stream: p.Stream, FirstSeq: first, Floors: floors, DuplicateWindow: info.Config.Duplicates,
 		Retention: p.Retention, OutboxRetention: p.OutboxRetention, Hold: p.hold}
 	if o.Unconsumed, err = p.unconsumed(ctx, s, info.State.LastSeq); err != nil {
 		return ledger.PruneOptions{}, err

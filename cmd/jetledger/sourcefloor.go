@@ -1,15 +1,19 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,15 +31,32 @@ import (
 
 // headerStreamSource is the header nats-server puts on each message it
 // copies from a source: "<stream> <seq> <filter> <transform> <subject>
-// [<identity>]", seq the message's sequence in the source and identity the
-// source instance's (server/stream.go genSourceHeader, read back by its
-// streamAndSeq).
+// [<identity>]", seq the message's sequence in the source, stream, filter
+// and transform the source's index name (which of a stream's sources it
+// is) and identity the source instance's (server/stream.go
+// genSourceHeader, read back by its streamAndSeq).
 const headerStreamSource = "Nats-Stream-Source"
+
+// pruneScanLimit bounds the messages read to find one source's first
+// message at or after a sequence: a source quiet for longer than that in a
+// stream that copies several gives no floor, and nothing is pruned.
+const pruneScanLimit = 4096
+
+var (
+	// errNoSourceFloor: the copy is missing, and the ledger has applied
+	// messages of it but knows not where in its source they end (an earlier
+	// release pruned it without recording that).
+	errNoSourceFloor = errors.New("the ledger does not know where in the hub's stream its pruned rows end")
+	// errSourceBelowFloor: an existing copy that run did not create copies
+	// its source from below where the ledger's pruned rows end.
+	errSourceBelowFloor = errors.New("the stream copies its source from below where the ledger's pruned rows end")
+)
 
 // sourceOrigin is where a copied message came from.
 type sourceOrigin struct {
 	Stream   string // the source's name, with ":<hash>" of its API prefix when in another domain
 	Seq      uint64 // its sequence in the source
+	IName    string // the source's index name, "<stream> <filter> <transform>"; empty in the short form
 	Identity string // the source instance's (streamIdentity); empty from a server that sends none
 }
 
@@ -51,30 +72,71 @@ func parseStreamSource(h string) (o sourceOrigin, ok bool) {
 		return sourceOrigin{}, false
 	}
 	o = sourceOrigin{Stream: f[0], Seq: seq}
+	if len(f) >= 4 {
+		o.IName = f[0] + " " + f[2] + " " + f[3]
+	}
 	if len(f) >= 6 {
 		o.Identity = f[5]
 	}
 	return o, true
 }
 
-// from reports whether o names src's stream.
-func (o sourceOrigin) from(src *jetstream.StreamSource) bool {
-	return o.Stream == src.Name || strings.HasPrefix(o.Stream, src.Name+":")
+// of reports whether o came through the source whose index name is iname
+// (sourceIName).
+func (o sourceOrigin) of(iname string) bool {
+	if o.IName != "" {
+		return o.IName == iname
+	}
+	name, _, _ := strings.Cut(iname, " ")
+	return o.Stream == name
 }
 
-// streamIdentity is nats-server's identity of a stream instance, a hash of
-// its creation time (server/stream.go identity, events.go getHash). The
-// sourcing server stamps it on every copy and checks it against the source
-// when it resumes, between servers of any version, so it does not change;
-// TestSourcedCopyNamesTheHubInstance holds it to a live server's.
-func streamIdentity(created time.Time) string {
+// natsHash is nats-server's short hash of a name (server/events.go
+// getHash): of a stream's creation time it is the instance's identity, of
+// an API prefix it tells sources of one name in two domains apart.
+func natsHash(s string) string {
 	const digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	sum := sha256.Sum256([]byte(created.UTC().Format(time.RFC3339Nano)))
+	sum := sha256.Sum256([]byte(s))
 	b := make([]byte, 8)
 	for i := range b {
 		b[i] = digits[int(sum[i]%byte(len(digits)))]
 	}
 	return string(b)
+}
+
+// streamIdentity is nats-server's identity of a stream instance, a hash of
+// its creation time (server/stream.go identity). The sourcing server stamps
+// it on every copy and checks it against the source when it resumes,
+// between servers of any version, so it does not change;
+// TestSourcedCopyNamesTheHubInstance holds it to a live server's.
+func streamIdentity(created time.Time) string {
+	return natsHash(created.UTC().Format(time.RFC3339Nano))
+}
+
+// sourceIName is the index name nats-server gives src among a stream's
+// sources (server/stream.go composeIName), which the copies' header
+// carries: sources of one stream with other filters are other sources,
+// each in its own order.
+func sourceIName(src *jetstream.StreamSource) string {
+	name := src.Name
+	switch {
+	case src.External != nil:
+		name += ":" + natsHash(src.External.APIPrefix)
+	case src.Domain != "":
+		name += ":" + natsHash("$JS."+src.Domain+".API")
+	}
+	if src.Consumer != nil {
+		name += ":C=" + natsHash(src.Consumer.Name)
+	}
+	filter, dest := cmp.Or(src.FilterSubject, ">"), ">"
+	if len(src.SubjectTransforms) > 0 {
+		var fs, ds []string
+		for _, tr := range src.SubjectTransforms {
+			fs, ds = append(fs, cmp.Or(tr.Source, ">")), append(ds, cmp.Or(tr.Destination, ">"))
+		}
+		filter, dest = strings.Join(fs, "\f"), strings.Join(ds, "\f")
+	}
+	return name + " " + filter + " " + dest
 }
 
 // sourceDomain is the JetStream domain src is read from ("" for this one).
@@ -90,7 +152,8 @@ func sourceDomain(src *jetstream.StreamSource) string {
 	return src.External.APIPrefix
 }
 
-// sourceKey names src in the ledger: the stream and its domain.
+// sourceKey names src in the ledger: the stream and its domain. Sources of
+// one stream with other filters share it.
 func sourceKey(src *jetstream.StreamSource) string {
 	if d := sourceDomain(src); d != "" {
 		return src.Name + "@" + d
@@ -98,66 +161,94 @@ func sourceKey(src *jetstream.StreamSource) string {
 	return src.Name
 }
 
+// firstFrom is stream s's first message at or after seq that came through
+// src, and where in src it came from; 0 when none is found within
+// pruneScanLimit reads (or the stream holds none).
+func firstFrom(ctx context.Context, s jetstream.Stream, seq uint64, src *jetstream.StreamSource) (uint64, sourceOrigin, error) {
+	subject := ">"
+	if src.FilterSubject != "" && len(src.SubjectTransforms) == 0 {
+		subject = src.FilterSubject // its copies keep their subjects: skip the others' messages
+	}
+	iname := sourceIName(src)
+	for range pruneScanLimit {
+		m, err := s.GetMsg(ctx, max(seq, 1), jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return 0, sourceOrigin{}, nil
+		}
+		if err != nil {
+			return 0, sourceOrigin{}, fmt.Errorf("stream %s: message at or after %d: %w", s.CachedInfo().Config.Name, seq, err)
+		}
+		if o, ok := parseStreamSource(m.Header.Get(headerStreamSource)); ok && o.of(iname) {
+			return m.Sequence, o, nil
+		}
+		seq = m.Sequence + 1
+	}
+	return 0, sourceOrigin{}, nil
+}
+
 // pruneBound is the sequence of stream s below which rows may be pruned,
-// and for a stream that copies one source, the floor to record first: the
-// source's sequence of the message at that sequence. When that cannot be
-// read (the copy is empty, or its first message does not name the source),
-// it is 0: which of the source's messages the rows came from is unknown,
-// so none goes. A stream that copies none, or several (whose order across
-// sources nothing keeps), is pruned below its first sequence as before.
-func pruneBound(ctx context.Context, s jetstream.Stream, info *jetstream.StreamInfo) (uint64, *ledger.SourceFloor, error) {
-	if len(info.Config.Sources) != 1 {
+// and for a stream that copies others, the floors to record first: for
+// each source, its sequence of its first message in s at or after the
+// stream's first sequence. Sourcing keeps each source's order, none across
+// them, so every message of a source below that message came from below
+// its floor. When one source's floor cannot be read (the copy is empty, or
+// holds no message of it near enough), it is 0: which of that source's
+// messages the rows came from is unknown, so none goes. Sources of one
+// stream (by other filters) share a floor, the highest: a copy made again
+// from there takes none of their pruned messages again. A stream that
+// copies none is pruned below its first sequence.
+func pruneBound(ctx context.Context, s jetstream.Stream, info *jetstream.StreamInfo) (uint64, []ledger.SourceFloor, error) {
+	if len(info.Config.Sources) == 0 {
 		return info.State.FirstSeq, nil, nil
 	}
-	src := info.Config.Sources[0]
 	if info.State.Msgs == 0 {
 		return 0, nil, nil
 	}
-	// The first message at or after the first sequence: it may have gone
-	// since the stream's state was read.
-	m, err := s.GetMsg(ctx, info.State.FirstSeq, jetstream.WithGetMsgSubject(">"))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, nil, nil
-	}
-	if err != nil {
-		return 0, nil, fmt.Errorf("prune: first message of stream %s: %w", info.Config.Name, err)
-	}
-	o, ok := parseStreamSource(m.Header.Get(headerStreamSource))
-	if !ok || !o.from(src) {
-		return 0, nil, nil
-	}
-	return m.Sequence, &ledger.SourceFloor{Source: sourceKey(src), Instance: o.Identity, Below: o.Seq}, nil
-}
-
-// sourceStart is the sequence of src at which a new copy named stream
-// starts: the floor prune recorded, when src is the instance it recorded it
-// for; 0 (the source's start) without a floor or for another instance,
-// whose messages are all new. The ledger's rows of stream are then held
-// (ledger.HoldRows) to the last sequence at which the new copy, numbering
-// from 1, can hold a copy of one of theirs: their sequences in the copy
-// before mean nothing in this one. Which instance src is, and how far it
-// goes, only its server can say, so with a floor or rows the call waits for
-// it (logged) until ctx ends: a guess would either apply pruned messages
-// again or skip a new instance's first ones, and until the copy exists
-// there is nothing to process. A new site, with neither, asks nothing and
-// starts offline.
-func sourceStart(ctx context.Context, js jetstream.JetStream, stream string, src *jetstream.StreamSource, st *ledger.Store, log *slog.Logger) (uint64, error) {
-	f, err := st.SourceFloor(ctx, stream, sourceKey(src))
-	floored := err == nil
-	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
-		return 0, err
-	}
-	rows, err := st.RowsOf(ctx, stream)
-	if err != nil || (!floored && rows == 0) {
-		return 0, err
-	}
-	hub := js
-	if d := sourceDomain(src); d != "" {
-		if hub, err = jetstream.NewWithDomain(js.Conn(), d); err != nil {
-			return 0, err
+	bound := uint64(math.MaxUint64)
+	floors := map[string]ledger.SourceFloor{}
+	for _, src := range info.Config.Sources {
+		// The first message at or after the first sequence: some may have
+		// gone since the stream's state was read.
+		seq, o, err := firstFrom(ctx, s, info.State.FirstSeq, src)
+		if err != nil {
+			return 0, nil, fmt.Errorf("prune: %w", err)
+		}
+		if seq == 0 {
+			return 0, nil, nil
+		}
+		bound = min(bound, seq)
+		k := sourceKey(src)
+		f, seen := floors[k]
+		switch {
+		case !seen:
+			floors[k] = ledger.SourceFloor{Source: k, Instance: o.Identity, Below: o.Seq}
+		case f.Instance != o.Identity:
+			return 0, nil, nil // the source made again between them: neither floor holds for both
+		default:
+			f.Below = max(f.Below, o.Seq)
+			floors[k] = f
 		}
 	}
-	info, err := jsretry.Call(ctx, log, "look up the source "+sourceKey(src)+" of stream "+stream, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+	out := make([]ledger.SourceFloor, 0, len(floors))
+	for _, f := range floors {
+		out = append(out, f)
+	}
+	slices.SortFunc(out, func(a, b ledger.SourceFloor) int { return strings.Compare(a.Source, b.Source) })
+	return bound, out, nil
+}
+
+// hubStream is the info of src's stream where src reads it, nil when it
+// does not exist. Only its server can say which instance it is and how far
+// it goes, so the call waits for it (logged) until ctx ends.
+func hubStream(ctx context.Context, js jetstream.JetStream, stream string, src *jetstream.StreamSource, log *slog.Logger) (*jetstream.StreamInfo, error) {
+	hub := js
+	if d := sourceDomain(src); d != "" {
+		var err error
+		if hub, err = jetstream.NewWithDomain(js.Conn(), d); err != nil {
+			return nil, err
+		}
+	}
+	return jsretry.Call(ctx, log, "look up the source "+sourceKey(src)+" of stream "+stream, func(ctx context.Context) (*jetstream.StreamInfo, error) {
 		s, err := hub.Stream(ctx, src.Name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			return nil, nil
@@ -167,34 +258,220 @@ func sourceStart(ctx context.Context, js jetstream.JetStream, stream string, src
 		}
 		return s.CachedInfo(), nil
 	})
-	switch {
-	case err != nil:
-		return 0, err
-	case info == nil:
-		// Made later, it is another instance, and holds no copy of a row.
-		return 0, nil
+}
+
+// floorOf reports whether f was recorded for the instance info is.
+func floorOf(f ledger.SourceFloor, info *jetstream.StreamInfo) bool {
+	if f.Instance == "" {
+		// A server that names no instance (or a floor recorded before the
+		// copy had any message): one made after the floor is surely another.
+		return !info.Created.After(f.Since)
 	}
-	var start uint64
-	if floored {
-		same := f.Instance == streamIdentity(info.Created)
-		if f.Instance == "" {
-			// A server that names no instance: one made after the floor was
-			// recorded is surely another.
-			same = !info.Created.After(f.Since)
+	return f.Instance == streamIdentity(info.Created)
+}
+
+// copies is how many of src's messages a copy starting at start can take:
+// a copy of an id the ledger holds may come at any of as many sequences.
+func copies(src *jetstream.StreamInfo, start uint64) uint64 {
+	if from := max(start, src.State.FirstSeq, 1); src.State.LastSeq >= from {
+		return src.State.LastSeq - from + 1
+	}
+	return 0
+}
+
+// sourceStart is the sequence of src at which a new copy named stream
+// starts: the floor the ledger recorded, when src is the instance it
+// recorded it for; startSeq (--hub-start-seq; 0 is the source's start)
+// without a floor, or 0 for another instance, whose messages are all new.
+// A copy whose ledger has applied messages of it but has no floor at all
+// (pruned by a release that recorded none) is refused (errNoSourceFloor)
+// unless startSeq says where: from its start it would apply what that
+// release pruned again, and only a person can say where that ends. A start
+// without a floor is recorded as the copy's floor, so a copy lost before
+// any prune does not look like that. The ledger's rows of stream are then
+// held (ledger.HoldRows) to the last sequence at which the new copy,
+// numbering from 1, can hold a copy of one of theirs: their sequences in
+// the copy before mean nothing in this one. With rows or a floor the call
+// waits for the hub (hubStream): a guess would either apply pruned messages
+// again or skip a new instance's first ones, and until the copy exists
+// there is nothing to process. A new site asks nothing and starts offline.
+func sourceStart(ctx context.Context, js jetstream.JetStream, stream string, src *jetstream.StreamSource, startSeq uint64, st *ledger.Store, log *slog.Logger) (uint64, error) {
+	f, err := st.SourceFloor(ctx, stream, sourceKey(src))
+	floored := err == nil
+	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
+		return 0, err
+	}
+	rows, err := st.RowsOf(ctx, stream)
+	if err != nil {
+		return 0, err
+	}
+	if !floored {
+		if err := requireFloors(ctx, st, stream, src, rows, startSeq); err != nil {
+			return 0, err
 		}
-		if same {
-			start = f.Below
-		} else {
-			log.InfoContext(ctx, "the source was made again since the ledger pruned: the stream copies it from its start",
-				"stream", stream, "source", sourceKey(src), "source_created", info.Created)
+	}
+	var info *jetstream.StreamInfo
+	if floored || rows > 0 {
+		if info, err = hubStream(ctx, js, stream, src, log); err != nil {
+			return 0, err
+		}
+	}
+	start := startSeq
+	switch {
+	case info == nil && floored:
+		// Made later, it is another instance, and holds no copy of a row.
+		start = 0
+	case floored && floorOf(f, info):
+		start = f.Below
+	case floored:
+		start = 0
+		log.InfoContext(ctx, "the source was made again since the ledger pruned: the stream copies it from its start",
+			"stream", stream, "source", sourceKey(src), "source_created", info.Created)
+	}
+	if !floored {
+		nf := ledger.SourceFloor{Source: sourceKey(src), Below: max(start, 1)}
+		if info != nil {
+			nf.Instance = streamIdentity(info.Created)
+		}
+		if err := st.RaiseSourceFloors(ctx, stream, []ledger.SourceFloor{nf}); err != nil {
+			return 0, err
 		}
 	}
 	// Every id the ledger holds came before the source's last message now,
 	// and the copy takes the source's messages in order from its start.
-	if from := max(start, info.State.FirstSeq, 1); rows > 0 && info.State.LastSeq >= from {
-		if _, err := st.HoldRows(ctx, stream, info.State.LastSeq-from+1); err != nil {
-			return 0, err
+	if rows > 0 && info != nil {
+		if n := copies(info, start); n > 0 {
+			if _, err := st.HoldRows(ctx, stream, n); err != nil {
+				return 0, err
+			}
 		}
 	}
 	return start, nil
+}
+
+// requireFloors refuses (errNoSourceFloor) to make a copy of src again for
+// a ledger that has served stream but holds no floor of it at all, unless
+// startSeq says where to start: this release records a floor when it
+// creates a copy, at every start and before every prune, so only a ledger
+// pruned by an earlier release has none, and what it pruned is unknown.
+func requireFloors(ctx context.Context, st *ledger.Store, stream string, src *jetstream.StreamSource, rows int64, startSeq uint64) error {
+	if startSeq > 0 {
+		return nil
+	}
+	fs, err := st.SourceFloors(ctx, stream)
+	if err != nil || len(fs) > 0 {
+		return err
+	}
+	served := rows > 0
+	if !served {
+		cs, err := st.Consumers(ctx)
+		if err != nil {
+			return err
+		}
+		served = slices.ContainsFunc(cs, func(c ledger.Consumer) bool { return c.Stream == stream })
+	}
+	if !served {
+		return nil
+	}
+	return fmt.Errorf("%w: stream %s is missing, and this ledger holds %d rows of it but no record of where in %s the rows it pruned end (an earlier jetledger pruned it without one); copied from its start, %s would apply those messages a second time: "+
+		"give --hub-start-seq with %s's sequence of the first message this ledger has not applied (1 if it never pruned this stream), or bring the stream's store back",
+		errNoSourceFloor, stream, rows, sourceKey(src), stream, src.Name)
+}
+
+// adoptSourced checks a copy that exists when run starts (info): one run
+// did not create (another instance than the one the ledger served) is
+// refused (errSourceBelowFloor) where it copies a source from below the
+// floor the ledger recorded for it, since it takes the pruned messages
+// again; run's own copy started at or above it. Then the floors are
+// recorded from the copy as prune would (so that a ledger an earlier
+// release pruned has them before the copy can be lost), and for a new
+// instance the ledger's rows are held as for a copy run makes.
+func adoptSourced(ctx context.Context, js jetstream.JetStream, st *ledger.Store, info *jetstream.StreamInfo, log *slog.Logger) error {
+	name := info.Config.Name
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		return fmt.Errorf("stream %s: %w", name, err)
+	}
+	served, err := servedInstance(ctx, st, name)
+	if err != nil {
+		return err
+	}
+	mine := served == consumer.StreamInstance(name, info.Created)
+	if !mine {
+		for _, src := range info.Config.Sources {
+			if err := checkSourceStart(ctx, js, st, s, info, src, log); err != nil {
+				return err
+			}
+		}
+	}
+	_, floors, err := pruneBound(ctx, s, info)
+	if err != nil {
+		return err
+	}
+	if err := st.RaiseSourceFloors(ctx, name, floors); err != nil {
+		return err
+	}
+	rows, err := st.RowsOf(ctx, name)
+	if err != nil || mine || served == "" || rows == 0 {
+		// A ledger that names no instance (an earlier release's) cannot
+		// tell its own copy from another: it is taken as its own.
+		return err
+	}
+	n := info.State.LastSeq
+	for _, src := range info.Config.Sources {
+		hub, err := hubStream(ctx, js, name, src, log)
+		if err != nil {
+			return err
+		}
+		if hub != nil {
+			n += copies(hub, src.OptStartSeq)
+		}
+	}
+	_, err = st.HoldRows(ctx, name, n)
+	return err
+}
+
+// checkSourceStart refuses (errSourceBelowFloor) copy s when it copies src
+// from below the floor the ledger recorded for src's instance: by the
+// source's sequence of its first message of src, or, with none to read,
+// by its start position and the hub's instance.
+func checkSourceStart(ctx context.Context, js jetstream.JetStream, st *ledger.Store, s jetstream.Stream, info *jetstream.StreamInfo, src *jetstream.StreamSource, log *slog.Logger) error {
+	name := info.Config.Name
+	f, err := st.SourceFloor(ctx, name, sourceKey(src))
+	if errors.Is(err, ledger.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	seq, o, err := firstFrom(ctx, s, info.State.FirstSeq, src)
+	if err != nil {
+		return err
+	}
+	from := src.OptStartSeq
+	switch {
+	case seq > 0 && o.Identity != "" && f.Instance != "" && o.Identity != f.Instance:
+		return nil // another instance of the source: its messages are all new
+	case seq > 0:
+		from = o.Seq // in order from there
+	case from >= f.Below && src.OptStartTime == nil:
+	default:
+		hub, err := hubStream(ctx, js, name, src, log)
+		if err != nil || hub == nil || !floorOf(f, hub) {
+			return err
+		}
+		if src.OptStartTime != nil {
+			from = 0 // by time: nothing says which sequence
+		}
+	}
+	if from >= f.Below {
+		return nil
+	}
+	at := "its start"
+	if from > 0 {
+		at = "its sequence " + strconv.FormatUint(from, 10)
+	}
+	return fmt.Errorf("%w: stream %s, which jetledger did not create, copies %s from %s, and this ledger pruned the rows of its messages below %d, which it would apply a second time: "+
+		"delete the stream and let run create it (it starts at %d), or create it with that source's start sequence at %d",
+		errSourceBelowFloor, name, sourceKey(src), at, f.Below, f.Below, f.Below)
 }

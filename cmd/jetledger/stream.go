@@ -86,6 +86,9 @@ type streamSpec struct {
 	// SourceStart, asked only when the stream is created, is the sequence
 	// of Sources[0] to start copying at (0: its start).
 	SourceStart func(context.Context) (uint64, error)
+	// Adopt, when set, is asked about a stream that exists (or was made
+	// meanwhile by someone else) before it is used; its error refuses it.
+	Adopt func(context.Context, *jetstream.StreamInfo) error
 }
 
 // config is the stream's configuration, with no limit where none is given
@@ -109,6 +112,14 @@ func (s streamSpec) config() jetstream.StreamConfig {
 		cfg.MaxMsgs = s.Limits.MaxMsgs
 	}
 	return cfg
+}
+
+// adopt asks spec.Adopt, if set, about the existing stream info.
+func (s streamSpec) adopt(ctx context.Context, info *jetstream.StreamInfo) error {
+	if s.Adopt == nil {
+		return nil
+	}
+	return s.Adopt(ctx, info)
 }
 
 // ensureStream creates the stream when subjects are given and it is
@@ -136,7 +147,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, spec streamSpec, 
 		if len(spec.Subjects) > 0 || len(spec.Sources) > 0 {
 			warnLimitsDiffer(ctx, info.Config, spec.Limits, log)
 		}
-		return info, nil
+		return info, spec.adopt(ctx, info)
 	}
 	if spec.SourceStart != nil {
 		seq, err := spec.SourceStart(ctx)
@@ -165,11 +176,11 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, spec streamSpec, 
 		return nil, err
 	case !made:
 		warnLimitsDiffer(ctx, info.Config, spec.Limits, log)
-		return info, nil
+		return info, spec.adopt(ctx, info)
 	}
 	log.InfoContext(ctx, "created stream", "stream", spec.Name, "subjects", spec.Subjects, "sources", len(spec.Sources), "duplicate_window", spec.Duplicates,
 		"max_age", spec.Limits.MaxAge, "max_bytes", spec.Limits.MaxBytes, "max_msgs", spec.Limits.MaxMsgs)
-	if len(spec.Sources) > 0 && spec.Sources[0].OptStartSeq > 0 {
+	if len(spec.Sources) > 0 && spec.Sources[0].OptStartSeq > 1 {
 		log.WarnContext(ctx, msgSourceStart, "stream", spec.Name, "source", spec.Sources[0].Name, "start_seq", spec.Sources[0].OptStartSeq)
 	}
 	return info, nil
