@@ -92,7 +92,12 @@ window, and that the durable (--durable) has no copy of left to handle; and
 sent or cancelled outbox rows older than --outbox-retention. Then vacuums.
 A --retention shorter than the stream's duplicate window is refused (exit 2).
 Without --stream, the stream and durable are those run recorded in the
-ledger; when it recorded several, --stream says which (exit 2 until then).`
+ledger; when it recorded several, --stream says which (exit 2 until then).
+A stream that is another instance than the one run last consumed (another
+server's of that name, or one made again since) is refused (exit 1). For a
+stream that sources another (an edge's copy of the hub's), it first records
+in the ledger where in each source the pruned rows end, so that a copy made
+again starts after them.`
 }
 
 // pruneResult is what `ledger prune` prints: the stream it pruned, then
