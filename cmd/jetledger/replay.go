@@ -37,6 +37,9 @@ and messages up to it count as handled elsewhere.
 
 Without --stream, the replay reads the stream and durable run recorded in
 the ledger (--db); a ledger that served several asks for --stream (exit 2).
+A stream that is another instance than the one run last consumed into the
+ledger (another server's of that name, a wrong --nats say, or one made again
+since) is refused (exit 1): its messages say nothing of the ledger's.
 
 It uses a temporary consumer, so the durable of 'run' is not moved. Progress
 goes to standard error (a bar on a terminal, lines otherwise); the summary to
