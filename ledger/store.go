@@ -310,7 +310,7 @@ func (s *Store) closeDBs() error {
 // that would change one fails with an error wrapping ErrFixedSetting.
 func (s *Store) Exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	res, err := s.writer.ExecContext(ctx, query, args...)
-	return res, s.guard.explain(err)
+	return res, interpret(s.guard.explain(err))
 }
 
 // DB returns the single writer connection pool, for callers that manage their

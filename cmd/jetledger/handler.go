@@ -74,8 +74,19 @@ func newEventsHandler(ctx context.Context, st *ledger.Store, schemaFile, apply s
 	return &eventsHandler{apply: apply, later: later, params: params, readsData: slices.Contains(params, "data")}, nil
 }
 
-// schemaError is a --schema that failed on the ledger, said as a usage error.
+// databaseCondition reports an error that is the ledger file's condition
+// (another process holds its writer, a full or read-only disk, an I/O
+// error), not the SQL's: not a usage error, and the SQL may be fine.
+func databaseCondition(err error) bool {
+	return errors.Is(err, ledger.ErrBusy) || errors.Is(err, ledger.ErrFull) || errors.Is(err, ledger.ErrReadOnly) || errors.Is(err, ledger.ErrIO)
+}
+
+// schemaError is a --schema that failed on the ledger, said as a usage error
+// unless the ledger's condition failed it.
 func schemaError(schemaFile string, err error) error {
+	if databaseCondition(err) {
+		return fmt.Errorf("--schema %s could not run: %w (the ledger, not the SQL: another process may hold its writer)", schemaFile, err)
+	}
 	if errors.Is(err, ledger.ErrFixedSetting) {
 		return usagef("--schema %s: %w; the ledger runs with synchronous=FULL in WAL mode, which its guarantee rests on: drop the pragma", schemaFile, err)
 	}
@@ -132,6 +143,8 @@ func checkApply(ctx context.Context, st *ledger.Store, apply string) error {
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return ctx.Err()
+	case databaseCondition(err):
+		return fmt.Errorf("--apply could not be checked: %w (the ledger, not the SQL: another process may hold its writer)", err)
 	case errors.Is(err, ledger.ErrTransactionControl), errors.Is(err, ledger.ErrFixedSetting):
 		return usagef("--apply: %w: the ledger owns the transaction and its settings; drop that statement", err)
 	case err != nil:
