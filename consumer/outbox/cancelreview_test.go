@@ -220,7 +220,14 @@ func TestCancelWriteBackStaysInsideTheLease(t *testing.T) {
 	dd.mu.Lock()
 	defer dd.mu.Unlock()
 	if len(dd.deadlines) == 0 {
-		t.Fatalf("row %s (%q): no delete was asked for", it.Status, it.Error)
+		// On a loaded machine the send may return too late to leave the
+		// write-back any time inside the bound: then no delete is tried,
+		// and the row must wait in review with its cancel kept.
+		if it.Status != ledger.StatusReview || !it.PendingDelete {
+			t.Fatalf("row %s (pending delete %v, %q): no delete was asked for, and the cancel is not kept in review", it.Status, it.PendingDelete, it.Error)
+		}
+		t.Logf("the send left no time for a delete inside the bound (a loaded machine): the row waits in review with its cancel")
+		return
 	}
 	for _, dl := range dd.deadlines { // the ledger keeps milliseconds
 		if dl.IsZero() || dl.After(it.LeaseUntil.Add(time.Millisecond)) {
