@@ -1,5 +1,10 @@
 package ledger
 
+import (
+	"context"
+	"errors"
+)
+
 // UseSavepoints makes the store's next batches run with a savepoint per
 // message (on) or optimistically (off), so tests cover both paths.
 func UseSavepoints(s *Store, on bool) {
@@ -26,3 +31,21 @@ func CachedStatements(s *Store) (own, handler int) {
 
 // CheckpointFailures is how many background checkpoints in a row failed.
 func CheckpointFailures(s *Store) int { return int(s.ckpt.failures.Load()) }
+
+// RenewCheckpointConn closes the background checkpoints' connection and
+// opens their next one now, so a test decides what state the database file
+// is in when that connection opens it.
+func RenewCheckpointConn(s *Store) error {
+	ctx := context.Background()
+	old, err := s.checkpointer.Conn(ctx) // waits out a checkpoint in flight: one connection
+	if err != nil {
+		return err
+	}
+	discard(old)
+	old.Close()
+	c, err := s.checkpointer.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	return errors.Join(c.PingContext(ctx), c.Close())
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -243,7 +244,7 @@ func (s *Store) checkpointLoop() {
 		case <-t.C:
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.BusyTimeout)
-		_, err := s.checkpointer.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+		err := s.checkpoint(ctx)
 		cancel()
 		next := s.cfg.CheckpointInterval
 		switch {
@@ -265,6 +266,28 @@ func (s *Store) checkpointLoop() {
 		t.Reset(next)
 	}
 }
+
+// checkpoint runs one PASSIVE checkpoint. A connection whose checkpoint
+// failed is closed, not pooled, and the next attempt opens a new one: SQLite
+// opens a database file it cannot open read-write (immutable, a read-only
+// mount) read-only, silently, and a checkpoint on that connection fails
+// (SQLITE_IOERR_WRITE) for as long as it lives, long after the file is
+// writable again.
+func (s *Store) checkpoint(ctx context.Context) error {
+	c, err := s.checkpointer.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if _, err = c.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)"); err != nil {
+		discard(c)
+	}
+	return err
+}
+
+// discard closes c's driver connection instead of handing it back to its
+// pool.
+func discard(c *sql.Conn) { c.Raw(func(any) error { return driver.ErrBadConn }) }
 
 // checkpointBackoffMax bounds the wait between failing checkpoints.
 const checkpointBackoffMax = 30 * time.Second
@@ -291,7 +314,7 @@ func (s *Store) Close() error {
 		<-s.stopped
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.BusyTimeout)
 		defer cancel()
-		_, cerr := s.checkpointer.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)")
+		cerr := s.checkpoint(ctx)
 		s.closeErr = errors.Join(cerr, s.closeDBs())
 	})
 	return s.closeErr
