@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -17,8 +16,6 @@ import (
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/ledger"
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -32,25 +29,11 @@ type edgeWorld struct {
 
 func newEdgeWorld(t *testing.T) *edgeWorld {
 	t.Helper()
-	leafPort := freeTCPPort(t)
-	hub := consumertest.RunServerWithOptions(t, &server.Options{JetStreamDomain: "hub", ServerName: "hub",
-		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
-	_, hjs := consumertest.Connect(t, hub)
-	u, _ := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort))
-	e, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "s"),
-		Leaf: &server.RemoteLeafOpts{URLs: []*url.URL{u}}, Domain: "site1"}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	nc, err := nats.Connect(e.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	ejs, _ := jetstream.New(nc)
+	_, hjs, u := startHub(t)
+	ejs, _ := startLeaf(t, u, "site1")
 	w := &edgeWorld{hjs: hjs, ejs: ejs}
 	w.now.Store(time.Now().Add(-30 * 24 * time.Hour).UnixNano()) // rows are applied long ago
+	var err error
 	w.st, err = ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: func() time.Time { return time.Unix(0, w.now.Load()) }})
 	if err != nil {
 		t.Fatal(err)
