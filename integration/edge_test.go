@@ -62,6 +62,21 @@ func (h *hub) start() {
 	})
 }
 
+// startHubWithOrders starts a hub with the stream ORDERS (orders.>, a
+// 2-minute duplicate window), and returns it, a client of it and a
+// publisher to it.
+func startHubWithOrders(t testing.TB) (*hub, jetstream.JetStream, *publisher.Publisher) {
+	t.Helper()
+	h := startHub(t)
+	hjs := connectTo(t, h.url())
+	consumertest.CreateStream(t, hjs, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}, Duplicates: 2 * time.Minute})
+	pub, err := publisher.New(hjs, publisher.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, hjs, pub
+}
+
 func (h *hub) url() string     { return fmt.Sprintf("nats://127.0.0.1:%d", h.port) }
 func (h *hub) leafURL() string { return fmt.Sprintf("nats-leaf://127.0.0.1:%d", h.leafPort) }
 
@@ -117,21 +132,11 @@ func publishAt(t testing.TB, pub *publisher.Publisher, subj string, evs []event)
 // arrives at the hub once.
 func TestEdgeLeafNodeKeepsWorkingOffline(t *testing.T) {
 	rng := randFor(t)
-	h := startHub(t)
-	hjs := connectTo(t, h.url())
-	consumertest.CreateStream(t, hjs, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}, Duplicates: 2 * time.Minute})
+	h, hjs, pub := startHubWithOrders(t)
 	// The hub collects each site's effects by sourcing its OUT stream.
 	consumertest.CreateStream(t, hjs, jetstream.StreamConfig{Name: "EFFECTS",
 		Sources: []*jetstream.StreamSource{{Name: "OUT", Domain: "site1"}}})
-	pub, err := publisher.New(hjs, publisher.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{t: t, dir: t.TempDir()}
-	w.db, w.schema = filepath.Join(w.dir, "ledger.db"), filepath.Join(w.dir, "schema.sql")
-	if err := os.WriteFile(w.schema, []byte(balanceTable), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	w := worldIn(t, t.TempDir())
 	edgePort := freePort(t)
 	ejs := connectTo(t, fmt.Sprintf("nats://127.0.0.1:%d", edgePort))
 	const window = 2 * time.Second
@@ -271,10 +276,7 @@ func TestEdgeLeafOverTLSWithPassword(t *testing.T) {
 	}
 	evs := makeEvents(randFor(t), pub, 5)
 	publishAt(t, pub, "orders.site1.pay", evs)
-	w := &world{t: t, dir: dir, db: filepath.Join(dir, "ledger.db"), schema: filepath.Join(dir, "schema.sql")}
-	if err := os.WriteFile(w.schema, []byte(balanceTable), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	w := worldIn(t, dir)
 	leaf := fmt.Sprintf("nats-leaf://leaf:s3cret@127.0.0.1:%d", leafPort)
 	run := start(t, nil, append([]string{"run", "--db", w.db, "--listen", "127.0.0.1:0", "--hub-url", leaf, "--hub-tls-ca", caFile,
 		"--hub-stream", "ORDERS", "--edge-domain", "site1", "--stream", "ORDERS_EDGE",
@@ -314,18 +316,8 @@ func TestEdgeRecreatedStreamStartsAfterPruned(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			rng := randFor(t)
-			h := startHub(t)
-			hjs := connectTo(t, h.url())
-			consumertest.CreateStream(t, hjs, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}, Duplicates: 2 * time.Minute})
-			pub, err := publisher.New(hjs, publisher.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			w := &world{t: t, dir: t.TempDir()}
-			w.db, w.schema = filepath.Join(w.dir, "ledger.db"), filepath.Join(w.dir, "schema.sql")
-			if err := os.WriteFile(w.schema, []byte(balanceTable), 0o600); err != nil {
-				t.Fatal(err)
-			}
+			h, _, pub := startHubWithOrders(t)
+			w := worldIn(t, t.TempDir())
 			edgePort := freePort(t)
 			ejs := connectTo(t, fmt.Sprintf("nats://127.0.0.1:%d", edgePort))
 			// The edge keeps 5 messages, the hub all of them; prune runs

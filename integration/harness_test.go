@@ -86,12 +86,20 @@ func newWorld(t testing.TB, dupWindow time.Duration) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
+	w := worldIn(t, t.TempDir())
+	w.srv, w.js, w.pub = srv, js, pub
+	return w
+}
+
+// worldIn is a world whose ledger and balance schema are in dir, with no
+// server: a test that starts its own sets srv, js and pub as it needs.
+func worldIn(t testing.TB, dir string) *world {
+	t.Helper()
 	schema := filepath.Join(dir, "schema.sql")
 	if err := os.WriteFile(schema, []byte(balanceTable), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &world{t: t, srv: srv, js: js, pub: pub, dir: dir, db: filepath.Join(dir, "ledger.db"), schema: schema}
+	return &world{t: t, dir: dir, db: filepath.Join(dir, "ledger.db"), schema: schema}
 }
 
 // event is one payment published by a test.

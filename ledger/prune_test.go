@@ -12,18 +12,42 @@ import (
 	"github.com/jetledger/jetledger/ledger"
 )
 
+// agingClock is the ledger's clock in a test that ages its rows: the store
+// reads it from its own goroutines while the test moves it on.
+type agingClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *agingClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *agingClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// openAgingStore opens a ledger whose clock starts at the wall clock and
+// moves only when the test advances it.
+func openAgingStore(tb testing.TB) (*ledger.Store, *agingClock) {
+	tb.Helper()
+	clock := &agingClock{now: time.Now()}
+	st, err := ledger.Open(filepath.Join(tb.TempDir(), "l.db"), ledger.Config{Now: clock.Now})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	return st, clock
+}
+
 func TestPruneBounds(t *testing.T) {
 	t.Parallel()
-	now := time.Now()
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, clock := openAgingStore(t)
 	ctx := context.Background()
-	noop := func(context.Context, *ledger.Tx, ledger.Delivery) error { return nil }
 	apply := func(id string, stream string, seq uint64) {
 		if _, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: id, Stream: stream, Sequence: seq, Subject: "s", Data: []byte(id)}}, noop, ledger.Budget{}); err != nil {
 			t.Fatal(err)
@@ -32,9 +56,7 @@ func TestPruneBounds(t *testing.T) {
 	apply("old-gone", "S", 1) // old, no longer in the stream: prunable
 	apply("old-kept", "S", 5) // old, still in the stream (first seq 5)
 	apply("other", "T", 1)    // another stream
-	mu.Lock()
-	now = now.Add(8 * 24 * time.Hour)
-	mu.Unlock()
+	clock.advance(8 * 24 * time.Hour)
 	apply("young", "S", 2) // below first seq, but younger than the retention
 
 	if _, err := st.Prune(ctx, ledger.PruneOptions{Stream: "S", FirstSeq: 5, DuplicateWindow: time.Hour, Retention: time.Minute}); !errors.Is(err, ledger.ErrUnsafePrune) {
@@ -78,16 +100,8 @@ func TestNewDatabaseHasIncrementalVacuum(t *testing.T) {
 // meets it as a duplicate instead of applying it again.
 func TestPruneKeepsRowsWhoseLaterCopyIsInTheStream(t *testing.T) {
 	t.Parallel()
-	now := time.Now()
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, clock := openAgingStore(t)
 	ctx := context.Background()
-	noop := func(context.Context, *ledger.Tx, ledger.Delivery) error { return nil }
 	apply := func(id, data string, seq uint64) ledger.Outcome {
 		t.Helper()
 		rs, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: id, Stream: "S", Sequence: seq, Subject: "s", Data: []byte(data)}}, noop, ledger.Budget{})
@@ -105,9 +119,7 @@ func TestPruneKeepsRowsWhoseLaterCopyIsInTheStream(t *testing.T) {
 	if o := apply("reused", "other payload", 11); o != ledger.Conflict {
 		t.Fatalf("reuse: %v", o)
 	}
-	mu.Lock()
-	now = now.Add(8 * 24 * time.Hour)
-	mu.Unlock()
+	clock.advance(8 * 24 * time.Hour)
 	// The stream dropped sequences 1-9; the copies at 10 and 11 remain.
 	res, err := st.Prune(ctx, ledger.PruneOptions{Stream: "S", FirstSeq: 10, DuplicateWindow: time.Minute})
 	if err != nil {
@@ -127,27 +139,19 @@ func TestPruneKeepsRowsWhoseLaterCopyIsInTheStream(t *testing.T) {
 // A prune of many rows holds the single writer only briefly at a time, so a
 // batch waiting for it keeps its deadline (ackwait.Plan.PruneHold).
 func TestPruneHoldsTheWriterBriefly(t *testing.T) {
-	now := time.Now()
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, clock := openAgingStore(t)
 	ctx := context.Background()
 	rows := 300_000
 	if raceEnabled {
 		rows = 20_000
 	}
+	at := clock.Now().UnixMilli()
 	if _, err := st.DB().ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
 		INSERT INTO processed_messages (message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at)
-		SELECT printf('id-%08d', i), 'S', i, i, 's', randomblob(32), ?, ? FROM n`, rows, now.UnixMilli(), now.UnixMilli()); err != nil {
+		SELECT printf('id-%08d', i), 'S', i, i, 's', randomblob(32), ?, ? FROM n`, rows, at, at); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	now = now.Add(30 * 24 * time.Hour)
-	mu.Unlock()
+	clock.advance(30 * 24 * time.Hour)
 	// Meanwhile another writer (a batch, say) keeps asking for the writer.
 	stop := make(chan struct{})
 	longest := make(chan time.Duration, 1)
@@ -195,25 +199,15 @@ func TestPruneHoldsTheWriterBriefly(t *testing.T) {
 // nothing is refused before anything is pruned.
 func TestPruneRecordsTheSourceFloorFirst(t *testing.T) {
 	t.Parallel()
-	now := time.Now()
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, clock := openAgingStore(t)
 	ctx := context.Background()
-	noop := func(context.Context, *ledger.Tx, ledger.Delivery) error { return nil }
 	if _, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: "gone", Stream: "EDGE", Sequence: 1, Subject: "s", Data: []byte("x")}}, noop, ledger.Budget{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.SourceFloor(ctx, "EDGE", "HUB"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("floor before any prune: err = %v, want ErrNotFound", err)
 	}
-	mu.Lock()
-	now = now.Add(8 * 24 * time.Hour)
-	mu.Unlock()
+	clock.advance(8 * 24 * time.Hour)
 	prune := func(f ledger.SourceFloor) (ledger.PruneResult, error) {
 		return st.Prune(ctx, ledger.PruneOptions{Stream: "EDGE", FirstSeq: 2, Floors: []ledger.SourceFloor{f}})
 	}
@@ -236,6 +230,7 @@ func TestPruneRecordsTheSourceFloorFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := st.SourceFloor(ctx, "EDGE", "HUB")
+		now := clock.Now()
 		if err != nil || got.Below != step.want || got.Instance != step.f.Instance || !got.Since.Equal(now.Truncate(time.Millisecond)) {
 			t.Fatalf("after %+v: floor %+v, %v; want %d of instance %s since %s", step.f, got, err, step.want, step.f.Instance, now)
 		}
@@ -247,16 +242,8 @@ func TestPruneRecordsTheSourceFloorFirst(t *testing.T) {
 // keeps them until the new stream's first sequence passes it.
 func TestHoldRowsKeepsThemPastTheNewStreamsSequences(t *testing.T) {
 	t.Parallel()
-	now := time.Now()
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st, clock := openAgingStore(t)
 	ctx := context.Background()
-	noop := func(context.Context, *ledger.Tx, ledger.Delivery) error { return nil }
 	for i, seq := range []uint64{3, 9} {
 		if _, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: fmt.Sprint("m", i), Stream: "EDGE", Sequence: seq, Subject: "s", Data: []byte("x")}}, noop, ledger.Budget{}); err != nil {
 			t.Fatal(err)
@@ -268,9 +255,7 @@ func TestHoldRowsKeepsThemPastTheNewStreamsSequences(t *testing.T) {
 	if n, err := st.HoldRows(ctx, "EDGE", 6); err != nil || n != 1 {
 		t.Fatalf("HoldRows = %d, %v; want 1 (the row at 9 is past it already)", n, err)
 	}
-	mu.Lock()
-	now = now.Add(8 * 24 * time.Hour)
-	mu.Unlock()
+	clock.advance(8 * 24 * time.Hour)
 	// The new stream's first sequence is 5: the row once at 3 may have a
 	// copy still in it.
 	if res, err := st.Prune(ctx, ledger.PruneOptions{Stream: "EDGE", FirstSeq: 5}); err != nil || res.Processed != 0 {

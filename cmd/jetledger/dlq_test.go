@@ -2,9 +2,7 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"io"
-	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -257,36 +255,18 @@ func startEdge(t *testing.T, hub, edge time.Duration) anEdge {
 // source are set here, the edge's source filter kept.
 func startEdgeWith(t *testing.T, hub, edge jetstream.StreamConfig) anEdge {
 	t.Helper()
-	leafPort := freeTCPPort(t)
-	hs := consumertest.RunServerWithOptions(t, &server.Options{JetStreamDomain: "hub", ServerName: "hub",
-		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
-	_, hjs := consumertest.Connect(t, hs)
+	hs, hjs, u := startHub(t)
 	hub.Name, hub.Subjects = "HUB", []string{"pay.*"}
 	consumertest.CreateStream(t, hjs, hub)
-	u, _ := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort))
-	es, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "s"),
-		Leaf: &server.RemoteLeafOpts{URLs: []*url.URL{u}}, Domain: "site"}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(es.Close)
-	enc, err := nats.Connect(es.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(enc.Close)
-	ejs, _ := jetstream.New(enc)
+	ejs, edgeURL := startLeaf(t, u, "site")
 	filter := ""
 	if len(edge.Sources) > 0 {
 		filter = edge.Sources[0].FilterSubject
 	}
 	edge.Name, edge.Sources = "PAY", []*jetstream.StreamSource{{Name: "HUB", Domain: "hub", FilterSubject: filter}}
 	consumertest.CreateStream(t, ejs, edge)
-	consumertest.Eventually(t, 10*time.Second, "the leaf connected", func() bool {
-		lz, _ := hs.Leafz(nil)
-		return lz != nil && lz.NumLeafs == 1
-	})
-	return anEdge{hjs: hjs, ejs: ejs, url: es.URL()}
+	waitLeafs(t, hs, 1)
+	return anEdge{hjs: hjs, ejs: ejs, url: edgeURL}
 }
 
 // deadLetter publishes id at the hub, waits for the edge's stream to source

@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -17,8 +16,6 @@ import (
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/ledger"
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -32,25 +29,11 @@ type edgeWorld struct {
 
 func newEdgeWorld(t *testing.T) *edgeWorld {
 	t.Helper()
-	leafPort := freeTCPPort(t)
-	hub := consumertest.RunServerWithOptions(t, &server.Options{JetStreamDomain: "hub", ServerName: "hub",
-		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
-	_, hjs := consumertest.Connect(t, hub)
-	u, _ := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort))
-	e, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "s"),
-		Leaf: &server.RemoteLeafOpts{URLs: []*url.URL{u}}, Domain: "site1"}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	nc, err := nats.Connect(e.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	ejs, _ := jetstream.New(nc)
+	_, hjs, u := startHub(t)
+	ejs, _ := startLeaf(t, u, "site1")
 	w := &edgeWorld{hjs: hjs, ejs: ejs}
 	w.now.Store(time.Now().Add(-30 * 24 * time.Hour).UnixNano()) // rows are applied long ago
+	var err error
 	w.st, err = ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: func() time.Time { return time.Unix(0, w.now.Load()) }})
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +46,16 @@ func (w *edgeWorld) publish(t *testing.T, subject, id string) {
 	t.Helper()
 	if _, err := w.hjs.Publish(t.Context(), subject, []byte("x"), jetstream.WithMsgID(id)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// hubOrders creates the hub's stream ORDERS (orders.>) and publishes n
+// messages to site 1 in it, o0 to o<n-1>.
+func (w *edgeWorld) hubOrders(t *testing.T, n int) {
+	t.Helper()
+	consumertest.CreateStream(t, w.hjs, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
+	for i := range n {
+		w.publish(t, "orders.site1.pay", fmt.Sprint("o", i))
 	}
 }
 
@@ -79,11 +72,12 @@ func (w *edgeWorld) waitEdge(t *testing.T, name string, last uint64) {
 	})
 }
 
-// applyAll applies every message of the edge stream into the ledger, as run
-// would, and returns the ids by edge sequence.
-func (w *edgeWorld) applyAll(t *testing.T, name string) map[uint64]string {
+// messages waits for the edge stream to reach seq last and returns every
+// message it holds.
+func (w *edgeWorld) messages(t *testing.T, name string, last uint64) []*jetstream.RawStreamMsg {
 	t.Helper()
 	ctx := t.Context()
+	w.waitEdge(t, name, last)
 	s, err := w.ejs.Stream(ctx, name)
 	if err != nil {
 		t.Fatal(err)
@@ -92,21 +86,32 @@ func (w *edgeWorld) applyAll(t *testing.T, name string) map[uint64]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := map[uint64]string{}
-	var ds []ledger.Delivery
+	var ms []*jetstream.RawStreamMsg
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
 		m, err := s.GetMsg(ctx, seq)
 		if err != nil {
 			t.Fatal(err)
 		}
-		id := m.Header.Get(jetstream.MsgIDHeader)
-		ids[seq] = id
-		ds = append(ds, ledger.Delivery{MessageID: id, Stream: name, Sequence: seq, Subject: m.Subject, Data: m.Data, Delivered: 1})
+		ms = append(ms, m)
 	}
-	if _, err := w.st.ApplyBatch(ctx, ds, func(context.Context, *ledger.Tx, ledger.Delivery) error { return nil }, ledger.Budget{}); err != nil {
+	return ms
+}
+
+// applyAll waits for the edge stream to reach seq last, applies every
+// message of it into the ledger, as run would, and returns their ids.
+func (w *edgeWorld) applyAll(t *testing.T, name string, last uint64) (applied map[string]bool) {
+	t.Helper()
+	applied = map[string]bool{}
+	var ds []ledger.Delivery
+	for _, m := range w.messages(t, name, last) {
+		id := m.Header.Get(jetstream.MsgIDHeader)
+		applied[id] = true
+		ds = append(ds, ledger.Delivery{MessageID: id, Stream: name, Sequence: m.Sequence, Subject: m.Subject, Data: m.Data, Delivered: 1})
+	}
+	if _, err := w.st.ApplyBatch(t.Context(), ds, func(context.Context, *ledger.Tx, ledger.Delivery) error { return nil }, ledger.Budget{}); err != nil {
 		t.Fatal(err)
 	}
-	return ids
+	return applied
 }
 
 // keepLast makes the edge stream keep only its last n messages, as its
@@ -155,25 +160,11 @@ func (w *edgeWorld) reapplied(t *testing.T, name string, h hubFlags, applied map
 // before: each would be applied a second time.
 func (w *edgeWorld) appliedAgain(t *testing.T, name string, applied map[string]bool, want uint64) []string {
 	t.Helper()
-	ctx := t.Context()
-	w.waitEdge(t, name, want)
-	s, err := w.ejs.Stream(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var again []string
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		m, err := s.GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatal(err)
-		}
+	for _, m := range w.messages(t, name, want) {
 		id := m.Header.Get(jetstream.MsgIDHeader)
 		var n int
-		if err := w.st.DB().QueryRowContext(ctx, `SELECT count(*) FROM processed_messages WHERE message_id = ?`, id).Scan(&n); err != nil {
+		if err := w.st.DB().QueryRowContext(t.Context(), `SELECT count(*) FROM processed_messages WHERE message_id = ?`, id).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n == 0 && applied[id] {
@@ -225,11 +216,7 @@ func TestSeveralSourcesPrunedKeepAFloorEach(t *testing.T) {
 	w.publish(t, "orders.site1.pay", "o4")
 	w.waitEdge(t, "EDGE", 9)
 	w.publish(t, "refunds.site1", "r4")
-	w.waitEdge(t, "EDGE", 10)
-	applied := map[string]bool{}
-	for _, id := range w.applyAll(t, "EDGE") {
-		applied[id] = true
-	}
+	applied := w.applyAll(t, "EDGE", 10)
 	w.keepLast(t, "EDGE", 2)
 	if res := w.prune(t, "EDGE"); res.Processed != 8 {
 		t.Fatalf("prune removed %d rows, want the 8 below EDGE 9", res.Processed)
@@ -271,20 +258,13 @@ func TestUpgradedLedgerWithoutFloorIsNotCopiedAgain(t *testing.T) {
 			t.Parallel()
 			w := newEdgeWorld(t)
 			ctx := t.Context()
-			consumertest.CreateStream(t, w.hjs, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
-			for i := range 6 {
-				w.publish(t, "orders.site1.pay", fmt.Sprint("o", i))
-			}
+			w.hubOrders(t, 6)
 			h := hubFlags{HubStream: "ORDERS", HubFilter: "orders.site1.>", HubDomain: "hub"}
 			spec := streamSpec{Name: "EDGE", Duplicates: time.Minute}
 			if _, err := ensureSourcedStream(ctx, w.ejs, w.st, spec, h, quiet); err != nil {
 				t.Fatal(err)
 			}
-			w.waitEdge(t, "EDGE", 6)
-			applied := map[string]bool{}
-			for _, id := range w.applyAll(t, "EDGE") {
-				applied[id] = true
-			}
+			applied := w.applyAll(t, "EDGE", 6)
 			w.keepLast(t, "EDGE", 2)
 			// c1893bf's prune: rows below the edge stream's first sequence
 			// go, and it records no floor (it had no table for one).
@@ -335,19 +315,12 @@ func TestUpgradedLedgerWithoutFloorIsNotCopiedAgain(t *testing.T) {
 func TestEdgeStreamLostBeforeAnyPruneHasItsCreationFloor(t *testing.T) {
 	t.Parallel()
 	w := newEdgeWorld(t)
-	consumertest.CreateStream(t, w.hjs, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
-	for i := range 3 {
-		w.publish(t, "orders.site1.pay", fmt.Sprint("o", i))
-	}
+	w.hubOrders(t, 3)
 	h := hubFlags{HubStream: "ORDERS", HubDomain: "hub"}
 	if _, err := ensureSourcedStream(t.Context(), w.ejs, w.st, streamSpec{Name: "EDGE", Duplicates: time.Minute}, h, quiet); err != nil {
 		t.Fatal(err)
 	}
-	w.waitEdge(t, "EDGE", 3)
-	applied := map[string]bool{}
-	for _, id := range w.applyAll(t, "EDGE") {
-		applied[id] = true
-	}
+	applied := w.applyAll(t, "EDGE", 3)
 	if f := w.floorOfSource(t, "EDGE", "ORDERS@hub"); f != 1 {
 		t.Fatalf("floor at creation = %d, want 1 (the hub's start)", f)
 	}
@@ -368,10 +341,7 @@ func TestEdgeStreamMadeByHandBelowTheFloorIsRefused(t *testing.T) {
 	t.Parallel()
 	w := newEdgeWorld(t)
 	ctx := t.Context()
-	consumertest.CreateStream(t, w.hjs, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
-	for i := range 6 {
-		w.publish(t, "orders.site1.pay", fmt.Sprint("o", i))
-	}
+	w.hubOrders(t, 6)
 	h := hubFlags{HubStream: "ORDERS", HubDomain: "hub"}
 	spec := streamSpec{Name: "EDGE", Duplicates: time.Minute}
 	info, err := ensureSourcedStream(ctx, w.ejs, w.st, spec, h, quiet)
@@ -382,11 +352,7 @@ func TestEdgeStreamMadeByHandBelowTheFloorIsRefused(t *testing.T) {
 	if err := w.st.RememberConsumer(ctx, "EDGE", "d", consumer.StreamInstance("EDGE", info.Created)); err != nil {
 		t.Fatal(err)
 	}
-	w.waitEdge(t, "EDGE", 6)
-	applied := map[string]bool{}
-	for _, id := range w.applyAll(t, "EDGE") {
-		applied[id] = true
-	}
+	applied := w.applyAll(t, "EDGE", 6)
 	w.keepLast(t, "EDGE", 2)
 	if res := w.prune(t, "EDGE"); res.Processed != 4 {
 		t.Fatalf("prune removed %d rows, want 4", res.Processed)

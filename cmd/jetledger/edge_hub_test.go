@@ -16,50 +16,60 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-func waitLeafs(t *testing.T, hub *server.Server) {
+// startHub starts a test's hub: a server in JetStream domain "hub" that
+// takes leaf connections. It returns the server, a JetStream client of it
+// and the URL an edge joins it by.
+func startHub(t *testing.T) (*server.Server, jetstream.JetStream, *url.URL) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	max := 0
-	for time.Now().Before(deadline) {
-		lz, _ := hub.Leafz(nil)
-		if lz != nil && lz.NumLeafs > max {
-			max = lz.NumLeafs
-		}
-		if max == 2 {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	leafPort := freeTCPPort(t)
+	hub := consumertest.RunServerWithOptions(t, &server.Options{JetStreamDomain: "hub", ServerName: "hub",
+		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
+	_, js := consumertest.Connect(t, hub)
+	u, _ := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort))
+	return hub, js, u
+}
+
+// startLeaf starts run's embedded server as an edge: a leaf of the hub at
+// hubURL, in its own JetStream domain. It returns a JetStream client of it
+// and its URL, without waiting for the leaf connection (waitLeafs).
+func startLeaf(t *testing.T, hubURL *url.URL, domain string) (jetstream.JetStream, string) {
+	t.Helper()
+	e, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "s"),
+		Leaf: &server.RemoteLeafOpts{URLs: []*url.URL{hubURL}}, Domain: domain}, quiet)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("in 10s the hub never had both edges connected at once (at most %d)", max)
+	t.Cleanup(e.Close)
+	nc, err := nats.Connect(e.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	return js, e.URL()
+}
+
+// waitLeafs waits until the hub has n leaf connections at once.
+func waitLeafs(t *testing.T, hub *server.Server, n int) {
+	t.Helper()
+	consumertest.Eventually(t, 10*time.Second, fmt.Sprintf("the hub to have %d edges connected at once", n), func() bool {
+		lz, _ := hub.Leafz(nil)
+		return lz != nil && lz.NumLeafs == n
+	})
 }
 
 // Two sites on one hub: the hub keeps both leaf connections (it drops a
 // leaf whose server name it already has, so each edge's server is named by
 // its domain) and reads each site's streams by its domain.
 func TestTwoEdgesShareAHub(t *testing.T) {
-	leafPort := freeTCPPort(t)
-	hub := consumertest.RunServerWithOptions(t, &server.Options{JetStreamDomain: "hub", ServerName: "hub",
-		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
-	_, hjs := consumertest.Connect(t, hub)
-	u, _ := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort))
+	hub, hjs, u := startHub(t)
 	var edges []jetstream.JetStream
 	for i, subj := range []string{"effects.siteA", "effects.siteB"} {
-		e, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "s"),
-			Leaf: &server.RemoteLeafOpts{URLs: []*url.URL{u}}, Domain: []string{"siteA", "siteB"}[i]}, quiet)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(e.Close)
-		nc, err := nats.Connect(e.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, _ := jetstream.New(nc)
+		js, _ := startLeaf(t, u, []string{"siteA", "siteB"}[i])
 		consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "OUT", Subjects: []string{subj}})
 		edges = append(edges, js)
 	}
-	waitLeafs(t, hub)
+	waitLeafs(t, hub, 2)
 	// The hub collects site A's effects by its domain.
 	consumertest.CreateStream(t, hjs, jetstream.StreamConfig{Name: "EFFECTS_A", Sources: []*jetstream.StreamSource{{Name: "OUT", Domain: "siteA"}}})
 	for i := range 5 {
@@ -98,23 +108,8 @@ func TestTwoEdgesShareAHub(t *testing.T) {
 func TestSourcedCopyNamesTheHubInstance(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	leafPort := freeTCPPort(t)
-	hub := consumertest.RunServerWithOptions(t, &server.Options{JetStreamDomain: "hub", ServerName: "hub",
-		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
-	_, hjs := consumertest.Connect(t, hub)
-	u, _ := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort))
-	e, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "s"),
-		Leaf: &server.RemoteLeafOpts{URLs: []*url.URL{u}}, Domain: "site1"}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.Close)
-	nc, err := nats.Connect(e.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	ejs, _ := jetstream.New(nc)
+	hub, hjs, u := startHub(t)
+	ejs, _ := startLeaf(t, u, "site1")
 	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
 	if err != nil {
 		t.Fatal(err)

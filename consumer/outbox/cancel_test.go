@@ -36,6 +36,33 @@ func sentRows(t *testing.T, e *outboxEnv, msgIDs ...string) []ledger.OutboxItem 
 	return rows
 }
 
+// cancelOnArrival waits for row id's send to reach the destination, which
+// holds or delays it, and cancels the row while the send is in flight.
+func cancelOnArrival(t *testing.T, e *outboxEnv, d *outbox.Dispatcher, id string) {
+	t.Helper()
+	for key := range e.dest.Arrived() {
+		if key == id {
+			break
+		}
+	}
+	if out, err := d.Cancel(context.Background(), id); err != nil || out != outbox.CancelledInFlight {
+		t.Fatalf("cancel = %q, %v; want %q", out, err, outbox.CancelledInFlight)
+	}
+}
+
+// cancelledInFlight holds e's destination, enqueues row m1, runs a
+// dispatcher with cfg and cancels the row once its send arrives. The send
+// stays held until the test releases it.
+func cancelledInFlight(t *testing.T, e *outboxEnv, cfg outbox.Config) (d *outbox.Dispatcher, id string) {
+	t.Helper()
+	e.dest.Hold()
+	id = e.enqueue(t, "m1")
+	d = e.dispatcher(t, cfg)
+	e.run(t, d)
+	cancelOnArrival(t, e, d, id)
+	return d, id
+}
+
 // assertNotCancelled checks that a cancel said the item may still be at the
 // destination and left the row as it was, still cancellable.
 func assertNotCancelled(t *testing.T, e *outboxEnv, out outbox.CancelOutcome, err error, want ledger.OutboxItem) {
@@ -165,15 +192,8 @@ func TestNotFoundIsConfirmedByAProvenLookup(t *testing.T) {
 func TestCancelWhileSendingNotFoundIsNotDeleted(t *testing.T) {
 	t.Parallel()
 	e := newOutboxEnv(t, false, 5*time.Second)
-	e.dest.Hold()
 	e.dest.FailDeletesWith(http.StatusNotFound)
-	id := e.enqueue(t, "m1")
-	d := e.dispatcher(t, outbox.Config{})
-	e.run(t, d)
-	<-e.dest.Arrived()
-	if out, err := d.Cancel(context.Background(), id); err != nil || out != outbox.CancelledInFlight {
-		t.Fatalf("cancel = %q, %v", out, err)
-	}
+	d, id := cancelledInFlight(t, e, outbox.Config{})
 	e.dest.Release()
 	var it ledger.OutboxItem
 	consumertest.Eventually(t, 10*time.Second, "the cancelled send settled", func() bool {

@@ -12,6 +12,18 @@ import (
 	"github.com/jetledger/jetledger/ledger"
 )
 
+// cancellingLookingSink makes e's sink its destination with deletes and a
+// lookup by key, each request given timeout, and returns it.
+func cancellingLookingSink(t *testing.T, e *outboxEnv, timeout time.Duration) *webhook.Sink {
+	t.Helper()
+	s, err := webhook.New(webhook.Config{URL: e.dest.URL(), DeleteURL: e.dest.DeleteURL(), LookupURL: e.dest.LookupURL(), Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.sink = s
+	return s
+}
+
 // A row cancelled while its send was in flight, whose outcome was unknown,
 // goes to review with its cancel kept (issue 19). A proven lookup that then finds
 // it "never seen" must finish the cancel, not queue the cancelled item to be
@@ -20,23 +32,9 @@ func TestCancelledWhileSendingIsNeverSentAgainByALookup(t *testing.T) {
 	t.Parallel()
 	e := newOutboxEnv(t, false, 200*time.Millisecond)
 	proof := sentRows(t, e, "m0")[0] // a held item the lookup proves itself on
-	s, err := webhook.New(webhook.Config{URL: e.dest.URL(), DeleteURL: e.dest.DeleteURL(), LookupURL: e.dest.LookupURL(), Timeout: 200 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.sink = s
-	e.dest.Hold() // m1's request times out before anything is stored
-	id := e.enqueue(t, "m1")
-	d := e.dispatcher(t, outbox.Config{LookupEvery: 10 * time.Millisecond})
-	e.run(t, d)
-	for key := range e.dest.Arrived() {
-		if key == id {
-			break
-		}
-	}
-	if out, err := d.Cancel(context.Background(), id); err != nil || out != outbox.CancelledInFlight {
-		t.Fatalf("cancel = %q, %v; want %q", out, err, outbox.CancelledInFlight)
-	}
+	cancellingLookingSink(t, e, 200*time.Millisecond)
+	// m1's request, held, times out before anything is stored.
+	_, id := cancelledInFlight(t, e, outbox.Config{LookupEvery: 10 * time.Millisecond})
 	var it ledger.OutboxItem
 	consumertest.Eventually(t, 10*time.Second, "the cancelled row settled, was re-sent, or the lookup ran a few rounds", func() bool {
 		it, _ = e.st.Get(context.Background(), id)
@@ -56,24 +54,9 @@ func TestCancelledWhileSendingStaysCancelledInReviewAfterALookupFindsIt(t *testi
 	t.Parallel()
 	e := newOutboxEnv(t, false, 2*time.Second)
 	proof := sentRows(t, e, "m0")[0]
-	s, err := webhook.New(webhook.Config{URL: e.dest.URL(), DeleteURL: e.dest.DeleteURL(), LookupURL: e.dest.LookupURL(), Timeout: 2 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.sink = s
+	cancellingLookingSink(t, e, 2*time.Second)
 	e.dest.FailDeletesWith(404) // a delete URL with no route
-	e.dest.Hold()
-	id := e.enqueue(t, "m1")
-	d := e.dispatcher(t, outbox.Config{LookupEvery: 10 * time.Millisecond})
-	e.run(t, d)
-	for key := range e.dest.Arrived() {
-		if key == id {
-			break
-		}
-	}
-	if out, err := d.Cancel(context.Background(), id); err != nil || out != outbox.CancelledInFlight {
-		t.Fatalf("cancel = %q, %v; want %q", out, err, outbox.CancelledInFlight)
-	}
+	_, id := cancelledInFlight(t, e, outbox.Config{LookupEvery: 10 * time.Millisecond})
 	e.dest.Release()
 	var it ledger.OutboxItem
 	consumertest.Eventually(t, 10*time.Second, "the cancelled row settled or the lookup ran a few rounds", func() bool {
@@ -139,27 +122,16 @@ func TestCancelledRowDeletedAfterItsLeaseIsNotSentAgain(t *testing.T) {
 	t.Parallel()
 	e := newOutboxEnv(t, false, time.Second)
 	sentRows(t, e, "m0") // the lookup's proof
-	s, err := webhook.New(webhook.Config{URL: e.dest.URL(), DeleteURL: e.dest.DeleteURL(), LookupURL: e.dest.LookupURL(), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := cancellingLookingSink(t, e, time.Second)
 	e.dest.Hold()
 	id := e.enqueue(t, "m1")
-	e.sink = s
 	d, err := outbox.New(e.st, outbox.Config{Sink: slowDelete{s, e.st, id}, PollInterval: 10 * time.Millisecond,
 		LookupEvery: 10 * time.Millisecond, Lease: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.run(t, d)
-	for key := range e.dest.Arrived() {
-		if key == id {
-			break
-		}
-	}
-	if out, err := d.Cancel(context.Background(), id); err != nil || out != outbox.CancelledInFlight {
-		t.Fatalf("cancel = %q, %v", out, err)
-	}
+	cancelOnArrival(t, e, d, id)
 	e.dest.Release()
 	var it ledger.OutboxItem
 	consumertest.Eventually(t, 15*time.Second, "the row settled, or was sent again", func() bool {
@@ -208,10 +180,7 @@ func TestCancelWriteBackStaysInsideTheLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.run(t, d)
-	<-e.dest.Arrived()
-	if out, err := d.Cancel(context.Background(), id); err != nil || out != outbox.CancelledInFlight {
-		t.Fatalf("cancel = %q, %v", out, err)
-	}
+	cancelOnArrival(t, e, d, id)
 	var it ledger.OutboxItem
 	consumertest.Eventually(t, 10*time.Second, "the cancelled row settled", func() bool {
 		it, _ = e.st.Get(context.Background(), id)

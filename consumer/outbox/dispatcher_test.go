@@ -202,15 +202,7 @@ func TestClaimRaceExactlyOneSends(t *testing.T) {
 func TestCancelWhileSendingDeletesAtDestination(t *testing.T) {
 	t.Parallel()
 	e := newOutboxEnv(t, false, 5*time.Second)
-	e.dest.Hold()
-	id := e.enqueue(t, "m1")
-	d := e.dispatcher(t, outbox.Config{})
-	e.run(t, d)
-	<-e.dest.Arrived()
-	out, err := d.Cancel(context.Background(), id)
-	if err != nil || out != outbox.CancelledInFlight {
-		t.Fatalf("cancel = %q, %v", out, err)
-	}
+	_, id := cancelledInFlight(t, e, outbox.Config{})
 	e.dest.Release()
 	it := e.waitStatus(t, id, ledger.StatusCancelled)
 	if n := len(e.dest.Items()); n != 0 {
@@ -227,15 +219,8 @@ func TestCancelWhileSendingDeletesAtDestination(t *testing.T) {
 func TestCancelWhileSendingDeleteFailsGoesToReview(t *testing.T) {
 	t.Parallel()
 	e := newOutboxEnv(t, false, 5*time.Second)
-	e.dest.Hold()
 	e.dest.FailDeletesWith(http.StatusBadGateway)
-	id := e.enqueue(t, "m1")
-	d := e.dispatcher(t, outbox.Config{})
-	e.run(t, d)
-	<-e.dest.Arrived()
-	if _, err := d.Cancel(context.Background(), id); err != nil {
-		t.Fatal(err)
-	}
+	_, id := cancelledInFlight(t, e, outbox.Config{})
 	e.dest.Release()
 	var it ledger.OutboxItem
 	consumertest.Eventually(t, 10*time.Second, "the cancelled row in review", func() bool {

@@ -46,6 +46,17 @@ func (e *env) toReview(t *testing.T, sink *natssink.Sink, landed bool, rows ...s
 	}
 }
 
+// landedAndLost puts two rows in review whose sends' outcomes were lost:
+// landed's send is stored in the stream, lost's is not.
+func (e *env) landedAndLost(t *testing.T, sink *natssink.Sink) (landed, lost string) {
+	t.Helper()
+	landed = e.enqueue(t, "landed")[0]
+	e.toReview(t, sink, true, landed)
+	lost = e.enqueue(t, "lost")[0]
+	e.toReview(t, sink, false, lost)
+	return landed, lost
+}
+
 // sendByHand sends row id as a worker does (recording where the send goes)
 // and marks it sent: the row a lookup proves itself on, sent before any
 // dispatcher looks rows up, or one that vouches for the stream.
@@ -99,10 +110,7 @@ func TestLookupOnARecreatedStreamCannotSayNever(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, &server.Options{}, time.Second, jetstream.StreamConfig{})
 	sink := e.sink(t)
-	landed := e.enqueue(t, "landed")[0]
-	e.toReview(t, sink, true, landed)
-	lost := e.enqueue(t, "lost")[0]
-	e.toReview(t, sink, false, lost)
+	landed, lost := e.landedAndLost(t, sink)
 
 	s, err := e.js.Stream(t.Context(), "EFF")
 	if err != nil {
@@ -139,10 +147,7 @@ func TestLookupAfterTheSubjectMovedToAnotherStream(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, &server.Options{}, time.Second, jetstream.StreamConfig{})
 	sink := e.sink(t)
-	landed := e.enqueue(t, "landed")[0]
-	e.toReview(t, sink, true, landed)
-	lost := e.enqueue(t, "lost")[0]
-	e.toReview(t, sink, false, lost)
+	landed, lost := e.landedAndLost(t, sink)
 
 	consumertest.CreateStream(t, e.js, jetstream.StreamConfig{Name: "MOVED", Subjects: []string{"moved.>"}, Duplicates: time.Second})
 	moved, err := natssink.New(t.Context(), e.js, e.nc, natssink.Config{Subject: "moved.site1", Timeout: time.Second, Now: e.clk.now, Ledger: e.st})
