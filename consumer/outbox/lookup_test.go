@@ -34,6 +34,11 @@ func reviewRow(t *testing.T, e *outboxEnv, stored bool) string {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	if !stored {
+		// The server must see the client gone before the release, or the
+		// held request stores its item after all.
+		waitFor(t, "the destination to see the timed-out request abandoned", func() bool { return e.dest.Abandoned() >= 1 })
+	}
 	e.dest.Release()
 	return id
 }

@@ -45,6 +45,7 @@ type Destination struct {
 	deleteStatus int                   // non-zero: answer DELETEs with it
 	hold         chan struct{}         // non-nil: POSTs wait for it to close
 	holdAfter    bool                  // hold after storing: the item is there, the answer is late
+	abandoned    int                   // held requests whose client gave up
 	delay        time.Duration         // answer every POST this much later: a slow destination
 	next         int
 	lookups      int
@@ -90,6 +91,15 @@ func (d *Destination) Hold() {
 	if d.hold == nil {
 		d.hold = make(chan struct{})
 	}
+}
+
+// Abandoned counts the held requests whose client gave up, as the server
+// saw it: a test that releases a hold after its client timed out waits for
+// this first, or the request may still be held, and store, on the release.
+func (d *Destination) Abandoned() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.abandoned
 }
 
 // HoldAfterStore makes POSTs store their item first and then wait until
@@ -213,6 +223,9 @@ func (d *Destination) post(w http.ResponseWriter, r *http.Request) {
 		case <-hold:
 			return true
 		case <-r.Context().Done():
+			d.mu.Lock()
+			d.abandoned++
+			d.mu.Unlock()
 			return false // the client gave up
 		}
 	}
