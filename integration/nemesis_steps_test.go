@@ -434,4 +434,3 @@ func (w *nemWorld) handover() {
 	}
 	w.startRun(nil)
 }
-

@@ -499,4 +499,3 @@ func (w *nemWorld) snapshot() nemSnapshot {
 func (w *nemWorld) jsonOut(out string, v any) bool {
 	return json.Unmarshal([]byte(lastLine(out)), v) == nil
 }
-
