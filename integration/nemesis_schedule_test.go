@@ -38,7 +38,7 @@ const (
 	nemFlags      nemKind = "flags"      // restart run with other --batch and --deadline (Arg picks)
 	// Operator actions.
 	nemPrune    nemKind = "prune"    // ledger prune
-	nemReplay   nemKind = "replay"   // replay to run's bound (Arg 0) or --to-seq the stream's end (Arg 1)
+	nemReplay   nemKind = "replay"   // replay to run's bound (Arg 0), --to-seq the stream's end (1), with run stopped and traffic going on (2)
 	nemPurge    nemKind = "purge"    // stream purge keeping the last Arg messages
 	nemRequeue  nemKind = "requeue"  // dlq requeue of a dead letter
 	nemDiscard  nemKind = "discard"  // dlq discard of a dead letter
@@ -122,7 +122,7 @@ func nemWeights(topo string) []nemWeight {
 		{nemNoID, 2, nil}, {nemBad, 2, nil},
 		{nemKill, 4, n(5, 30)}, {nemKillCommit, 2, n(3, 10)}, {nemMidSend, 2, nil}, {nemHang, 2, nil}, {nem500, 2, nil},
 		{nemFlags, 2, n(0, 7)},
-		{nemPrune, 5, nil}, {nemReplay, 4, n(0, 1)}, {nemPurge, 3, n(0, 8)},
+		{nemPrune, 5, nil}, {nemReplay, 4, n(0, 2)}, {nemPurge, 3, n(0, 8)},
 		{nemRequeue, 2, nil}, {nemDiscard, 2, nil}, {nemResolve, 3, nil}, {nemCancel, 2, nil}, {nemRetry, 1, nil},
 	}
 	if topo == topoExternal {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -70,6 +71,11 @@ func (w *nemWorld) do(st nemStep) {
 	case nemPrune:
 		w.prune()
 	case nemReplay:
+		if st.Arg == 2 && w.topo == topoExternal {
+			// An operator replays while run is stopped and traffic goes on.
+			w.stopRun()
+			w.publishFresh(10)
+		}
 		w.replay(st.Arg == 1)
 	case nemPurge:
 		w.purge(st.Arg)
@@ -208,8 +214,15 @@ func (w *nemWorld) pause() {
 	time.Sleep(w.ackWait() + time.Second) // past AckWait: the pause is the experiment
 	w.run.signal(syscall.SIGCONT)
 	second.stop()
-	if code := second.wait(time.Minute); code != 0 {
-		w.m.violate("pause: the second run exited %d after SIGTERM", code)
+	code := second.wait(time.Minute)
+	if code == 2 && os.Getenv("JETLEDGER_NEMESIS_KNOWN_BUSY_EXIT2") != "" {
+		// The known hole TestRunBesideAWriterHeldByAStoppedProcess shows:
+		// while the stopped run holds the writer, a second run exits 2.
+		w.stats.Refused["pause-second-exit2"]++
+		return
+	}
+	if code != 0 {
+		w.m.violate("pause: the second run exited %d after SIGTERM: %s", code, tail(second.output()))
 	}
 }
 
