@@ -31,7 +31,7 @@ type nemProfile struct {
 }
 
 func nemProfileFromEnv(t *testing.T) nemProfile {
-	p := nemProfile{Name: "short", Schedules: 4, Steps: 10, Shrink: 3 * time.Minute}
+	p := nemProfile{Name: "short", Schedules: 6, Steps: 12, Shrink: 90 * time.Second}
 	if os.Getenv("JETLEDGER_NEMESIS") == "long" {
 		p = nemProfile{Name: "long", Schedules: 200, Steps: 18, Shrink: 10 * time.Minute}
 	}
@@ -158,7 +158,8 @@ func shrink(t *testing.T, s nemSchedule, budget time.Duration) (nemSchedule, int
 // everything the stream acked and the destination holds (nemCheck). A
 // failing schedule is shrunk and printed with the command that replays it.
 // The short profile runs a fixed seed and a time-derived one on each
-// topology; JETLEDGER_NEMESIS=long runs 200 schedules.
+// topology; JETLEDGER_NEMESIS=long runs 200 schedules (give go test
+// -timeout 0: they take longer than its default 10 minutes).
 func TestNemesis(t *testing.T) {
 	prof := nemProfileFromEnv(t)
 	var scheds []nemSchedule
