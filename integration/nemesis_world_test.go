@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -498,8 +497,4 @@ func (w *nemWorld) snapshot() nemSnapshot {
 		}
 	})
 	return s
-}
-
-func (w *nemWorld) jsonOut(out string, v any) bool {
-	return json.Unmarshal([]byte(lastLine(out)), v) == nil
 }
