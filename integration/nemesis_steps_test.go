@@ -1,0 +1,449 @@
+package integration
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// do runs one step.
+func (w *nemWorld) do(st nemStep) {
+	w.stats.Kinds[string(st.Kind)]++
+	w.stats.Steps++
+	switch st.Kind {
+	case nemPublish:
+		w.publishFresh(max(st.Arg, 1))
+	case nemDupIn:
+		w.republish(len(w.m.order)-1, false)
+	case nemDupPast:
+		w.republish(st.Arg, true)
+	case nemConflict:
+		w.conflict(st.Arg)
+	case nemNoID:
+		w.publishNoID()
+	case nemBad:
+		w.publishBad()
+	case nemKill:
+		w.up()
+		done := w.publishFreshAsync(max(st.Arg, 1))
+		time.Sleep(time.Duration(w.rng.IntN(400)) * time.Millisecond) // the moment of the kill is the experiment's variable
+		w.run.kill()
+		w.startRun(nil)
+		<-done
+	case nemKillCommit:
+		w.stopRun()
+		w.startRun([]string{"JETLEDGER_FAULT=after-commit"})
+		done := w.publishFreshAsync(max(st.Arg, 1))
+		if code := w.run.wait(time.Minute); code != -1 {
+			w.m.violate("killcommit: run exited %d, want death at the fault point", code)
+		}
+		w.startRun(nil)
+		<-done
+	case nemMidSend:
+		w.midSend()
+	case nemPause:
+		w.pause()
+	case nemBroker:
+		w.b.p.kill()
+		time.Sleep(time.Duration(200+w.rng.IntN(800)) * time.Millisecond) // the broker stays down a while: the experiment's variable
+		w.b.start()
+	case nemHang:
+		w.destFault(st.Kind, w.dest.Hold, w.dest.Release)
+	case nem500:
+		w.destFault(st.Kind, func() { w.dest.FailAfterStoreWith(500) }, func() { w.dest.FailAfterStoreWith(0) })
+	case nemStop:
+		w.stopRun()
+	case nemStart:
+		w.up()
+	case nemFlags:
+		w.stopRun()
+		w.batch = []string{"1", "10", "50", "100"}[st.Arg%4]
+		w.deadline = []time.Duration{time.Second, 2 * time.Second}[st.Arg/4%2]
+		w.startRun(nil)
+	case nemPrune:
+		w.prune()
+	case nemReplay:
+		if st.Arg == 2 && w.topo == topoExternal {
+			// An operator replays while run is stopped and traffic goes on.
+			w.stopRun()
+			w.publishFresh(10)
+		}
+		w.replay(st.Arg == 1)
+	case nemPurge:
+		w.purge(st.Arg)
+	case nemRequeue:
+		w.dlq(nemRequeue)
+	case nemDiscard:
+		w.dlq(nemDiscard)
+	case nemResolve:
+		w.resolve()
+	case nemCancel:
+		w.cancel()
+	case nemRetry:
+		w.retry()
+	case nemHandover:
+		w.handover()
+	default:
+		w.t.Fatalf("step %s: not implemented", st)
+	}
+}
+
+// pick returns the i-th of n (mod n), or -1 when there is none.
+func pick(i, n int) int {
+	if n == 0 {
+		return -1
+	}
+	return i % n
+}
+
+// republish sends an earlier good id again with its payload: inside the
+// window the stream drops it; past it the ledger must dedupe it (or, once
+// its row was pruned, it is a new message: the model counts it so).
+func (w *nemWorld) republish(i int, past bool) {
+	j := pick(i, len(w.m.order))
+	if j < 0 {
+		w.stats.NoTarget["dup"]++
+		return
+	}
+	e := w.m.evs[w.m.order[j]]
+	if past {
+		time.Sleep(nemDupWindow + 50*time.Millisecond) // past the duplicate window: time is the subject here
+	}
+	if ack, ok := w.publishEvent(e, e.data()); ok {
+		w.m.ack(e.ID, ack)
+	}
+}
+
+// conflict sends an applied id with another payload past the window.
+func (w *nemWorld) conflict(i int) {
+	snap := w.snapshot()
+	var cands []string
+	for _, id := range w.m.order {
+		if snap.applied[id] {
+			cands = append(cands, id)
+		}
+	}
+	j := pick(i, len(cands))
+	if j < 0 {
+		w.stats.NoTarget["conflict"]++
+		return
+	}
+	e := w.m.evs[cands[j]]
+	other := event{ID: e.ID, Account: e.Account, Amount: e.Amount + 1000}
+	time.Sleep(nemDupWindow + 50*time.Millisecond) // past the duplicate window, or the stream drops it
+	ack, ok := w.publishEvent(other, other.data())
+	if ok && !ack.Duplicate {
+		w.m.mu.Lock()
+		w.m.conflicts[e.ID] = append(w.m.conflicts[e.ID], ack.Sequence)
+		w.m.mu.Unlock()
+	}
+}
+
+func (w *nemWorld) publishNoID() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var ack *jetstream.PubAck
+	consumertest.Eventually(w.t, 40*time.Second, "a publish without Nats-Msg-Id", func() bool {
+		var err error
+		ack, err = w.js.Publish(ctx, subject, []byte(`{"account":"acct-noid","amount":7}`))
+		return err == nil
+	})
+	w.stats.Published++
+	w.m.mu.Lock()
+	w.m.noID = append(w.m.noID, ack.Sequence)
+	w.m.mu.Unlock()
+}
+
+func (w *nemWorld) publishBad() {
+	e := event{ID: w.pub.NewID()}
+	w.m.mu.Lock()
+	w.m.bad[e.ID] = true
+	w.m.mu.Unlock()
+	ack, ok := w.publishEvent(e, []byte(`not json {`))
+	if ok {
+		w.m.mu.Lock()
+		w.m.acked[e.ID] = true
+		if !ack.Duplicate {
+			w.m.copies[e.ID] = append(w.m.copies[e.ID], ack.Sequence)
+		}
+		w.m.mu.Unlock()
+	}
+}
+
+// midSend kills run while the destination has stored an item and holds
+// its answer: the row is left sending, and its lease must send it to review.
+func (w *nemWorld) midSend() {
+	w.up()
+	w.dest.HoldAfterStore()
+	e := w.fresh(1)[0]
+	if ack, ok := w.publishEvent(e, e.data()); ok {
+		w.m.ack(e.ID, ack)
+	}
+	stored := poll(30*time.Second, func() bool {
+		for _, it := range w.dest.Items() {
+			if it.MessageID == e.ID {
+				return true
+			}
+		}
+		return false
+	})
+	w.run.kill()
+	w.dest.Release()
+	if !stored {
+		w.t.Logf("midsend: %s never reached the destination before the kill", e.ID)
+	}
+	w.startRun(nil)
+}
+
+// pause stops run past its AckWait while a second run on the same ledger
+// and durable takes its messages, then lets it go on.
+func (w *nemWorld) pause() {
+	w.up()
+	w.run.signal(syscall.SIGSTOP)
+	second := start(w.t, nil, w.runArgs(w.db)...)
+	w.waitFetching(second)
+	w.publishFresh(5)
+	time.Sleep(w.ackWait() + time.Second) // past AckWait: the pause is the experiment
+	w.run.signal(syscall.SIGCONT)
+	second.stop()
+	code := second.wait(time.Minute)
+	if code == 2 && os.Getenv("JETLEDGER_NEMESIS_KNOWN_BUSY_EXIT2") != "" {
+		// The known hole TestRunBesideAWriterHeldByAStoppedProcess shows:
+		// while the stopped run holds the writer, a second run exits 2.
+		w.stats.Refused["pause-second-exit2"]++
+		return
+	}
+	if code != 0 {
+		w.m.violate("pause: the second run exited %d after SIGTERM: %s", code, tail(second.output()))
+	}
+}
+
+// destFault sets a destination fault, sends two messages into it, waits for
+// their outbox rows to be settled by it (sent, or in review) and lifts it.
+func (w *nemWorld) destFault(kind nemKind, set, lift func()) {
+	w.up()
+	set()
+	evs := w.fresh(2)
+	for _, e := range evs {
+		if ack, ok := w.publishEvent(e, e.data()); ok {
+			w.m.ack(e.ID, ack)
+		}
+	}
+	settled := poll(30*time.Second, func() bool {
+		n := 0
+		w.query(func(db *sql.DB) {
+			n = count(w.t, db, `SELECT count(*) FROM outbox WHERE message_id IN (?, ?) AND status IN ('sent', 'review')`, evs[0].ID, evs[1].ID)
+		})
+		return n == 2
+	})
+	lift()
+	if !settled {
+		w.t.Logf("%s: the rows were not settled within 30s", kind)
+	}
+}
+
+// prune runs ledger prune and checks what it removed: a row whose id has a
+// copy still in the stream that run already handled must stay (a later
+// replay or redelivery would apply it again). What it removed rightly ends
+// that id's application: a later copy is a new message.
+func (w *nemWorld) prune() {
+	before := w.snapshot()
+	first := w.stream().FirstSeq
+	floor := w.durable().AckFloor.Stream
+	if !w.operator(nemPrune, false, "ledger", "prune", "--db", w.db, "--nats", w.url(), "--stream", stream,
+		"--retention", nemRetention, "--json") {
+		return
+	}
+	after := w.snapshot()
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	for id := range before.applied {
+		if after.applied[id] {
+			continue
+		}
+		for _, s := range w.m.copies[id] {
+			if s >= first && s <= floor {
+				w.m.violations = append(w.m.violations, fmt.Sprintf(
+					"prune removed the row of %s while its copy at seq %d, handled by run (ack floor %d), is still in the stream (first seq %d)", id, s, floor, first))
+			}
+		}
+		w.m.epochs[id]++
+	}
+}
+
+// replay replays through run's ledger with run's effects: to run's bound,
+// or with --to-seq the stream's last sequence.
+func (w *nemWorld) replay(toEnd bool) {
+	args := []string{"replay", "--nats", w.url(), "--db", w.db, "--stream", stream, "--schema", w.schema, "--apply", balanceApply,
+		"--webhook", w.dest.URL(), "--json", "--log-level", "warn", "--deadline", w.deadline.String(), "--buffer-wait", "200ms",
+		"--commit-margin", "300ms", "--ack-margin", "200ms"}
+	if toEnd {
+		args = append(args, "--to-seq", strconv.FormatUint(w.stream().LastSeq, 10))
+	}
+	w.operator(nemReplay, false, args...)
+}
+
+// purge purges the stream but its last keep messages: what was not handled
+// yet may be gone, by the schedule's doing.
+func (w *nemWorld) purge(keep int) {
+	consumertest.Eventually(w.t, 30*time.Second, "a purge", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := w.js.Stream(ctx, stream)
+		return err == nil && s.Purge(ctx, jetstream.WithPurgeKeep(uint64(keep))) == nil
+	})
+	first := w.stream().FirstSeq
+	snap := w.snapshot()
+	w.m.mu.Lock()
+	defer w.m.mu.Unlock()
+	for id, seqs := range w.m.copies {
+		for _, s := range seqs {
+			if s < first && !snap.applied[id] && !snap.deadIDs[id] {
+				w.m.gone[id] = true
+			}
+		}
+	}
+	for _, seqs := range w.m.conflicts {
+		for _, s := range seqs {
+			if s < first && !snap.conflicts[s] {
+				w.m.goneSeq[s] = true
+			}
+		}
+	}
+	for _, s := range w.m.noID {
+		if s < first && !snap.deadSeqs[s] {
+			w.m.goneSeq[s] = true
+		}
+	}
+}
+
+// dlq requeues or discards a dead letter. A requeue inside the duplicate
+// window is refused (exit 1, README); one without an id is not requeued.
+func (w *nemWorld) dlq(kind nemKind) {
+	type dl struct {
+		id  int64
+		msg string
+		seq uint64
+	}
+	var dls []dl
+	w.query(func(db *sql.DB) {
+		rows, err := db.Query(`SELECT id, message_id, stream_seq FROM dead_letters ORDER BY id`)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var d dl
+			if err := rows.Scan(&d.id, &d.msg, &d.seq); err != nil {
+				w.t.Fatal(err)
+			}
+			if kind == nemDiscard || d.msg != "" {
+				dls = append(dls, d)
+			}
+		}
+	})
+	j := pick(w.rng.IntN(1000), len(dls))
+	if j < 0 {
+		w.stats.NoTarget[string(kind)]++
+		return
+	}
+	d := dls[j]
+	if kind == nemRequeue {
+		w.operator(kind, true, "dlq", "requeue", strconv.FormatInt(d.id, 10), "--db", w.db, "--nats", w.url())
+		return
+	}
+	if w.operator(kind, false, "dlq", "discard", strconv.FormatInt(d.id, 10), "--db", w.db) {
+		w.m.mu.Lock()
+		if d.msg != "" {
+			w.m.discarded[d.msg] = true
+		}
+		w.m.discSeq[d.seq] = true
+		w.m.mu.Unlock()
+	}
+}
+
+func (w *nemWorld) rowsIn(status string) []outboxRow {
+	var out []outboxRow
+	w.query(func(db *sql.DB) {
+		for _, r := range outboxRows(w.t, db) {
+			if r.Status == status {
+				out = append(out, r)
+			}
+		}
+	})
+	return out
+}
+
+// resolve settles a review row as a person would after checking the
+// destination for its key.
+func (w *nemWorld) resolve() {
+	rows := w.rowsIn("review")
+	j := pick(w.rng.IntN(1000), len(rows))
+	if j < 0 {
+		w.stats.NoTarget["resolve"]++
+		return
+	}
+	r := rows[j]
+	args := []string{"outbox", "resolve", r.ID, "--db", w.db, "--as", "failed"}
+	as := "failed"
+	for _, it := range w.dest.Items() {
+		if it.Key == r.ID {
+			args = []string{"outbox", "resolve", r.ID, "--db", w.db, "--as", "sent", "--external-id", it.ExternalID}
+			as = "sent"
+		}
+	}
+	if w.operator(nemResolve, true, args...) {
+		w.m.mu.Lock()
+		w.m.resolvedAs[r.ID] = as
+		w.m.mu.Unlock()
+	}
+}
+
+// cancel cancels a sent row: the item must go from the destination.
+func (w *nemWorld) cancel() {
+	rows := w.rowsIn("sent")
+	j := pick(w.rng.IntN(1000), len(rows))
+	if j < 0 {
+		w.stats.NoTarget["cancel"]++
+		return
+	}
+	r := rows[j]
+	if w.operator(nemCancel, true, "outbox", "cancel", r.ID, "--db", w.db, "--webhook-delete-url", w.dest.DeleteURL(),
+		"--webhook-lookup-url", w.dest.LookupURL(), "--webhook-timeout", "1s") {
+		w.m.mu.Lock()
+		w.m.cancelled[r.ID] = true
+		w.m.mu.Unlock()
+	}
+}
+
+func (w *nemWorld) retry() {
+	rows := w.rowsIn("failed")
+	j := pick(w.rng.IntN(1000), len(rows))
+	if j < 0 {
+		w.stats.NoTarget["retry"]++
+		return
+	}
+	if w.operator(nemRetry, true, "outbox", "retry", rows[j].ID, "--db", w.db) {
+		w.m.mu.Lock()
+		delete(w.m.resolvedAs, rows[j].ID)
+		w.m.mu.Unlock()
+	}
+}
+
+// handover stops run, backs the ledger up and runs on the copy.
+func (w *nemWorld) handover() {
+	w.stopRun()
+	to := filepath.Join(w.dir, fmt.Sprintf("ledger-%d.db", w.stats.Kinds[string(nemHandover)]))
+	if w.operator(nemHandover, false, "ledger", "backup", "--db", w.db, "--to", to, "--json") {
+		w.db = to
+	}
+	w.startRun(nil)
+}
