@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -215,12 +214,6 @@ func (w *nemWorld) pause() {
 	w.run.signal(syscall.SIGCONT)
 	second.stop()
 	code := second.wait(time.Minute)
-	if code == 2 && os.Getenv("JETLEDGER_NEMESIS_KNOWN_BUSY_EXIT2") != "" {
-		// The known hole TestRunBesideAWriterHeldByAStoppedProcess shows:
-		// while the stopped run holds the writer, a second run exits 2.
-		w.stats.Refused["pause-second-exit2"]++
-		return
-	}
 	if code != 0 {
 		w.m.violate("pause: the second run exited %d after SIGTERM: %s", code, tail(second.output()))
 	}
