@@ -60,8 +60,8 @@ func checkSQLFirst(ctx context.Context, db, schemaFile, apply string) error {
 	}
 	if schema != "" {
 		if _, err := st.Exec(cctx, schema); err != nil {
-			if ctx.Err() != nil || cctx.Err() != nil || isConstraint(err) {
-				return ctx.Err()
+			if ctx.Err() != nil || cctx.Err() != nil || isConstraint(err) || databaseCondition(err) {
+				return ctx.Err() // the scratch copy cannot tell (or its disk failed it)
 			}
 			return schemaError(schemaFile, err)
 		}
@@ -77,9 +77,17 @@ func checkSQLFirst(ctx context.Context, db, schemaFile, apply string) error {
 // or VACUUM, which could write a file other than the ledger.
 func writesElsewhere(schema string) bool {
 	for _, stmt := range sqlStatements(schema) {
-		n, _ := sqlToken(stmt)
-		if kw := strings.ToUpper(stmt[:n]); kw == "ATTACH" || kw == "VACUUM" {
-			return true
+		for i := 0; i < len(stmt); {
+			n, _ := sqlToken(stmt[i:])
+			tok := stmt[i : i+n]
+			i += n
+			if isSQLSpace(tok[0]) || strings.HasPrefix(tok, "--") || strings.HasPrefix(tok, "/*") {
+				continue // space and comments before the first keyword
+			}
+			if kw := strings.ToUpper(tok); kw == "ATTACH" || kw == "VACUUM" {
+				return true
+			}
+			break
 		}
 	}
 	return false
