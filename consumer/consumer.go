@@ -151,6 +151,7 @@ type Consumer struct {
 	plan       ackwait.Plan
 	js         JetStream
 	cons       jetstream.Consumer
+	consName   string    // cons's name: the durable, or a replay's ephemeral one
 	serverMax  int       // the durable's server-side MaxDeliver, 0 or -1 for none
 	created    time.Time // the stream's creation time: part of sequence ids
 	ledger     Ledger
@@ -190,7 +191,7 @@ func New(ctx context.Context, js JetStream, l Ledger, cfg Config) (*Consumer, er
 	if err != nil {
 		return nil, err
 	}
-	c.cons = cons
+	c.cons, c.consName = cons, cons.CachedInfo().Name
 	return c, nil
 }
 

@@ -398,3 +398,24 @@ func TestMaxDeliveriesAdvisorySkipsAppliedMessages(t *testing.T) {
 		t.Fatalf("%d dead letters for an applied message", n)
 	}
 }
+
+// A fetch sent after the durable was deleted meets no responder rather
+// than a "consumer deleted" status: Run must still see the durable gone
+// (ErrConsumerGone) and return, not retry for ever. Under load the
+// integration test of a deleted durable met this, and run never exited.
+func TestFetchAfterTheDurableWasDeletedEndsRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	c, err := consumer.New(context.Background(), e.js, e.st, consumer.Config{Stream: "EV", Durable: "gone", Handler: record, FetchWait: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.js.DeleteConsumer(context.Background(), "EV", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.Run(ctx); !errors.Is(err, consumer.ErrConsumerGone) {
+		t.Fatalf("Run after the durable was deleted = %v, want ErrConsumerGone", err)
+	}
+}

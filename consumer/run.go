@@ -90,6 +90,27 @@ type fetched struct {
 // restarting, a cluster electing a leader).
 var fetchBackoff = ackwait.Backoff{Base: 100 * time.Millisecond, Max: 5 * time.Second}
 
+// gone reports an error that says the durable or its stream is no more.
+func gone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+		errors.Is(err, jetstream.ErrStreamNotFound)
+}
+
+// durableGone asks the server whether the durable still exists, for a fetch
+// that met no responder: one sent after the durable was deleted gets that,
+// not a "deleted" status. Only a definite "not found" counts (a cluster
+// electing a leader answers otherwise); it replaces *err.
+func (c *Consumer) durableGone(ctx context.Context, err *error) bool {
+	lctx, cancel := context.WithTimeout(ctx, fetchBackoff.Max)
+	defer cancel()
+	_, lerr := c.js.Consumer(lctx, c.cfg.Stream, c.consName)
+	if !gone(lerr) {
+		return false
+	}
+	*err = lerr
+	return true
+}
+
 // fetchLoop fetches until ctx ends, handing each non-empty batch over.
 // Transient fetch errors are logged and retried with a growing pause.
 func (c *Consumer) fetchLoop(ctx context.Context, out chan<- fetched) {
@@ -100,8 +121,7 @@ func (c *Consumer) fetchLoop(ctx context.Context, out chan<- fetched) {
 			if ctx.Err() != nil {
 				return // stopped while waiting, not a failure
 			}
-			if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
-				errors.Is(err, jetstream.ErrStreamNotFound) {
+			if gone(err) || errors.Is(err, nats.ErrNoResponders) && c.durableGone(ctx, &err) {
 				select {
 				case out <- fetched{err: fmt.Errorf("%w: %s/%s: %v", ErrConsumerGone, c.cfg.Stream, c.cfg.Durable, err)}:
 				case <-ctx.Done():
