@@ -207,11 +207,13 @@ func (w *nemWorld) midSend() {
 func (w *nemWorld) pause() {
 	w.up()
 	w.run.signal(syscall.SIGSTOP)
+	// The second may wait for the ledger's writer, which the stopped run
+	// can hold until it goes on: it is waited for once both can run.
 	second := start(w.t, nil, w.runArgs(w.db)...)
-	w.waitFetching(second)
 	w.publishFresh(5)
 	time.Sleep(w.ackWait() + time.Second) // past AckWait: the pause is the experiment
 	w.run.signal(syscall.SIGCONT)
+	w.waitFetching(second)
 	second.stop()
 	code := second.wait(time.Minute)
 	if code != 0 {

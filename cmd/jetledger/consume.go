@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -134,7 +135,7 @@ func (f *consumeFlags) start(ctx context.Context, c *consumption, stderr io.Writ
 		return err
 	}
 	c.closers = append(c.closers, func() { c.st.Close() })
-	if c.h, err = newEventsHandler(ctx, c.st, f.Schema, f.Apply); err != nil {
+	if c.h, err = f.eventsHandler(ctx, c); err != nil {
 		return err
 	}
 	if c.sink != nil {
@@ -147,6 +148,30 @@ func (f *consumeFlags) start(ctx context.Context, c *consumption, stderr io.Writ
 		MaxDeliver: f.MaxDeliver, AllowSequenceIDs: f.AllowSeqIDs, Logger: c.log, FilterSubjects: f.filter,
 		Metadata: map[string]string{consumer.MetadataVersion: version()}}
 	return nil
+}
+
+// writerBackoff spaces the tries of a start that meets the ledger's writer
+// held by another process (each try waits the busy timeout first).
+var writerBackoff = ackwait.Backoff{Base: time.Second, Max: 15 * time.Second}
+
+// eventsHandler runs --schema and checks --apply on the ledger. Another
+// process holding the ledger's writer (a run paused mid-batch beside this
+// one, README: several processes) is waited for, logged once, as a cluster
+// electing a leader is: it is the ledger's state, not bad SQL, and a start
+// that gave up would leave the supervisor a crash loop.
+func (f *consumeFlags) eventsHandler(ctx context.Context, c *consumption) (*eventsHandler, error) {
+	for try := 1; ; try++ {
+		h, err := newEventsHandler(ctx, c.st, f.Schema, f.Apply)
+		if err == nil || !errors.Is(err, ledger.ErrBusy) || ctx.Err() != nil {
+			return h, err
+		}
+		if try == 1 {
+			c.log.WarnContext(ctx, "another process holds the ledger's writer: waiting for it before running --schema and checking --apply", "db", f.DB, "err", err)
+		}
+		if !writerBackoff.Wait(ctx, try) {
+			return nil, ctx.Err()
+		}
+	}
 }
 
 // startEmbedded starts the embedded server, its store beside the database
