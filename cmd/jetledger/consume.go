@@ -162,7 +162,10 @@ var writerBackoff = ackwait.Backoff{Base: time.Second, Max: 15 * time.Second}
 func (f *consumeFlags) eventsHandler(ctx context.Context, c *consumption) (*eventsHandler, error) {
 	for try := 1; ; try++ {
 		h, err := newEventsHandler(ctx, c.st, f.Schema, f.Apply)
-		if err == nil || !errors.Is(err, ledger.ErrBusy) || ctx.Err() != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // stopped while waiting: a clean stop
+		}
+		if err == nil || !errors.Is(err, ledger.ErrBusy) {
 			return h, err
 		}
 		if try == 1 {
