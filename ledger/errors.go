@@ -83,6 +83,10 @@ var (
 	ErrAtMaxSize = errors.New("ledger: database is at its size cap")
 	// ErrIO: the disk failed a read or write.
 	ErrIO = errors.New("ledger: disk I/O error")
+	// ErrConstraint: a statement failed a constraint (a foreign key, NOT
+	// NULL, CHECK, UNIQUE, a trigger's RAISE): the data's condition, not
+	// the SQL's.
+	ErrConstraint = errors.New("ledger: constraint failed")
 )
 
 // ErrUnsafePrune: a prune whose bounds could remove a row a redelivery or a

@@ -9,12 +9,13 @@ import (
 
 // SQLite primary result codes that callers act on.
 const (
-	sqliteBusy     = 5
-	sqliteLocked   = 6
-	sqliteReadOnly = 8
-	sqliteIOErr    = 10
-	sqliteFull     = 13
-	sqliteAuth     = 23
+	sqliteBusy       = 5
+	sqliteLocked     = 6
+	sqliteReadOnly   = 8
+	sqliteIOErr      = 10
+	sqliteFull       = 13
+	sqliteConstraint = 19
+	sqliteAuth       = 23
 )
 
 // interpret wraps a driver error with the ledger sentinel for its condition,
@@ -33,6 +34,8 @@ func interpret(err error) error {
 		return fmt.Errorf("%w: %w", ErrFull, err)
 	case sqliteIOErr:
 		return fmt.Errorf("%w: %w", ErrIO, err)
+	case sqliteConstraint:
+		return fmt.Errorf("%w: %w", ErrConstraint, err)
 	}
 	return err
 }

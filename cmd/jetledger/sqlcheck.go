@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/ledger"
-	"modernc.org/sqlite"
 )
 
 // checkBudget bounds the early check: a --schema that loads data runs
@@ -60,8 +59,10 @@ func checkSQLFirst(ctx context.Context, db, schemaFile, apply string) error {
 	}
 	if schema != "" {
 		if _, err := st.Exec(cctx, schema); err != nil {
-			if ctx.Err() != nil || cctx.Err() != nil || isConstraint(err) || databaseCondition(err) {
-				return ctx.Err() // the scratch copy cannot tell (or its disk failed it)
+			if ctx.Err() != nil || cctx.Err() != nil || errors.Is(err, ledger.ErrConstraint) || databaseCondition(err) {
+				// A constraint may fail for want of the rows the copy lacks; the
+				// scratch disk may fail it: the copy cannot tell.
+				return ctx.Err()
 			}
 			return schemaError(schemaFile, err)
 		}
@@ -92,16 +93,6 @@ func writesElsewhere(schema string) bool {
 	}
 	return false
 }
-
-// isConstraint reports a constraint failure (a foreign key, NOT NULL, a
-// trigger's RAISE): on an empty copy, possibly only for want of its rows.
-func isConstraint(err error) bool {
-	var se *sqlite.Error
-	return errors.As(err, &se) && se.Code()&0xff == sqliteConstraint
-}
-
-// sqliteConstraint is SQLite's SQLITE_CONSTRAINT primary result code.
-const sqliteConstraint = 19
 
 // copySchema recreates in to, in their order of creation, the tables,
 // indexes, views and triggers of the ledger file db that to lacks (the
