@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -307,9 +308,15 @@ func TestEdgeRecreatedStreamStartsAfterPruned(t *testing.T) {
 		lose   func(t *testing.T, ejs jetstream.JetStream, db string) // what happens between the runs
 	}{
 		{"operator deletes the stream", "orders.site1.*", func(t *testing.T, ejs jetstream.JetStream, _ string) {
-			if err := ejs.DeleteStream(t.Context(), "ORDERS_EDGE"); err != nil {
-				t.Fatal(err)
-			}
+			// The edge's server fsyncs every write, and on a loaded host a
+			// delete can outlast the client's default 5s API timeout: ask
+			// again; a delete that went through answers not-found.
+			consumertest.Eventually(t, time.Minute, "ORDERS_EDGE deleted", func() bool {
+				ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+				defer cancel()
+				err := ejs.DeleteStream(ctx, "ORDERS_EDGE")
+				return err == nil || errors.Is(err, jetstream.ErrStreamNotFound)
+			})
 		}},
 		{"store lost", "orders.site1.>", nil},
 	} {
