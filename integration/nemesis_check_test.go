@@ -94,7 +94,7 @@ func nemCheck(w *nemWorld) {
 	)
 	snap := w.snapshot()
 	applied, deadIDs, deadSeqs, conflictSeqs = snap.applied, snap.deadIDs, snap.deadSeqs, snap.conflicts
-	w.query(func(db *sql.DB) {
+	w.query(func(_ string, db *sql.DB) {
 		r, err := db.Query(`SELECT account, amount FROM balances`)
 		if err != nil {
 			w.t.Fatal(err)
@@ -105,10 +105,10 @@ func nemCheck(w *nemWorld) {
 			if err := r.Scan(&a, &n); err != nil {
 				w.t.Fatal(err)
 			}
-			balances[a] = n
+			balances[a] += n
 		}
 		r.Close()
-		rows = outboxRows(w.t, db)
+		rows = append(rows, outboxRows(w.t, db)...)
 	})
 	for _, it := range w.dest.Items() {
 		byKey[it.Key] = append(byKey[it.Key], it)

@@ -74,8 +74,10 @@ func formatSteps(steps []nemStep) string {
 func parseSteps(s string) ([]nemStep, error) {
 	var out []nemStep
 	known := map[nemKind]bool{}
-	for _, w := range nemWeights(topoExternal) {
-		known[w.kind] = true
+	for _, topo := range nemTopos() {
+		for _, w := range nemWeights(topo) {
+			known[w.kind] = true
+		}
 	}
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
@@ -104,19 +106,55 @@ const (
 	topoExternal = "external" // run --nats to a nats-server process
 )
 
+// nemTopology is what a topology brings to the world: how it starts its
+// servers and streams, where clients connect, run's flags beyond the common
+// ones, the ledgers it writes, and the steps it adds to the common ones.
+// Topologies register themselves in nemTopologies (init) and run in the
+// order of nemTopoOrder, so a seed picks the same topology on every machine.
+type nemTopology struct {
+	setup   func(w *nemWorld)                     // servers and streams, then w.startRun
+	url     func(w *nemWorld) string              // operators and the publisher connect here
+	runArgs func(w *nemWorld, db string) []string // run's topology flags
+	ledgers func(w *nemWorld) []string            // nil: w.db alone
+	extra   []nemWeight                           // steps only this topology can take
+}
+
+var (
+	nemTopoOrder  = []string{topoEmbedded, topoExternal, "edge", "cluster", "natssink"}
+	nemTopologies = map[string]*nemTopology{}
+	// nemStepFuncs are steps registered by a topology's file; the common
+	// ones are in nemWorld.do.
+	nemStepFuncs = map[nemKind]func(w *nemWorld, st nemStep){}
+)
+
+// nemTopos is every registered topology, in nemTopoOrder.
+func nemTopos() []string {
+	var out []string
+	for _, name := range nemTopoOrder {
+		if nemTopologies[name] != nil {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 type nemWeight struct {
 	kind   nemKind
 	weight int
 	arg    func(*rand.Rand) int
 }
 
-// nemWeights is how often each kind comes up in a topology's schedules.
-// What a topology cannot do is left out: with the embedded server a second
-// run cannot share the store (pause), the broker is run itself, a ledger
-// handed over to a new file would start a new store, and run down means no
-// server to publish to.
+func between(lo, hi int) func(*rand.Rand) int {
+	return func(r *rand.Rand) int { return lo + r.IntN(hi-lo+1) }
+}
+
+// nemWeights is how often each kind comes up in a topology's schedules: the
+// steps every topology can take, and its own (nemTopology.extra). With the
+// embedded server a second run cannot share the store (pause), the broker
+// is run itself, a ledger handed over to a new file would start a new
+// store, and run down means no server to publish to: those are external's.
 func nemWeights(topo string) []nemWeight {
-	n := func(lo, hi int) func(*rand.Rand) int { return func(r *rand.Rand) int { return lo + r.IntN(hi-lo+1) } }
+	n := between
 	ws := []nemWeight{
 		{nemPublish, 10, n(5, 40)}, {nemDupIn, 3, nil}, {nemDupPast, 5, n(0, 50)}, {nemConflict, 3, n(0, 50)},
 		{nemNoID, 2, nil}, {nemBad, 2, nil},
@@ -125,9 +163,8 @@ func nemWeights(topo string) []nemWeight {
 		{nemPrune, 5, nil}, {nemReplay, 4, n(0, 2)}, {nemPurge, 3, n(0, 8)},
 		{nemRequeue, 2, nil}, {nemDiscard, 2, nil}, {nemResolve, 3, nil}, {nemCancel, 2, nil}, {nemRetry, 1, nil},
 	}
-	if topo == topoExternal {
-		ws = append(ws, nemWeight{nemPause, 2, nil}, nemWeight{nemBroker, 3, nil}, nemWeight{nemStop, 3, nil},
-			nemWeight{nemStart, 2, nil}, nemWeight{nemHandover, 2, nil})
+	if t := nemTopologies[topo]; t != nil {
+		ws = append(ws, t.extra...)
 	}
 	return ws
 }

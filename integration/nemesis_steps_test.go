@@ -91,7 +91,11 @@ func (w *nemWorld) do(st nemStep) {
 	case nemHandover:
 		w.handover()
 	default:
-		w.t.Fatalf("step %s: not implemented", st)
+		f := nemStepFuncs[st.Kind]
+		if f == nil {
+			w.t.Fatalf("step %s: not implemented", st)
+		}
+		f(w, st)
 	}
 }
 
@@ -234,8 +238,8 @@ func (w *nemWorld) destFault(kind nemKind, set, lift func()) {
 	}
 	settled := poll(30*time.Second, func() bool {
 		n := 0
-		w.query(func(db *sql.DB) {
-			n = count(w.t, db, `SELECT count(*) FROM outbox WHERE message_id IN (?, ?) AND status IN ('sent', 'review')`, evs[0].ID, evs[1].ID)
+		w.query(func(_ string, db *sql.DB) {
+			n += count(w.t, db, `SELECT count(*) FROM outbox WHERE message_id IN (?, ?) AND status IN ('sent', 'review')`, evs[0].ID, evs[1].ID)
 		})
 		return n == 2
 	})
@@ -327,16 +331,17 @@ func (w *nemWorld) dlq(kind nemKind) {
 		id  int64
 		msg string
 		seq uint64
+		db  string
 	}
 	var dls []dl
-	w.query(func(db *sql.DB) {
+	w.query(func(path string, db *sql.DB) {
 		rows, err := db.Query(`SELECT id, message_id, stream_seq FROM dead_letters ORDER BY id`)
 		if err != nil {
 			w.t.Fatal(err)
 		}
 		defer rows.Close()
 		for rows.Next() {
-			var d dl
+			d := dl{db: path}
 			if err := rows.Scan(&d.id, &d.msg, &d.seq); err != nil {
 				w.t.Fatal(err)
 			}
@@ -352,10 +357,10 @@ func (w *nemWorld) dlq(kind nemKind) {
 	}
 	d := dls[j]
 	if kind == nemRequeue {
-		w.operator(kind, true, "dlq", "requeue", strconv.FormatInt(d.id, 10), "--db", w.db, "--nats", w.url())
+		w.operator(kind, true, "dlq", "requeue", strconv.FormatInt(d.id, 10), "--db", d.db, "--nats", w.url())
 		return
 	}
-	if w.operator(kind, false, "dlq", "discard", strconv.FormatInt(d.id, 10), "--db", w.db) {
+	if w.operator(kind, false, "dlq", "discard", strconv.FormatInt(d.id, 10), "--db", d.db) {
 		w.m.mu.Lock()
 		if d.msg != "" {
 			w.m.discarded[d.msg] = true
@@ -365,12 +370,18 @@ func (w *nemWorld) dlq(kind nemKind) {
 	}
 }
 
-func (w *nemWorld) rowsIn(status string) []outboxRow {
-	var out []outboxRow
-	w.query(func(db *sql.DB) {
+// nemRow is an outbox row and the ledger that holds it.
+type nemRow struct {
+	outboxRow
+	db string
+}
+
+func (w *nemWorld) rowsIn(status string) []nemRow {
+	var out []nemRow
+	w.query(func(path string, db *sql.DB) {
 		for _, r := range outboxRows(w.t, db) {
 			if r.Status == status {
-				out = append(out, r)
+				out = append(out, nemRow{r, path})
 			}
 		}
 	})
@@ -387,11 +398,11 @@ func (w *nemWorld) resolve() {
 		return
 	}
 	r := rows[j]
-	args := []string{"outbox", "resolve", r.ID, "--db", w.db, "--as", "failed"}
+	args := []string{"outbox", "resolve", r.ID, "--db", r.db, "--as", "failed"}
 	as := "failed"
 	for _, it := range w.dest.Items() {
 		if it.Key == r.ID {
-			args = []string{"outbox", "resolve", r.ID, "--db", w.db, "--as", "sent", "--external-id", it.ExternalID}
+			args = []string{"outbox", "resolve", r.ID, "--db", r.db, "--as", "sent", "--external-id", it.ExternalID}
 			as = "sent"
 		}
 	}
@@ -411,7 +422,7 @@ func (w *nemWorld) cancel() {
 		return
 	}
 	r := rows[j]
-	if w.operator(nemCancel, true, "outbox", "cancel", r.ID, "--db", w.db, "--webhook-delete-url", w.dest.DeleteURL(),
+	if w.operator(nemCancel, true, "outbox", "cancel", r.ID, "--db", r.db, "--webhook-delete-url", w.dest.DeleteURL(),
 		"--webhook-lookup-url", w.dest.LookupURL(), "--webhook-timeout", "1s") {
 		w.m.mu.Lock()
 		w.m.cancelled[r.ID] = true
@@ -426,7 +437,7 @@ func (w *nemWorld) retry() {
 		w.stats.NoTarget["retry"]++
 		return
 	}
-	if w.operator(nemRetry, true, "outbox", "retry", rows[j].ID, "--db", w.db) {
+	if w.operator(nemRetry, true, "outbox", "retry", rows[j].ID, "--db", rows[j].db) {
 		w.m.mu.Lock()
 		delete(w.m.resolvedAs, rows[j].ID)
 		w.m.mu.Unlock()

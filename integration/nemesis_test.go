@@ -67,13 +67,11 @@ func (s nemSchedule) replay() string {
 		s.Seed, s.Topo, formatSteps(s.Steps))
 }
 
-// topologyOf is the topology a seed's schedule runs on: alternating, so
-// every profile covers each.
+// topologyOf is the topology a seed's schedule runs on: in turn, so that
+// consecutive seeds cover each.
 func topologyOf(seed uint64) string {
-	if seed%2 == 0 {
-		return topoEmbedded
-	}
-	return topoExternal
+	topos := nemTopos()
+	return topos[seed%uint64(len(topos))]
 }
 
 func scheduleOf(seed uint64, topo string, steps int) nemSchedule {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -154,23 +155,54 @@ type nemWorld struct {
 	stats    *nemStats
 }
 
-func (w *nemWorld) url() string {
-	if w.topo == topoEmbedded {
-		return fmt.Sprintf("nats://127.0.0.1:%d", w.port)
-	}
-	return w.b.url()
-}
+func (w *nemWorld) url() string { return nemTopologies[w.topo].url(w) }
 
 func (w *nemWorld) runArgs(db string) []string {
 	args := []string{"run", "--db", db, "--stream", stream, "--schema", w.schema, "--apply", balanceApply,
 		"--log-format", "json", "--batch", w.batch, "--deadline", w.deadline.String(), "--buffer-wait", "200ms",
 		"--commit-margin", "300ms", "--ack-margin", "200ms", "--max-deliver", "-1", "--prune-interval", "0"}
 	args = append(args, webhookArgs(w.dest)...)
-	if w.topo == topoEmbedded {
-		return append(args, "--listen", fmt.Sprintf("127.0.0.1:%d", w.port), "--subjects", "ev.>",
-			"--duplicate-window", nemDupWindow.String())
+	return append(args, nemTopologies[w.topo].runArgs(w, db)...)
+}
+
+// ledgers are the ledger files run writes: w.db, or a topology's (one per
+// partition).
+func (w *nemWorld) ledgers() []string {
+	if f := nemTopologies[w.topo].ledgers; f != nil {
+		return f(w)
 	}
-	return append(args, "--nats", w.b.url())
+	return []string{w.db}
+}
+
+func init() {
+	nemTopologies[topoEmbedded] = &nemTopology{
+		setup: func(w *nemWorld) {
+			w.port = freePort(w.t)
+			w.startRun(nil)
+			w.js = connectTo(w.t, w.url())
+		},
+		url: func(w *nemWorld) string { return fmt.Sprintf("nats://127.0.0.1:%d", w.port) },
+		runArgs: func(w *nemWorld, _ string) []string {
+			return []string{"--listen", fmt.Sprintf("127.0.0.1:%d", w.port), "--subjects", "ev.>", "--duplicate-window", nemDupWindow.String()}
+		},
+	}
+	nemTopologies[topoExternal] = &nemTopology{
+		setup: func(w *nemWorld) {
+			w.b = &broker{t: w.t, bin: natsServerBinary(w.t), dir: filepath.Join(w.dir, "nats"), port: freePort(w.t)}
+			w.b.start()
+			w.js = connectTo(w.t, w.b.url())
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if _, err := w.js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{"ev.>"}, Duplicates: nemDupWindow}); err != nil {
+				w.t.Fatal(err)
+			}
+			w.startRun(nil)
+		},
+		url:     func(w *nemWorld) string { return w.b.url() },
+		runArgs: func(w *nemWorld, _ string) []string { return []string{"--nats", w.b.url()} },
+		extra: []nemWeight{{nemPause, 2, nil}, {nemBroker, 3, nil}, {nemStop, 3, nil},
+			{nemStart, 2, nil}, {nemHandover, 2, nil}},
+	}
 }
 
 // ackWait is run's AckWait under the current deadline (fastPlan's margins).
@@ -184,24 +216,11 @@ func newNemWorld(t *nemTB, topo string, seed uint64) *nemWorld {
 		t.Fatal(err)
 	}
 	w.dest = webhooktest.NewDestination(t, false)
-	switch topo {
-	case topoEmbedded:
-		w.port = freePort(t)
-		w.startRun(nil)
-		w.js = connectTo(t, w.url())
-	case topoExternal:
-		w.b = &broker{t: t, bin: natsServerBinary(t), dir: filepath.Join(dir, "nats"), port: freePort(t)}
-		w.b.start()
-		w.js = connectTo(t, w.b.url())
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if _, err := w.js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{"ev.>"}, Duplicates: nemDupWindow}); err != nil {
-			t.Fatal(err)
-		}
-		w.startRun(nil)
-	default:
+	topology := nemTopologies[topo]
+	if topology == nil {
 		t.Fatalf("unknown topology %q", topo)
 	}
+	topology.setup(w)
 	consumertest.Eventually(t, 30*time.Second, "the stream", func() bool { _, err := w.streamInfo(); return err == nil })
 	w.waitFetching(w.run)
 	pub, err := publisher.New(w.js, publisher.Config{Attempts: 10, Timeout: 2 * time.Second})
@@ -299,9 +318,9 @@ func (w *nemWorld) durable() *jetstream.ConsumerInfo {
 	return ci
 }
 
-// ledger opens the current ledger read-only.
-func (w *nemWorld) ledger() *sql.DB {
-	db, err := sql.Open("sqlite", w.db+"?_pragma=busy_timeout(10000)&_pragma=query_only(ON)")
+// openLedger opens a ledger file read-only.
+func (w *nemWorld) openLedger(path string) *sql.DB {
+	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=query_only(ON)")
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -309,20 +328,22 @@ func (w *nemWorld) ledger() *sql.DB {
 	return db
 }
 
-// query runs f on the current ledger once its tables are there.
-func (w *nemWorld) query(f func(db *sql.DB)) {
-	consumertest.Eventually(w.t, 30*time.Second, "the ledger's tables", func() bool {
-		if _, err := os.Stat(w.db); err != nil {
-			return false
-		}
-		db := w.ledger()
-		defer db.Close()
-		var n int
-		return db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN ('events', 'balances')`).Scan(&n) == nil && n == 2
-	})
-	db := w.ledger()
-	defer db.Close()
-	f(db)
+// query runs f on each ledger (w.ledgers) once its tables are there.
+func (w *nemWorld) query(f func(path string, db *sql.DB)) {
+	for _, path := range w.ledgers() {
+		consumertest.Eventually(w.t, 30*time.Second, "the ledger's tables", func() bool {
+			if _, err := os.Stat(path); err != nil {
+				return false
+			}
+			db := w.openLedger(path)
+			defer db.Close()
+			var n int
+			return db.QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name IN ('events', 'balances')`).Scan(&n) == nil && n == 2
+		})
+		db := w.openLedger(path)
+		f(path, db)
+		db.Close()
+	}
 }
 
 func (w *nemWorld) ids(db *sql.DB, q string, args ...any) map[string]bool {
@@ -456,8 +477,8 @@ func (w *nemWorld) drain() {
 	for {
 		ci := w.durable()
 		var open int
-		w.query(func(db *sql.DB) {
-			open = count(w.t, db, `SELECT count(*) FROM outbox WHERE status IN ('queued', 'sending')`)
+		w.query(func(_ string, db *sql.DB) {
+			open += count(w.t, db, `SELECT count(*) FROM outbox WHERE status IN ('queued', 'sending')`)
 		})
 		// A purge leaves the ack floor where it was: what it took was
 		// never delivered, so past the last delivered there is nothing.
@@ -484,10 +505,10 @@ type nemSnapshot struct {
 }
 
 func (w *nemWorld) snapshot() nemSnapshot {
-	s := nemSnapshot{deadSeqs: map[uint64]bool{}, conflicts: map[uint64]bool{}}
-	w.query(func(db *sql.DB) {
-		s.applied = w.ids(db, `SELECT message_id FROM processed_messages`)
-		s.deadIDs = w.ids(db, `SELECT message_id FROM dead_letters WHERE message_id != ''`)
+	s := nemSnapshot{applied: map[string]bool{}, deadIDs: map[string]bool{}, deadSeqs: map[uint64]bool{}, conflicts: map[uint64]bool{}}
+	w.query(func(_ string, db *sql.DB) {
+		maps.Copy(s.applied, w.ids(db, `SELECT message_id FROM processed_messages`))
+		maps.Copy(s.deadIDs, w.ids(db, `SELECT message_id FROM dead_letters WHERE message_id != ''`))
 		for q, m := range map[string]map[uint64]bool{`SELECT stream_seq FROM dead_letters`: s.deadSeqs, `SELECT stream_seq FROM conflicts`: s.conflicts} {
 			for seq := range w.ids(db, q) {
 				var n uint64
