@@ -46,6 +46,10 @@ const (
 	nemCancel   nemKind = "cancel"   // outbox cancel of a sent row
 	nemRetry    nemKind = "retry"    // outbox retry of a failed row
 	nemHandover nemKind = "handover" // stop, ledger backup, run on the copy
+	nemRecreate nemKind = "recreate" // the stream deleted under run and made again
+	nemClock    nemKind = "clock"    // run's ledger clock jumps (Arg picks the offset)
+	nemNet      nemKind = "net"      // between run and the server: resets (Arg 0), run's traffic held past AckWait (1), a partition (2)
+	nemPowerCut nemKind = "powercut" // the disk loses what was not synced, and the host dies (lazyfs)
 )
 
 // nemStep is one step of a schedule.
@@ -120,7 +124,7 @@ type nemTopology struct {
 }
 
 var (
-	nemTopoOrder  = []string{topoEmbedded, topoExternal, "edge", "cluster", "natssink"}
+	nemTopoOrder  = []string{topoEmbedded, topoExternal, "edge", "cluster", "natssink", topoPowerCut}
 	nemTopologies = map[string]*nemTopology{}
 	// nemStepFuncs are steps registered by a topology's file; the common
 	// ones are in nemWorld.do.
@@ -162,6 +166,7 @@ func nemWeights(topo string) []nemWeight {
 		{nemFlags, 2, n(0, 7)},
 		{nemPrune, 5, nil}, {nemReplay, 4, n(0, 2)}, {nemPurge, 3, n(0, 8)},
 		{nemRequeue, 2, nil}, {nemDiscard, 2, nil}, {nemResolve, 3, nil}, {nemCancel, 2, nil}, {nemRetry, 1, nil},
+		{nemRecreate, 1, nil}, {nemClock, 2, n(0, 4)},
 	}
 	if t := nemTopologies[topo]; t != nil {
 		ws = append(ws, t.extra...)

@@ -213,7 +213,7 @@ func (w *nemWorld) pause() {
 	w.run.signal(syscall.SIGSTOP)
 	// The second may wait for the ledger's writer, which the stopped run
 	// can hold until it goes on: it is waited for once both can run.
-	second := start(w.t, nil, w.runArgs(w.db)...)
+	second := start(w.t, w.runEnv(nil), w.runArgs(w.db)...)
 	w.publishFresh(5)
 	time.Sleep(w.ackWait() + time.Second) // past AckWait: the pause is the experiment
 	w.run.signal(syscall.SIGCONT)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
+	"github.com/jetledger/jetledger/integration/lazyfs"
 	"github.com/jetledger/jetledger/publisher"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -153,6 +154,13 @@ type nemWorld struct {
 	deadline time.Duration
 	m        *nemModel
 	stats    *nemStats
+	// proxy is between run and the server (external): the network faults.
+	proxy *faultProxy
+	// clockFile holds the offset of run's ledger clock (the clock step).
+	clockFile string
+	// fs serves the ledger's and the embedded store's disk (powercut).
+	fs           *lazyfs.Served
+	backing, mnt string
 }
 
 func (w *nemWorld) url() string { return nemTopologies[w.topo].url(w) }
@@ -190,6 +198,7 @@ func init() {
 		setup: func(w *nemWorld) {
 			w.b = &broker{t: w.t, bin: natsServerBinary(w.t), dir: filepath.Join(w.dir, "nats"), port: freePort(w.t)}
 			w.b.start()
+			w.proxy = newFaultProxy(w.t, fmt.Sprintf("127.0.0.1:%d", w.b.port))
 			w.js = connectTo(w.t, w.b.url())
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -198,10 +207,12 @@ func init() {
 			}
 			w.startRun(nil)
 		},
-		url:     func(w *nemWorld) string { return w.b.url() },
-		runArgs: func(w *nemWorld, _ string) []string { return []string{"--nats", w.b.url()} },
+		url: func(w *nemWorld) string { return w.b.url() },
+		// run reaches the server through the proxy (the net step's
+		// faults); operators and the publisher go to it directly.
+		runArgs: func(w *nemWorld, _ string) []string { return []string{"--nats", w.proxy.url()} },
 		extra: []nemWeight{{nemPause, 2, nil}, {nemBroker, 3, nil}, {nemStop, 3, nil},
-			{nemStart, 2, nil}, {nemHandover, 2, nil}},
+			{nemStart, 2, nil}, {nemHandover, 2, nil}, {nemNet, 4, between(0, 2)}},
 	}
 }
 
@@ -211,7 +222,7 @@ func (w *nemWorld) ackWait() time.Duration { return w.deadline + 700*time.Millis
 func newNemWorld(t *nemTB, topo string, seed uint64) *nemWorld {
 	dir := t.TempDir()
 	w := &nemWorld{t: t, topo: topo, rng: rand.New(rand.NewPCG(seed, 20)), dir: dir, db: filepath.Join(dir, "ledger.db"),
-		schema: filepath.Join(dir, "schema.sql"), batch: "50", deadline: time.Second, m: newNemModel(), stats: newNemStats()}
+		schema: filepath.Join(dir, "schema.sql"), clockFile: filepath.Join(dir, "clock"), batch: "50", deadline: time.Second, m: newNemModel(), stats: newNemStats()}
 	if err := os.WriteFile(w.schema, []byte(balanceTable), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -235,9 +246,15 @@ func newNemWorld(t *nemTB, topo string, seed uint64) *nemWorld {
 // waiting at the durable) or has exited (a fault point), so a fault that
 // follows meets a running consumer, not one still connecting.
 func (w *nemWorld) startRun(env []string) {
-	w.run = start(w.t, env, w.runArgs(w.db)...)
+	w.run = start(w.t, w.runEnv(env), w.runArgs(w.db)...)
 	w.down = false
 	w.waitFetching(w.run)
+}
+
+// runEnv is the environment of a run process: env, and the ledger clock
+// the clock step moves.
+func (w *nemWorld) runEnv(env []string) []string {
+	return append(append([]string{}, env...), "JETLEDGER_FAULT_CLOCK_FILE="+w.clockFile)
 }
 
 func (w *nemWorld) waitFetching(p *proc) {

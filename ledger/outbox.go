@@ -297,8 +297,9 @@ type Expired struct {
 func (s *Store) ExpireLeases(ctx context.Context, sink string, requeue bool) (Expired, error) {
 	type row struct{ id, status, worker string }
 	rows, err := s.writer.QueryContext(ctx, `SELECT id, status, claimed_by FROM outbox
-		WHERE sink = ? AND lease_until < ? AND (status = 'sending' OR (status = 'cancelled' AND pending_delete = 1))`,
-		sink, s.cfg.Now().UnixMilli())
+		WHERE sink = ? AND (lease_until < :now OR claimed_at > :now + `+clockStepSlackMs+`)
+		AND (status = 'sending' OR (status = 'cancelled' AND pending_delete = 1))`,
+		sink, sql.Named("now", s.cfg.Now().UnixMilli()))
 	found, err := collect("expired leases", rows, err, func(sc scanner) (r row, err error) {
 		return r, sc.Scan(&r.id, &r.status, &r.worker)
 	})

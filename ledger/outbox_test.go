@@ -148,6 +148,54 @@ func TestExpiredLeaseRequeueKeepsMaybeSent(t *testing.T) {
 	}
 }
 
+// A lease is wall-clock time on the ledger's clock. When that clock steps
+// back (NTP correcting a clock that ran ahead), a lease taken before the
+// step ends, by the clock, far later than any lease can last: a row its
+// worker abandoned would stay sending for as long as the step. A claim made
+// "in the future" by more than clockStepSlack is expired at once: to review
+// (requeue, for an idempotent sink), never re-sent blindly. Found by the
+// nemesis (a -2h/+2h clock jump with a run killed mid-send).
+func TestLeaseTakenBeforeTheClockSteppedBackExpires(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	clock := func() time.Time { return now }
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	ahead, _ := enqueueWith(t, st, "m1", nil)
+	small, _ := enqueueWith(t, st, "m2", nil)
+	now = now.Add(2 * time.Hour) // the clock ran ahead when these were claimed
+	if _, err := st.Transition(ctx, ahead, ledger.Claim, ledger.Params{Worker: "w1", Lease: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(-2*time.Hour + 30*time.Second)
+	if _, err := st.Transition(ctx, small, ledger.Claim, ledger.Params{Worker: "w1", Lease: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(-30 * time.Second) // corrected: 2h back for the first, 30s for the second
+	ex, err := st.ExpireLeases(ctx, "webhook", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ex.Review) != 1 || ex.Review[0] != ahead {
+		t.Fatalf("expired %+v: want only %s (claimed 2h ahead of the clock) in review", ex, ahead)
+	}
+	if it, _ := st.Get(ctx, ahead); it.Status != ledger.StatusReview {
+		t.Fatalf("row claimed before the clock stepped back 2h is %s, want review", it.Status)
+	}
+	// A small step back only lengthens a lease by the step: it waits.
+	if it, _ := st.Get(ctx, small); it.Status != ledger.StatusSending {
+		t.Fatalf("row claimed 30s ahead is %s, want still sending", it.Status)
+	}
+	now = now.Add(41 * time.Second)
+	if ex, err := st.ExpireLeases(ctx, "webhook", false); err != nil || len(ex.Review) != 1 {
+		t.Fatalf("after its lease by the clock: %+v, %v", ex, err)
+	}
+}
+
 // A claim's lease starts once the claim holds the writer: time spent waiting
 // behind another writer (a batch, a prune, another process) must not eat
 // into the lease, or a send still in flight would be declared abandoned.

@@ -167,14 +167,27 @@ var transitions = map[Change]transition{
 	SettleCancel: {from: []string{fromReview}, guard: cancelPending, to: StatusCancelled,
 		set: `pending_delete = 0, external_id = coalesce(nullif(:ext, ''), external_id), error = coalesce(nullif(:reason, ''), error)`},
 	LookupLater: {from: []string{fromReview}, to: StatusReview, set: `next_attempt_at = :now + :delay, error = :reason`},
-	Expire: {from: []string{fromSending, fromCancelling}, owned: true, guard: `lease_until < :now`, to: StatusReview,
-		set: `error = CASE status WHEN 'cancelled' THEN 'cancelled while ' || :worker ||
+	Expire: {from: []string{fromSending, fromCancelling}, owned: true, guard: leaseOver, to: StatusReview,
+		set: `error = CASE WHEN claimed_at > :now + ` + clockStepSlackMs + ` THEN 'claimed by ' || :worker ||
+			' at a time ahead of the ledger''s clock (it stepped back): its lease cannot be judged, and the item may or may not be at the destination'
+			WHEN status = 'cancelled' THEN 'cancelled while ' || :worker ||
 			' was sending, and its lease expired: the item may be at the destination'
 			ELSE 'lease of ' || :worker || ' expired mid-send: the item may or may not be at the destination' END`},
-	ExpireRequeue: {from: []string{fromSending}, owned: true, guard: `lease_until < :now`, to: StatusQueued,
+	ExpireRequeue: {from: []string{fromSending}, owned: true, guard: leaseOver, to: StatusQueued,
 		set: `maybe_sent = 1, next_attempt_at = 0, error = 'lease of ' || :worker ||
 			' expired mid-send; re-sending with the same idempotency key', ` + releaseClaim},
 }
+
+// A lease is judged on the ledger's clock. leaseOver is a lease that ran
+// out, or one claimed more than a minute ahead of the clock now: the
+// clock stepped back since (NTP correcting one that ran ahead), and by it
+// that lease would last as long as the step. Its send is as ambiguous as an
+// expired one, so it is expired (review, or a re-send with the same key);
+// a smaller step back only lengthens a lease by the step.
+const (
+	clockStepSlackMs = "60000" // a minute, in the ledger's milliseconds
+	leaseOver        = `(lease_until < :now OR claimed_at > :now + ` + clockStepSlackMs + `)`
+)
 
 // query builds the guarded UPDATE of a change.
 func (t transition) query() string {

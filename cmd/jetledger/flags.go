@@ -56,6 +56,9 @@ func (f dbFlag) open(cfg ledger.Config) (*ledger.Store, error) {
 	if w := weakenedSynchronous(); w != "" {
 		cfg.Synchronous = w
 	}
+	if now := faultClock(); now != nil && cfg.Now == nil {
+		cfg.Now = now
+	}
 	st, err := ledger.Open(f.DB, cfg)
 	if errors.Is(err, ledger.ErrInvalidConfig) {
 		return nil, usagef("--db %q: %w", f.DB, err)
