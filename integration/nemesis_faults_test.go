@@ -22,6 +22,13 @@ import (
 // synced is lost, and the host dies at once.
 const topoPowerCut = "powercut"
 
+// topoIdempotent is the external topology with a destination that honours
+// Idempotency-Key: an unknown outcome is re-sent with the same key
+// (ExpireRequeue, maybe_sent kept), not put in review, so the checker sees
+// the re-send path: one item per key, and a row that may be at the
+// destination never failed or cancelled while its item is there.
+const topoIdempotent = "idempotent"
+
 func init() {
 	nemStepFuncs[nemRecreate] = func(w *nemWorld, _ nemStep) { w.recreate() }
 	nemStepFuncs[nemClock] = (*nemWorld).clockJump
@@ -31,6 +38,14 @@ func init() {
 	// The embedded topology's, looked up when called: init functions of
 	// other files may not have run yet.
 	embedded := func() *nemTopology { return nemTopologies[topoEmbedded] }
+	external := func() *nemTopology { return nemTopologies[topoExternal] }
+	nemTopologies[topoIdempotent] = &nemTopology{
+		setup:      func(w *nemWorld) { external().setup(w) },
+		url:        func(w *nemWorld) string { return external().url(w) },
+		runArgs:    func(w *nemWorld, db string) []string { return external().runArgs(w, db) },
+		extra:      nemExternalSteps,
+		idempotent: true,
+	}
 	nemTopologies[topoPowerCut] = &nemTopology{
 		setup: func(w *nemWorld) {
 			w.backing, w.mnt = filepath.Join(w.dir, "backing"), filepath.Join(w.dir, "mnt")
@@ -147,9 +162,10 @@ func (w *nemWorld) recreate() {
 	if code := w.run.wait(time.Minute); code != 1 {
 		w.m.violate("recreate: run exited %d once its stream was deleted, want 1: %s", code, tail(w.run.output()))
 	}
+	stopped := lastLine(w.run.output())
 	w.down = true
 	w.forgetInstance(handled)
-	if w.topo == topoExternal {
+	if w.b != nil { // a server of its own: the operator makes the stream again
 		consumertest.Eventually(w.t, time.Minute, "the stream made again", func() bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
@@ -159,7 +175,21 @@ func (w *nemWorld) recreate() {
 	}
 	// The embedded topology's run makes it again itself.
 	w.startRun(nil)
-	w.stream()
+	info := w.streamCreated()
+	w.t.Logf("recreate: the stream was made again at %s; the old run stopped with: %s", info.Format(time.RFC3339Nano), stopped)
+}
+
+// streamCreated is the creation time of the stream: which instance it is.
+func (w *nemWorld) streamCreated() time.Time {
+	var at time.Time
+	consumertest.Eventually(w.t, 30*time.Second, "stream info", func() bool {
+		info, err := w.streamInfo()
+		if err == nil {
+			at = info.Created
+		}
+		return err == nil
+	})
+	return at
 }
 
 // streamConfig reads the stream's configuration, riding out a restart.

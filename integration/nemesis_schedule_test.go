@@ -121,10 +121,13 @@ type nemTopology struct {
 	runArgs func(w *nemWorld, db string) []string // run's topology flags
 	ledgers func(w *nemWorld) []string            // nil: w.db alone
 	extra   []nemWeight                           // steps only this topology can take
+	// idempotent: the webhook destination honours Idempotency-Key (run
+	// --webhook-idempotent), so unknown outcomes are re-sent, not reviewed.
+	idempotent bool
 }
 
 var (
-	nemTopoOrder  = []string{topoEmbedded, topoExternal, "edge", "cluster", "natssink", topoPowerCut}
+	nemTopoOrder  = []string{topoEmbedded, topoExternal, "edge", "cluster", "natssink", topoPowerCut, topoIdempotent}
 	nemTopologies = map[string]*nemTopology{}
 	// nemStepFuncs are steps registered by a topology's file; the common
 	// ones are in nemWorld.do.

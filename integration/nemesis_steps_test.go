@@ -70,7 +70,7 @@ func (w *nemWorld) do(st nemStep) {
 	case nemPrune:
 		w.prune()
 	case nemReplay:
-		if st.Arg == 2 && w.topo == topoExternal {
+		if st.Arg == 2 && w.b != nil { // run down leaves a server to publish to
 			// An operator replays while run is stopped and traffic goes on.
 			w.stopRun()
 			w.publishFresh(10)

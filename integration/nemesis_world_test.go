@@ -170,6 +170,9 @@ func (w *nemWorld) runArgs(db string) []string {
 		"--log-format", "json", "--batch", w.batch, "--deadline", w.deadline.String(), "--buffer-wait", "200ms",
 		"--commit-margin", "300ms", "--ack-margin", "200ms", "--max-deliver", "-1", "--prune-interval", "0"}
 	args = append(args, webhookArgs(w.dest)...)
+	if nemTopologies[w.topo].idempotent {
+		args = append(args, "--webhook-idempotent")
+	}
 	return append(args, nemTopologies[w.topo].runArgs(w, db)...)
 }
 
@@ -181,6 +184,11 @@ func (w *nemWorld) ledgers() []string {
 	}
 	return []string{w.db}
 }
+
+// nemExternalSteps are the steps a run beside its own nats-server process
+// can take: the embedded topology's run is its server.
+var nemExternalSteps = []nemWeight{{nemPause, 2, nil}, {nemBroker, 3, nil}, {nemStop, 3, nil},
+	{nemStart, 2, nil}, {nemHandover, 2, nil}, {nemNet, 4, between(0, 2)}}
 
 func init() {
 	nemTopologies[topoEmbedded] = &nemTopology{
@@ -211,8 +219,7 @@ func init() {
 		// run reaches the server through the proxy (the net step's
 		// faults); operators and the publisher go to it directly.
 		runArgs: func(w *nemWorld, _ string) []string { return []string{"--nats", w.proxy.url()} },
-		extra: []nemWeight{{nemPause, 2, nil}, {nemBroker, 3, nil}, {nemStop, 3, nil},
-			{nemStart, 2, nil}, {nemHandover, 2, nil}, {nemNet, 4, between(0, 2)}},
+		extra:   nemExternalSteps,
 	}
 }
 
@@ -226,11 +233,11 @@ func newNemWorld(t *nemTB, topo string, seed uint64) *nemWorld {
 	if err := os.WriteFile(w.schema, []byte(balanceTable), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w.dest = webhooktest.NewDestination(t, false)
 	topology := nemTopologies[topo]
 	if topology == nil {
 		t.Fatalf("unknown topology %q", topo)
 	}
+	w.dest = webhooktest.NewDestination(t, topology.idempotent)
 	topology.setup(w)
 	consumertest.Eventually(t, 30*time.Second, "the stream", func() bool { _, err := w.streamInfo(); return err == nil })
 	w.waitFetching(w.run)
