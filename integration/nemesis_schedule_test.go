@@ -3,8 +3,11 @@ package integration
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
 )
 
 // A nemesis schedule is a list of steps, generated from a seed for one
@@ -117,6 +120,14 @@ type nemTopology struct {
 	runArgs func(w *nemWorld, db string) []string // run's topology flags
 	ledgers func(w *nemWorld) []string            // nil: w.db alone
 	extra   []nemWeight                           // steps only this topology can take
+	// A topology whose effects go elsewhere than the webhook destination:
+	// run's sink flags (nil: webhookArgs(w.dest)), what the destination
+	// holds as the checker reads it (nil: w.dest.Items()), its own meaning
+	// of common steps, and the common steps it cannot take.
+	sinkArgs func(w *nemWorld) []string
+	items    func(w *nemWorld) []webhooktest.StoredItem
+	steps    map[nemKind]func(w *nemWorld, st nemStep)
+	without  map[nemKind]bool
 }
 
 var (
@@ -164,6 +175,7 @@ func nemWeights(topo string) []nemWeight {
 		{nemRequeue, 2, nil}, {nemDiscard, 2, nil}, {nemResolve, 3, nil}, {nemCancel, 2, nil}, {nemRetry, 1, nil},
 	}
 	if t := nemTopologies[topo]; t != nil {
+		ws = slices.DeleteFunc(ws, func(w nemWeight) bool { return t.without[w.kind] })
 		ws = append(ws, t.extra...)
 	}
 	return ws
