@@ -1,14 +1,18 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
@@ -43,8 +47,134 @@ const (
 
 // nemSinkState is what the natssink topology keeps beside its world.
 type nemSinkState struct {
-	mu   sync.Mutex
-	kept []webhooktest.StoredItem // messages of instances deleted, or purged from one, read before they went
+	mu    sync.Mutex
+	kept  []webhooktest.StoredItem // messages of instances deleted, or purged from one, read before they went
+	proxy *sendProxy               // between run and nats-server
+}
+
+// sendProxy is a TCP proxy between run and nats-server that can hold a
+// send's answer: armed, it lets the next chunk run sends carrying the
+// effects subject through to the server and then holds everything the
+// server sends back, on every connection, until released. The send is at
+// the server (stored, normally) and its acknowledgement never reaches run:
+// an unknown outcome, made at will.
+type sendProxy struct {
+	l      net.Listener
+	target string
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	trap   []byte
+	sprung chan struct{}
+	gate   chan struct{} // closed while the server's traffic flows
+	wg     sync.WaitGroup
+}
+
+func newSendProxy(t testing.TB, target string) *sendProxy {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &sendProxy{l: l, target: target, conns: map[net.Conn]bool{}, gate: make(chan struct{})}
+	close(p.gate)
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			s, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns[c], p.conns[s] = true, true
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go p.pipe(s, c, true)
+			go p.pipe(c, s, false)
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		p.release()
+		p.mu.Lock()
+		for c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *sendProxy) url() string { return "nats://" + p.l.Addr().String() }
+
+func (p *sendProxy) pipe(dst, src net.Conn, up bool) {
+	defer p.wg.Done()
+	defer func() {
+		p.mu.Lock()
+		delete(p.conns, src)
+		delete(p.conns, dst)
+		p.mu.Unlock()
+		src.Close()
+		dst.Close()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			gate := p.gate
+			p.mu.Unlock()
+			if !up {
+				<-gate
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+			if up {
+				p.sprang(buf[:n])
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// holdAnswerTo arms the trap; the channel closes once a send went through
+// and the server's answers are held.
+func (p *sendProxy) holdAnswerTo(pattern string) <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.trap, p.sprung = []byte(pattern), make(chan struct{})
+	return p.sprung
+}
+
+func (p *sendProxy) sprang(chunk []byte) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.trap == nil || !bytes.Contains(chunk, p.trap) {
+		return
+	}
+	p.trap = nil
+	p.gate = make(chan struct{})
+	close(p.sprung)
+}
+
+// release lets the server's traffic go again and disarms the trap.
+func (p *sendProxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.trap = nil
+	select {
+	case <-p.gate:
+	default:
+		close(p.gate)
+	}
 }
 
 var (
@@ -68,6 +198,7 @@ func init() {
 			w.t.Cleanup(func() { nemSinksMu.Lock(); delete(nemSinks, w); nemSinksMu.Unlock() })
 			w.b = &broker{t: w.t, bin: natsServerBinary(w.t), dir: filepath.Join(w.dir, "nats"), port: freePort(w.t)}
 			w.b.start()
+			s.proxy = newSendProxy(w.t, fmt.Sprintf("127.0.0.1:%d", w.b.port))
 			w.js = connectTo(w.t, w.b.url())
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
@@ -87,8 +218,9 @@ func init() {
 			}
 			w.startRun(nil)
 		},
-		url:     func(w *nemWorld) string { return w.b.url() },
-		runArgs: func(w *nemWorld, _ string) []string { return []string{"--nats", w.b.url()} },
+		url: func(w *nemWorld) string { return w.b.url() },
+		// run connects through the proxy; operators and the publisher do not.
+		runArgs: func(w *nemWorld, _ string) []string { return []string{"--nats", nemSinkOf(w).proxy.url()} },
 		sinkArgs: func(*nemWorld) []string {
 			return []string{"--effects-subject", nemEffSubject, "--effects-stream", nemEffStream, "--effects-timeout", nemEffTimeout.String()}
 		},
@@ -169,25 +301,82 @@ func (w *nemWorld) readEffects() ([]webhooktest.StoredItem, uint64) {
 	return items, last
 }
 
+// effLast is the effects stream's last sequence, read past a restart.
+func (w *nemWorld) effLast() uint64 {
+	var last uint64
+	consumertest.Eventually(w.t, time.Minute, "the effects stream's info", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := w.js.Stream(ctx, nemEffStream)
+		if err == nil {
+			last = s.CachedInfo().State.LastSeq
+		}
+		return err == nil
+	})
+	return last
+}
+
+// heldSend makes a send whose answer run never gets: n events are
+// published, the proxy lets the first send of their effects through and
+// holds what the server sends back; once the stream stored it, fault runs
+// (the step's fault), then the server's traffic goes again.
+func (w *nemWorld) heldSend(kind nemKind, n int, fault func()) {
+	w.up()
+	p := nemSinkOf(w).proxy
+	before := w.effLast()
+	sprung := p.holdAnswerTo(nemEffSubject)
+	done := w.publishFreshAsync(n)
+	select {
+	case <-sprung:
+		if !poll(10*time.Second, func() bool { return w.effLast() > before }) {
+			w.t.Logf("%s: the held send was not stored within 10s", kind)
+		}
+	case <-time.After(30 * time.Second):
+		w.t.Logf("%s: run sent nothing to the effects subject within 30s", kind)
+	}
+	fault()
+	p.release()
+	<-done
+}
+
+// sendsTimedOut waits until no row is sending: a held send's sink timeout
+// ended it (queued to be sent again with its id, or review).
+func (w *nemWorld) sendsTimedOut(kind nemKind) {
+	if !poll(30*time.Second, func() bool { return len(w.rowsIn("sending")) == 0 }) {
+		w.t.Logf("%s: rows still sending after 30s", kind)
+	}
+}
+
 // sinkRecreate deletes the effects stream and makes it again with the same
 // name, subject and window: issue 19's hole #1, a row in review must not be
 // sent into the new instance unless it provably never reached the old one.
-// The stream is sealed first, so that what the reader keeps is all the old
-// instance stored (the reader's need: a send refused by a sealed stream is
-// refused as by a deleted one).
+// Arg 0: while run idles; 1: with sends going; 2: while a send stored in the
+// old instance has an unknown outcome at run (held), so its row is queued to
+// be sent again with its id, or in review.
 func (w *nemWorld) sinkRecreate(st nemStep) {
-	w.up()
-	var done <-chan struct{}
 	switch st.Arg {
 	case 1:
-		done = w.publishFreshAsync(20)
+		w.up()
+		done := w.publishFreshAsync(20)
 		time.Sleep(time.Duration(w.rng.IntN(300)) * time.Millisecond) // when, in the sends, the stream goes: the experiment's variable
+		w.recreateEffects()
+		<-done
 	case 2:
-		done = w.publishFreshAsync(20)
-		time.Sleep(time.Duration(w.rng.IntN(300)) * time.Millisecond) // the moment of the kill, as in brokersend
-		w.b.p.kill()
-		w.b.start()
+		w.heldSend(nemRecreate, 10, func() {
+			w.sendsTimedOut(nemRecreate)
+			w.recreateEffects()
+		})
+	default:
+		w.up()
+		w.recreateEffects()
 	}
+}
+
+// recreateEffects seals the effects stream, keeps what it holds, deletes it
+// and makes it again with the same config. Sealing first makes what is kept
+// all the old instance stored (the reader's need: a send refused by a
+// sealed stream is refused as by a deleted one).
+func (w *nemWorld) recreateEffects() {
 	var cfg jetstream.StreamConfig
 	consumertest.Eventually(w.t, time.Minute, "the effects stream sealed", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -214,16 +403,13 @@ func (w *nemWorld) sinkRecreate(st nemStep) {
 	consumertest.Eventually(w.t, time.Minute, "the effects stream deleted and made again", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if err := w.js.DeleteStream(ctx, nemEffStream); err != nil && !strings.Contains(err.Error(), "not found") {
+		if err := w.js.DeleteStream(ctx, nemEffStream); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 			return false
 		}
 		_, err := w.js.CreateStream(ctx, cfg)
 		return err == nil
 	})
 	w.t.Logf("recreate: the effects stream's old instance held %d messages", len(items))
-	if done != nil {
-		<-done
-	}
 }
 
 // sinkPurge purges the effects stream up to what was read, so the reader
@@ -247,15 +433,23 @@ func (w *nemWorld) sinkPurge() {
 }
 
 // sinkBrokerSend kills nats-server while events arrive and their effects
-// are sent: sends in flight have unknown outcomes (re-sent with the same id
-// inside a long window, review under a short one).
+// are sent: at a moment of the traffic, or (half the time) once a send it
+// stored has its answer held, so run's outcome is unknown for certain
+// (re-sent with the same id inside a long window, review under a short one).
 func (w *nemWorld) sinkBrokerSend(st nemStep) {
+	restart := func() {
+		time.Sleep(time.Duration(w.rng.IntN(1500)) * time.Millisecond) // how long it stays down: the experiment's variable
+		w.b.start()
+	}
+	if w.rng.IntN(2) == 0 {
+		w.heldSend(nemBrokerSend, max(st.Arg, 1), func() { w.b.p.kill(); restart() })
+		return
+	}
 	w.up()
 	done := w.publishFreshAsync(max(st.Arg, 1))
 	time.Sleep(time.Duration(50+w.rng.IntN(400)) * time.Millisecond) // the moment of the kill: the experiment's variable
 	w.b.p.kill()
-	time.Sleep(time.Duration(w.rng.IntN(1500)) * time.Millisecond) // how long it stays down: the experiment's variable
-	w.b.start()
+	restart()
 	<-done
 }
 
@@ -282,25 +476,12 @@ func (w *nemWorld) sinkHang(nemStep) {
 	<-done
 }
 
-// sinkMidSend is midsend's meaning here: run dies while a send is in
-// flight. The server is stopped while sends go, so a claimed send waits on
-// it; run is killed while a row is sending, and the server, going on,
-// stores what it had read: landed, with nobody to write it back.
+// sinkMidSend is midsend's meaning here: run dies while a send it made is
+// stored at the server and its answer held; nobody writes the row back, so
+// the next run finds it sending past its lease.
 func (w *nemWorld) sinkMidSend(nemStep) {
-	w.up()
-	done := w.publishFreshAsync(15)
-	time.Sleep(time.Duration(50+w.rng.IntN(300)) * time.Millisecond) // when, in the traffic: the experiment's variable
-	w.b.p.signal(syscall.SIGSTOP)
-	// Before the sink's timeout ends the held send.
-	caught := poll(nemEffTimeout/2, func() bool { return len(w.rowsIn("sending")) > 0 })
-	w.run.kill()
-	w.b.p.signal(syscall.SIGCONT)
-	w.brokerAnswers()
-	if !caught {
-		w.t.Logf("midsend: no row was sending when run was killed")
-	}
+	w.heldSend(nemMidSend, 5, func() { w.run.kill() })
 	w.startRun(nil)
-	<-done
 }
 
 // sinkCancel: cancelling a row already sent fails, a published message may
