@@ -40,7 +40,7 @@ const (
 // Steps only this topology takes.
 const (
 	nemRecreate   nemKind = "recreate"   // delete and re-create the effects stream, same config: idle (Arg 0), with sends in flight (1), right after a broker kill mid-send (2)
-	nemEffPurge   nemKind = "effpurge"   // purge the effects stream
+	nemEffPurge   nemKind = "effpurge"   // purge the effects stream: at once (Arg 0), while a stored send's outcome is unknown (1)
 	nemBrokerSend nemKind = "brokersend" // SIGKILL and restart of nats-server while Arg events are applied and their effects sent
 	nemReviewList nemKind = "review"     // outbox review --json lists the rows in review
 )
@@ -242,10 +242,10 @@ func init() {
 		without: map[nemKind]bool{nem500: true},
 		// external's steps (this file's init may run before its), and this one's.
 		extra: []nemWeight{{nemPause, 2, nil}, {nemBroker, 3, nil}, {nemStop, 3, nil}, {nemStart, 2, nil}, {nemHandover, 2, nil},
-			{nemRecreate, 4, between(0, 2)}, {nemEffPurge, 2, nil}, {nemBrokerSend, 3, between(10, 40)}, {nemReviewList, 2, nil}},
+			{nemRecreate, 4, between(0, 2)}, {nemEffPurge, 2, between(0, 1)}, {nemBrokerSend, 3, between(10, 40)}, {nemReviewList, 2, nil}},
 	}
 	nemStepFuncs[nemRecreate] = (*nemWorld).sinkRecreate
-	nemStepFuncs[nemEffPurge] = func(w *nemWorld, _ nemStep) { w.sinkPurge() }
+	nemStepFuncs[nemEffPurge] = (*nemWorld).sinkEffPurge
 	nemStepFuncs[nemBrokerSend] = (*nemWorld).sinkBrokerSend
 	nemStepFuncs[nemReviewList] = func(w *nemWorld, _ nemStep) { w.sinkReview() }
 }
@@ -410,6 +410,20 @@ func (w *nemWorld) recreateEffects() {
 		return err == nil
 	})
 	w.t.Logf("recreate: the effects stream's old instance held %d messages", len(items))
+}
+
+// sinkEffPurge purges the effects stream: at once (Arg 0), or (1) while a
+// send it stored has an unknown outcome at run, so that its row is queued
+// to be sent again with its id (or in review) across the purge.
+func (w *nemWorld) sinkEffPurge(st nemStep) {
+	if st.Arg == 1 {
+		w.heldSend(nemEffPurge, 10, func() {
+			w.sendsTimedOut(nemEffPurge)
+			w.sinkPurge()
+		})
+		return
+	}
+	w.sinkPurge()
 }
 
 // sinkPurge purges the effects stream up to what was read, so the reader
