@@ -110,7 +110,7 @@ func nemCheck(w *nemWorld) {
 		r.Close()
 		rows = append(rows, outboxRows(w.t, db)...)
 	})
-	for _, it := range w.dest.Items() {
+	for _, it := range w.items() {
 		byKey[it.Key] = append(byKey[it.Key], it)
 		perMessage[it.MessageID]++
 	}

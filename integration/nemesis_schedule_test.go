@@ -3,8 +3,11 @@ package integration
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
 )
 
 // A nemesis schedule is a list of steps, generated from a seed for one
@@ -124,6 +127,14 @@ type nemTopology struct {
 	// idempotent: the webhook destination honours Idempotency-Key (run
 	// --webhook-idempotent), so unknown outcomes are re-sent, not reviewed.
 	idempotent bool
+	// A topology whose effects go elsewhere than the webhook destination:
+	// run's sink flags (nil: webhookArgs(w.dest)), what the destination
+	// holds as the checker reads it (nil: w.dest.Items()), its own meaning
+	// of common steps, and the common steps it cannot take.
+	sinkArgs func(w *nemWorld) []string
+	items    func(w *nemWorld) []webhooktest.StoredItem
+	steps    map[nemKind]func(w *nemWorld, st nemStep)
+	without  map[nemKind]bool
 }
 
 var (
@@ -172,6 +183,7 @@ func nemWeights(topo string) []nemWeight {
 		{nemRecreate, 1, nil}, {nemClock, 2, n(0, 4)},
 	}
 	if t := nemTopologies[topo]; t != nil {
+		ws = slices.DeleteFunc(ws, func(w nemWeight) bool { return t.without[w.kind] })
 		ws = append(ws, t.extra...)
 	}
 	return ws

@@ -17,6 +17,10 @@ import (
 func (w *nemWorld) do(st nemStep) {
 	w.stats.Kinds[string(st.Kind)]++
 	w.stats.Steps++
+	if f := nemTopologies[w.topo].steps[st.Kind]; f != nil {
+		f(w, st)
+		return
+	}
 	switch st.Kind {
 	case nemPublish:
 		w.publishFresh(max(st.Arg, 1))
@@ -400,7 +404,7 @@ func (w *nemWorld) resolve() {
 	r := rows[j]
 	args := []string{"outbox", "resolve", r.ID, "--db", r.db, "--as", "failed"}
 	as := "failed"
-	for _, it := range w.dest.Items() {
+	for _, it := range w.items() {
 		if it.Key == r.ID {
 			args = []string{"outbox", "resolve", r.ID, "--db", r.db, "--as", "sent", "--external-id", it.ExternalID}
 			as = "sent"

@@ -15,7 +15,7 @@ import (
 var (
 	nemSeedFlag  = flag.Uint64("nemesis.seed", 0, "run only the nemesis schedule of this seed (with -nemesis.topology)")
 	nemStepsFlag = flag.String("nemesis.steps", "", "run these nemesis steps (as a failing schedule prints them) instead of the seed's")
-	nemTopoFlag  = flag.String("nemesis.topology", "", "the topology of -nemesis.seed: embedded or external (default: the seed's)")
+	nemTopoFlag  = flag.String("nemesis.topology", "", "the topology of -nemesis.seed: embedded, external, edge, cluster, natssink, powercut or idempotent (default: the seed's)")
 )
 
 // nemProfile sizes a nemesis run. JETLEDGER_NEMESIS=long selects the long

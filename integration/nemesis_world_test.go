@@ -169,11 +169,23 @@ func (w *nemWorld) runArgs(db string) []string {
 	args := []string{"run", "--db", db, "--stream", stream, "--schema", w.schema, "--apply", balanceApply,
 		"--log-format", "json", "--batch", w.batch, "--deadline", w.deadline.String(), "--buffer-wait", "200ms",
 		"--commit-margin", "300ms", "--ack-margin", "200ms", "--max-deliver", "-1", "--prune-interval", "0"}
-	args = append(args, webhookArgs(w.dest)...)
+	if f := nemTopologies[w.topo].sinkArgs; f != nil {
+		args = append(args, f(w)...)
+	} else {
+		args = append(args, webhookArgs(w.dest)...)
+	}
 	if nemTopologies[w.topo].idempotent {
 		args = append(args, "--webhook-idempotent")
 	}
 	return append(args, nemTopologies[w.topo].runArgs(w, db)...)
+}
+
+// items is what the destination of run's effects holds.
+func (w *nemWorld) items() []webhooktest.StoredItem {
+	if f := nemTopologies[w.topo].items; f != nil {
+		return f(w)
+	}
+	return w.dest.Items()
 }
 
 // ledgers are the ledger files run writes: w.db, or a topology's (one per

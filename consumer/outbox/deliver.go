@@ -22,7 +22,11 @@ func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token st
 	if it.MaybeSent && !repeat {
 		// An earlier send may have landed and the destination no longer
 		// remembers its key: sending again could make a second copy.
-		err = &SendError{Kind: ErrAmbiguous, Detail: "not re-sent: the destination's window for the idempotency key has passed since an earlier send whose outcome is unknown"}
+		detail := "not re-sent: the destination's window for the idempotency key has passed since an earlier send whose outcome is unknown"
+		if d.idempotent && d.elsewhere(it) && d.remembers(it, it.ClaimedAt) {
+			detail = "not re-sent: an earlier send whose outcome is unknown may have gone to another instance of the destination (a stream deleted and made again), which does not remember its key"
+		}
+		err = &SendError{Kind: ErrAmbiguous, Detail: detail}
 	} else {
 		sctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
 		ext, err = d.sink.Send(sctx, it)

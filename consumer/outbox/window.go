@@ -17,6 +17,16 @@ type Windowed interface {
 	KeyWindow() time.Duration
 }
 
+// elsewhere reports that an earlier send of it that may have landed may
+// have gone to another instance of the destination than its claim's (a
+// stream deleted and made again): the claim then keeps no record of where
+// its sends went (ledger: sentTo), and this instance does not remember
+// their key, so a send again could be a second copy (DESIGN.md rule 13).
+func (d *Dispatcher) elsewhere(it ledger.OutboxItem) bool {
+	_, ok := d.sink.(Positioner)
+	return ok && it.MaybeSent && it.SentTo.Instance == ""
+}
+
 // Readiness is a sink that knows when its destination cannot be reached
 // (its connection is down): while Ready returns an error the dispatcher
 // claims nothing, so rows wait queued through an outage instead of using up
@@ -62,9 +72,12 @@ func idempotence(s Sink, cfg Config) (bool, string) {
 // dispatcher's sink is idempotent and, for a Windowed one, the destination
 // still remembers a key sent when the row was created.
 func (d *Dispatcher) repeatable(it ledger.OutboxItem, now time.Time) bool {
-	if !d.idempotent {
-		return false
-	}
+	return d.idempotent && !d.elsewhere(it) && d.remembers(it, now)
+}
+
+// remembers reports whether the destination, if Windowed, still remembers a
+// key sent when it was created.
+func (d *Dispatcher) remembers(it ledger.OutboxItem, now time.Time) bool {
 	w, ok := d.sink.(Windowed)
 	return !ok || now.Sub(it.CreatedAt)+d.sink.Timeout()+windowSlack < w.KeyWindow()
 }

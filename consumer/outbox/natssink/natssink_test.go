@@ -280,12 +280,18 @@ func TestWindowDecidesWhetherAnExpiredSendIsRepeated(t *testing.T) {
 		t.Run(tc.window.String(), func(t *testing.T) {
 			e := newEnv(t, &server.Options{}, tc.window, jetstream.StreamConfig{})
 			rows := e.enqueue(t, "m1")
-			// A worker that claimed the row and died.
-			if _, err := e.st.Transition(t.Context(), rows[0], ledger.Claim, ledger.Params{Worker: "dead", Lease: time.Second}); err != nil {
+			sink := e.sink(t)
+			to, err := sink.Position(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A worker that claimed the row, recording where its send goes
+			// as every worker does, and died.
+			if _, err := e.st.Transition(t.Context(), rows[0], ledger.Claim, ledger.Params{Worker: "dead", Lease: time.Second, SentTo: to}); err != nil {
 				t.Fatal(err)
 			}
 			e.clk.add(2 * time.Second) // past the dead claim's lease
-			e.run(t, outbox.Config{Sink: e.sink(t), Lease: 6 * time.Second})
+			e.run(t, outbox.Config{Sink: sink, Lease: 6 * time.Second})
 			e.waitStatus(t, rows[0], tc.want)
 			short := e.logs.has("remembers an idempotency key for 1s")
 			if short != (tc.want == ledger.StatusReview) {

@@ -1,0 +1,56 @@
+package natssink_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A worker sent a row into EFF (stored) and died before writing it back;
+// EFF is then deleted and created again (same name, subject and 2m window).
+// The row's lease expires and, the sink being idempotent inside its window,
+// it would be sent again with the same id: but the new EFF does not
+// remember that id, so that would be a second copy. It goes to review, and
+// the new EFF holds nothing. (Found by the nemesis, natssink topology,
+// steps effrecreate:2.)
+func TestMaybeSentRowIsNotResentIntoARecreatedStream(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &server.Options{}, 2*time.Minute, jetstream.StreamConfig{})
+	sink := e.sink(t)
+	row := e.enqueue(t, "m1")[0]
+	to, err := sink.Position(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Transition(t.Context(), row, ledger.Claim, ledger.Params{Worker: "dead", Lease: time.Second, SentTo: to}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sink.Send(t.Context(), e.status(t, row)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.js.Stream(t.Context(), "EFF")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	if err := e.js.DeleteStream(t.Context(), "EFF"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.js.CreateStream(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.add(2 * time.Second) // past the dead claim's lease
+	e.run(t, outbox.Config{Sink: sink, Lease: 6 * time.Second})
+	it := e.waitStatus(t, row, ledger.StatusReview)
+	if n := len(e.stored(t)); n != 0 {
+		t.Fatalf("the new EFF holds %d messages, want 0: the row was sent again into another instance than its first copy's", n)
+	}
+	if !strings.Contains(it.Error, "another instance") {
+		t.Errorf("review reason %q does not say why", it.Error)
+	}
+}
