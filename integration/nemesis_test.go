@@ -31,7 +31,8 @@ type nemProfile struct {
 }
 
 func nemProfileFromEnv(t *testing.T) nemProfile {
-	p := nemProfile{Name: "short", Schedules: 6, Steps: 12, Shrink: 90 * time.Second}
+	// Short: a fixed seed on each topology and two from the clock.
+	p := nemProfile{Name: "short", Schedules: len(nemTopos()) + 2, Steps: 12, Shrink: 90 * time.Second}
 	if os.Getenv("JETLEDGER_NEMESIS") == "long" {
 		p = nemProfile{Name: "long", Schedules: 200, Steps: 18, Shrink: 10 * time.Minute}
 	}
@@ -151,13 +152,15 @@ func shrink(t *testing.T, s nemSchedule, budget time.Duration) (nemSchedule, int
 }
 
 // The nemesis: from a seed, a schedule of traffic, process faults and
-// operator actions against one topology (the embedded default, or run
-// --nats to a nats-server process), then a drain and one checker over
-// everything the stream acked and the destination holds (nemCheck). A
+// operator actions against one topology (nemTopos: the embedded default,
+// run --nats to a nats-server process, the edge with a hub, a 3-node
+// cluster with partitions, the NATS sink, the embedded host on a disk that
+// loses power, an idempotent destination), then a drain and one checker
+// over everything the stream acked and the destination holds (nemCheck). A
 // failing schedule is shrunk and printed with the command that replays it.
-// The short profile runs a fixed seed and a time-derived one on each
-// topology; JETLEDGER_NEMESIS=long runs 200 schedules (give go test
-// -timeout 0: they take longer than its default 10 minutes).
+// The short profile runs a fixed seed on each topology and two from the
+// clock; JETLEDGER_NEMESIS=long runs 200 schedules over them all (give go
+// test -timeout 0: they take longer than its default 10 minutes).
 func TestNemesis(t *testing.T) {
 	prof := nemProfileFromEnv(t)
 	var scheds []nemSchedule
@@ -180,8 +183,12 @@ func TestNemesis(t *testing.T) {
 		scheds = []nemSchedule{scheduleOf(*nemSeedFlag, topo, prof.Steps)}
 	default:
 		timeSeed := uint64(time.Now().UnixNano())
-		t.Logf("nemesis %s profile: fixed seeds 1, 2; time-derived seed %d", prof.Name, timeSeed)
-		base := []uint64{1, 2}
+		// Seeds 1…n fall on each of the n topologies once (topologyOf).
+		var base []uint64
+		for i := range nemTopos() {
+			base = append(base, uint64(i+1))
+		}
+		t.Logf("nemesis %s profile: fixed seeds 1…%d (one per topology), then time-derived seeds from %d", prof.Name, len(base), timeSeed)
 		for i := 0; len(base) < prof.Schedules; i++ {
 			base = append(base, timeSeed+uint64(i))
 		}
