@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -117,6 +118,14 @@ type nemTopology struct {
 	runArgs func(w *nemWorld, db string) []string // run's topology flags
 	ledgers func(w *nemWorld) []string            // nil: w.db alone
 	extra   []nemWeight                           // steps only this topology can take
+	// Optional, for a partitioned stream: each ledger and the durable that
+	// feeds it (nil: w.db and "jetledger"), the subject an account's events
+	// are published on (nil: subject), the common steps that do not apply
+	// here, and checks of its own, run after the drain before nemCheck's.
+	parts   func(w *nemWorld) []nemPart
+	subject func(w *nemWorld, account string) string
+	exclude []nemKind
+	check   func(w *nemWorld)
 }
 
 var (
@@ -164,7 +173,7 @@ func nemWeights(topo string) []nemWeight {
 		{nemRequeue, 2, nil}, {nemDiscard, 2, nil}, {nemResolve, 3, nil}, {nemCancel, 2, nil}, {nemRetry, 1, nil},
 	}
 	if t := nemTopologies[topo]; t != nil {
-		ws = append(ws, t.extra...)
+		ws = slices.DeleteFunc(append(ws, t.extra...), func(w nemWeight) bool { return slices.Contains(t.exclude, w.kind) })
 	}
 	return ws
 }
