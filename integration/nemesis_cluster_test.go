@@ -280,12 +280,11 @@ func (cl *nemCluster) stopHost(w *nemWorld, h int) {
 }
 
 // nodeFault SIGKILLs node victim while n events arrive, keeps it down a
-// while, restarts it and waits for the stream and every durable to have a
+// while, restarts it, and waits for the stream and every durable to have a
 // leader and three current replicas, so the next step meets a whole
 // cluster.
 func (cl *nemCluster) nodeFault(w *nemWorld, victim, n int) {
-	w.up()
-	cl.upHost1(w)
+	// Host 0 may be down (a stop step): the node goes under host 1 alone.
 	done := w.publishFreshAsync(n)
 	time.Sleep(time.Duration(w.rng.IntN(300)) * time.Millisecond) // the moment of the kill: the experiment's variable
 	cl.c.kill(victim)
@@ -352,7 +351,9 @@ func (cl *nemCluster) midSend(w *nemWorld, h int) {
 // README's "Moving a partition": SIGTERM of the old owner (exit 0), ledger
 // backup of the partition's file to the new host's directory, and the new
 // host started with it among its --partition (a process's partitions are
-// fixed: it restarts). The old file stays where it was, never opened again.
+// fixed: it restarts). The old file is kept until the new owner runs, and
+// then deleted, as the README allows: an operator moving the partition back
+// later backs it up to that path again.
 func (cl *nemCluster) move(w *nemWorld, arg int) {
 	from := 0
 	if len(cl.partitionsOf(1)) > len(cl.partitionsOf(0)) {
@@ -363,13 +364,7 @@ func (cl *nemCluster) move(w *nemWorld, arg int) {
 	i := mine[arg%len(mine)]
 	cl.stopHost(w, from)
 	src, dst := partitionFile(cl.base[from], i), partitionFile(cl.base[to], i)
-	args := []string{"ledger", "backup", "--db", src, "--to", dst, "--json"}
-	if _, err := os.Stat(dst); err == nil {
-		// A copy left by an earlier move the other way: a dead file
-		// (its owner moved on), replaced by the live one.
-		args = append(args, "--force")
-	}
-	moved := w.operator(nemMovePart, false, args...)
+	moved := w.operator(nemMovePart, false, "ledger", "backup", "--db", src, "--to", dst, "--json")
 	cl.stopHost(w, to)
 	if moved {
 		cl.owner[i] = to
@@ -378,6 +373,15 @@ func (cl *nemCluster) move(w *nemWorld, arg int) {
 	// Host 1 first: host 0's start waits for every durable.
 	cl.startHost1(w, nil)
 	w.startRun(nil)
+	if moved {
+		// The old file goes once the new owner runs (README: keep it
+		// until then), so a move back backs up to a free path.
+		for _, f := range []string{src, src + "-wal", src + "-shm"} {
+			if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+				w.t.Fatal(err)
+			}
+		}
+	}
 }
 
 // check stops host 1 (the drain stopped host 0), then checks what only a
