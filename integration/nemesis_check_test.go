@@ -80,6 +80,9 @@ func (m *nemModel) uncertainLocked(e event, _ []byte) { m.uncertain[e.ID] = true
 // nemCheck is the one checker, run after the drain: it generalises
 // checkSoak to what a schedule may have done on purpose.
 func nemCheck(w *nemWorld) {
+	if f := nemTopologies[w.topo].check; f != nil {
+		f(w)
+	}
 	m := w.m
 	var (
 		applied                  map[string]bool

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -152,7 +153,10 @@ func (w *nemWorld) recreate() {
 	cfg := w.streamConfig()
 	// What the durable acked before the delete, run handled: its
 	// conflicts and id-less messages must be recorded.
-	handled := w.durable().AckFloor.Stream
+	handled := uint64(math.MaxUint64)
+	for _, p := range w.parts() {
+		handled = min(handled, w.durable(p.durable).AckFloor.Stream)
+	}
 	consumertest.Eventually(w.t, time.Minute, "the stream deleted", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()

@@ -135,6 +135,13 @@ type nemTopology struct {
 	items    func(w *nemWorld) []webhooktest.StoredItem
 	steps    map[nemKind]func(w *nemWorld, st nemStep)
 	without  map[nemKind]bool
+	// Optional, for a partitioned stream: each ledger and the durable that
+	// feeds it (nil: w.db and "jetledger"), the subject an account's events
+	// are published on (nil: subject), and checks of its own, run after the
+	// drain before nemCheck's.
+	parts   func(w *nemWorld) []nemPart
+	subject func(w *nemWorld, account string) string
+	check   func(w *nemWorld)
 }
 
 var (

@@ -160,7 +160,7 @@ func (w *nemWorld) publishNoID() {
 	var ack *jetstream.PubAck
 	consumertest.Eventually(w.t, 40*time.Second, "a publish without Nats-Msg-Id", func() bool {
 		var err error
-		ack, err = w.js.Publish(ctx, subject, []byte(`{"account":"acct-noid","amount":7}`))
+		ack, err = w.js.Publish(ctx, w.subjectOf("acct-noid"), []byte(`{"account":"acct-noid","amount":7}`))
 		return err == nil
 	})
 	w.stats.Published++
@@ -256,13 +256,20 @@ func (w *nemWorld) destFault(kind nemKind, set, lift func()) {
 // prune runs ledger prune and checks what it removed: a row whose id has a
 // copy still in the stream that run already handled must stay (a later
 // replay or redelivery would apply it again). What it removed rightly ends
-// that id's application: a later copy is a new message.
+// that id's application: a later copy is a new message. Each ledger is
+// pruned against its own durable.
 func (w *nemWorld) prune() {
+	for _, p := range w.parts() {
+		w.prunePart(p)
+	}
+}
+
+func (w *nemWorld) prunePart(p nemPart) {
 	before := w.snapshot()
 	first := w.stream().FirstSeq
-	floor := w.durable().AckFloor.Stream
-	if !w.operator(nemPrune, false, "ledger", "prune", "--db", w.db, "--nats", w.url(), "--stream", stream,
-		"--retention", nemRetention, "--json") {
+	floor := w.durable(p.durable).AckFloor.Stream
+	if !w.operator(nemPrune, false, "ledger", "prune", "--db", p.db, "--nats", w.url(), "--stream", stream,
+		"--durable", p.durable, "--retention", nemRetention, "--json") {
 		return
 	}
 	after := w.snapshot()
@@ -283,15 +290,17 @@ func (w *nemWorld) prune() {
 }
 
 // replay replays through run's ledger with run's effects: to run's bound,
-// or with --to-seq the stream's last sequence.
+// or with --to-seq the stream's last sequence; each ledger with its durable.
 func (w *nemWorld) replay(toEnd bool) {
-	args := []string{"replay", "--nats", w.url(), "--db", w.db, "--stream", stream, "--schema", w.schema, "--apply", balanceApply,
-		"--webhook", w.dest.URL(), "--json", "--log-level", "warn", "--deadline", w.deadline.String(), "--buffer-wait", "200ms",
-		"--commit-margin", "300ms", "--ack-margin", "200ms"}
-	if toEnd {
-		args = append(args, "--to-seq", strconv.FormatUint(w.stream().LastSeq, 10))
+	for _, p := range w.parts() {
+		args := []string{"replay", "--nats", w.url(), "--db", p.db, "--stream", stream, "--durable", p.durable, "--schema", w.schema,
+			"--apply", balanceApply, "--webhook", w.dest.URL(), "--json", "--log-level", "warn", "--deadline", w.deadline.String(),
+			"--buffer-wait", "200ms", "--commit-margin", "300ms", "--ack-margin", "200ms"}
+		if toEnd {
+			args = append(args, "--to-seq", strconv.FormatUint(w.stream().LastSeq, 10))
+		}
+		w.operator(nemReplay, false, args...)
 	}
-	w.operator(nemReplay, false, args...)
 }
 
 // purge purges the stream but its last keep messages: what was not handled

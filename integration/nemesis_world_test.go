@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -202,6 +203,26 @@ func (w *nemWorld) ledgers() []string {
 var nemExternalSteps = []nemWeight{{nemPause, 2, nil}, {nemBroker, 3, nil}, {nemStop, 3, nil},
 	{nemStart, 2, nil}, {nemHandover, 2, nil}, {nemNet, 4, between(0, 2)}}
 
+// nemPart is a ledger and the durable that feeds it.
+type nemPart struct{ db, durable string }
+
+// parts are every ledger run writes with its durable: w.db and "jetledger",
+// or a topology's (one per partition).
+func (w *nemWorld) parts() []nemPart {
+	if f := nemTopologies[w.topo].parts; f != nil {
+		return f(w)
+	}
+	return []nemPart{{w.db, "jetledger"}}
+}
+
+// subjectOf is the subject an account's events are published on.
+func (w *nemWorld) subjectOf(account string) string {
+	if f := nemTopologies[w.topo].subject; f != nil {
+		return f(w, account)
+	}
+	return subject
+}
+
 func init() {
 	nemTopologies[topoEmbedded] = &nemTopology{
 		setup: func(w *nemWorld) {
@@ -288,12 +309,16 @@ func (w *nemWorld) waitFetching(p *proc) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		c, err := w.js.Consumer(ctx, stream, "jetledger")
-		if err != nil {
-			return false
+		for _, part := range w.parts() {
+			c, err := w.js.Consumer(ctx, stream, part.durable)
+			if err != nil {
+				return false
+			}
+			if ci, err := c.Info(ctx); err != nil || ci.NumWaiting == 0 {
+				return false
+			}
 		}
-		ci, err := c.Info(ctx)
-		return err == nil && ci.NumWaiting > 0
+		return true
 	})
 }
 
@@ -338,13 +363,13 @@ func (w *nemWorld) stream() jetstream.StreamState {
 	return st
 }
 
-// durable reads run's durable, riding out a server restarting.
-func (w *nemWorld) durable() *jetstream.ConsumerInfo {
+// durable reads one of run's durables, riding out a server restarting.
+func (w *nemWorld) durable(name string) *jetstream.ConsumerInfo {
 	var ci *jetstream.ConsumerInfo
 	consumertest.Eventually(w.t, 30*time.Second, "consumer info", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		c, err := w.js.Consumer(ctx, stream, "jetledger")
+		c, err := w.js.Consumer(ctx, stream, name)
 		if err != nil {
 			return false
 		}
@@ -352,6 +377,37 @@ func (w *nemWorld) durable() *jetstream.ConsumerInfo {
 		return err == nil
 	})
 	return ci
+}
+
+// lastOf is the last sequence the stream holds on a durable's filter (a
+// partition's), 0 when it holds none there; the stream's last without one.
+func (w *nemWorld) lastOf(st jetstream.StreamState, ci *jetstream.ConsumerInfo) uint64 {
+	filter := ci.Config.FilterSubject
+	if len(ci.Config.FilterSubjects) == 1 {
+		filter = ci.Config.FilterSubjects[0]
+	}
+	if filter == "" {
+		return st.LastSeq
+	}
+	var last uint64
+	consumertest.Eventually(w.t, 30*time.Second, "the last message on "+filter, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := w.js.Stream(ctx, stream)
+		if err != nil {
+			return false
+		}
+		m, err := s.GetLastMsgForSubject(ctx, filter)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			last = 0
+			return true
+		}
+		if err == nil {
+			last = m.Sequence
+		}
+		return err == nil
+	})
+	return last
 }
 
 // openLedger opens a ledger file read-only.
@@ -440,7 +496,7 @@ func lastLine(s string) string {
 func (w *nemWorld) publishEvent(e event, data []byte) (publisher.Ack, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	ack, err := w.pub.Publish(ctx, publisher.Message{Subject: subject, ID: e.ID, Data: data})
+	ack, err := w.pub.Publish(ctx, publisher.Message{Subject: w.subjectOf(e.Account), ID: e.ID, Data: data})
 	if err != nil {
 		w.m.unsure(e, data)
 		w.stats.Uncertain++
@@ -467,8 +523,10 @@ func (w *nemWorld) publishFresh(n int) {
 }
 
 // publishFreshAsync publishes n fresh events, paced, while a fault happens.
-func (w *nemWorld) publishFreshAsync(n int) <-chan struct{} {
-	evs := w.fresh(n)
+func (w *nemWorld) publishFreshAsync(n int) <-chan struct{} { return w.publishAsync(w.fresh(n)) }
+
+// publishAsync publishes events the model has as fresh, paced.
+func (w *nemWorld) publishAsync(evs []event) <-chan struct{} {
 	type res struct {
 		e   event
 		ack publisher.Ack
@@ -480,7 +538,7 @@ func (w *nemWorld) publishFreshAsync(n int) <-chan struct{} {
 		defer close(results)
 		for _, e := range evs {
 			ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-			ack, err := w.pub.Publish(ctx, publisher.Message{Subject: subject, ID: e.ID, Data: e.data()})
+			ack, err := w.pub.Publish(ctx, publisher.Message{Subject: w.subjectOf(e.Account), ID: e.ID, Data: e.data()})
 			cancel()
 			results <- res{e, ack, err}
 			time.Sleep(5 * time.Millisecond) // pacing: the experiment's rate, not synchronisation
@@ -508,23 +566,29 @@ func (w *nemWorld) publishFreshAsync(n int) <-chan struct{} {
 func (w *nemWorld) drain() {
 	w.up()
 	st := w.stream()
-	last := st.LastSeq
 	deadline := time.Now().Add(nemDrainBudget)
 	for {
-		ci := w.durable()
 		var open int
 		w.query(func(_ string, db *sql.DB) {
 			open += count(w.t, db, `SELECT count(*) FROM outbox WHERE status IN ('queued', 'sending')`)
 		})
-		// A purge leaves the ack floor where it was: what it took was
-		// never delivered, so past the last delivered there is nothing.
-		handled := ci.AckFloor.Stream >= last || st.Msgs == 0 || ci.Delivered.Stream >= last
-		if handled && ci.NumAckPending == 0 && ci.NumPending == 0 && open == 0 {
+		settled := open == 0
+		var status []string
+		for _, part := range w.parts() {
+			ci := w.durable(part.durable)
+			last := w.lastOf(st, ci)
+			// A purge leaves the ack floor where it was: what it took was
+			// never delivered, so past the last delivered there is nothing.
+			handled := ci.AckFloor.Stream >= last || st.Msgs == 0 || ci.Delivered.Stream >= last
+			settled = settled && handled && ci.NumAckPending == 0 && ci.NumPending == 0
+			status = append(status, fmt.Sprintf("%s: ack floor %d of %d, %d pending, %d waiting for ack",
+				part.durable, ci.AckFloor.Stream, last, ci.NumPending, ci.NumAckPending))
+		}
+		if settled {
 			break
 		}
 		if time.Now().After(deadline) {
-			w.m.violate("drain: after %s, ack floor %d of %d, %d pending, %d waiting for ack, %d outbox rows queued or sending",
-				nemDrainBudget, ci.AckFloor.Stream, last, ci.NumPending, ci.NumAckPending, open)
+			w.m.violate("drain: after %s, %s, %d outbox rows queued or sending", nemDrainBudget, strings.Join(status, "; "), open)
 			break
 		}
 		time.Sleep(100 * time.Millisecond) // polling a condition with a deadline

@@ -108,13 +108,16 @@ func partitionDurable(durable string, i int) string { return fmt.Sprintf("%s-p%d
 func partitionFilter(i int) string { return strconv.Itoa(i) + ".>" }
 
 // checkPartitionsSQL is checkSQLFirst for every partition ledger this run
-// may open: those named (--partition), or those --partitions creates. Where
-// neither says, the stream's partitions are known only from the server, and
-// the first partition's ledger stands for them.
+// may open: those named (--partition), or else those --partitions creates.
+// Where neither says, the stream's partitions are known only from the
+// server, and the first partition's ledger stands for them. Another host's
+// partitions are not read: a read-only open leaves -wal and -shm beside a
+// ledger, and beside a moved partition's old file they make the ledger
+// backup that moves it back refuse.
 func (c *runCmd) checkPartitionsSQL(ctx context.Context) error {
 	parts := c.sortedPartitions()
-	for i := range c.Partitions {
-		if !slices.Contains(parts, i) {
+	if len(parts) == 0 {
+		for i := range c.Partitions {
 			parts = append(parts, i)
 		}
 	}

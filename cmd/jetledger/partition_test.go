@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -106,6 +110,38 @@ func TestPublishSubjectUndoesTheMapping(t *testing.T) {
 		got, err := publishSubject(tc.cfg, stored)
 		if !errors.Is(err, tc.wantErr) || got != tc.want {
 			t.Errorf("%s: publishSubject(%s) = %q, %v; want %q, %v", tc.name, stored, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+// run --partitions 3 --partition 0 checks its SQL against partition 0's
+// ledger only: another partition's ledger beside --db (a moved partition's
+// old file, say) is not opened, so no -wal or -shm appears beside it, which
+// would make a ledger backup back to that path refuse.
+func TestPartitionSQLCheckReadsOnlyItsPartitions(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "ledger.db")
+	other := partitionDB(db, 1)
+	st, err := ledger.Open(other, ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	schema := filepath.Join(dir, "schema.sql")
+	if err := os.WriteFile(schema, []byte(`CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY);`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := &runCmd{partitionFlags: partitionFlags{Partitions: 3, Partition: []int{0}}}
+	c.DB, c.Schema, c.Apply = db, schema, `INSERT INTO t VALUES (:msg_id)`
+	if err := c.checkPartitionsSQL(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{other + "-wal", other + "-shm", partitionDB(db, 2)} {
+		if _, err := os.Stat(f); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s exists after the SQL check of partition 0 (%v)", f, err)
 		}
 	}
 }
