@@ -92,6 +92,9 @@ func nemCheck(w *nemWorld) {
 		perMessage               = map[string]int{}
 		withConflictAfterPruning = map[string]bool{}
 	)
+	if f := nemTopologies[w.topo].check; f != nil {
+		f(w)
+	}
 	snap := w.snapshot()
 	applied, deadIDs, deadSeqs, conflictSeqs = snap.applied, snap.deadIDs, snap.deadSeqs, snap.conflicts
 	w.query(func(_ string, db *sql.DB) {

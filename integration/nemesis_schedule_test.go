@@ -117,6 +117,8 @@ type nemTopology struct {
 	runArgs func(w *nemWorld, db string) []string // run's topology flags
 	ledgers func(w *nemWorld) []string            // nil: w.db alone
 	extra   []nemWeight                           // steps only this topology can take
+	settle  func(w *nemWorld)                     // nil: publish acks are run's stream's sequences (nemWorld.settle)
+	check   func(w *nemWorld)                     // the topology's own checks after the drain, before nemCheck's
 }
 
 var (

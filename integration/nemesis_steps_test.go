@@ -156,7 +156,7 @@ func (w *nemWorld) publishNoID() {
 	var ack *jetstream.PubAck
 	consumertest.Eventually(w.t, 40*time.Second, "a publish without Nats-Msg-Id", func() bool {
 		var err error
-		ack, err = w.js.Publish(ctx, subject, []byte(`{"account":"acct-noid","amount":7}`))
+		ack, err = w.pubJS.Publish(ctx, w.subject, []byte(`{"account":"acct-noid","amount":7}`))
 		return err == nil
 	})
 	w.stats.Published++
@@ -254,6 +254,7 @@ func (w *nemWorld) destFault(kind nemKind, set, lift func()) {
 // replay or redelivery would apply it again). What it removed rightly ends
 // that id's application: a later copy is a new message.
 func (w *nemWorld) prune() {
+	w.settle()
 	before := w.snapshot()
 	first := w.stream().FirstSeq
 	floor := w.durable().AckFloor.Stream
@@ -293,6 +294,7 @@ func (w *nemWorld) replay(toEnd bool) {
 // purge purges the stream but its last keep messages: what was not handled
 // yet may be gone, by the schedule's doing.
 func (w *nemWorld) purge(keep int) {
+	w.settle()
 	consumertest.Eventually(w.t, 30*time.Second, "a purge", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

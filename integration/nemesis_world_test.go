@@ -146,6 +146,8 @@ type nemWorld struct {
 	b        *broker // external
 	port     int     // embedded: run's listen port
 	js       jetstream.JetStream
+	pubJS    jetstream.JetStream // where traffic is published: js, or a topology's (the edge's hub)
+	subject  string              // traffic's subject
 	pub      *publisher.Publisher
 	run      *proc
 	down     bool
@@ -153,6 +155,7 @@ type nemWorld struct {
 	deadline time.Duration
 	m        *nemModel
 	stats    *nemStats
+	edge     *nemEdge // the edge topology's hub, link and stream bookkeeping
 }
 
 func (w *nemWorld) url() string { return nemTopologies[w.topo].url(w) }
@@ -211,7 +214,7 @@ func (w *nemWorld) ackWait() time.Duration { return w.deadline + 700*time.Millis
 func newNemWorld(t *nemTB, topo string, seed uint64) *nemWorld {
 	dir := t.TempDir()
 	w := &nemWorld{t: t, topo: topo, rng: rand.New(rand.NewPCG(seed, 20)), dir: dir, db: filepath.Join(dir, "ledger.db"),
-		schema: filepath.Join(dir, "schema.sql"), batch: "50", deadline: time.Second, m: newNemModel(), stats: newNemStats()}
+		schema: filepath.Join(dir, "schema.sql"), subject: subject, batch: "50", deadline: time.Second, m: newNemModel(), stats: newNemStats()}
 	if err := os.WriteFile(w.schema, []byte(balanceTable), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +226,10 @@ func newNemWorld(t *nemTB, topo string, seed uint64) *nemWorld {
 	topology.setup(w)
 	consumertest.Eventually(t, 30*time.Second, "the stream", func() bool { _, err := w.streamInfo(); return err == nil })
 	w.waitFetching(w.run)
-	pub, err := publisher.New(w.js, publisher.Config{Attempts: 10, Timeout: 2 * time.Second})
+	if w.pubJS == nil {
+		w.pubJS = w.js
+	}
+	pub, err := publisher.New(w.pubJS, publisher.Config{Attempts: 10, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,6 +282,15 @@ func (w *nemWorld) stopRun() {
 func (w *nemWorld) up() {
 	if w.down {
 		w.startRun(nil)
+	}
+}
+
+// settle brings the model's stream sequences up to date (a topology whose
+// stream run consumes is not the one publishes are acked by maps them);
+// called before anything compares them with the stream's.
+func (w *nemWorld) settle() {
+	if f := nemTopologies[w.topo].settle; f != nil {
+		f(w)
 	}
 }
 
@@ -404,7 +419,7 @@ func lastLine(s string) string {
 func (w *nemWorld) publishEvent(e event, data []byte) (publisher.Ack, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer cancel()
-	ack, err := w.pub.Publish(ctx, publisher.Message{Subject: subject, ID: e.ID, Data: data})
+	ack, err := w.pub.Publish(ctx, publisher.Message{Subject: w.subject, ID: e.ID, Data: data})
 	if err != nil {
 		w.m.unsure(e, data)
 		w.stats.Uncertain++
@@ -444,7 +459,7 @@ func (w *nemWorld) publishFreshAsync(n int) <-chan struct{} {
 		defer close(results)
 		for _, e := range evs {
 			ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
-			ack, err := w.pub.Publish(ctx, publisher.Message{Subject: subject, ID: e.ID, Data: e.data()})
+			ack, err := w.pub.Publish(ctx, publisher.Message{Subject: w.subject, ID: e.ID, Data: e.data()})
 			cancel()
 			results <- res{e, ack, err}
 			time.Sleep(5 * time.Millisecond) // pacing: the experiment's rate, not synchronisation
@@ -471,6 +486,7 @@ func (w *nemWorld) publishFreshAsync(n int) <-chan struct{} {
 // settled every outbox row; then stops it.
 func (w *nemWorld) drain() {
 	w.up()
+	w.settle()
 	st := w.stream()
 	last := st.LastSeq
 	deadline := time.Now().Add(nemDrainBudget)
