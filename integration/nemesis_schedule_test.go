@@ -142,6 +142,7 @@ type nemTopology struct {
 	parts   func(w *nemWorld) []nemPart
 	subject func(w *nemWorld, account string) string
 	check   func(w *nemWorld)
+	settle  func(w *nemWorld) // nil: publish acks are run's stream's sequences (nemWorld.settle)
 }
 
 var (

@@ -160,7 +160,7 @@ func (w *nemWorld) publishNoID() {
 	var ack *jetstream.PubAck
 	consumertest.Eventually(w.t, 40*time.Second, "a publish without Nats-Msg-Id", func() bool {
 		var err error
-		ack, err = w.js.Publish(ctx, w.subjectOf("acct-noid"), []byte(`{"account":"acct-noid","amount":7}`))
+		ack, err = w.pubJS.Publish(ctx, w.subjectOf("acct-noid"), []byte(`{"account":"acct-noid","amount":7}`))
 		return err == nil
 	})
 	w.stats.Published++
@@ -265,6 +265,7 @@ func (w *nemWorld) prune() {
 }
 
 func (w *nemWorld) prunePart(p nemPart) {
+	w.settle()
 	before := w.snapshot()
 	first := w.stream().FirstSeq
 	floor := w.durable(p.durable).AckFloor.Stream
@@ -306,6 +307,7 @@ func (w *nemWorld) replay(toEnd bool) {
 // purge purges the stream but its last keep messages: what was not handled
 // yet may be gone, by the schedule's doing.
 func (w *nemWorld) purge(keep int) {
+	w.settle()
 	consumertest.Eventually(w.t, 30*time.Second, "a purge", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
