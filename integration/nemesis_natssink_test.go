@@ -516,31 +516,21 @@ func (w *nemWorld) sinkCancel(nemStep) {
 	}
 }
 
-// sinkReplay is replay with run's sink as the README lets an operator give
-// it: replay takes --webhook or --no-effects, neither of which is a NATS
-// sink, so it is given none. Up to run's ack floor that needs none; past it
-// (or reaching a dead letter) it refuses with exit 2 asking for --webhook,
-// counted: a NATS-sink run's effects cannot be recorded by a replay.
+// sinkReplay is replay with run's sink as the README has an operator give
+// it: --effects-subject, as run has it; the effects of messages run was not
+// sure to have handled are recorded for run's NATS sink.
 func (w *nemWorld) sinkReplay(st nemStep) {
 	if st.Arg == 2 {
 		w.stopRun()
 		w.publishFresh(10)
 	}
 	args := []string{"replay", "--nats", w.url(), "--db", w.db, "--stream", stream, "--schema", w.schema, "--apply", balanceApply,
-		"--json", "--log-level", "warn", "--deadline", w.deadline.String(), "--buffer-wait", "200ms",
+		"--effects-subject", nemEffSubject, "--json", "--log-level", "warn", "--deadline", w.deadline.String(), "--buffer-wait", "200ms",
 		"--commit-margin", "300ms", "--ack-margin", "200ms"}
 	if st.Arg == 1 {
 		args = append(args, "--to-seq", strconv.FormatUint(w.stream().LastSeq, 10))
 	}
-	code, out := w.cli(args...)
-	switch {
-	case code == 0:
-	case code == 2 && strings.Contains(out, "give it run's --webhook"):
-		w.stats.Refused["replay-natssink"]++
-		w.t.Logf("replay refused (exit 2): %s", lastLine(out))
-	default:
-		w.m.violate("replay: jetledger replay exited %d: %s", code, lastLine(out))
-	}
+	w.operator(nemReplay, false, args...)
 }
 
 // sinkReview runs outbox review --json: it must list the rows in review, as

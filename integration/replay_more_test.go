@@ -215,3 +215,40 @@ func TestPruneKeepsRowsForUnconsumedResends(t *testing.T) {
 			bal, ev.Amount, resentAfter.Round(time.Millisecond), retention)
 	}
 }
+
+// A NATS-sink run's ledger can be replayed past its ack floor: replay
+// takes run's --effects-subject as it takes --webhook, records the effects
+// of the messages run was never delivered for run's NATS sink, and run
+// sends each once into the effects stream. Before, replay had --webhook
+// and --no-effects only and refused (found by the nemesis's natssink
+// topology, counted as a refusal).
+func TestReplayPastTheFloorRecordsNATSSinkEffects(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, time.Minute)
+	sinkArgs := []string{"--effects-subject", "effects.out", "--effects-stream", "OUT"}
+	evs := makeEvents(randFor(t), w.pub, 10)
+	w.publish(evs[:5])
+	run := w.runConsumer(nil, sinkArgs...)
+	consumertest.Eventually(t, 30*time.Second, "the first five sent", func() bool { return streamMsgs(t, w.js, "OUT") == 5 })
+	w.finish(run, 30*time.Second)
+	w.publish(evs[5:])
+	args := append([]string{"replay", "--nats", w.srv.ClientURL(), "--db", w.db, "--stream", stream,
+		"--schema", w.schema, "--apply", balanceApply, "--to-seq", "10", "--effects-subject", "effects.out", "--json"}, fastPlan...)
+	out, code := cli(t, args...)
+	if code != 0 {
+		t.Fatalf("replay past the floor with run's --effects-subject: exit %d\n%s", code, out)
+	}
+	db := w.ledgerDB()
+	if n := count(t, db, `SELECT count(*) FROM outbox WHERE sink = 'nats' AND status = 'queued'`); n != 5 {
+		t.Fatalf("%d effects queued for run's NATS sink after the replay, want 5 (the messages run never had)", n)
+	}
+	run = w.runConsumer(nil, sinkArgs...)
+	consumertest.Eventually(t, 30*time.Second, "the replayed effects sent", func() bool {
+		return count(t, db, `SELECT count(*) FROM outbox WHERE status = 'sent'`) == 10
+	})
+	w.finish(run, 30*time.Second)
+	if n := streamMsgs(t, w.js, "OUT"); n != 10 {
+		t.Fatalf("the effects stream holds %d messages for 10 applied events, want 10: one each", n)
+	}
+	w.checkExact(db, evs)
+}

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jetledger/jetledger/consumer/outbox"
-
 	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/consumer/outbox/natssink"
 	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/ledger"
 )
@@ -106,13 +106,32 @@ func runSink(u webhookURL, del webhookDelete, send webhookSend) (sink, error) {
 }
 
 // replaySink is the sink replay records effects for, or nil without
-// --webhook: only its name goes into the outbox; replay sends nothing.
-func replaySink(u webhookURL) (sink, error) {
-	if u.URL == "" {
+// --webhook or --effects-subject: only its name goes into the outbox;
+// replay sends nothing.
+func replaySink(u webhookURL, effectsSubject string) (sink, error) {
+	switch {
+	case u.URL != "" && effectsSubject != "":
+		return nil, usagef("--effects-subject and --webhook both name the sink of run's effects; give the one run has")
+	case effectsSubject != "":
+		// run's NATS sink has this name whatever its subject: the rows
+		// replay records are the ones run's dispatcher sends.
+		return recordOnly(natssink.NameDefault), nil
+	case u.URL == "":
 		return nil, nil
 	}
 	return newSink(webhook.Config{URL: u.URL})
 }
+
+// recordOnly is a sink by name alone: replay records rows for it and run's
+// dispatcher sends them.
+type recordOnly string
+
+func (r recordOnly) Name() string { return string(r) }
+func (r recordOnly) Send(context.Context, ledger.OutboxItem) (string, error) {
+	return "", fmt.Errorf("%s: replay records effects and sends none", r)
+}
+func (recordOnly) Idempotent() bool       { return false }
+func (recordOnly) Timeout() time.Duration { return time.Second }
 
 // deleteSink is outbox cancel's sink, or nil without --webhook-delete-url.
 func deleteSink(del webhookDelete) (sink, error) {

@@ -23,7 +23,7 @@ as 'run': a message already in the ledger is a duplicate and does nothing; a
 new one is applied with --apply in the same transaction. What lies past that
 point is run's to apply and to send.
 
-Effects (--webhook: give the replay run's): a replay never swallows an effect
+Effects (--webhook or --effects-subject: give the replay run's): a replay never swallows an effect
 run has yet to send, and never sends twice one run already has. Up to run's
 ack floor, run handled every message: their effects are recorded as
 'suppressed', not sent. Between the floor and the last delivered message, run
@@ -31,7 +31,8 @@ may or may not have sent them: their effects go to review, for a person to
 check at the destination. A message run dead-lettered is applied with its
 effect queued, and its dead letter removed. Queued effects are sent by run.
 --send-effects queues every effect. A replay past the ack floor, or reaching a
-dead letter, needs --webhook as run has it, or --no-effects if run has none.
+dead letter, needs --webhook or --effects-subject as run has it, or
+--no-effects if run has none.
 --to-seq N moves the end; without run's durable on the stream it is required,
 and messages up to it count as handled elsewhere.
 
@@ -53,7 +54,9 @@ type replayCmd struct {
 	ToSeq        uint64 `name:"to-seq" placeholder:"N" help:"replay up to this stream sequence (default: the last one delivered to --durable, where run stands); effects of messages run was never delivered are queued for run"`
 	Since        string `name:"since" placeholder:"DURATION|TIME" help:"replay messages stored since this long ago (1h) or this time (RFC 3339)"`
 	SendEffects  bool   `name:"send-effects" help:"queue the outbox effects of every replayed message for run to send (default: suppressed up to run's ack floor)"`
-	NoEffects    bool   `name:"no-effects" help:"run has no outbox effects (no --webhook): replay past its ack floor without recording any"`
+	NoEffects    bool   `name:"no-effects" help:"run has no outbox effects (no --webhook, no --effects-subject): replay past its ack floor without recording any"`
+	// EffectsSubject names run's NATS sink; its rows are run's to send.
+	EffectsSubject string `name:"effects-subject" placeholder:"SUBJECT" help:"the --effects-subject of run (its NATS sink): the outbox effects of replayed messages are recorded for it, as with --webhook (the replay sends nothing)"`
 	jsonFlag
 }
 
@@ -65,7 +68,7 @@ func (c *replayCmd) Run(inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	snk, err := replaySink(c.Webhook)
+	snk, err := replaySink(c.Webhook, c.EffectsSubject)
 	if err != nil {
 		return err
 	}
@@ -126,8 +129,8 @@ func (c *replayCmd) replayFrom() (consumer.ReplayFrom, error) {
 	switch {
 	case c.FromSeq > 0 && c.Since != "":
 		return consumer.ReplayFrom{}, usagef("give --from-seq or --since, not both")
-	case c.NoEffects && c.Webhook.URL != "":
-		return consumer.ReplayFrom{}, usagef("give --webhook or --no-effects, not both: --no-effects says run has no webhook")
+	case c.NoEffects && (c.Webhook.URL != "" || c.EffectsSubject != ""):
+		return consumer.ReplayFrom{}, usagef("give --webhook (or --effects-subject) or --no-effects, not both: --no-effects says run has no effects")
 	case c.ToSeq > 0 && c.FromSeq > c.ToSeq:
 		return consumer.ReplayFrom{}, usagef("--from-seq %d is past --to-seq %d", c.FromSeq, c.ToSeq)
 	}

@@ -81,7 +81,7 @@ func checkEffectsDecided(ctx context.Context, st *ledger.Store, stream string, b
 		return nil
 	}
 	if b.upTo > b.floor {
-		return usagef("the replay goes past run's ack floor (seq %d, up to %d): give it run's --webhook so their effects are recorded, or --no-effects if run has none",
+		return usagef("the replay goes past run's ack floor (seq %d, up to %d): give it run's --webhook or --effects-subject so their effects are recorded, or --no-effects if run has none",
 			b.floor, b.upTo)
 	}
 	dls, err := st.DeadLetters(ctx, 0)
@@ -90,7 +90,7 @@ func checkEffectsDecided(ctx context.Context, st *ledger.Store, stream string, b
 	}
 	for _, dl := range dls {
 		if dl.Stream == stream && dl.Sequence <= b.upTo {
-			return usagef("the replay reaches dead letter %d (seq %d), which run never applied: give it run's --webhook so its effect is recorded, or --no-effects if run has none",
+			return usagef("the replay reaches dead letter %d (seq %d), which run never applied: give it run's --webhook or --effects-subject so its effect is recorded, or --no-effects if run has none",
 				dl.ID, dl.Sequence)
 		}
 	}
