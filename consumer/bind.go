@@ -104,6 +104,7 @@ func (c *Consumer) bind(ctx context.Context) (jetstream.Consumer, error) {
 		return nil, fmt.Errorf("consumer: %w", err)
 	}
 	c.created = s.CachedInfo().Created
+	c.streamInstance = StreamInstance(c.cfg.Stream, c.created)
 	if c.cfg.AllowSequenceIDs {
 		if err := c.adoptSequenceIDs(ctx); err != nil {
 			return nil, err

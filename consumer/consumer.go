@@ -19,7 +19,7 @@ import (
 type Ledger interface {
 	ApplyBatchPipelined(ctx context.Context, batch []ledger.Delivery, h ledger.Handler, b ledger.Budget) ([]ledger.Result, ledger.Pending, error)
 	RecordDeadLetters(ctx context.Context, dls []ledger.DeadLetter) error
-	HasDeadLetter(ctx context.Context, stream string, seq uint64) (bool, error)
+	HasDeadLetter(ctx context.Context, stream, instance string, seq uint64) (bool, error)
 	HasProcessed(ctx context.Context, stream string, seq uint64, id string) (bool, error)
 	ClassifyUnseen(ctx context.Context, d ledger.Delivery) (ledger.Outcome, error)
 	AdoptSequenceIDs(ctx context.Context, stream, prefix string, created time.Time) (int64, error)
@@ -147,18 +147,21 @@ type counters struct {
 
 // Consumer consumes one durable through the ledger.
 type Consumer struct {
-	cfg        Config
-	plan       ackwait.Plan
-	js         JetStream
-	cons       jetstream.Consumer
-	consName   string    // cons's name: the durable, or a replay's ephemeral one
-	serverMax  int       // the durable's server-side MaxDeliver, 0 or -1 for none
-	created    time.Time // the stream's creation time: part of sequence ids
-	ledger     Ledger
-	log        *slog.Logger
-	maxDeliver int
-	n          counters
-	warnSeqIDs sync.Once
+	cfg       Config
+	plan      ackwait.Plan
+	js        JetStream
+	cons      jetstream.Consumer
+	consName  string    // cons's name: the durable, or a replay's ephemeral one
+	serverMax int       // the durable's server-side MaxDeliver, 0 or -1 for none
+	created   time.Time // the stream's creation time: part of sequence ids
+	// streamInstance names the stream instance (StreamInstance): dead
+	// letters and deliveries carry it.
+	streamInstance string
+	ledger         Ledger
+	log            *slog.Logger
+	maxDeliver     int
+	n              counters
+	warnSeqIDs     sync.Once
 }
 
 // New validates cfg, then binds to the durable consumer or creates it with

@@ -14,6 +14,10 @@ type deadLetter struct {
 	reason string
 }
 
+// instance names the stream instance the consumer reads: its dead letters
+// and deliveries carry it (a stream made again counts from 1 again).
+func (c *Consumer) instance() string { return c.streamInstance }
+
 // recordDead stores dead letters before their Term, so a message the server
 // stops delivering is never lost without a record.
 func (c *Consumer) recordDead(ctx context.Context, dead []deadLetter) error {
@@ -23,7 +27,7 @@ func (c *Consumer) recordDead(ctx context.Context, dead []deadLetter) error {
 	dls := make([]ledger.DeadLetter, len(dead))
 	for i, d := range dead {
 		dls[i] = ledger.DeadLetter{
-			MessageID: d.msg.Headers().Get(jetstream.MsgIDHeader), Stream: d.meta.Stream,
+			MessageID: d.msg.Headers().Get(jetstream.MsgIDHeader), Stream: d.meta.Stream, Instance: c.instance(),
 			Sequence: d.meta.Sequence.Stream, Subject: d.msg.Subject(), Headers: d.msg.Headers(),
 			Payload: d.msg.Data(), Reason: d.reason, Deliveries: d.meta.NumDelivered,
 		}
@@ -54,10 +58,10 @@ func (c *Consumer) onMaxDeliveries(ctx context.Context, data []byte) {
 	// Recording it is a write like a dead letter's: the plan's commit bound.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.plan.CommitTimeout())
 	defer cancel()
-	if seen, err := c.ledger.HasDeadLetter(ctx, adv.Stream, adv.StreamSeq); err == nil && seen {
+	if seen, err := c.ledger.HasDeadLetter(ctx, adv.Stream, c.instance(), adv.StreamSeq); err == nil && seen {
 		return
 	}
-	dl := ledger.DeadLetter{Stream: adv.Stream, Sequence: adv.StreamSeq, Deliveries: adv.Deliveries,
+	dl := ledger.DeadLetter{Stream: adv.Stream, Instance: c.instance(), Sequence: adv.StreamSeq, Deliveries: adv.Deliveries,
 		Reason: fmt.Sprintf("the server stopped delivering after %d deliveries (max-deliveries advisory); the last one never completed", adv.Deliveries)}
 	if done := c.settledUnseen(ctx, &dl); done {
 		return
@@ -94,7 +98,7 @@ func (c *Consumer) settledUnseen(ctx context.Context, dl *ledger.DeadLetter) boo
 	if err != nil {
 		return false // no usable id: a dead letter, as a delivery would be
 	}
-	outcome, err := c.ledger.ClassifyUnseen(ctx, ledger.Delivery{MessageID: id, Stream: dl.Stream, Sequence: dl.Sequence,
+	outcome, err := c.ledger.ClassifyUnseen(ctx, ledger.Delivery{MessageID: id, Stream: dl.Stream, Instance: dl.Instance, Sequence: dl.Sequence,
 		Subject: m.Subject, Data: m.Data, Delivered: dl.Deliveries})
 	switch {
 	case err != nil:

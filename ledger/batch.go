@@ -19,9 +19,13 @@ type Delivery struct {
 	// MessageID is the publisher-assigned id (Nats-Msg-Id). Required.
 	MessageID string
 	Stream    string
-	Sequence  uint64 // stream sequence
-	Subject   string
-	Data      []byte
+	// Instance names the stream instance (consumer.StreamInstance), so a
+	// replay settles the dead letter of this instance's message, not of
+	// one at the same sequence in a stream since deleted. Optional.
+	Instance string
+	Sequence uint64 // stream sequence
+	Subject  string
+	Data     []byte
 	// Delivered counts deliveries of this message, 1 on the first.
 	Delivered uint64
 }

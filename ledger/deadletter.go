@@ -11,9 +11,13 @@ import (
 // DeadLetter is a message the consumer gave up on, kept with its headers and
 // payload so that it can be inspected and republished with its original id.
 type DeadLetter struct {
-	ID         int64               `json:"id"`
-	MessageID  string              `json:"message_id"` // empty when the message carried no Nats-Msg-Id
-	Stream     string              `json:"stream"`
+	ID        int64  `json:"id"`
+	MessageID string `json:"message_id"` // empty when the message carried no Nats-Msg-Id
+	Stream    string `json:"stream"`
+	// Instance is the stream instance (consumer.StreamInstance: name and
+	// creation time) the message was in; '' for one recorded before the
+	// ledger kept it. Sequences count from 1 in each instance.
+	Instance   string              `json:"stream_instance,omitempty"`
 	Sequence   uint64              `json:"stream_seq"`
 	Subject    string              `json:"subject"`
 	Headers    map[string][]string `json:"headers"`
@@ -24,7 +28,8 @@ type DeadLetter struct {
 }
 
 // RecordDeadLetters stores dead letters in one transaction. A message that
-// is dead-lettered again (same stream and sequence) has its row updated.
+// is dead-lettered again (same stream instance and sequence) has its row
+// updated.
 func (s *Store) RecordDeadLetters(ctx context.Context, dls []DeadLetter) error {
 	return s.explainFull(interpret(s.recordDeadLetters(ctx, dls)))
 }
@@ -45,11 +50,11 @@ func (s *Store) recordDeadLetters(ctx context.Context, dls []DeadLetter) error {
 			return fmt.Errorf("ledger: dead letter %s/%d headers: %w", dl.Stream, dl.Sequence, err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO dead_letters
-			(message_id, stream, stream_seq, subject, headers, payload, reason, deliveries, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (stream, stream_seq) DO UPDATE SET
+			(message_id, stream, stream_instance, stream_seq, subject, headers, payload, reason, deliveries, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (stream, stream_instance, stream_seq) DO UPDATE SET
 				reason = excluded.reason, deliveries = excluded.deliveries, created_at = excluded.created_at`,
-			dl.MessageID, dl.Stream, int64(dl.Sequence), dl.Subject, string(hdr), dl.Payload,
+			dl.MessageID, dl.Stream, dl.Instance, int64(dl.Sequence), dl.Subject, string(hdr), dl.Payload,
 			dl.Reason, int64(dl.Deliveries), now); err != nil {
 			return fmt.Errorf("ledger: record dead letter %s/%d: %w", dl.Stream, dl.Sequence, err)
 		}
@@ -76,13 +81,13 @@ func (s *Store) DeadLetters(ctx context.Context, limit int) ([]DeadLetter, error
 }
 
 func (s *Store) deadLetters(ctx context.Context, where string, args ...any) ([]DeadLetter, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT id, message_id, stream, stream_seq, subject, headers,
+	rows, err := s.reader.QueryContext(ctx, `SELECT id, message_id, stream, stream_instance, stream_seq, subject, headers,
 		payload, reason, deliveries, created_at FROM dead_letters `+where, args...)
 	return collect("list dead letters", rows, err, func(sc scanner) (DeadLetter, error) {
 		var dl DeadLetter
 		var seq, deliveries, created int64
 		var hdr string
-		if err := sc.Scan(&dl.ID, &dl.MessageID, &dl.Stream, &seq, &dl.Subject, &hdr,
+		if err := sc.Scan(&dl.ID, &dl.MessageID, &dl.Stream, &dl.Instance, &seq, &dl.Subject, &hdr,
 			&dl.Payload, &dl.Reason, &deliveries, &created); err != nil {
 			return dl, err
 		}
@@ -134,10 +139,13 @@ func (s *Store) DeadLetter(ctx context.Context, id int64) (DeadLetter, error) {
 	return dls[0], nil
 }
 
-// HasDeadLetter reports whether the message at stream/seq is dead-lettered.
-func (s *Store) HasDeadLetter(ctx context.Context, stream string, seq uint64) (bool, error) {
+// HasDeadLetter reports whether the message at seq of the stream's
+// instance is dead-lettered (a row recorded before instances were kept
+// counts for any instance: it may be this one's).
+func (s *Store) HasDeadLetter(ctx context.Context, stream, instance string, seq uint64) (bool, error) {
 	var n int
-	err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM dead_letters WHERE stream = ? AND stream_seq = ?`, stream, int64(seq)).Scan(&n)
+	err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM dead_letters
+		WHERE stream = ? AND stream_instance IN (?, '') AND stream_seq = ?`, stream, instance, int64(seq)).Scan(&n)
 	return n > 0, err
 }
 
@@ -180,7 +188,8 @@ func (t *Tx) ClearDeadLetter(ctx context.Context) (bool, error) {
 	if t.d == nil {
 		return false, fmt.Errorf("ledger: clear dead letter outside a handler")
 	}
-	res, err := t.ownExec(ctx, `DELETE FROM dead_letters WHERE stream = ? AND stream_seq = ?`, t.d.Stream, int64(t.d.Sequence))
+	res, err := t.ownExec(ctx, `DELETE FROM dead_letters WHERE stream = ? AND stream_instance IN (?, '') AND stream_seq = ?`,
+		t.d.Stream, t.d.Instance, int64(t.d.Sequence))
 	if err != nil {
 		return false, fmt.Errorf("ledger: clear dead letter of %s/%d: %w", t.d.Stream, t.d.Sequence, err)
 	}

@@ -205,10 +205,14 @@ func (s *Store) OutboxCounts(ctx context.Context) (map[Status]int64, error) {
 }
 
 // Due returns ids of queued rows of sink whose next attempt is due, oldest
-// first. They are candidates: Claim decides who gets each.
+// first. They are candidates: Claim decides who gets each. A row last
+// changed more than a minute ahead of the clock now was scheduled before
+// the clock stepped back, and by the clock would wait as long as the step:
+// it is due (see leaseOver).
 func (s *Store) Due(ctx context.Context, sink string, limit int) ([]string, error) {
 	rows, err := s.writer.QueryContext(ctx, `SELECT id FROM outbox
-		WHERE status = 'queued' AND sink = ? AND next_attempt_at <= ? ORDER BY id LIMIT ?`,
+		WHERE status = 'queued' AND sink = ? AND (next_attempt_at <= ?2 OR updated_at > ?2 + `+clockStepSlackMs+`)
+		ORDER BY id LIMIT ?3`,
 		sink, s.cfg.Now().UnixMilli(), limit)
 	return collect("due outbox rows", rows, err, func(sc scanner) (id string, err error) { return id, sc.Scan(&id) })
 }
@@ -247,7 +251,8 @@ func (s *Store) Retry(ctx context.Context, id string) error {
 // destination, oldest first.
 func (s *Store) Reviewable(ctx context.Context, sink string, limit int) ([]OutboxItem, error) {
 	rows, err := s.reader.QueryContext(ctx, `SELECT `+outboxCols+` FROM outbox
-		WHERE status = 'review' AND sink = ? AND next_attempt_at <= ? ORDER BY id LIMIT ?`,
+		WHERE status = 'review' AND sink = ? AND (next_attempt_at <= ?2 OR updated_at > ?2 + `+clockStepSlackMs+`)
+		ORDER BY id LIMIT ?3`,
 		sink, s.cfg.Now().UnixMilli(), limit)
 	return collect("reviewable outbox rows", rows, err, scanItem)
 }

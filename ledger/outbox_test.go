@@ -196,6 +196,45 @@ func TestLeaseTakenBeforeTheClockSteppedBackExpires(t *testing.T) {
 	}
 }
 
+// A retry is scheduled on the ledger's clock too: one scheduled while the
+// clock ran ahead, the clock then stepped back, would wait for as long as
+// the step. A row whose last change is more than a minute ahead of the
+// clock now is due at once. (Found by a review of the lease fix.)
+func TestRetryScheduledBeforeTheClockSteppedBackIsDue(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1_700_000_000, 0)
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	id, _ := enqueueWith(t, st, "m1", nil)
+	later, _ := enqueueWith(t, st, "m2", nil)
+	now = now.Add(2 * time.Hour)
+	for _, r := range []string{id, later} {
+		if _, err := st.Transition(ctx, r, ledger.Claim, ledger.Params{Worker: "w", Lease: 10 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Transition(ctx, id, ledger.Retry, ledger.Params{Worker: "w", Reason: "503", Delay: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(-2*time.Hour + 30*time.Second)
+	// A small step: the second's retry waits its delay plus the step.
+	if _, err := st.Transition(ctx, later, ledger.Retry, ledger.Params{Worker: "w", Reason: "503", Delay: 10 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(-30 * time.Second)
+	due, err := st.Due(ctx, "webhook", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(due) != 1 || due[0] != id {
+		t.Fatalf("due %v after the clock stepped back 2h: want %s (scheduled 2h ahead) now, %s later", due, id, later)
+	}
+}
+
 // A claim's lease starts once the claim holds the writer: time spent waiting
 // behind another writer (a batch, a prune, another process) must not eat
 // into the lease, or a send still in flight would be declared abandoned.

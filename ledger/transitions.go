@@ -168,10 +168,10 @@ var transitions = map[Change]transition{
 		set: `pending_delete = 0, external_id = coalesce(nullif(:ext, ''), external_id), error = coalesce(nullif(:reason, ''), error)`},
 	LookupLater: {from: []string{fromReview}, to: StatusReview, set: `next_attempt_at = :now + :delay, error = :reason`},
 	Expire: {from: []string{fromSending, fromCancelling}, owned: true, guard: leaseOver, to: StatusReview,
-		set: `error = CASE WHEN claimed_at > :now + ` + clockStepSlackMs + ` THEN 'claimed by ' || :worker ||
-			' at a time ahead of the ledger''s clock (it stepped back): its lease cannot be judged, and the item may or may not be at the destination'
-			WHEN status = 'cancelled' THEN 'cancelled while ' || :worker ||
+		set: `error = CASE WHEN status = 'cancelled' THEN 'cancelled while ' || :worker ||
 			' was sending, and its lease expired: the item may be at the destination'
+			WHEN claimed_at > :now + ` + clockStepSlackMs + ` THEN 'claimed by ' || :worker ||
+			' at a time ahead of the ledger''s clock (it stepped back): its lease cannot be judged, and the item may or may not be at the destination'
 			ELSE 'lease of ' || :worker || ' expired mid-send: the item may or may not be at the destination' END`},
 	ExpireRequeue: {from: []string{fromSending}, owned: true, guard: leaseOver, to: StatusQueued,
 		set: `maybe_sent = 1, next_attempt_at = 0, error = 'lease of ' || :worker ||

@@ -5,7 +5,7 @@ package main
 import (
 	"os"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 )
 
@@ -16,30 +16,32 @@ func weakenedSynchronous() string { return os.Getenv("JETLEDGER_FAULT_SQLITE_SYN
 
 // faultClock is the ledger's clock when JETLEDGER_FAULT_CLOCK_FILE names a
 // file holding an offset ("-2h", "90s"): the host's clock jumping while the
-// process runs, as the nemesis makes it. The file is read every 50ms, so a
-// jump lands mid-batch; a missing or unreadable file is no jump. Only in
-// test builds; nil (the ledger's time.Now) otherwise.
+// process runs, as the nemesis makes it. The file is read again once 50ms
+// have passed since the last read, so a jump lands mid-batch; a missing or
+// unreadable file is no jump. Only in test builds; nil (the ledger's
+// time.Now) otherwise.
 func faultClock() func() time.Time {
 	path := os.Getenv("JETLEDGER_FAULT_CLOCK_FILE")
 	if path == "" {
 		return nil
 	}
-	var offset atomic.Int64
-	read := func() {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			offset.Store(0)
-			return
+	var (
+		mu     sync.Mutex
+		offset time.Duration
+		read   time.Time
+	)
+	return func() time.Time {
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if now.Sub(read) >= 50*time.Millisecond {
+			read, offset = now, 0
+			if b, err := os.ReadFile(path); err == nil {
+				if d, err := time.ParseDuration(strings.TrimSpace(string(b))); err == nil {
+					offset = d
+				}
+			}
 		}
-		if d, err := time.ParseDuration(strings.TrimSpace(string(b))); err == nil {
-			offset.Store(int64(d))
-		}
+		return now.Add(offset)
 	}
-	read()
-	go func() {
-		for range time.Tick(50 * time.Millisecond) {
-			read()
-		}
-	}()
-	return func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 }

@@ -76,10 +76,15 @@ func (d *Dispatcher) repeatable(it ledger.OutboxItem, now time.Time) bool {
 }
 
 // remembers reports whether the destination, if Windowed, still remembers a
-// key sent when it was created.
+// key sent when it was created. A row made "in the future" was made while
+// the ledger's clock ran ahead: its age is unknown, so it is not.
 func (d *Dispatcher) remembers(it ledger.OutboxItem, now time.Time) bool {
 	w, ok := d.sink.(Windowed)
-	return !ok || now.Sub(it.CreatedAt)+d.sink.Timeout()+windowSlack < w.KeyWindow()
+	if !ok {
+		return true
+	}
+	age := now.Sub(it.CreatedAt)
+	return age > -windowSlack && age+d.sink.Timeout()+windowSlack < w.KeyWindow()
 }
 
 // ready asks a sink with Readiness whether its destination can be reached,

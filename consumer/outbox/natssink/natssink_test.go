@@ -304,6 +304,34 @@ func TestWindowDecidesWhetherAnExpiredSendIsRepeated(t *testing.T) {
 	}
 }
 
+// A row made while the ledger's clock ran ahead looks younger than it is
+// once the clock steps back: its age cannot tell whether the stream still
+// remembers its id, so a send whose outcome is unknown is not repeated
+// (review). Before, the negative age passed for "inside the window", and
+// with the lease of a claim made ahead now expired at once, it was re-sent
+// with the id after the window may have passed. (Found by a review of the
+// lease fix, issue 20.)
+func TestRowMadeAheadOfTheClockIsNotRepeatedByItsAge(t *testing.T) {
+	e := newEnv(t, &server.Options{}, 2*time.Minute, jetstream.StreamConfig{})
+	e.clk.add(2 * time.Hour) // the clock runs 2h ahead
+	rows := e.enqueue(t, "m1")
+	sink := e.sink(t)
+	to, err := sink.Position(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Transition(t.Context(), rows[0], ledger.Claim, ledger.Params{Worker: "dead", Lease: time.Second, SentTo: to}); err != nil {
+		t.Fatal(err)
+	}
+	// Corrected, and 3 minutes later (past the window) the dispatcher runs.
+	e.clk.add(-2*time.Hour + 3*time.Minute)
+	e.run(t, outbox.Config{Sink: sink, Lease: 6 * time.Second})
+	e.waitStatus(t, rows[0], ledger.StatusReview)
+	if n := len(e.stored(t)); n != 0 {
+		t.Fatalf("stream holds %d messages, want 0: a row of unknown age was sent again", n)
+	}
+}
+
 // A row whose earlier send may have landed is not sent again once it is
 // older than the window: the stream would no longer drop the repeat.
 func TestMaybeSentRowPastTheWindowGoesToReview(t *testing.T) {
