@@ -3,6 +3,7 @@ package integration
 import (
 	"database/sql"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -31,6 +32,7 @@ type nemModel struct {
 	gone       map[string]bool     // ids a purge may have taken before they were handled
 	goneSeq    map[uint64]bool     // copies a purge may have taken before they were handled
 	epochs     map[string]int      // applications ended by a legitimate prune of the row
+	ackEpoch   map[string]int      // epochs when the id's last new copy was acked
 	resolvedAs map[string]string   // outbox row → "sent"/"failed" by an operator
 	cancelled  map[string]bool     // outbox rows an operator cancelled
 	violations []string
@@ -39,7 +41,7 @@ type nemModel struct {
 func newNemModel() *nemModel {
 	return &nemModel{evs: map[string]event{}, acked: map[string]bool{}, uncertain: map[string]bool{}, copies: map[string][]uint64{},
 		conflicts: map[string][]uint64{}, bad: map[string]bool{}, discarded: map[string]bool{}, discSeq: map[uint64]bool{},
-		gone: map[string]bool{}, goneSeq: map[uint64]bool{}, epochs: map[string]int{}, resolvedAs: map[string]string{},
+		gone: map[string]bool{}, goneSeq: map[uint64]bool{}, epochs: map[string]int{}, ackEpoch: map[string]int{}, resolvedAs: map[string]string{},
 		cancelled: map[string]bool{}}
 }
 
@@ -66,6 +68,11 @@ func (m *nemModel) ackedLocked(id string, ack publisher.Ack) {
 	m.acked[id] = true
 	if !ack.Duplicate {
 		m.copies[id] = append(m.copies[id], ack.Sequence)
+		// A new copy must be applied (or be a duplicate of a row there):
+		// an earlier purge or delete no longer excuses the id, and a
+		// prune before it does not either.
+		delete(m.gone, id)
+		m.ackEpoch[id] = m.epochs[id]
 	}
 }
 
@@ -136,12 +143,14 @@ func nemCheck(w *nemWorld) {
 			w.stats.Gone++
 		case deadIDs[id]:
 			violate("dead-lettered: %s is a good payload, dead-lettered", id)
-		case m.acked[id] && m.epochs[id] == 0:
+		case m.acked[id] && m.ackEpoch[id] == m.epochs[id]:
+			// No prune since its last copy was acked: it must be applied.
 			violate("lost: %s was acked by the stream (seqs %v) and never applied", id, m.copies[id])
 		}
-		if len(m.conflicts[id]) > 0 && m.epochs[id] > 0 {
-			// Pruned before its conflicting copy came: that copy is then a
-			// new message with the other payload; its account is not judged.
+		if m.epochs[id] > 0 && slices.ContainsFunc(m.conflicts[id], func(s uint64) bool { return !conflictSeqs[s] }) {
+			// A conflicting copy not recorded as one, after a prune
+			// removed the row: that copy may have been a new message with
+			// the other payload; the account is not judged.
 			withConflictAfterPruning[e.Account] = true
 		}
 		want[e.Account] += n * e.Amount

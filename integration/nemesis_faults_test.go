@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
@@ -153,10 +153,7 @@ func (w *nemWorld) recreate() {
 	cfg := w.streamConfig()
 	// What the durable acked before the delete, run handled: its
 	// conflicts and id-less messages must be recorded.
-	handled := uint64(math.MaxUint64)
-	for _, p := range w.parts() {
-		handled = min(handled, w.durable(p.durable).AckFloor.Stream)
-	}
+	handled := w.handledFloor()
 	consumertest.Eventually(w.t, time.Minute, "the stream deleted", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
@@ -218,7 +215,7 @@ func (w *nemWorld) forgetInstance(handled uint64) {
 	w.m.mu.Lock()
 	defer w.m.mu.Unlock()
 	for id, seqs := range w.m.copies {
-		if len(seqs) > 0 && !snap.applied[id] && !snap.deadIDs[id] {
+		if !snap.applied[id] && !snap.deadIDs[id] && slices.ContainsFunc(seqs, func(s uint64) bool { return s > handled }) {
 			w.m.gone[id] = true
 		}
 	}

@@ -471,8 +471,10 @@ func (w *nemWorld) ids(db *sql.DB, q string, args ...any) map[string]bool {
 }
 
 // cli runs a jetledger command to its end and returns its exit code and output.
+// Operators run on the host whose clock the clock step moves: they read
+// the same ledger clock as run.
 func (w *nemWorld) cli(args ...string) (int, string) {
-	p := start(w.t, nil, args...)
+	p := start(w.t, w.runEnv(nil), args...)
 	code := p.wait(2 * time.Minute)
 	return code, p.output()
 }
