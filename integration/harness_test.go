@@ -255,10 +255,16 @@ func (p *proc) kill() {
 // wait returns the exit code; -1 means killed by a signal.
 func (p *proc) wait(timeout time.Duration) int {
 	p.t.Helper()
+	// An exited process is taken first: with a timeout of 0 both cases
+	// would be ready, and select picks at random.
 	select {
 	case <-p.done:
-	case <-time.After(timeout):
-		p.t.Fatalf("jetledger did not exit within %s", timeout)
+	default:
+		select {
+		case <-p.done:
+		case <-time.After(timeout):
+			p.t.Fatalf("jetledger did not exit within %s", timeout)
+		}
 	}
 	var ee *exec.ExitError
 	if errors.As(p.err, &ee) {

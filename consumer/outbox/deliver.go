@@ -17,13 +17,17 @@ import (
 func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token string, claimed time.Time) {
 	ctx = context.WithoutCancel(ctx)
 	repeat := d.repeatable(it, it.ClaimedAt)
+	moved := it.MaybeSent && repeat && d.moved(ctx, it)
+	if moved {
+		repeat = false
+	}
 	var ext string
 	var err error
 	if it.MaybeSent && !repeat {
 		// An earlier send may have landed and the destination no longer
 		// remembers its key: sending again could make a second copy.
 		detail := "not re-sent: the destination's window for the idempotency key has passed since an earlier send whose outcome is unknown"
-		if d.idempotent && d.elsewhere(it) && d.remembers(it, it.ClaimedAt) {
+		if moved || d.idempotent && d.elsewhere(it) && d.remembers(it, it.ClaimedAt) {
 			detail = "not re-sent: an earlier send whose outcome is unknown may have gone to another instance of the destination (a stream deleted and made again), which does not remember its key"
 		}
 		err = &SendError{Kind: ErrAmbiguous, Detail: detail}
@@ -189,4 +193,21 @@ func (d *Dispatcher) deleteAt(ctx context.Context, it ledger.OutboxItem) error {
 		return fmt.Errorf("sink %s cannot delete items", d.sink.Name())
 	}
 	return deleteItem(ctx, d.o, del, &d.deleteProven, it)
+}
+
+// moved reports whether a Positioner's destination is no longer the
+// instance the row's sends went to, read again just before a same-key
+// re-send leaves: the round's reading may be stale (an answer that arrived
+// late, after the stream was made again), and a new instance does not
+// remember the key. A reading that fails counts as moved: the re-send
+// cannot be shown to go where the earlier copy may be.
+func (d *Dispatcher) moved(ctx context.Context, it ledger.OutboxItem) bool {
+	p, ok := d.sink.(Positioner)
+	if !ok {
+		return false
+	}
+	pctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
+	defer cancel()
+	to, err := p.Position(pctx)
+	return err != nil || to.Instance != it.SentTo.Instance
 }

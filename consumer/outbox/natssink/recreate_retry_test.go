@@ -1,11 +1,14 @@
 package natssink_test
 
 import (
+	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/consumer/outbox/natssink"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
@@ -46,6 +49,70 @@ func TestMaybeSentRowIsNotResentIntoARecreatedStream(t *testing.T) {
 	}
 	e.clk.add(2 * time.Second) // past the dead claim's lease
 	e.run(t, outbox.Config{Sink: sink, Lease: 6 * time.Second})
+	it := e.waitStatus(t, row, ledger.StatusReview)
+	if n := len(e.stored(t)); n != 0 {
+		t.Fatalf("the new EFF holds %d messages, want 0: the row was sent again into another instance than its first copy's", n)
+	}
+	if !strings.Contains(it.Error, "another instance") {
+		t.Errorf("review reason %q does not say why", it.Error)
+	}
+}
+
+// staleSink answers its first Position with one read earlier, as a
+// delayed answer (held in a slow connection past a stream's re-creation)
+// would: the round believes EFF is still the instance it was.
+type staleSink struct {
+	*natssink.Sink
+	stale ledger.Destination
+	used  atomic.Bool
+}
+
+func (s *staleSink) Position(ctx context.Context) (ledger.Destination, error) {
+	if !s.used.Swap(true) {
+		return s.stale, nil
+	}
+	return s.Sink.Position(ctx)
+}
+
+// As above, but the round that re-sends the row read EFF's instance before
+// EFF was made again (its answer arrived late): the claim records the old
+// instance, and the same-id re-send would land in the new one, which does
+// not remember the id. The re-send reads the instance again, just before
+// it leaves, and goes to review instead. (Found by the nemesis, natssink
+// topology: hang,effrecreate:2,clock:2,pub:37, where the proxy held the
+// instance's answer while EFF was made again.)
+func TestMaybeSentRowIsNotResentOnAStalePosition(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &server.Options{}, 2*time.Minute, jetstream.StreamConfig{})
+	sink := e.sink(t)
+	row := e.enqueue(t, "m1")[0]
+	to, err := sink.Position(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Transition(t.Context(), row, ledger.Claim, ledger.Params{Worker: "dead", Lease: time.Second, SentTo: to}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sink.Send(t.Context(), e.status(t, row)); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := sink.Position(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.js.Stream(t.Context(), "EFF")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := s.CachedInfo().Config
+	if err := e.js.DeleteStream(t.Context(), "EFF"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.js.CreateStream(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.add(2 * time.Second) // past the dead claim's lease
+	e.run(t, outbox.Config{Sink: &staleSink{Sink: sink, stale: stale}, Lease: 6 * time.Second})
 	it := e.waitStatus(t, row, ledger.StatusReview)
 	if n := len(e.stored(t)); n != 0 {
 		t.Fatalf("the new EFF holds %d messages, want 0: the row was sent again into another instance than its first copy's", n)
