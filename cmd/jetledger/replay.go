@@ -10,7 +10,6 @@ import (
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
-	"github.com/jetledger/jetledger/stream"
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
 )
@@ -85,7 +84,7 @@ func (c *replayCmd) Run(inv *invocation) error {
 		return c.explain(err, c.DB)
 	}
 	defer s.Close()
-	if err := stream.CheckServed(ctx, s.st, c.Stream, s.stream.Created); err != nil {
+	if err := checkServedInstance(ctx, s.st, c.Stream, s.stream.Created); err != nil {
 		return err
 	}
 	s.log.InfoContext(ctx, "replaying", "stream", c.Stream, "durable", c.Durable, "names_from", c.from, "db", c.DB)

@@ -9,7 +9,6 @@ import (
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
-	"github.com/jetledger/jetledger/stream"
 )
 
 const runHelp = `
@@ -213,7 +212,7 @@ func explainRunError(err error, maxSize byteSize) error {
 // run has bound, for the commands that read the ledger later; a ledger that has served others
 // too is said at start, since those commands will ask which.
 func (c *runCmd) remember(ctx context.Context, s *consumption) error {
-	stream.WarnNewInstance(ctx, s.log, s.st, c.Stream, s.stream.Created)
+	warnNewInstance(ctx, s.log, s.st, c.Stream, s.stream.Created)
 	if err := s.st.RememberConsumer(ctx, c.Stream, c.Durable, consumer.StreamInstance(c.Stream, s.stream.Created)); err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -101,4 +102,16 @@ func requireJetStream(ctx context.Context, js jetstream.JetStream, url string) e
 // can never remove a row (stream.WarnUnlimited).
 func warnUnlimited(ctx context.Context, cfg jetstream.StreamConfig, log *slog.Logger) {
 	stream.WarnUnlimited(ctx, cfg, log)
+}
+
+// checkServedInstance refuses a stream that is another instance than the
+// one run last consumed into st (stream.CheckServed).
+func checkServedInstance(ctx context.Context, st *ledger.Store, name string, created time.Time) error {
+	return stream.CheckServed(ctx, st, name, created)
+}
+
+// warnNewInstance says, at start, that run consumes another instance of the
+// stream than it did last time (stream.WarnNewInstance).
+func warnNewInstance(ctx context.Context, log *slog.Logger, st *ledger.Store, name string, created time.Time) {
+	stream.WarnNewInstance(ctx, log, st, name, created)
 }
