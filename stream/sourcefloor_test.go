@@ -32,50 +32,7 @@ func TestSourcedCopyNamesTheHubInstance(t *testing.T) {
 	}
 	t.Cleanup(func() { st.Close() })
 
-	hubStream := jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}}
-	consumertest.CreateStream(t, hjs, hubStream)
-	for i := range 4 {
-		subj := "orders.site1.pay"
-		if i == 0 {
-			subj = "orders.site2.pay" // not copied: hub sequence 1 is another site's
-		}
-		if _, err := hjs.Publish(ctx, subj, []byte("x"), jetstream.WithMsgID(fmt.Sprint("m", i))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	h := stream.Sourced{Hub: "ORDERS", Filter: "orders.site1.>", Domain: "hub", Ledger: st,
-		Stream: stream.Config{Name: "EDGE", Duplicates: time.Minute, Limits: stream.Limits{MaxMsgs: 2}, Logger: quiet}}
-	if _, err := stream.EnsureSourced(ctx, ejs, h); err != nil {
-		t.Fatal(err)
-	}
-	var info *jetstream.StreamInfo
-	consumertest.Eventually(t, 10*time.Second, "the edge's copy has the 3 of site 1, keeping the last 2", func() bool {
-		s, err := ejs.Stream(ctx, "EDGE")
-		if err == nil {
-			info, err = s.Info(ctx)
-		}
-		return err == nil && info.State.LastSeq == 3
-	})
-	s, err := ejs.Stream(ctx, "EDGE")
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, floors, err := stream.PruneBound(ctx, s, info)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hinfo, err := hjs.Stream(ctx, "ORDERS")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The copy keeps its sequences 2 and 3: hub sequences 3 and 4.
-	want := ledger.SourceFloor{Source: "ORDERS@hub", Instance: stream.StreamIdentity(hinfo.CachedInfo().Created), Below: 3}
-	if first != 2 || len(floors) != 1 || floors[0] != want {
-		t.Fatalf("PruneBound = %d, %+v; want 2, %+v", first, floors, want)
-	}
-	if _, err := st.Prune(ctx, ledger.PruneOptions{Stream: "EDGE", FirstSeq: first, Floors: floors}); err != nil {
-		t.Fatal(err)
-	}
+	hubStream := prunedCopy(t, hjs, ejs, st)
 	// A row of the copy before, at its sequence 3 (hub sequence 4).
 	if _, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: "m3", Stream: "EDGE", Sequence: 3, Subject: "orders.site1.pay", Data: []byte("x")}},
 		func(context.Context, *ledger.Tx, ledger.Delivery) error { return nil }, ledger.Budget{}); err != nil {
@@ -147,4 +104,58 @@ func hubStreamInfo(t *testing.T, js jetstream.JetStream) *jetstream.StreamInfo {
 		t.Fatal(err)
 	}
 	return s.CachedInfo()
+}
+
+// prunedCopy creates the hub's ORDERS with one message of site 2 and three
+// of site 1, an edge copy EDGE of site 1's keeping the last 2, checks the
+// floor PruneBound reads from it and prunes by it; it returns ORDERS's
+// configuration.
+func prunedCopy(t *testing.T, hjs, ejs jetstream.JetStream, st *ledger.Store) jetstream.StreamConfig {
+	t.Helper()
+	ctx := t.Context()
+	hubStream := jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}}
+	consumertest.CreateStream(t, hjs, hubStream)
+	for i := range 4 {
+		subj := "orders.site1.pay"
+		if i == 0 {
+			subj = "orders.site2.pay" // not copied: hub sequence 1 is another site's
+		}
+		if _, err := hjs.Publish(ctx, subj, []byte("x"), jetstream.WithMsgID(fmt.Sprint("m", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := stream.Sourced{Hub: "ORDERS", Filter: "orders.site1.>", Domain: "hub", Ledger: st,
+		Stream: stream.Config{Name: "EDGE", Duplicates: time.Minute, Limits: stream.Limits{MaxMsgs: 2}, Logger: quiet}}
+	if _, err := stream.EnsureSourced(ctx, ejs, h); err != nil {
+		t.Fatal(err)
+	}
+	var info *jetstream.StreamInfo
+	consumertest.Eventually(t, 10*time.Second, "the edge's copy has the 3 of site 1, keeping the last 2", func() bool {
+		s, err := ejs.Stream(ctx, "EDGE")
+		if err == nil {
+			info, err = s.Info(ctx)
+		}
+		return err == nil && info.State.LastSeq == 3
+	})
+	s, err := ejs.Stream(ctx, "EDGE")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, floors, err := stream.PruneBound(ctx, s, info)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hinfo, err := hjs.Stream(ctx, "ORDERS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The copy keeps its sequences 2 and 3: hub sequences 3 and 4.
+	want := ledger.SourceFloor{Source: "ORDERS@hub", Instance: stream.StreamIdentity(hinfo.CachedInfo().Created), Below: 3}
+	if first != 2 || len(floors) != 1 || floors[0] != want {
+		t.Fatalf("PruneBound = %d, %+v; want 2, %+v", first, floors, want)
+	}
+	if _, err := st.Prune(ctx, ledger.PruneOptions{Stream: "EDGE", FirstSeq: first, Floors: floors}); err != nil {
+		t.Fatal(err)
+	}
+	return hubStream
 }
