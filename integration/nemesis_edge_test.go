@@ -223,7 +223,7 @@ func startNemHub(t testing.TB) *hub {
 	return h
 }
 
-// natsHash and the identity below are nats-server's (cmd/jetledger's
+// natsHash and the identity below are nats-server's (package stream's
 // sourcefloor.go has them too; TestSourcedCopyNamesTheHubInstance holds
 // them to a live server's): the identity of a stream instance is a hash of
 // its creation time, and every sourced copy carries it.

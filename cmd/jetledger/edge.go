@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"log/slog"
 	"net/url"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -128,43 +128,9 @@ func (h hubFlags) leafRemote() (*server.RemoteLeafOpts, error) {
 const leafReconnect = time.Second
 
 // ensureSourcedStream creates the edge's stream sourcing the hub's, if it is
-// missing, and warns when an existing one does not source it. The source is
-// addressed by the hub's domain, so it works over the leaf connection and
-// resumes where it stopped when the link comes back. The window is set:
-// since nats-server 2.14 a stream with sources has none by default.
-// A stream made again starts copying where the ledger's pruned rows end
-// (sourceStart), so that nothing pruned is copied and applied again; one
-// that exists and run did not make is refused if it copies from below
-// there (adoptSourced).
+// missing (stream.EnsureSourced, with the floors and instances recorded in
+// st).
 func ensureSourcedStream(ctx context.Context, js jetstream.JetStream, st *ledger.Store, spec streamSpec, h hubFlags, log *slog.Logger) (*jetstream.StreamInfo, error) {
-	src := &jetstream.StreamSource{Name: h.HubStream, FilterSubject: h.HubFilter, Domain: h.HubDomain}
-	spec.Subjects, spec.Sources = nil, []*jetstream.StreamSource{src}
-	spec.SourceStart = func(ctx context.Context) (uint64, error) {
-		return sourceStart(ctx, js, spec.Name, src, h.HubStart, st, log)
-	}
-	spec.Adopt = func(ctx context.Context, info *jetstream.StreamInfo) error {
-		return adoptSourced(ctx, js, st, info, log)
-	}
-	info, err := ensureStream(ctx, js, spec, log)
-	if err != nil {
-		return nil, fmt.Errorf("%w (sourcing %s from the hub's domain %s)", err, h.HubStream, h.HubDomain)
-	}
-	if !sources(info.Config, src) {
-		log.WarnContext(ctx, "the stream does not source the hub's stream as --hub-stream, --hub-filter and --hub-domain say; it is used as it is",
-			"stream", spec.Name, "hub_stream", h.HubStream, "hub_filter", h.HubFilter, "hub_domain", h.HubDomain)
-	}
-	return info, nil
-}
-
-// sources reports whether cfg sources src.
-func sources(cfg jetstream.StreamConfig, src *jetstream.StreamSource) bool {
-	for _, s := range cfg.Sources {
-		if s.Name != src.Name || s.FilterSubject != src.FilterSubject {
-			continue
-		}
-		if s.Domain == src.Domain || (s.External != nil && s.External.APIPrefix == "$JS."+src.Domain+".API") {
-			return true
-		}
-	}
-	return false
+	return stream.EnsureSourced(ctx, js, stream.Sourced{Stream: spec.config(log), Hub: h.HubStream, Filter: h.HubFilter, Domain: h.HubDomain,
+		Start: h.HubStart, Ledger: st})
 }

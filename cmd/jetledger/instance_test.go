@@ -8,6 +8,7 @@ import (
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -63,8 +64,8 @@ func TestReplayAndPruneRefuseAnotherInstanceOfTheStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&pruner{st: st, js: otherJS, streamFlags: streamFlags{Stream: "PAY", Durable: "jetledger"}}).options(context.Background()); !errors.Is(err, errOtherInstance) {
-		t.Fatalf("prune options on another server's PAY: %v, want errOtherInstance", err)
+	if _, err := (&pruner{st: st, js: otherJS, streamFlags: streamFlags{Stream: "PAY", Durable: "jetledger"}}).options(context.Background()); !errors.Is(err, stream.ErrNotTheInstance) {
+		t.Fatalf("prune options on another server's PAY: %v, want stream.ErrNotTheInstance", err)
 	}
 	st.Close()
 

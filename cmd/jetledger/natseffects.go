@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
-	"github.com/jetledger/jetledger/consumer/jsretry"
-	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/consumer/outbox/natssink"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -41,10 +40,6 @@ func (f effectsFlags) validate(webhookURL string) error {
 	return nil
 }
 
-// effectsWindowMin is the shortest duplicate window of a stream created by
-// --effects-stream, as a stream created by --subjects gets.
-const effectsWindowMin = 2 * time.Minute
-
 // natsSink builds the NATS sink of --effects-subject on the connection run
 // consumes with, creating --effects-stream if no stream captures the subject.
 func (f effectsFlags) natsSink(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, st *ledger.Store, plan ackwait.Plan, attempts int, log *slog.Logger) (sink, error) {
@@ -60,34 +55,12 @@ func (f effectsFlags) natsSink(ctx context.Context, js jetstream.JetStream, nc *
 	return s, err
 }
 
+// ensureStream creates --effects-stream if no stream captures the subject
+// (stream.EnsureEffects).
 func (f effectsFlags) ensureStream(ctx context.Context, js jetstream.JetStream, plan ackwait.Plan, attempts int, log *slog.Logger) error {
-	name, err := jsretry.Call(ctx, log, "find the stream of --effects-subject "+f.Subject, func(ctx context.Context) (string, error) {
-		return js.StreamNameBySubject(ctx, f.Subject)
-	})
-	switch {
-	case err == nil && name != f.Stream:
-		return fmt.Errorf("--effects-subject %s is captured by stream %s, not --effects-stream %s", f.Subject, name, f.Stream)
-	case err == nil:
-		return nil
-	case !errors.Is(err, jetstream.ErrStreamNotFound):
-		return fmt.Errorf("find the stream for --effects-subject %s: %w", f.Subject, err)
+	err := stream.EnsureEffects(ctx, js, stream.Effects{Stream: f.Stream, Subject: f.Subject, Timeout: f.Timeout, MaxAttempts: attempts, Plan: plan, Logger: log})
+	if taken := (*stream.SubjectTakenError)(nil); errors.As(err, &taken) {
+		return fmt.Errorf("--effects-subject %s is captured by stream %s, not --effects-stream %s", f.Subject, taken.By, f.Stream)
 	}
-	// Long enough that every retry of a row falls inside it, so the sink
-	// is idempotent.
-	h := outbox.Config{MaxAttempts: attempts, Lease: plan.ClaimLease(f.Timeout), PollInterval: outbox.PollIntervalDefault,
-		Backoff: ackwait.Backoff{Base: outbox.BackoffBaseDefault, Max: outbox.BackoffMaxDefault}}.Horizon()
-	window := max(effectsWindowMin, 2*(h+f.Timeout))
-	err = jsretry.Do(ctx, log, "create --effects-stream "+f.Stream, func(ctx context.Context) error {
-		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: f.Stream, Subjects: []string{f.Subject}, Storage: jetstream.FileStorage,
-			Duplicates: window, Description: "jetledger outbox effects published to " + f.Subject})
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return nil // made meanwhile, by a try whose answer was lost
-		}
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("create --effects-stream %s: %w", f.Stream, err)
-	}
-	log.InfoContext(ctx, "created the effects stream", "stream", f.Stream, "subject", f.Subject, "duplicate_window", window)
-	return nil
+	return err
 }

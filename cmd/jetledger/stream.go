@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"time"
 
-	"github.com/jetledger/jetledger/consumer"
-	"github.com/jetledger/jetledger/consumer/jsretry"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -61,185 +59,59 @@ func (f streamLimitFlags) set() string {
 	return ""
 }
 
-// The warnings about a stream's limits; the command that fixes it goes
-// with them as the attribute "edit".
-const (
-	msgLimitsDiffer = "the stream exists with other limits than the flags give; jetledger never edits an existing stream, so its own limits stay: apply the flags with the command in edit"
-	msgUnlimited    = "the stream has no limits (max age, bytes, messages): prune removes a ledger row only once the stream no longer holds its message " +
-		"(a row is kept while a copy of it can still be delivered or replayed), and this stream holds every message until someone purges it, " +
-		"so the ledger grows by a row per message; give the stream limits with the command in edit (or run --subjects with --max-age when it is created)"
-)
-
-// msgSourceStart says why a copy made again skips the source's older
-// messages.
-const msgSourceStart = "the stream copies its source from start_seq: the ledger pruned the rows of messages before it, which copied again would be applied a second time; " +
-	"the source's older messages are not copied, including any on subjects a broader filter takes now"
-
-// streamSpec is the stream run creates when it is missing.
+// streamSpec is the stream run creates when it is missing (stream.Config).
 type streamSpec struct {
 	Name       string
-	Subjects   []string                          // none, and no Sources: the stream must exist
-	Sources    []*jetstream.StreamSource         // the edge's stream sources the hub's (--hub-url)
+	Subjects   []string                          // none: the stream must exist
 	Transform  *jetstream.SubjectTransformConfig // partitions (--partitions)
 	Duplicates time.Duration
 	Limits     streamLimitFlags
-	// SourceStart, asked only when the stream is created, is the sequence
-	// of Sources[0] to start copying at (0: its start).
-	SourceStart func(context.Context) (uint64, error)
-	// Adopt, when set, is asked about a stream that exists (or was made
-	// meanwhile by someone else) before it is used; its error refuses it.
-	Adopt func(context.Context, *jetstream.StreamInfo) error
 }
 
-// config is the stream's configuration, with no limit where none is given
-// and the metadata that says jetledger made it.
-func (s streamSpec) config() jetstream.StreamConfig {
-	how := "(--subjects)"
-	if len(s.Sources) > 0 {
-		how = "(--hub-url: a copy of the hub's stream, sourced over the leaf node)"
-	}
-	cfg := jetstream.StreamConfig{
-		Name: s.Name, Subjects: s.Subjects, Sources: s.Sources, SubjectTransform: s.Transform, Storage: jetstream.FileStorage, Duplicates: s.Duplicates,
-		Description: "created by jetledger " + how + ": its consumer applies each message once through a SQLite ledger, " +
-			"which keeps a message's id while the stream holds a copy of it",
-		Metadata: map[string]string{consumer.MetadataCreatedBy: "jetledger", consumer.MetadataVersion: version()},
-		MaxAge:   s.Limits.MaxAge, MaxBytes: -1, MaxMsgs: -1, Replicas: max(1, s.Limits.Replicas),
-	}
-	if s.Limits.MaxBytes > 0 {
-		cfg.MaxBytes = int64(s.Limits.MaxBytes)
-	}
-	if s.Limits.MaxMsgs > 0 {
-		cfg.MaxMsgs = s.Limits.MaxMsgs
-	}
-	return cfg
-}
-
-// adopt asks spec.Adopt, if set, about the existing stream info.
-func (s streamSpec) adopt(ctx context.Context, info *jetstream.StreamInfo) error {
-	if s.Adopt == nil {
-		return nil
-	}
-	return s.Adopt(ctx, info)
+// config maps the spec to the library's.
+func (s streamSpec) config(log *slog.Logger) stream.Config {
+	return stream.Config{Name: s.Name, Subjects: s.Subjects, Transform: s.Transform, Duplicates: s.Duplicates, Version: version(), Logger: log,
+		Limits: stream.Limits{MaxAge: s.Limits.MaxAge, MaxBytes: int64(s.Limits.MaxBytes), MaxMsgs: s.Limits.MaxMsgs, Replicas: s.Limits.Replicas}}
 }
 
 // ensureStream creates the stream when subjects are given and it is
-// missing. Without subjects the stream must already exist. An existing
-// stream is never edited: limits given for it that differ from its own are
-// warned about, with the command that applies them. A cluster that cannot
-// answer yet (a stream leader being elected) is waited for until ctx ends.
+// missing (stream.Ensure); without subjects it must exist.
 func ensureStream(ctx context.Context, js jetstream.JetStream, spec streamSpec, log *slog.Logger) (*jetstream.StreamInfo, error) {
-	info, err := jsretry.Call(ctx, log, "look up stream "+spec.Name, func(ctx context.Context) (*jetstream.StreamInfo, error) {
-		s, err := js.Stream(ctx, spec.Name)
-		if errors.Is(err, jetstream.ErrStreamNotFound) && (len(spec.Subjects) > 0 || len(spec.Sources) > 0) {
-			return nil, nil // created below
-		}
-		if err != nil {
-			return nil, err
-		}
-		return s.CachedInfo(), nil
-	})
-	switch {
-	case errors.Is(err, jetstream.ErrStreamNotFound):
+	info, err := stream.Ensure(ctx, js, spec.config(log))
+	if errors.Is(err, stream.ErrNotFound) {
 		return nil, fmt.Errorf("stream %s does not exist; pass --subjects to create it", spec.Name)
-	case err != nil:
-		return nil, err
-	case info != nil:
-		if len(spec.Subjects) > 0 || len(spec.Sources) > 0 {
-			warnLimitsDiffer(ctx, info.Config, spec.Limits, log)
-		}
-		return info, spec.adopt(ctx, info)
 	}
-	if spec.SourceStart != nil {
-		seq, err := spec.SourceStart(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("stream %s: where to start copying %s: %w", spec.Name, spec.Sources[0].Name, err)
-		}
-		spec.Sources[0].OptStartSeq = seq
-	}
-	made := false
-	info, err = jsretry.Call(ctx, log, "create stream "+spec.Name, func(ctx context.Context) (*jetstream.StreamInfo, error) {
-		s, err := js.CreateStream(ctx, spec.config())
-		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			// Made meanwhile, by another run or by a try of ours whose
-			// answer was lost: it is used as any existing one is.
-			s, err = js.Stream(ctx, spec.Name)
-		} else {
-			made = err == nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		return s.CachedInfo(), nil
-	})
-	switch {
-	case err != nil:
-		return nil, err
-	case !made:
-		warnLimitsDiffer(ctx, info.Config, spec.Limits, log)
-		return info, spec.adopt(ctx, info)
-	}
-	log.InfoContext(ctx, "created stream", "stream", spec.Name, "subjects", spec.Subjects, "sources", len(spec.Sources), "duplicate_window", spec.Duplicates,
-		"max_age", spec.Limits.MaxAge, "max_bytes", spec.Limits.MaxBytes, "max_msgs", spec.Limits.MaxMsgs)
-	if len(spec.Sources) > 0 && spec.Sources[0].OptStartSeq > 1 {
-		log.WarnContext(ctx, msgSourceStart, "stream", spec.Name, "source", spec.Sources[0].Name, "start_seq", spec.Sources[0].OptStartSeq)
-	}
-	return info, nil
+	return info, err
 }
 
-// warnLimitsDiffer warns, once, when limits given on the command line
-// differ from those of the existing stream. It does not refuse: run never
-// edits a stream, and stopping would not help, as a stream whose limits
-// are shorter than wanted drops unconsumed messages all the faster while
-// nothing consumes them.
-func warnLimitsDiffer(ctx context.Context, have jetstream.StreamConfig, want streamLimitFlags, log *slog.Logger) {
-	var attrs []any
-	var edit []string
-	if want.MaxAge > 0 && want.MaxAge != have.MaxAge {
-		attrs = append(attrs, "max_age", have.MaxAge, "max_age_flag", want.MaxAge)
-		edit = append(edit, "--max-age "+want.MaxAge.String())
-	}
-	if want.MaxBytes > 0 && int64(want.MaxBytes) != have.MaxBytes {
-		attrs = append(attrs, "max_bytes", have.MaxBytes, "max_bytes_flag", int64(want.MaxBytes))
-		edit = append(edit, "--max-bytes "+strconv.FormatInt(int64(want.MaxBytes), 10))
-	}
-	if want.MaxMsgs > 0 && want.MaxMsgs != have.MaxMsgs {
-		attrs = append(attrs, "max_msgs", have.MaxMsgs, "max_msgs_flag", want.MaxMsgs)
-		edit = append(edit, "--max-msgs "+strconv.FormatInt(want.MaxMsgs, 10))
-	}
-	if len(edit) == 0 {
-		return
-	}
-	cmd := "nats stream edit " + have.Name + " " + strings.Join(edit, " ")
-	log.WarnContext(ctx, msgLimitsDiffer, append([]any{"stream", have.Name, "edit", cmd}, attrs...)...)
-}
-
-// unlimited reports whether a stream never drops a message by itself: it
-// keeps messages by limits and has none, so its first sequence stays put.
-func unlimited(cfg jetstream.StreamConfig) bool {
-	return cfg.Retention == jetstream.LimitsPolicy && cfg.MaxAge == 0 && cfg.MaxBytes <= 0 && cfg.MaxMsgs <= 0 && cfg.MaxMsgsPerSubject <= 0
-}
-
-// warnUnlimited warns when the stream consumed keeps every message: prune
-// keeps a ledger row while any copy of its id can still be delivered or
-// replayed, which in such a stream is forever.
-func warnUnlimited(ctx context.Context, cfg jetstream.StreamConfig, log *slog.Logger) {
-	if !unlimited(cfg) {
-		return
-	}
-	log.WarnContext(ctx, msgUnlimited, "stream", cfg.Name, "edit", "nats stream edit "+cfg.Name+" --max-age 7d")
-}
-
-// requireJetStream refuses a server without JetStream for this account: the
-// start-up calls would otherwise wait for it forever, since "no responders"
-// also means a cluster electing a leader. A server with JetStream answers
-// the account request even then ("temporarily unavailable"), so only this
-// answer is taken as final; any other failure is left to the calls after.
+// requireJetStream refuses a server without JetStream for this account
+// (stream.RequireJetStream).
 func requireJetStream(ctx context.Context, js jetstream.JetStream, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	_, err := js.AccountInfo(ctx)
-	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-		return fmt.Errorf("the server at %s has no JetStream for this account (%v): enable JetStream there, or leave out --nats to use the embedded server", redactURL(url), err)
+	err := stream.RequireJetStream(ctx, js)
+	if !errors.Is(err, stream.ErrNoJetStream) {
+		return err
 	}
-	return nil
+	why := jetstream.ErrJetStreamNotEnabled
+	if errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		why = jetstream.ErrJetStreamNotEnabledForAccount
+	}
+	return fmt.Errorf("the server at %s has no JetStream for this account (%v): enable JetStream there, or leave out --nats to use the embedded server", redactURL(url), why)
+}
+
+// warnUnlimited warns when the stream keeps every message, so that prune
+// can never remove a row (stream.WarnUnlimited).
+func warnUnlimited(ctx context.Context, cfg jetstream.StreamConfig, log *slog.Logger) {
+	stream.WarnUnlimited(ctx, cfg, log)
+}
+
+// checkServedInstance refuses a stream that is another instance than the
+// one run last consumed into st (stream.CheckServed).
+func checkServedInstance(ctx context.Context, st *ledger.Store, name string, created time.Time) error {
+	return stream.CheckServed(ctx, st, name, created)
+}
+
+// warnNewInstance says, at start, that run consumes another instance of the
+// stream than it did last time (stream.WarnNewInstance).
+func warnNewInstance(ctx context.Context, log *slog.Logger, st *ledger.Store, name string, created time.Time) {
+	stream.WarnNewInstance(ctx, log, st, name, created)
 }

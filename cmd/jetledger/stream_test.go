@@ -9,6 +9,7 @@ import (
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -88,12 +89,12 @@ func TestRunCreatesTheStreamWithLimits(t *testing.T) {
 	if cfg.Metadata[consumer.MetadataCreatedBy] != "jetledger" || cfg.Metadata[consumer.MetadataVersion] != version() || cfg.Description == "" {
 		t.Fatalf("stream metadata %v, description %q", cfg.Metadata, cfg.Description)
 	}
-	if w := withMsg(logs, msgUnlimited); len(w) != 0 || len(withMsg(logs, msgLimitsDiffer)) != 0 {
+	if w := withMsg(logs, stream.MsgUnlimited); len(w) != 0 || len(withMsg(logs, stream.MsgLimitsDiffer)) != 0 {
 		t.Fatalf("warned about the limits of a stream with limits: %v", w)
 	}
 
 	logs = startUntilBound(t, append(args, "--max-age", "2h")...)
-	w := withMsg(logs, msgLimitsDiffer)
+	w := withMsg(logs, stream.MsgLimitsDiffer)
 	if len(w) != 1 || w[0]["level"] != "WARN" || w[0].duration("max_age") != time.Hour || w[0].duration("max_age_flag") != 2*time.Hour ||
 		w[0]["edit"] != "nats stream edit EV --max-age 2h0m0s" || w[0]["max_bytes"] != nil || w[0]["max_msgs"] != nil {
 		t.Fatalf("other limits warned as %v; want one warning of max age 1h against 2h", w)
@@ -125,7 +126,7 @@ func TestRunWarnsOfAStreamWithoutLimits(t *testing.T) {
 	}
 	for _, tt := range tests {
 		args := append([]string{"run", "--nats", srv.ClientURL(), "--db", filepath.Join(dir, tt.stream+".db"), "--stream", tt.stream}, tt.args...)
-		w := withMsg(startUntilBound(t, args...), msgUnlimited)
+		w := withMsg(startUntilBound(t, args...), stream.MsgUnlimited)
 		switch {
 		case !tt.warn && len(w) != 0:
 			t.Errorf("%s: warned %v", tt.stream, w)

@@ -1,4 +1,4 @@
-package main
+package stream_test
 
 // The edge prune floor (issue 19 point 3) where it meets older features:
 // a stream with several sources, a ledger an earlier release pruned, and a
@@ -15,7 +15,9 @@ import (
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/prune"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -129,27 +131,34 @@ func (w *edgeWorld) keepLast(t *testing.T, name string, n int64) {
 	}
 }
 
-// prune runs run's own pruner once, its clock now.
+// prune runs run's own pruner (prune.Pruner) once, its clock now.
 func (w *edgeWorld) prune(t *testing.T, name string) ledger.PruneResult {
 	t.Helper()
 	w.now.Store(time.Now().UnixNano())
-	p := &pruner{st: w.st, js: w.ejs, streamFlags: streamFlags{Stream: name, Durable: "d"}, log: quiet}
-	res, err := p.once(t.Context())
+	p := &prune.Pruner{Ledger: w.st, JetStream: w.ejs, Stream: name, Durable: "d", Logger: quiet}
+	res, err := p.Once(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return res
 }
 
+// ensure ensures the edge stream spec sourcing h as run does at start, with
+// the world's ledger.
+func (w *edgeWorld) ensure(ctx context.Context, spec stream.Config, h stream.Sourced) (*jetstream.StreamInfo, error) {
+	h.Stream, h.Stream.Logger, h.Ledger = spec, quiet, w.st
+	return stream.EnsureSourced(ctx, w.ejs, h)
+}
+
 // reapplied deletes the edge stream and creates it again as run does at
 // start (its store was lost, or an operator deleted it), and returns
 // appliedAgain.
-func (w *edgeWorld) reapplied(t *testing.T, name string, h hubFlags, applied map[string]bool, want uint64) []string {
+func (w *edgeWorld) reapplied(t *testing.T, name string, h stream.Sourced, applied map[string]bool, want uint64) []string {
 	t.Helper()
 	if err := w.ejs.DeleteStream(t.Context(), name); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ensureSourcedStream(t.Context(), w.ejs, w.st, streamSpec{Name: name, Duplicates: time.Minute}, h, quiet); err != nil {
+	if _, err := w.ensure(t.Context(), stream.Config{Name: name, Duplicates: time.Minute}, h); err != nil {
 		t.Fatal(err)
 	}
 	return w.appliedAgain(t, name, applied, want)
@@ -234,7 +243,7 @@ func TestSeveralSourcesPrunedKeepAFloorEach(t *testing.T) {
 	if res := w.prune(t, "EDGE"); res.Processed != 0 {
 		t.Fatalf("with no ORDERS message left, prune removed %d rows; want none", res.Processed)
 	}
-	again := w.reapplied(t, "EDGE", hubFlags{HubStream: "ORDERS", HubDomain: "hub"}, applied, 1)
+	again := w.reapplied(t, "EDGE", stream.Sourced{Hub: "ORDERS", Domain: "hub"}, applied, 1)
 	if len(again) > 0 {
 		t.Fatalf("the edge stream made again copies %d messages already applied whose rows prune removed: %v (applied twice)", len(again), again)
 	}
@@ -244,7 +253,7 @@ func TestSeveralSourcesPrunedKeepAFloorEach(t *testing.T) {
 // source floor (migration 0008 adds an empty table). Its first start with
 // the edge stream there records the floor from the stream, as prune would;
 // with the stream missing (deleted to change --hub-filter, or the store
-// lost), run refuses to create it (errNoSourceFloor) rather than copy the
+// lost), run refuses to create it (stream.ErrNoFloor) rather than copy the
 // hub from its start, until --hub-start-seq says where. Before the fix the
 // copy started at the hub's start and every message c1893bf pruned was
 // applied again.
@@ -259,9 +268,9 @@ func TestUpgradedLedgerWithoutFloorIsNotCopiedAgain(t *testing.T) {
 			w := newEdgeWorld(t)
 			ctx := t.Context()
 			w.hubOrders(t, 6)
-			h := hubFlags{HubStream: "ORDERS", HubFilter: "orders.site1.>", HubDomain: "hub"}
-			spec := streamSpec{Name: "EDGE", Duplicates: time.Minute}
-			if _, err := ensureSourcedStream(ctx, w.ejs, w.st, spec, h, quiet); err != nil {
+			h := stream.Sourced{Hub: "ORDERS", Filter: "orders.site1.>", Domain: "hub"}
+			spec := stream.Config{Name: "EDGE", Duplicates: time.Minute}
+			if _, err := w.ensure(ctx, spec, h); err != nil {
 				t.Fatal(err)
 			}
 			applied := w.applyAll(t, "EDGE", 6)
@@ -274,7 +283,7 @@ func TestUpgradedLedgerWithoutFloorIsNotCopiedAgain(t *testing.T) {
 				}
 			}
 			if tc.streamThere {
-				if _, err := ensureSourcedStream(ctx, w.ejs, w.st, spec, h, quiet); err != nil {
+				if _, err := w.ensure(ctx, spec, h); err != nil {
 					t.Fatal(err)
 				}
 				if f := w.floorOfSource(t, "EDGE", "ORDERS@hub"); f != 5 {
@@ -288,14 +297,14 @@ func TestUpgradedLedgerWithoutFloorIsNotCopiedAgain(t *testing.T) {
 			if err := w.ejs.DeleteStream(ctx, "EDGE"); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := ensureSourcedStream(ctx, w.ejs, w.st, spec, h, quiet); !errors.Is(err, errNoSourceFloor) {
-				t.Fatalf("creating the stream again: %v; want errNoSourceFloor", err)
+			if _, err := w.ensure(ctx, spec, h); !errors.Is(err, stream.ErrNoFloor) {
+				t.Fatalf("creating the stream again: %v; want stream.ErrNoFloor", err)
 			}
 			if _, err := w.ejs.Stream(ctx, "EDGE"); !errors.Is(err, jetstream.ErrStreamNotFound) {
 				t.Fatalf("the stream after the refusal: %v; want none made", err)
 			}
-			h.HubStart = 5
-			if _, err := ensureSourcedStream(ctx, w.ejs, w.st, spec, h, quiet); err != nil {
+			h.Start = 5
+			if _, err := w.ensure(ctx, spec, h); err != nil {
 				t.Fatal(err)
 			}
 			if again := w.appliedAgain(t, "EDGE", applied, 2); len(again) > 0 {
@@ -316,8 +325,8 @@ func TestEdgeStreamLostBeforeAnyPruneHasItsCreationFloor(t *testing.T) {
 	t.Parallel()
 	w := newEdgeWorld(t)
 	w.hubOrders(t, 3)
-	h := hubFlags{HubStream: "ORDERS", HubDomain: "hub"}
-	if _, err := ensureSourcedStream(t.Context(), w.ejs, w.st, streamSpec{Name: "EDGE", Duplicates: time.Minute}, h, quiet); err != nil {
+	h := stream.Sourced{Hub: "ORDERS", Domain: "hub"}
+	if _, err := w.ensure(t.Context(), stream.Config{Name: "EDGE", Duplicates: time.Minute}, h); err != nil {
 		t.Fatal(err)
 	}
 	applied := w.applyAll(t, "EDGE", 3)
@@ -332,7 +341,7 @@ func TestEdgeStreamLostBeforeAnyPruneHasItsCreationFloor(t *testing.T) {
 // The operator deletes the edge stream and makes it again by hand (nats
 // stream add sourcing the hub's), rather than leaving it to run, while the
 // ledger has a floor for it. run refuses a copy that starts below the floor
-// (errSourceBelowFloor), whether it has copied messages from there already
+// (stream.ErrBelowFloor), whether it has copied messages from there already
 // or copies nothing yet and starts there by its configuration; one made
 // with the floor as its start is used, and the ledger's rows are held past
 // its new sequences as for a copy run makes. Before the fix run used it as
@@ -342,9 +351,9 @@ func TestEdgeStreamMadeByHandBelowTheFloorIsRefused(t *testing.T) {
 	w := newEdgeWorld(t)
 	ctx := t.Context()
 	w.hubOrders(t, 6)
-	h := hubFlags{HubStream: "ORDERS", HubDomain: "hub"}
-	spec := streamSpec{Name: "EDGE", Duplicates: time.Minute}
-	info, err := ensureSourcedStream(ctx, w.ejs, w.st, spec, h, quiet)
+	h := stream.Sourced{Hub: "ORDERS", Domain: "hub"}
+	spec := stream.Config{Name: "EDGE", Duplicates: time.Minute}
+	info, err := w.ensure(ctx, spec, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,19 +384,19 @@ func TestEdgeStreamMadeByHandBelowTheFloorIsRefused(t *testing.T) {
 	// From the hub's start, its copies already there.
 	byHand(jetstream.StreamSource{Name: "ORDERS", Domain: "hub"})
 	w.waitEdge(t, "EDGE", 16)
-	if _, err := ensureSourcedStream(ctx, w.ejs, w.st, spec, h, quiet); !errors.Is(err, errSourceBelowFloor) {
-		t.Fatalf("a copy made by hand from the hub's start: %v; want errSourceBelowFloor", err)
+	if _, err := w.ensure(ctx, spec, h); !errors.Is(err, stream.ErrBelowFloor) {
+		t.Fatalf("a copy made by hand from the hub's start: %v; want stream.ErrBelowFloor", err)
 	}
 	// From the hub's start, nothing copied yet (its filter takes no message
 	// so far): its configuration and the hub's instance say.
 	byHand(jetstream.StreamSource{Name: "ORDERS", Domain: "hub", FilterSubject: "orders.site1.later"})
-	if _, err := ensureSourcedStream(ctx, w.ejs, w.st, spec, h, quiet); !errors.Is(err, errSourceBelowFloor) {
-		t.Fatalf("a copy made by hand to start at the hub's start: %v; want errSourceBelowFloor", err)
+	if _, err := w.ensure(ctx, spec, h); !errors.Is(err, stream.ErrBelowFloor) {
+		t.Fatalf("a copy made by hand to start at the hub's start: %v; want stream.ErrBelowFloor", err)
 	}
 	// At the floor: used, and the rows held past the 12 hub messages it
 	// takes (hub 5 to 16), which it numbers from 1.
 	byHand(jetstream.StreamSource{Name: "ORDERS", Domain: "hub", OptStartSeq: 5})
-	if _, err := ensureSourcedStream(ctx, w.ejs, w.st, spec, h, quiet); err != nil {
+	if _, err := w.ensure(ctx, spec, h); err != nil {
 		t.Fatal(err)
 	}
 	var held int

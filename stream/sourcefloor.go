@@ -1,4 +1,4 @@
-package main
+package stream
 
 import (
 	"cmp"
@@ -41,16 +41,6 @@ const headerStreamSource = "Nats-Stream-Source"
 // message at or after a sequence: a source quiet for longer than that in a
 // stream that copies several gives no floor, and nothing is pruned.
 const pruneScanLimit = 4096
-
-var (
-	// errNoSourceFloor: the copy is missing, and the ledger has applied
-	// messages of it but knows not where in its source they end (an earlier
-	// release pruned it without recording that).
-	errNoSourceFloor = errors.New("the ledger does not know where in the hub's stream its pruned rows end")
-	// errSourceBelowFloor: an existing copy that run did not create copies
-	// its source from below where the ledger's pruned rows end.
-	errSourceBelowFloor = errors.New("the stream copies its source from below where the ledger's pruned rows end")
-)
 
 // sourceOrigin is where a copied message came from.
 type sourceOrigin struct {
@@ -186,7 +176,7 @@ func firstFrom(ctx context.Context, s jetstream.Stream, seq uint64, src *jetstre
 	return 0, sourceOrigin{}, nil
 }
 
-// pruneBound is the sequence of stream s below which rows may be pruned,
+// PruneBound is the sequence of stream s below which rows may be pruned,
 // and for a stream that copies others, the floors to record first: for
 // each source, its sequence of its first message in s at or after the
 // stream's first sequence. Sourcing keeps each source's order, none across
@@ -197,7 +187,7 @@ func firstFrom(ctx context.Context, s jetstream.Stream, seq uint64, src *jetstre
 // stream (by other filters) share a floor, the highest: a copy made again
 // from there takes none of their pruned messages again. A stream that
 // copies none is pruned below its first sequence.
-func pruneBound(ctx context.Context, s jetstream.Stream, info *jetstream.StreamInfo) (uint64, []ledger.SourceFloor, error) {
+func PruneBound(ctx context.Context, s jetstream.Stream, info *jetstream.StreamInfo) (uint64, []ledger.SourceFloor, error) {
 	if len(info.Config.Sources) == 0 {
 		return info.State.FirstSeq, nil, nil
 	}
@@ -211,7 +201,7 @@ func pruneBound(ctx context.Context, s jetstream.Stream, info *jetstream.StreamI
 		// gone since the stream's state was read.
 		seq, o, err := firstFrom(ctx, s, info.State.FirstSeq, src)
 		if err != nil {
-			return 0, nil, fmt.Errorf("prune: %w", err)
+			return 0, nil, fmt.Errorf("stream: prune bound: %w", err)
 		}
 		if seq == 0 {
 			return 0, nil, nil
@@ -284,7 +274,7 @@ func copies(src *jetstream.StreamInfo, start uint64) uint64 {
 // recorded it for; startSeq (--hub-start-seq; 0 is the source's start)
 // without a floor, or 0 for another instance, whose messages are all new.
 // A copy whose ledger has applied messages of it but has no floor at all
-// (pruned by a release that recorded none) is refused (errNoSourceFloor)
+// (pruned by a release that recorded none) is refused (ErrNoFloor)
 // unless startSeq says where: from its start it would apply what that
 // release pruned again, and only a person can say where that ends. A start
 // without a floor is recorded as the copy's floor, so a copy lost before
@@ -349,7 +339,7 @@ func sourceStart(ctx context.Context, js jetstream.JetStream, stream string, src
 	return start, nil
 }
 
-// requireFloors refuses (errNoSourceFloor) to make a copy of src again for
+// requireFloors refuses (ErrNoFloor) to make a copy of src again for
 // a ledger that has served stream but holds no floor of it at all, unless
 // startSeq says where to start: this release records a floor when it
 // creates a copy, at every start and before every prune, so only a ledger
@@ -375,12 +365,12 @@ func requireFloors(ctx context.Context, st *ledger.Store, stream string, src *je
 	}
 	return fmt.Errorf("%w: stream %s is missing, and this ledger holds %d rows of it but no record of where in %s the rows it pruned end (an earlier jetledger pruned it without one); copied from its start, %s would apply those messages a second time: "+
 		"give --hub-start-seq with %s's sequence of the first message this ledger has not applied (1 if it never pruned this stream), or bring the stream's store back",
-		errNoSourceFloor, stream, rows, sourceKey(src), stream, src.Name)
+		ErrNoFloor, stream, rows, sourceKey(src), stream, src.Name)
 }
 
 // adoptSourced checks a copy that exists when run starts (info): one run
 // did not create (another instance than the one the ledger served) is
-// refused (errSourceBelowFloor) where it copies a source from below the
+// refused (ErrBelowFloor) where it copies a source from below the
 // floor the ledger recorded for it, since it takes the pruned messages
 // again; run's own copy started at or above it. Then the floors are
 // recorded from the copy as prune would (so that a ledger an earlier
@@ -392,7 +382,7 @@ func adoptSourced(ctx context.Context, js jetstream.JetStream, st *ledger.Store,
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", name, err)
 	}
-	served, err := servedInstance(ctx, st, name)
+	served, err := ServedInstance(ctx, st, name)
 	if err != nil {
 		return err
 	}
@@ -404,7 +394,7 @@ func adoptSourced(ctx context.Context, js jetstream.JetStream, st *ledger.Store,
 			}
 		}
 	}
-	_, floors, err := pruneBound(ctx, s, info)
+	_, floors, err := PruneBound(ctx, s, info)
 	if err != nil {
 		return err
 	}
@@ -431,7 +421,7 @@ func adoptSourced(ctx context.Context, js jetstream.JetStream, st *ledger.Store,
 	return err
 }
 
-// checkSourceStart refuses (errSourceBelowFloor) copy s when it copies src
+// checkSourceStart refuses (ErrBelowFloor) copy s when it copies src
 // from below the floor the ledger recorded for src's instance: by the
 // source's sequence of its first message of src, or, with none to read,
 // by its start position and the hub's instance.
@@ -473,5 +463,5 @@ func checkSourceStart(ctx context.Context, js jetstream.JetStream, st *ledger.St
 	}
 	return fmt.Errorf("%w: stream %s, which jetledger did not create, copies %s from %s, and this ledger pruned the rows of its messages below %d, which it would apply a second time: "+
 		"delete the stream and let run create it (it starts at %d), or create it with that source's start sequence at %d",
-		errSourceBelowFloor, name, sourceKey(src), at, f.Below, f.Below, f.Below)
+		ErrBelowFloor, name, sourceKey(src), at, f.Below, f.Below, f.Below)
 }

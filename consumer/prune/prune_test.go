@@ -1,0 +1,94 @@
+package prune_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/prune"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// A Pruner is refused before any I/O when a required field is missing or a
+// duration negative; Run needs a positive Interval.
+func TestPrunerConfigIsValidated(t *testing.T) {
+	t.Parallel()
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	ok := prune.Pruner{Ledger: st, JetStream: js, Stream: "S", Durable: "d"}
+	for _, tc := range []struct {
+		name   string
+		change func(*prune.Pruner)
+	}{
+		{"no ledger", func(p *prune.Pruner) { p.Ledger = nil }},
+		{"no stream", func(p *prune.Pruner) { p.Stream = "" }},
+		{"no durable", func(p *prune.Pruner) { p.Durable = "" }},
+		{"negative retention", func(p *prune.Pruner) { p.Retention = -time.Second }},
+	} {
+		p := ok
+		tc.change(&p)
+		if _, err := p.Options(t.Context()); !errors.Is(err, prune.ErrInvalidConfig) {
+			t.Errorf("%s: Options = %v, want ErrInvalidConfig", tc.name, err)
+		}
+	}
+	if err := ok.Run(t.Context()); !errors.Is(err, prune.ErrInvalidConfig) {
+		t.Errorf("Run without Interval = %v, want ErrInvalidConfig", err)
+	}
+}
+
+// Run prunes at each tick, with the bounds read then, and returns when ctx
+// ends.
+func TestRunPrunesUntilCancelled(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, Duplicates: time.Second})
+	var now atomic.Int64
+	now.Store(time.Now().Add(-48 * time.Hour).UnixNano())
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: func() time.Time { return time.Unix(0, now.Load()) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	// A row of a message the stream no longer holds, applied two days ago.
+	if _, err := js.Publish(t.Context(), "s.x", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplyBatch(t.Context(), []ledger.Delivery{{MessageID: "a", Stream: "S", Sequence: 1, Subject: "s.x", Data: []byte("x")}},
+		func(context.Context, *ledger.Tx, ledger.Delivery) error { return nil }, ledger.Budget{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(t.Context(), "S")
+	if err == nil {
+		err = s.Purge(t.Context())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	now.Store(time.Now().UnixNano())
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	p := &prune.Pruner{Ledger: st, JetStream: js, Stream: "S", Durable: "d", Retention: time.Hour, Interval: 10 * time.Millisecond}
+	go func() { done <- p.Run(ctx) }()
+	consumertest.Eventually(t, 10*time.Second, "the row pruned", func() bool {
+		s, err := st.Stats(t.Context())
+		return err == nil && s.Processed == 0
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v after cancel, want nil", err)
+	}
+}

@@ -1,0 +1,94 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer/jsretry"
+	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// EffectsWindowMin is the shortest duplicate window of an effects stream
+// EnsureEffects creates, as long as run gives a stream it creates.
+const EffectsWindowMin = 2 * time.Minute
+
+// Effects is the stream that captures the outbox's NATS sink subject.
+type Effects struct {
+	// Stream is the name of the stream created when no stream captures
+	// Subject. Required.
+	Stream string
+	// Subject the sink publishes to: one subject, no wildcards. Required.
+	Subject string
+	// Timeout is how long one publish waits for the stream's
+	// acknowledgement. Required (positive).
+	Timeout time.Duration
+	// MaxAttempts and Plan are the outbox's: the duplicate window covers
+	// every retry of a row. MaxAttempts default 0: outbox's default.
+	MaxAttempts int
+	Plan        ackwait.Plan
+	// Logger receives the waits. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (e Effects) validate() error {
+	switch {
+	case e.Stream == "" || e.Subject == "":
+		return fmt.Errorf("%w: Effects needs Stream and Subject", ErrInvalidConfig)
+	case strings.ContainsAny(e.Subject, "*> \t") || strings.HasPrefix(e.Subject, ".") || strings.HasSuffix(e.Subject, ".") || strings.Contains(e.Subject, ".."):
+		return fmt.Errorf("%w: Effects subject %q: want one subject without wildcards", ErrInvalidConfig, e.Subject)
+	case e.Timeout <= 0:
+		return fmt.Errorf("%w: Effects timeout %s: must be positive", ErrInvalidConfig, e.Timeout)
+	}
+	return nil
+}
+
+// Window is the duplicate window of the effects stream: long enough that
+// every retry of an outbox row falls inside it, so the sink is idempotent.
+func (e Effects) Window() time.Duration {
+	h := outbox.Config{MaxAttempts: e.MaxAttempts, Lease: e.Plan.ClaimLease(e.Timeout), PollInterval: outbox.PollIntervalDefault,
+		Backoff: ackwait.Backoff{Base: outbox.BackoffBaseDefault, Max: outbox.BackoffMaxDefault}}.Horizon()
+	return max(EffectsWindowMin, 2*(h+e.Timeout))
+}
+
+// EnsureEffects creates e.Stream for e.Subject if no stream captures it; a
+// stream other than e.Stream that captures it is refused (*SubjectTakenError).
+func EnsureEffects(ctx context.Context, js jetstream.JetStream, e Effects) error {
+	if err := e.validate(); err != nil {
+		return fmt.Errorf("stream: ensure effects: %w", err)
+	}
+	log := e.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	name, err := jsretry.Call(ctx, log, "find the stream of --effects-subject "+e.Subject, func(ctx context.Context) (string, error) {
+		return js.StreamNameBySubject(ctx, e.Subject)
+	})
+	switch {
+	case err == nil && name != e.Stream:
+		return &SubjectTakenError{Subject: e.Subject, By: name, Want: e.Stream}
+	case err == nil:
+		return nil
+	case !errors.Is(err, jetstream.ErrStreamNotFound):
+		return fmt.Errorf("find the stream for --effects-subject %s: %w", e.Subject, err)
+	}
+	window := e.Window()
+	err = jsretry.Do(ctx, log, "create --effects-stream "+e.Stream, func(ctx context.Context) error {
+		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: e.Stream, Subjects: []string{e.Subject}, Storage: jetstream.FileStorage,
+			Duplicates: window, Description: "jetledger outbox effects published to " + e.Subject})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil // made meanwhile, by a try whose answer was lost
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("create --effects-stream %s: %w", e.Stream, err)
+	}
+	log.InfoContext(ctx, "created the effects stream", "stream", e.Stream, "subject", e.Subject, "duplicate_window", window)
+	return nil
+}

@@ -1,0 +1,7 @@
+package stream
+
+// For the tests of package stream_test.
+var (
+	SourceStart    = sourceStart
+	StreamIdentity = streamIdentity
+)
