@@ -47,6 +47,9 @@ var (
 	// ErrSameDomain: the leaf's domain is the hub's; each site needs its own.
 	ErrSameDomain = errors.New("node: the leaf's JetStream domain is the hub's")
 
+	// ErrNoPEM: a leaf's CA file holds no PEM certificate.
+	ErrNoPEM = errors.New("node: no PEM certificate in the file")
+
 	// ErrLeafTLS: a leaf's TLS file cannot be read or used. The error is a
 	// *LeafFileError.
 	ErrLeafTLS = errors.New("node: leaf TLS")
@@ -128,6 +131,3 @@ func (e *LeafFileError) Unwrap() []error { return []error{ErrLeafTLS, e.Err} }
 func invalid(format string, a ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
 }
-
-// ErrNoPEM: a CA file holds no PEM certificate.
-var ErrNoPEM = errors.New("node: no PEM certificate in the file")
