@@ -87,7 +87,7 @@ func (c *benchCmd) Run(inv *invocation) error {
 		return err
 	}
 	defer node.Close(c.Keep, inv.stderr)
-	cfg.JS, cfg.URL, cfg.Dir, cfg.Binary = node.js, node.srv.URL(), node.dir, self
+	cfg.JS, cfg.URL, cfg.Dir, cfg.Binary = node.js, node.ClientURL(), node.Dir, self
 	if !c.JSON {
 		cfg.Progress = inv.stdout
 	}

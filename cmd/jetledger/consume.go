@@ -11,6 +11,7 @@ import (
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/node"
 	"github.com/jetledger/jetledger/publisher"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -82,7 +83,7 @@ type consumption struct {
 	st      *ledger.Store
 	h       *eventsHandler
 	stream  *jetstream.StreamInfo // as setup found or created it
-	store   *embedded             // nil with --nats
+	store   *node.Node            // nil with --nats
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	cfg     consumer.Config
@@ -117,12 +118,11 @@ func (f *consumeFlags) start(ctx context.Context, c *consumption, stderr io.Writ
 	if err := checkSQLFirst(ctx, f.DB, f.Schema, f.Apply); err != nil {
 		return err
 	}
-	applyMemoryLimit(f.MemoryLimit, c.log)
 	conn := f.NATS
-	if conn.URL == "" {
-		if conn, err = f.startEmbedded(c); err != nil {
-			return err
-		}
+	if conn.URL != "" {
+		_ = node.ApplyMemoryLimit(node.ByteSize(f.MemoryLimit), c.log) // checked by validate
+	} else if conn, err = f.startEmbedded(ctx, c); err != nil {
+		return err
 	}
 	if c.nc, c.js, err = connect(ctx, conn, c.log); err != nil {
 		return err
@@ -179,27 +179,20 @@ func (f *consumeFlags) eventsHandler(ctx context.Context, c *consumption) (*even
 
 // startEmbedded starts the embedded server, its store beside the database
 // unless --store-dir says otherwise, and returns how to connect to it.
-func (f *consumeFlags) startEmbedded(c *consumption) (natsFlags, error) {
+func (f *consumeFlags) startEmbedded(ctx context.Context, c *consumption) (natsFlags, error) {
 	e := f.Embedded
-	dir := e.StoreDir
-	if dir == "" {
-		dir = f.DB + ".nats"
-	}
-	cfg := embeddedConfig{Listen: e.Listen, StoreDir: dir, Token: e.EmbeddedToken, Sync: e.SyncInterval.interval}
+	cfg := e.config(f.DB, c.log)
+	cfg.MemoryLimit = node.ByteSize(f.MemoryLimit)
 	if e.Hub != "" {
-		leaf, err := e.leafRemote()
-		if err != nil {
-			return natsFlags{}, err
-		}
-		cfg.Leaf, cfg.Domain = leaf, e.Domain
+		cfg.Leaf = e.leaf()
 	}
-	srv, err := startEmbedded(cfg, c.log)
+	srv, err := startEmbedded(ctx, cfg)
 	if err != nil {
 		return natsFlags{}, err
 	}
 	c.closers = append(c.closers, srv.Close)
 	c.store = srv
-	return natsFlags{URL: srv.URL(), Token: e.EmbeddedToken}, nil
+	return natsFlags{URL: srv.ClientURL(), Token: e.EmbeddedToken}, nil
 }
 
 // ensureStream creates the stream with --subjects if it is missing, and
@@ -226,7 +219,7 @@ func (f *consumeFlags) ensureStream(ctx context.Context, c *consumption) error {
 	if err := (publisher.Config{}).CheckDuplicateWindow(info.Config.Duplicates); err != nil {
 		c.log.WarnContext(ctx, "stream duplicate window is short", "err", err)
 	}
-	if w := info.Config.Duplicates; f.MemoryLimit > 0 && f.NATS.URL == "" && w > limitedDuplicateWindow {
+	if w := info.Config.Duplicates; f.MemoryLimit > 0 && f.NATS.URL == "" && w > node.LimitedDuplicateWindow {
 		// The id map grows with rate × window, which no cache limit bounds.
 		c.log.WarnContext(ctx, "the embedded server keeps every message id of the stream's duplicate window (about 100 B each), which --memory-limit does not bound; shorten the window (nats stream edit --dupe-window 30s) if the limit is exceeded",
 			"stream", f.Stream, "duplicate_window", w, "memory_limit", f.MemoryLimit)

@@ -68,8 +68,8 @@ func (c *demoCmd) Run(inv *invocation) error {
 		return err
 	}
 	defer node.Close(c.Keep, out)
-	dbPath := filepath.Join(node.dir, "demo.db")
-	fmt.Fprintf(out, "1. Embedded JetStream server at %s, ledger %s\n", node.srv.URL(), dbPath)
+	dbPath := filepath.Join(node.Dir, "demo.db")
+	fmt.Fprintf(out, "1. Embedded JetStream server at %s, ledger %s\n", node.ClientURL(), dbPath)
 	if _, err := ensureStream(ctx, node.js, streamSpec{Name: demoStream, Subjects: []string{demoSubject}, Duplicates: 2 * time.Minute}, quiet); err != nil {
 		return err
 	}
@@ -77,7 +77,7 @@ func (c *demoCmd) Run(inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	if err := crashingConsumer(ctx, node.srv.URL(), dbPath, inv.stderr, out); err != nil {
+	if err := crashingConsumer(ctx, node.ClientURL(), dbPath, inv.stderr, out); err != nil {
 		return err
 	}
 	st, err := ledger.Open(dbPath, ledger.Config{Logger: quiet})

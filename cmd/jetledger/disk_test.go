@@ -13,6 +13,7 @@ import (
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/node"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -38,7 +39,7 @@ func getHealth(t *testing.T, url string) (int, healthReport) {
 func TestHealthzAndStoreWatchOnAFullDisk(t *testing.T) {
 	t.Parallel()
 	dir := consumertest.SmallDisk(t, 32<<20)
-	e, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "nats")}, quiet)
+	e, err := startEmbedded(t.Context(), node.Config{Listen: "127.0.0.1:0", StoreDir: filepath.Join(dir, "nats"), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +49,7 @@ func TestHealthzAndStoreWatchOnAFullDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	nc, js, err := connect(context.Background(), natsFlags{URL: e.URL()}, quiet)
+	nc, js, err := connect(context.Background(), natsFlags{URL: e.ClientURL()}, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestHealthzAndStoreWatchOnAFullDisk(t *testing.T) {
 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	watched := make(chan error, 1)
-	go func() { watched <- e.watch(watchCtx, 10*time.Millisecond, quiet) }()
+	go func() { watched <- watchEmbedded(watchCtx, e, 10*time.Millisecond, quiet) }()
 	t.Cleanup(func() { stopWatch(); <-watched })
 
 	free := consumertest.FillDisk(t, dir)
@@ -99,8 +100,8 @@ func TestHealthzAndStoreWatchOnAFullDisk(t *testing.T) {
 		t.Fatal("the watch did not see the store fail within 30s")
 	}
 	watched <- werr // for the cleanup
-	if !errors.Is(werr, errStoreFailed) {
-		t.Fatalf("watch: %v, want errStoreFailed", werr)
+	if !errors.Is(werr, node.ErrStoreFailed) {
+		t.Fatalf("watch: %v, want node.ErrStoreFailed", werr)
 	}
 	free()
 	// The database takes writes again; the server keeps the store's

@@ -2,17 +2,13 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
+	"errors"
 	"log/slog"
-	"net/url"
 	"os"
-	"regexp"
-	"time"
 
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/node"
 	"github.com/jetledger/jetledger/stream"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -30,11 +26,9 @@ type hubFlags struct {
 	HubStart   uint64 `name:"hub-start-seq" placeholder:"SEQ" help:"with --hub-url: when run creates --stream and the ledger has recorded no start for it (a ledger pruned by an earlier jetledger, whose run then refuses to create it), copy --hub-stream from this sequence of it: the first not yet applied (1: its start)"`
 }
 
-// domainName is what nats-server accepts as a JetStream domain.
-var domainName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-
 // validate checks the edge flags; subjects is --subjects, which a sourced
-// stream does not take.
+// stream does not take. The leaf node's own rules are node.LeafConfig's,
+// said here in the flags' terms.
 func (h hubFlags) validate(external bool, subjects string) error {
 	if h.Hub == "" {
 		for flag, v := range map[string]string{"--hub-stream": h.HubStream, "--hub-filter": h.HubFilter, "--edge-domain": h.Domain,
@@ -57,17 +51,25 @@ func (h hubFlags) validate(external bool, subjects string) error {
 		return usagef("with --hub-url, --stream sources --hub-stream and takes no --subjects")
 	case h.HubStream == "":
 		return usagef("--hub-url needs --hub-stream, the hub's stream to source")
-	case !domainName.MatchString(h.HubDomain):
+	}
+	return h.leafUsage(h.leaf().Validate())
+}
+
+// leafUsage says node.LeafConfig's refusal in the flags' terms; the files
+// are checked before the URLs, as they were named first.
+func (h hubFlags) leafUsage(err error) error {
+	switch {
+	case errors.Is(err, node.ErrHubDomainName):
 		return usagef("--hub-domain %q: want letters, digits, '-' and '_'", h.HubDomain)
-	case h.Domain == "":
+	case errors.Is(err, node.ErrDomain) && h.Domain == "":
 		// No default: cloned hosts share a host name, and two sites with one
 		// domain silently serve each other's streams to the hub.
 		return usagef("--hub-url needs --edge-domain, a JetStream domain unique to this site (such as site1)")
-	case !domainName.MatchString(h.Domain):
+	case errors.Is(err, node.ErrDomain):
 		return usagef("--edge-domain %q: want letters, digits, '-' and '_'", h.Domain)
-	case h.Domain == h.HubDomain:
+	case errors.Is(err, node.ErrSameDomain):
 		return usagef("--edge-domain %q is the hub's domain; each site needs its own", h.Domain)
-	case (h.HubTLSCert == "") != (h.HubTLSKey == ""):
+	case errors.Is(err, node.ErrTLSPair):
 		return usagef("--hub-tls-cert and --hub-tls-key go together")
 	}
 	for flag, path := range map[string]string{"--hub-creds": h.HubCreds, "--hub-tls-ca": h.HubTLSCA, "--hub-tls-cert": h.HubTLSCert, "--hub-tls-key": h.HubTLSKey} {
@@ -75,57 +77,21 @@ func (h hubFlags) validate(external bool, subjects string) error {
 			return usagef("%s: %v", flag, err)
 		}
 	}
-	_, err := h.urls()
+	var bad *node.HubURLError
+	switch {
+	case errors.As(err, &bad):
+		return usagef("--hub-url %q: want a URL such as nats-leaf://hub.example:7422", redactURL(splitList(h.Hub)[bad.Index]))
+	case errors.Is(err, node.ErrHubURL):
+		return usagef("--hub-url %q: want a URL such as nats-leaf://hub.example:7422", redactURL(h.Hub))
+	}
 	return err
 }
 
-func (h hubFlags) urls() ([]*url.URL, error) {
-	var us []*url.URL
-	for _, s := range splitList(h.Hub) {
-		u, err := url.Parse(s)
-		if err != nil || u.Host == "" {
-			return nil, usagef("--hub-url %q: want a URL such as nats-leaf://hub.example:7422", redactURL(s))
-		}
-		us = append(us, u)
-	}
-	return us, nil
+// leaf is the embedded server's leaf connection to the hub.
+func (h hubFlags) leaf() *node.LeafConfig {
+	return &node.LeafConfig{URLs: splitList(h.Hub), Domain: h.Domain, HubDomain: h.HubDomain,
+		Credentials: h.HubCreds, TLSCA: h.HubTLSCA, TLSCert: h.HubTLSCert, TLSKey: h.HubTLSKey}
 }
-
-// leafRemote is the embedded server's leaf connection to the hub.
-func (h hubFlags) leafRemote() (*server.RemoteLeafOpts, error) {
-	urls, err := h.urls()
-	if err != nil {
-		return nil, err
-	}
-	r := &server.RemoteLeafOpts{URLs: urls, Credentials: h.HubCreds}
-	if h.HubTLSCA == "" && h.HubTLSCert == "" {
-		return r, nil
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if h.HubTLSCA != "" {
-		pem, err := os.ReadFile(h.HubTLSCA)
-		if err != nil {
-			return nil, usagef("--hub-tls-ca: %v", err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, usagef("--hub-tls-ca %s: no PEM certificate in it", h.HubTLSCA)
-		}
-	}
-	if h.HubTLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(h.HubTLSCert, h.HubTLSKey)
-		if err != nil {
-			return nil, usagef("--hub-tls-cert/--hub-tls-key: %v", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	r.TLS, r.TLSConfig = true, tc
-	return r, nil
-}
-
-// leafReconnect is how soon the leaf connection is tried again after the
-// link drops: the hub's messages wait for it.
-const leafReconnect = time.Second
 
 // ensureSourcedStream creates the edge's stream sourcing the hub's, if it is
 // missing (stream.EnsureSourced, with the floors and instances recorded in

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/node"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,19 +32,19 @@ func startHub(t *testing.T) (*server.Server, jetstream.JetStream, *url.URL) {
 // and its URL, without waiting for the leaf connection (waitLeafs).
 func startLeaf(t *testing.T, hubURL *url.URL, domain string) (jetstream.JetStream, string) {
 	t.Helper()
-	e, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "s"),
-		Leaf: &server.RemoteLeafOpts{URLs: []*url.URL{hubURL}}, Domain: domain}, quiet)
+	e, err := startEmbedded(t.Context(), node.Config{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "s"),
+		Leaf: &node.LeafConfig{URLs: []string{hubURL.String()}, Domain: domain}, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.Close)
-	nc, err := nats.Connect(e.URL())
+	nc, err := nats.Connect(e.ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
 	js, _ := jetstream.New(nc)
-	return js, e.URL()
+	return js, e.ClientURL()
 }
 
 // waitLeafs waits until the hub has n leaf connections at once.

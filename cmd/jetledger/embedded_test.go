@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/alecthomas/kong"
+	"github.com/jetledger/jetledger/node"
 )
 
 // The embedded store is the system of record: by default it syncs every
@@ -46,12 +46,12 @@ func TestEmbeddedSyncInterval(t *testing.T) {
 				t.Fatal(err)
 			}
 			sync := root.Run.Embedded.SyncInterval
-			srv, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "nats"), Sync: sync.interval}, quiet)
+			srv, err := startEmbedded(t.Context(), node.Config{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "nats"), SyncInterval: sync.interval, Logger: quiet})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(srv.Close)
-			cfg := srv.srv.JetStreamConfig()
+			cfg := srv.Server().JetStreamConfig()
 			if cfg == nil {
 				t.Fatal("embedded server has no JetStream")
 			}
@@ -77,50 +77,4 @@ func TestRunSyncIntervalUsage(t *testing.T) {
 			t.Fatalf("%v: exit %d, want %d; stderr %s", args, code, exitUsage, stderr.String())
 		}
 	}
-}
-
-// One embedded server per store: a second is refused with the owner named,
-// before it starts a server; the lock goes with Close, and a lock file left
-// behind by a dead owner refuses nobody.
-func TestEmbeddedStoreLock(t *testing.T) {
-	t.Parallel()
-	if !storeLockSupported {
-		t.Skip("no flock on this OS")
-	}
-	dir := filepath.Join(t.TempDir(), "nats")
-	start := func() (*embedded, error) {
-		return startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: dir}, quiet)
-	}
-	first, err := start()
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := start()
-	var inUse *storeInUseError
-	if !errors.As(err, &inUse) {
-		if second != nil {
-			second.Close()
-		}
-		t.Fatalf("second server on one store: err %v, want *storeInUseError", err)
-	}
-	if inUse.PID != os.Getpid() || inUse.URL != first.URL() || inUse.Dir != dir {
-		t.Fatalf("refusal names pid %d, url %q, dir %q; want %d, %q, %q", inUse.PID, inUse.URL, inUse.Dir, os.Getpid(), first.URL(), dir)
-	}
-	first.Close()
-
-	again, err := start()
-	if err != nil {
-		t.Fatalf("after Close: %v", err)
-	}
-	again.Close()
-
-	// What a SIGKILLed owner leaves: the file with its pid, no lock.
-	if err := os.WriteFile(filepath.Join(dir, storeLockFile), []byte("999999\nnats://127.0.0.1:1\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	stale, err := start()
-	if err != nil {
-		t.Fatalf("stale lock file refused the start: %v", err)
-	}
-	stale.Close()
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/node"
 	"github.com/nats-io/nats.go"
 )
 
@@ -106,7 +107,7 @@ func stateOf(err error) string {
 	switch {
 	case err == nil:
 		return stateOK
-	case errors.Is(err, errStoreFailed):
+	case errors.Is(err, node.ErrStoreFailed):
 		return stateWriteFailed
 	case errors.Is(err, errNotConnected):
 		return stateNotConnected
@@ -153,11 +154,11 @@ func consumerProbe(c *consumer.Consumer) healthProbe {
 
 // storeProbe is the embedded server's store: a write it failed, then the
 // disk under it.
-func storeProbe(e *embedded) healthProbe {
+func storeProbe(e *node.Node) healthProbe {
 	return healthProbe{"store", func(context.Context) error {
-		if err := e.fault(); err != nil {
+		if err := e.Fault(); err != nil {
 			return err
 		}
-		return ledger.CheckDisk(e.dir)
+		return ledger.CheckDisk(e.StoreDir())
 	}}
 }

@@ -10,23 +10,6 @@ import (
 	"time"
 )
 
-func TestParseByteSize(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]byteSize{
-		"96MiB": 96 << 20, "96mib": 96 << 20, "96M": 96 << 20, "100MB": 100_000_000, "1GiB": 1 << 30,
-		"65536": 65536, "64 KiB": 64 << 10, "0": 0, "2gb": 2_000_000_000, "12b": 12,
-	} {
-		if got, err := parseByteSize(in); err != nil || got != want {
-			t.Errorf("parseByteSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "MiB", "-1MiB", "1.5GiB", "12QB", "9999999999GiB"} {
-		if got, err := parseByteSize(in); err == nil {
-			t.Errorf("parseByteSize(%q) = %d, want an error", in, got)
-		}
-	}
-}
-
 func TestMemoryLimitUsage(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "l.db")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/node"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -72,7 +73,7 @@ func (o outboxCollector) Collect(ch chan<- prometheus.Metric) {
 // serveMetrics serves /metrics and /healthz on m's listener until ctx ends;
 // store is the embedded server, nil with --nats.
 func serveMetrics(ctx context.Context, m *metrics, c *consumer.Consumer, d *dispatcher,
-	st *ledger.Store, nc *nats.Conn, store *embedded, log *slog.Logger) {
+	st *ledger.Store, nc *nats.Conn, store *node.Node, log *slog.Logger) {
 	reg := prometheus.NewRegistry()
 	counter := func(name, help string, f func() uint64) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return float64(f()) }))

@@ -158,17 +158,13 @@ func (c *runCmd) runPartitions(inv *invocation) error {
 	base := *c
 	if c.NATS.URL == "" {
 		e := c.Embedded
-		dir := e.StoreDir
-		if dir == "" {
-			dir = c.DB + ".nats"
-		}
-		srv, err := startEmbedded(embeddedConfig{Listen: e.Listen, StoreDir: dir, Token: e.EmbeddedToken, Sync: e.SyncInterval.interval}, log)
+		srv, err := startEmbedded(ctx, e.config(c.DB, log))
 		if err != nil {
 			return err
 		}
 		defer srv.Close()
 		base.shared = srv
-		base.NATS = natsFlags{URL: srv.URL(), Token: e.EmbeddedToken, Context: c.NATS.Context}
+		base.NATS = natsFlags{URL: srv.ClientURL(), Token: e.EmbeddedToken, Context: c.NATS.Context}
 		base.Embedded = embeddedFlags{Listen: e.Listen}
 	}
 	n, err := c.partitionedStream(ctx, base.NATS, log)
@@ -208,7 +204,7 @@ func (c *runCmd) runPartitions(inv *invocation) error {
 		}()
 	}
 	if base.shared != nil {
-		base.shared.dependOn(c.Stream)
+		base.shared.DependOn(c.Stream)
 	}
 	watched := watchStore(runCtx, stop, base.shared, log)
 	var all []error

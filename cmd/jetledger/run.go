@@ -9,6 +9,7 @@ import (
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/node"
 )
 
 const runHelp = `
@@ -64,7 +65,7 @@ type runCmd struct {
 	// A summary line, so that a run with nothing to do is seen alive.
 	SummaryInterval time.Duration `name:"summary-interval" default:"1m" help:"log a summary at info this often: messages applied, duplicates, conflicts and dead letters since the start; with --webhook, outbox rows sent, queued and in review (0: never)"`
 
-	shared *embedded // set by runPartitions: the embedded server the partitions share
+	shared *node.Node // set by runPartitions: the embedded server the partitions share
 }
 
 func (runCmd) Help() string { return runHelp }
@@ -115,9 +116,9 @@ func (c *runCmd) run(inv *invocation) error {
 		s.h.sink = s.sink.Name()
 	}
 	if s.store != nil {
-		s.store.dependOn(c.Stream)
+		s.store.DependOn(c.Stream)
 		if ns, ok := s.sink.(interface{ Stream() string }); ok {
-			s.store.dependOn(ns.Stream())
+			s.store.DependOn(ns.Stream())
 		}
 	}
 	var d *dispatcher
@@ -181,14 +182,14 @@ func (c *runCmd) run(inv *invocation) error {
 // watchStore watches the embedded server's store (none with --nats) until
 // ctx ends; its failure stops the run (stop) and is sent on the channel
 // returned, which gets nil otherwise.
-func watchStore(ctx context.Context, stop func(), e *embedded, log *slog.Logger) <-chan error {
+func watchStore(ctx context.Context, stop func(), e *node.Node, log *slog.Logger) <-chan error {
 	done := make(chan error, 1)
 	if e == nil {
 		done <- nil
 		return done
 	}
 	go func() {
-		err := e.watch(ctx, storeWatchEvery, log)
+		err := watchEmbedded(ctx, e, node.DefaultWatchInterval, log)
 		if err != nil {
 			stop()
 		}

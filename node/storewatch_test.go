@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"context"
@@ -21,21 +21,20 @@ import (
 func TestStoreWatchIgnoresAnotherStreamThatDidNotRecover(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "nats")
-	start := func() *embedded {
-		e, err := startEmbedded(embeddedConfig{Listen: "127.0.0.1:0", StoreDir: dir}, quiet)
+	start := func() *Node {
+		e, err := Start(t.Context(), Config{Listen: "127.0.0.1:0", StoreDir: dir, Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return e
 	}
 	e := start()
-	nc, js, err := connect(context.Background(), natsFlags{URL: e.URL()}, quiet)
+	js, err := e.JetStream()
 	if err != nil {
 		t.Fatal(err)
 	}
 	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "EVENTS", Subjects: []string{"ev.>"}})
 	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "OTHER", Subjects: []string{"other.>"}})
-	nc.Close()
 	e.Close()
 	metas, err := filepath.Glob(filepath.Join(dir, "jetstream", "*", "streams", "OTHER", "meta.inf"))
 	if err != nil || len(metas) != 1 {
@@ -46,19 +45,17 @@ func TestStoreWatchIgnoresAnotherStreamThatDidNotRecover(t *testing.T) {
 	}
 	e = start()
 	t.Cleanup(e.Close)
-	e.dependOn("EVENTS") // as run does with its stream
-	nc, js, err = connect(context.Background(), natsFlags{URL: e.URL()}, quiet)
-	if err != nil {
+	e.DependOn("EVENTS") // as run does with its stream
+	if js, err = e.JetStream(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(nc.Close)
 	// run's stream takes writes: nothing is wrong with the store's disk.
 	if _, err := js.Publish(t.Context(), "ev.x", []byte("x")); err != nil {
 		t.Fatalf("publish to EVENTS: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
-	if err := e.watch(ctx, 50*time.Millisecond, quiet); errors.Is(err, errStoreFailed) {
+	if err := e.Watch(ctx, 50*time.Millisecond); errors.Is(err, ErrStoreFailed) {
 		t.Fatalf("the watch stops run while its stream takes writes: %v", err)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build linux || darwin || dragonfly || freebsd || netbsd || openbsd
 
-package main
+package node
 
 import (
 	"errors"
@@ -8,8 +8,8 @@ import (
 	"syscall"
 )
 
-// storeLockSupported says whether lockStore really excludes a second owner.
-const storeLockSupported = true
+// LockSupported says whether Start really excludes a second owner.
+const LockSupported = true
 
 // flockExclusive takes an exclusive flock on f without waiting; held is
 // false when another open file holds it. The kernel drops the lock when the

@@ -1,12 +1,12 @@
 //go:build !(linux || darwin || dragonfly || freebsd || netbsd || openbsd)
 
-package main
+package node
 
 import "os"
 
-// storeLockSupported is false: without flock the store is not locked, and
-// startEmbedded warns that a second owner is not refused.
-const storeLockSupported = false
+// LockSupported is false: without flock the store is not locked, and
+// Start warns that a second owner is not refused.
+const LockSupported = false
 
 func flockExclusive(*os.File) (bool, error) { return true, nil }
 

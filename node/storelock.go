@@ -1,4 +1,4 @@
-package main
+package node
 
 import (
 	"bufio"
@@ -10,54 +10,33 @@ import (
 	"strings"
 )
 
-// storeLockFile, inside the store, carries the flock of the process that owns
+// LockFile, inside the store, carries the flock of the process that owns
 // the store. Its content, the owner's pid and URL, only names the owner: the
 // kernel releases the lock when the owner dies, so a file left by a killed
 // process refuses nobody.
-const storeLockFile = "jetledger.lock"
+const LockFile = "jetledger.lock"
 
-// storeLock is the held lock of an embedded server's store.
+// storeLock is the held lock of a node's store.
 type storeLock struct {
 	f *os.File
-}
-
-// storeInUseError is the refusal of a store another process owns.
-type storeInUseError struct {
-	Dir string
-	PID int    // 0 when the owner had not written it yet
-	URL string // the owner's server, when it had started
-}
-
-func (e *storeInUseError) Error() string {
-	owner, url := "another process", "URL"
-	if e.PID > 0 {
-		owner = "pid " + strconv.Itoa(e.PID)
-	}
-	if e.URL != "" {
-		owner += ", serving " + e.URL
-		url = e.URL
-	}
-	return fmt.Sprintf("embedded server store %s is in use by %s (lock %s): stop that process, "+
-		"or give this one another --db or --store-dir, or connect to the running server with --nats %s",
-		e.Dir, owner, filepath.Join(e.Dir, storeLockFile), url)
 }
 
 // lockStore takes the exclusive lock of the store dir without waiting, and
 // writes this process's pid into the lock file.
 func lockStore(dir string) (*storeLock, error) {
-	path := filepath.Join(dir, storeLockFile)
+	path := filepath.Join(dir, LockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("lock embedded server store: %w", err)
+		return nil, fmt.Errorf("node: lock store: %w", err)
 	}
 	held, err := flockExclusive(f)
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("lock embedded server store %s: %w", path, err)
+		return nil, fmt.Errorf("node: lock store %s: %w", path, err)
 	}
 	if !held {
 		defer f.Close()
-		inUse := &storeInUseError{Dir: dir}
+		inUse := &StoreInUseError{Dir: dir}
 		sc := bufio.NewScanner(io.LimitReader(f, 4096))
 		if sc.Scan() {
 			inUse.PID, _ = strconv.Atoi(strings.TrimSpace(sc.Text())) // unreadable: the owner is unnamed, still refused
@@ -70,13 +49,13 @@ func lockStore(dir string) (*storeLock, error) {
 	l := &storeLock{f: f}
 	if err := l.write(""); err != nil {
 		l.Close()
-		return nil, fmt.Errorf("lock embedded server store %s: %w", path, err)
+		return nil, fmt.Errorf("node: lock store %s: %w", path, err)
 	}
 	return l, nil
 }
 
-// serving adds the server's URL to the lock file, so a refused second run
-// can say where to connect instead. The lock holds without it.
+// serving adds the server's URL to the lock file, so a refused second
+// owner can say where to connect instead. The lock holds without it.
 func (l *storeLock) serving(url string) {
 	_ = l.write(url) // informational only
 }

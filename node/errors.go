@@ -1,0 +1,133 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+)
+
+var (
+	// ErrInvalidConfig is returned by Start for a Config it cannot use; the
+	// error names the field. It is found before any I/O.
+	ErrInvalidConfig = errors.New("node: invalid configuration")
+
+	// ErrStoreLocked is returned by Start when another process (or another
+	// Node of this one) owns the store: two servers on one store lose
+	// messages each acked as stored. The error is a *StoreInUseError.
+	ErrStoreLocked = errors.New("node: the store is in use")
+
+	// ErrListen is returned by Start when the client address cannot be
+	// listened on (the port is taken, say). The error is a *ListenError.
+	ErrListen = errors.New("node: cannot listen on the client address")
+
+	// ErrStoreFailed is the fault of a server that failed to write its store
+	// (a full disk, a read-only filesystem): it keeps failing every publish,
+	// unacknowledged, until it is restarted, since nats-server remembers a
+	// stream's first write error and turns JetStream off on a permission
+	// error. Fault and Watch return it.
+	ErrStoreFailed = errors.New("node: the embedded JetStream server cannot write its store")
+
+	// ErrMemoryLimit is the error of a memory limit the process cannot live
+	// within (below MemoryLimitMin).
+	ErrMemoryLimit = errors.New("node: memory limit too low")
+
+	// ErrHubURL: a hub URL is missing, does not parse or has no host. The
+	// error of a bad one is a *HubURLError.
+	ErrHubURL = errors.New("node: bad hub URL")
+
+	// ErrDomain: the leaf's JetStream domain is missing, or not made of
+	// letters, digits, '-' and '_' (what nats-server accepts).
+	ErrDomain = errors.New("node: bad JetStream domain")
+
+	// ErrHubDomainName: the hub's JetStream domain is not made of letters,
+	// digits, '-' and '_'.
+	ErrHubDomainName = errors.New("node: bad hub JetStream domain")
+
+	// ErrSameDomain: the leaf's domain is the hub's; each site needs its own.
+	ErrSameDomain = errors.New("node: the leaf's JetStream domain is the hub's")
+
+	// ErrNoPEM: a leaf's CA file holds no PEM certificate.
+	ErrNoPEM = errors.New("node: no PEM certificate in the file")
+
+	// ErrLeafTLS: a leaf's TLS file cannot be read or used. The error is a
+	// *LeafFileError.
+	ErrLeafTLS = errors.New("node: leaf TLS")
+
+	// ErrTLSPair: a client certificate without its key, or a key without
+	// its certificate.
+	ErrTLSPair = errors.New("node: TLS certificate and key go together")
+)
+
+// StoreInUseError is the refusal of a store another owner holds. It is
+// ErrStoreLocked for errors.Is.
+type StoreInUseError struct {
+	Dir string // the store, absolute
+	PID int    // the owner's process, 0 when it had not written it yet
+	URL string // the owner's server, when it had started
+}
+
+func (e *StoreInUseError) Error() string {
+	owner := "another process"
+	if e.PID > 0 {
+		owner = "pid " + strconv.Itoa(e.PID)
+	}
+	if e.URL != "" {
+		owner += ", serving " + e.URL
+	}
+	return fmt.Sprintf("node: store %s is in use by %s (lock %s)", e.Dir, owner, e.LockFile())
+}
+
+// LockFile is the file whose lock the owner holds.
+func (e *StoreInUseError) LockFile() string { return filepath.Join(e.Dir, LockFile) }
+
+// Is makes a StoreInUseError ErrStoreLocked.
+func (e *StoreInUseError) Is(target error) bool { return target == ErrStoreLocked }
+
+// ListenError is Start's refusal of a client address it cannot listen on.
+// It is ErrListen for errors.Is, and unwraps to the network's error.
+type ListenError struct {
+	Addr string
+	Err  error
+}
+
+func (e *ListenError) Error() string {
+	return fmt.Sprintf("node: cannot listen on %s: %v", e.Addr, e.Err)
+}
+
+// Unwrap gives ErrListen and the network's error.
+func (e *ListenError) Unwrap() []error { return []error{ErrListen, e.Err} }
+
+// HubURLError is LeafConfig.Validate's refusal of URLs[Index]. It is
+// ErrHubURL for errors.Is; its text hides the URL's password.
+type HubURLError struct {
+	Index    int
+	redacted string
+}
+
+func (e *HubURLError) Error() string {
+	return fmt.Sprintf("node: hub URL %q: want a URL such as nats-leaf://hub.example:7422", e.redacted)
+}
+
+// Is makes a HubURLError ErrHubURL.
+func (e *HubURLError) Is(target error) bool { return target == ErrHubURL }
+
+// LeafFileError is Start's refusal of a leaf's TLS file: File is the path
+// of the CA (CA true) or of the certificate and key. It is ErrLeafTLS for
+// errors.Is, and unwraps to the cause (ErrNoPEM, a read error, a bad pair).
+type LeafFileError struct {
+	File string
+	CA   bool
+	Err  error
+}
+
+func (e *LeafFileError) Error() string {
+	return fmt.Sprintf("node: leaf TLS file %s: %v", e.File, e.Err)
+}
+
+// Unwrap gives ErrLeafTLS and the cause.
+func (e *LeafFileError) Unwrap() []error { return []error{ErrLeafTLS, e.Err} }
+
+func invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
+}

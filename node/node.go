@@ -1,0 +1,235 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// readyTimeout bounds the wait for a started server to take clients.
+const readyTimeout = 30 * time.Second
+
+// Node is a JetStream server inside this process: one binary is a whole
+// edge node. Its methods are safe for concurrent use.
+type Node struct {
+	srv  *server.Server
+	lock *storeLock
+	dir  string // the store, absolute
+	log  *slog.Logger
+
+	token string
+
+	mu      sync.Mutex
+	depends map[string]bool // the streams the program uses (DependOn)
+	warned  map[string]bool // other streams whose failure was logged
+	nc      *nats.Conn      // JetStream's, made on first use
+	js      jetstream.JetStream
+}
+
+// Start starts a JetStream server on cfg.Listen with its store in
+// cfg.StoreDir, which it locks for as long as it runs (a second owner gets
+// ErrStoreLocked), and returns once it takes clients. cfg is validated
+// before anything is touched. Under a cfg.MemoryLimit the process's Go
+// memory limit is set first.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	addr, err := cfg.validate()
+	if err != nil {
+		return nil, err
+	}
+	log := cmp.Or(cfg.Logger, slog.Default())
+	if err := ApplyMemoryLimit(cfg.MemoryLimit, log); err != nil {
+		return nil, err
+	}
+	opts, err := cfg.options(addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.StoreDir, 0o700); err != nil {
+		return nil, fmt.Errorf("node: store %s: %w", cfg.StoreDir, err)
+	}
+	if opts.StoreDir, err = filepath.Abs(cfg.StoreDir); err != nil {
+		return nil, fmt.Errorf("node: store %s: %w", cfg.StoreDir, err)
+	}
+	lock, err := lockStore(opts.StoreDir)
+	if err != nil {
+		return nil, err
+	}
+	if !LockSupported {
+		log.Warn("this OS has no flock: the embedded server's store is not locked against a second owner", "store", opts.StoreDir)
+	}
+	n, err := start(ctx, opts, lock)
+	if err != nil {
+		lock.Close()
+		return nil, err
+	}
+	n.log, n.token = log, cfg.Token
+	lock.serving(n.srv.ClientURL())
+	log.Info("embedded JetStream server started", "url", n.srv.ClientURL(), "store", n.dir, "sync_interval", syncName(cfg.SyncInterval))
+	if cfg.Leaf != nil {
+		hub := make([]string, len(opts.LeafNode.Remotes[0].URLs))
+		for i, u := range opts.LeafNode.Remotes[0].URLs {
+			hub[i] = u.Redacted()
+		}
+		log.Info("leaf node of the hub; processing goes on while the link is down", "hub", strings.Join(hub, ","), "domain", cfg.Leaf.Domain)
+	}
+	return n, nil
+}
+
+// start checks the port, then starts the server and waits for it.
+func start(ctx context.Context, opts *server.Options, lock *storeLock) (*Node, error) {
+	// Fail early and clearly when the port is taken: the server would only log it.
+	if opts.Port != server.RANDOM_PORT {
+		addr := net.JoinHostPort(opts.Host, fmt.Sprint(opts.Port))
+		l, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+		if err != nil {
+			return nil, &ListenError{Addr: addr, Err: err}
+		}
+		l.Close()
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("node: start: %w", err)
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(readyTimeout) {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		return nil, fmt.Errorf("node: start: the server did not become ready within %s", readyTimeout)
+	}
+	return &Node{srv: srv, lock: lock, dir: opts.StoreDir}, nil
+}
+
+// options are the server's options for cfg; a leaf's TLS files are read.
+func (cfg Config) options(addr listenAddr) (*server.Options, error) {
+	if addr.port == 0 {
+		addr.port = server.RANDOM_PORT
+	}
+	opts := &server.Options{
+		ServerName:    "jetledger-embedded",
+		Host:          addr.host,
+		Port:          addr.port,
+		JetStream:     true,
+		NoSigs:        true, // signals belong to the program's own shutdown
+		NoLog:         true,
+		Authorization: cfg.Token,
+		// As the config file's sync_interval: always, which keeps the
+		// background interval at its default as well.
+		SyncAlways:   cfg.SyncInterval == 0,
+		SyncInterval: cfg.SyncInterval,
+	}
+	if cfg.Leaf == nil {
+		return opts, nil
+	}
+	remote, err := cfg.Leaf.remote()
+	if err != nil {
+		return nil, err
+	}
+	// The hub drops a leaf whose server name it already has as a stale
+	// duplicate: two sites named alike would knock each other off.
+	opts.ServerName = "jetledger-" + cfg.Leaf.Domain
+	opts.JetStreamDomain = cfg.Leaf.Domain
+	opts.LeafNode = server.LeafNodeOpts{ReconnectInterval: leafReconnect, Remotes: []*server.RemoteLeafOpts{remote}}
+	return opts, nil
+}
+
+// remote is the server's leaf connection to the hub.
+func (l *LeafConfig) remote() (*server.RemoteLeafOpts, error) {
+	urls, err := l.urls()
+	if err != nil {
+		return nil, err
+	}
+	if l.Credentials != "" {
+		if _, err := os.Stat(l.Credentials); err != nil {
+			return nil, fmt.Errorf("node: leaf credentials: %w", err)
+		}
+	}
+	r := &server.RemoteLeafOpts{URLs: urls, Credentials: l.Credentials}
+	if l.TLSCA == "" && l.TLSCert == "" {
+		return r, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if l.TLSCA != "" {
+		pem, err := os.ReadFile(l.TLSCA)
+		if err != nil {
+			return nil, &LeafFileError{File: l.TLSCA, CA: true, Err: err}
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, &LeafFileError{File: l.TLSCA, CA: true, Err: ErrNoPEM}
+		}
+	}
+	if l.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(l.TLSCert, l.TLSKey)
+		if err != nil {
+			return nil, &LeafFileError{File: l.TLSCert, Err: err}
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	r.TLS, r.TLSConfig = true, tc
+	return r, nil
+}
+
+func syncName(d time.Duration) string {
+	if d == 0 {
+		return "always"
+	}
+	return d.String()
+}
+
+// ClientURL is where clients connect, such as nats://127.0.0.1:4222.
+func (n *Node) ClientURL() string { return n.srv.ClientURL() }
+
+// StoreDir is the store, absolute.
+func (n *Node) StoreDir() string { return n.dir }
+
+// Server is the nats-server itself, for what this package does not wrap
+// (its JetStream config, Healthz, Leafz).
+func (n *Node) Server() *server.Server { return n.srv }
+
+// JetStream is a JetStream client of the node, connected in-process on
+// first use and closed by Close.
+func (n *Node) JetStream() (jetstream.JetStream, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.js != nil {
+		return n.js, nil
+	}
+	nc, err := nats.Connect("", nats.InProcessServer(n.srv), nats.Token(n.token), nats.Name("jetledger-node"))
+	if err != nil {
+		return nil, fmt.Errorf("node: connect: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("node: connect: %w", err)
+	}
+	n.nc, n.js = nc, js
+	return js, nil
+}
+
+// Close closes JetStream's client, stops the server, then releases its
+// store.
+func (n *Node) Close() {
+	n.mu.Lock()
+	if n.nc != nil {
+		n.nc.Close()
+		n.nc, n.js = nil, nil
+	}
+	n.mu.Unlock()
+	n.srv.Shutdown()
+	n.srv.WaitForShutdown()
+	n.lock.Close()
+}
