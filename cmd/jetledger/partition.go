@@ -229,5 +229,4 @@ var (
 	partitionDurable = partition.Durable
 	partitionFilter  = partition.Filter
 	publishSubject   = partition.PublishSubject
-	errNoInverse     = partition.ErrNoInverse
 )
