@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 
 	"github.com/jetledger/jetledger/consumer/partition"
@@ -211,11 +210,9 @@ func (f *consumeFlags) partitionShare(cfg jetstream.StreamConfig) error {
 	if n == 0 || len(f.filter) > 0 {
 		return nil
 	}
-	if base := trimPartition(f.Durable); base != f.Durable {
-		if i, err := strconv.Atoi(strings.TrimPrefix(f.Durable, base+"-p")); err == nil && i < n {
-			f.filter = []string{partitionFilter(i)}
-			return nil
-		}
+	if i, ok := partition.OfDurable(f.Durable, n); ok {
+		f.filter = []string{partitionFilter(i)}
+		return nil
 	}
 	return fmt.Errorf("stream %s is partitioned into %d: consume it with run --partition I (each partition into its own ledger), or name a partition's durable (--durable %s-p0); one consumer over every partition would apply them all into one ledger, beside the partitions' own",
 		cfg.Name, n, f.Durable)

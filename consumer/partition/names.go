@@ -54,3 +54,19 @@ func Here(named []int, n int) []int {
 	}
 	return all
 }
+
+var durableName = regexp.MustCompile(`^.*-p(\d+)$`)
+
+// OfDurable is the partition whose durable (Durable) durable is, among n:
+// false when it is not a partition's durable, or of a partition the stream
+// does not have. A consumer of a partitioned stream without a filter takes
+// its partition's from it (as a replay of a partition's ledger reads it),
+// so a ledger never gets every partition.
+func OfDurable(durable string, n int) (int, bool) {
+	m := durableName.FindStringSubmatch(durable)
+	if m == nil {
+		return 0, false
+	}
+	i, err := strconv.Atoi(m[1])
+	return i, err == nil && i < n
+}

@@ -121,3 +121,19 @@ func TestRunValidates(t *testing.T) {
 		}
 	}
 }
+
+func TestOfDurable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		durable string
+		want    int
+		ok      bool
+	}{
+		{"jetledger-p2", 2, true}, {"a-p1-p0", 0, true}, {"jetledger-p4", 0, false}, {"jetledger", 0, false},
+		{"jetledger-p", 0, false}, {"jetledger-px", 0, false}, {"jetledger-p99999999999999999999", 0, false},
+	} {
+		if i, ok := partition.OfDurable(tc.durable, 4); ok != tc.ok || (ok && i != tc.want) {
+			t.Errorf("OfDurable(%s, 4) = %d, %v; want %d, %v", tc.durable, i, ok, tc.want, tc.ok)
+		}
+	}
+}
