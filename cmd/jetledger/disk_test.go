@@ -8,24 +8,26 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/health"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/node"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // getHealth asks /healthz and returns its code and body.
-func getHealth(t *testing.T, url string) (int, healthReport) {
+func getHealth(t *testing.T, url string) (int, health.Report) {
 	t.Helper()
 	resp, err := http.Get(url + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var h healthReport
+	var h health.Report
 	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +57,11 @@ func TestHealthzAndStoreWatchOnAFullDisk(t *testing.T) {
 	}
 	t.Cleanup(nc.Close)
 	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
-	srv := httptest.NewServer(newHealth(quiet, natsProbe(nc), databaseProbe(st), storeProbe(e)))
+	hh, err := health.New(health.Config{Logger: quiet}, health.NATS(nc), health.Database(st), storeProbe(e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(hh)
 	t.Cleanup(srv.Close)
 	publish := func(timeout time.Duration) error {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -66,7 +72,7 @@ func TestHealthzAndStoreWatchOnAFullDisk(t *testing.T) {
 	if err := publish(5 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if code, h := getHealth(t, srv.URL); code != http.StatusOK || !h.Healthy || h.Checks["store"] != stateOK || h.Checks["database"] != stateOK {
+	if code, h := getHealth(t, srv.URL); code != http.StatusOK || !h.Healthy || h.Checks["store"] != health.StateOK || h.Checks["database"] != health.StateOK {
 		t.Fatalf("/healthz with room: %d %+v", code, h)
 	}
 
@@ -76,13 +82,13 @@ func TestHealthzAndStoreWatchOnAFullDisk(t *testing.T) {
 	t.Cleanup(func() { stopWatch(); <-watched })
 
 	free := consumertest.FillDisk(t, dir)
-	var h healthReport
+	var h health.Report
 	consumertest.Eventually(t, 30*time.Second, "/healthz 503 with the disks full", func() bool {
 		var code int
 		code, h = getHealth(t, srv.URL)
-		return code == http.StatusServiceUnavailable && !h.Healthy && h.Checks["database"] == stateDiskFull && h.Checks["store"] == stateDiskFull
+		return code == http.StatusServiceUnavailable && !h.Healthy && h.Checks["database"] == health.StateDiskFull && h.Checks["store"] == health.StateDiskFull
 	})
-	if h.Checks["nats"] != stateOK {
+	if h.Checks["nats"] != health.StateOK {
 		t.Fatalf("nats %q, want ok: the server still serves", h.Checks["nats"])
 	}
 	select {
@@ -109,10 +115,10 @@ func TestHealthzAndStoreWatchOnAFullDisk(t *testing.T) {
 	consumertest.Eventually(t, 30*time.Second, "database ok and the store still failed", func() bool {
 		var code int
 		code, h = getHealth(t, srv.URL)
-		return code == http.StatusServiceUnavailable && h.Checks["database"] == stateOK && h.Checks["store"] == stateWriteFailed
+		return code == http.StatusServiceUnavailable && h.Checks["database"] == health.StateOK && h.Checks["store"] == health.StateWriteFailed
 	})
 	for name, state := range h.Checks {
-		if !knownStates[state] {
+		if !slices.Contains(health.States, state) {
 			t.Errorf("check %s: %q is not a state", name, state)
 		}
 	}

@@ -1,18 +1,13 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
-	"regexp"
-	"slices"
-	"strconv"
 	"strings"
 
-	"github.com/nats-io/nats-server/v2/server"
+	"github.com/jetledger/jetledger/consumer/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -78,35 +73,6 @@ func partitionTransform(subject string, n, key int) (*jetstream.SubjectTransform
 		Destination: fmt.Sprintf("{{partition(%d,%d)}}.%s", n, key, strings.Join(toks, "."))}, nil
 }
 
-var partitionMapping = regexp.MustCompile(`^\{\{\s*partition\(\s*(\d+)\s*,`)
-
-// partitionsOf reads how many partitions a stream was created with, from
-// its subject mapping; 0 when it is not partitioned.
-func partitionsOf(cfg jetstream.StreamConfig) int {
-	if cfg.SubjectTransform == nil {
-		return 0
-	}
-	m := partitionMapping.FindStringSubmatch(cfg.SubjectTransform.Destination)
-	if m == nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(m[1])
-	return n
-}
-
-// partitionDB is partition i's ledger: -p<i> before the extension.
-func partitionDB(db string, i int) string {
-	ext := filepath.Ext(db)
-	return fmt.Sprintf("%s-p%d%s", strings.TrimSuffix(db, ext), i, ext)
-}
-
-// partitionDurable is partition i's durable.
-func partitionDurable(durable string, i int) string { return fmt.Sprintf("%s-p%d", durable, i) }
-
-// partitionFilter is the subjects of partition i: the mapping puts the
-// partition number first.
-func partitionFilter(i int) string { return strconv.Itoa(i) + ".>" }
-
 // checkPartitionsSQL is checkSQLFirst for every partition ledger this run
 // may open: those named (--partition), or else those --partitions creates.
 // Where neither says, the stream's partitions are known only from the
@@ -115,12 +81,7 @@ func partitionFilter(i int) string { return strconv.Itoa(i) + ".>" }
 // ledger, and beside a moved partition's old file they make the ledger
 // backup that moves it back refuse.
 func (c *runCmd) checkPartitionsSQL(ctx context.Context) error {
-	parts := c.sortedPartitions()
-	if len(parts) == 0 {
-		for i := range c.Partitions {
-			parts = append(parts, i)
-		}
-	}
+	parts := partition.Here(c.Partition, c.Partitions)
 	if len(parts) == 0 {
 		parts = []int{0}
 	}
@@ -130,13 +91,6 @@ func (c *runCmd) checkPartitionsSQL(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// sortedPartitions is the partitions to consume, in order.
-func (p partitionFlags) sortedPartitions() []int {
-	s := slices.Clone(p.Partition)
-	slices.Sort(s)
-	return s
 }
 
 // runPartitions runs one consumer per partition, each as its own run with
@@ -171,12 +125,7 @@ func (c *runCmd) runPartitions(inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	parts := c.sortedPartitions()
-	if len(parts) == 0 {
-		for i := range n {
-			parts = append(parts, i)
-		}
-	}
+	parts := partition.Here(c.Partition, n)
 	for _, i := range parts {
 		if i >= n {
 			return usagef("--partition %d: stream %s has %d partitions, numbered 0 to %d", i, c.Stream, n, n-1)
@@ -185,34 +134,22 @@ func (c *runCmd) runPartitions(inv *invocation) error {
 	log.InfoContext(ctx, "consuming partitions", "stream", c.Stream, "partitions", n, "here", parts)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	pinv := *inv
-	pinv.ctx = runCtx
-	errs := make(chan error, len(parts))
-	for _, i := range parts {
-		p := base
+	start := func(ctx context.Context, i int) error {
+		p, pinv := base, *inv
+		pinv.ctx = ctx
 		p.DB, p.Durable = partitionDB(c.DB, i), partitionDurable(c.Durable, i)
 		p.defaulted.durable = false // the partition's durable is its own, whatever the ledger recorded
 		p.filter, p.logAttrs = []string{partitionFilter(i)}, []any{"partition", i}
 		p.Subjects, p.transform, p.partitionFlags, p.streamLimitFlags = "", nil, partitionFlags{}, streamLimitFlags{}
-		go func() {
-			err := p.run(&pinv)
-			if err != nil {
-				err = fmt.Errorf("partition %d: %w", i, err)
-			}
-			stop()
-			errs <- err
-		}()
+		return p.run(&pinv)
 	}
 	if base.shared != nil {
 		base.shared.DependOn(c.Stream)
 	}
 	watched := watchStore(runCtx, stop, base.shared, log)
-	var all []error
-	for range parts {
-		all = append(all, <-errs)
-	}
+	err = partition.Run(runCtx, partition.Config{Partitions: parts, Start: start})
 	stop()
-	return errors.Join(append(all, <-watched)...)
+	return errors.Join(err, <-watched)
 }
 
 // partitionedStream creates the stream partitioned when --partitions and
@@ -269,102 +206,20 @@ func (f *consumeFlags) partitionShare(cfg jetstream.StreamConfig) error {
 	if n == 0 || len(f.filter) > 0 {
 		return nil
 	}
-	if base := trimPartition(f.Durable); base != f.Durable {
-		if i, err := strconv.Atoi(strings.TrimPrefix(f.Durable, base+"-p")); err == nil && i < n {
-			f.filter = []string{partitionFilter(i)}
-			return nil
-		}
+	if i, ok := partition.OfDurable(f.Durable, n); ok {
+		f.filter = []string{partitionFilter(i)}
+		return nil
 	}
 	return fmt.Errorf("stream %s is partitioned into %d: consume it with run --partition I (each partition into its own ledger), or name a partition's durable (--durable %s-p0); one consumer over every partition would apply them all into one ledger, beside the partitions' own",
 		cfg.Name, n, f.Durable)
 }
 
-// errNoInverse: a stored subject that a stream's subject transform cannot
-// be traced back through.
-var errNoInverse = errors.New("cannot tell which subject the stream's subject transform stored as this one")
-
-// publishSubject is the subject to publish so that the stream of cfg
-// stores a message as stored again: stored itself where the stream maps
-// nothing (or nothing of this subject), else the subject its transform
-// maps to stored (1.pay.alice is stored from pay.alice by a partition
-// mapping). The answer is checked by the server's own transform, so a
-// copy lands in the partition its first one did.
-func publishSubject(cfg jetstream.StreamConfig, stored string) (string, error) {
-	tr := cfg.SubjectTransform
-	if tr == nil || tr.Destination == "" {
-		return stored, nil
-	}
-	src := cmp.Or(tr.Source, ">")
-	if !server.SubjectMatchesFilter(stored, src) && slices.ContainsFunc(cfg.Subjects, func(f string) bool { return server.SubjectMatchesFilter(stored, f) }) {
-		return stored, nil // the stream stores it as it is published
-	}
-	fail := func(why string) (string, error) {
-		return "", fmt.Errorf("%w: stream %s stores %s through %s -> %s: %s", errNoInverse, cfg.Name, stored, src, tr.Destination, why)
-	}
-	have := strings.Split(stored, ".")
-	wild := map[int]string{}
-	var rest []string
-	for i, t := range strings.Split(tr.Destination, ".") {
-		switch m := transformToken.FindStringSubmatch(t); {
-		case t == ">":
-			if i >= len(have) {
-				return fail("too few tokens")
-			}
-			rest = have[i:]
-			have = have[:i]
-		case i >= len(have):
-			return fail("too few tokens")
-		case m == nil && strings.Contains(t, "{{"):
-			return fail("the mapping uses a function other than wildcard and partition")
-		case m == nil && t != have[i]:
-			return fail("token " + strconv.Itoa(i+1) + " differs")
-		case m != nil && strings.EqualFold(m[1], "wildcard"):
-			k, _ := strconv.Atoi(m[2])
-			if v, ok := wild[k]; ok && v != have[i] {
-				return fail("wildcard " + m[2] + " has two values")
-			}
-			wild[k] = have[i]
-		case m != nil:
-			if _, err := strconv.Atoi(have[i]); err != nil {
-				return fail("token " + strconv.Itoa(i+1) + " is not a partition number")
-			}
-		}
-		if rest != nil {
-			break
-		}
-	}
-	if rest == nil && len(have) != len(strings.Split(tr.Destination, ".")) {
-		return fail("too many tokens")
-	}
-	toks := strings.Split(src, ".")
-	n := 0
-	for i, t := range toks {
-		switch t {
-		case "*":
-			n++
-			v, ok := wild[n]
-			if !ok {
-				return fail("the mapping drops wildcard " + strconv.Itoa(n))
-			}
-			toks[i] = v
-		case ">":
-			if rest == nil {
-				return fail("the mapping drops the '>' tail")
-			}
-			toks[i] = strings.Join(rest, ".")
-		}
-	}
-	subject := strings.Join(toks, ".")
-	st, err := server.NewSubjectTransform(src, tr.Destination)
-	if err != nil {
-		return fail(err.Error())
-	}
-	if got, err := st.Match(subject); err != nil || got != stored {
-		return fail(fmt.Sprintf("%s would be stored as %s", subject, got))
-	}
-	return subject, nil
-}
-
-// transformToken is a mapping function token: {{wildcard(1)}},
-// {{partition(4,1)}}.
-var transformToken = regexp.MustCompile(`(?i)^\{\{\s*(wildcard|partition)\s*\(\s*(\d+)[^)]*\)\s*\}\}$`)
+// The partition names and the inverse of a stream's mapping are the
+// library's (consumer/partition).
+var (
+	partitionsOf     = partition.Count
+	partitionDB      = partition.Ledger
+	partitionDurable = partition.Durable
+	partitionFilter  = partition.Filter
+	publishSubject   = partition.PublishSubject
+)

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/jetledger/jetledger/ledger"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -60,56 +59,6 @@ func TestPartitionMapping(t *testing.T) {
 	for db, want := range map[string]string{"ledger.db": "ledger-p3.db", "/var/lib/j/pay.sqlite": "/var/lib/j/pay-p3.sqlite", "ledger": "ledger-p3"} {
 		if got := partitionDB(db, 3); got != want {
 			t.Errorf("partitionDB(%s) = %s, want %s", db, got, want)
-		}
-	}
-}
-
-// publishSubject traces a stored subject back through the stream's mapping,
-// checked by the server's own transform: republished, it is stored as it was.
-func TestPublishSubjectUndoesTheMapping(t *testing.T) {
-	t.Parallel()
-	tr := func(src string, n, key int) jetstream.StreamConfig {
-		m, err := partitionTransform(src, n, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return jetstream.StreamConfig{Name: "S", Subjects: []string{src}, SubjectTransform: m}
-	}
-	partitioned := tr("pay.*", 4, 1)
-	tests := []struct {
-		name    string
-		cfg     jetstream.StreamConfig
-		stored  string
-		want    string
-		wantErr error
-	}{
-		{"no mapping", jetstream.StreamConfig{Subjects: []string{"pay.*"}}, "pay.alice", "pay.alice", nil},
-		{"partition", partitioned, "", "pay.alice", nil},
-		{"partition, key 2 of 2, '>' tail", tr("orders.*.*.>", 8, 2), "", "orders.eu.bob.created.v1", nil},
-		{"another subject of the stream, not mapped", jetstream.StreamConfig{Subjects: []string{"pay.*", "audit.>"},
-			SubjectTransform: partitioned.SubjectTransform}, "audit.x", "audit.x", nil},
-		{"another partition's number", partitioned, "9.pay.alice", "", errNoInverse},
-		{"not the mapping's shape", partitioned, "1.pay.alice.extra", "", errNoInverse},
-		{"a mapping that drops the key", jetstream.StreamConfig{Subjects: []string{"pay.*"},
-			SubjectTransform: &jetstream.SubjectTransformConfig{Source: "pay.*", Destination: "all.pay"}}, "all.pay", "", errNoInverse},
-		{"a mapping function it cannot undo", jetstream.StreamConfig{Subjects: []string{"pay.*"},
-			SubjectTransform: &jetstream.SubjectTransformConfig{Source: "pay.*", Destination: "{{split(1,-)}}.pay"}}, "a.pay", "", errNoInverse},
-	}
-	for _, tc := range tests {
-		stored := tc.stored
-		if stored == "" {
-			// What the server stores the subject as.
-			st, err := server.NewSubjectTransform(tc.cfg.SubjectTransform.Source, tc.cfg.SubjectTransform.Destination)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if stored, err = st.Match(tc.want); err != nil {
-				t.Fatal(err)
-			}
-		}
-		got, err := publishSubject(tc.cfg, stored)
-		if !errors.Is(err, tc.wantErr) || got != tc.want {
-			t.Errorf("%s: publishSubject(%s) = %q, %v; want %q, %v", tc.name, stored, got, err, tc.want, tc.wantErr)
 		}
 	}
 }

@@ -91,7 +91,7 @@ func (c *runCmd) run(inv *invocation) error {
 	if c.Partitions > 0 || len(c.Partition) > 0 {
 		return c.runPartitions(inv)
 	}
-	var m *metrics
+	var m *metricsListener
 	if c.Metrics != "" {
 		// Taken first: a port in use stops run before it creates anything.
 		if m, err = listenMetrics(c.Metrics); err != nil {
@@ -128,14 +128,14 @@ func (c *runCmd) run(inv *invocation) error {
 		}
 	}
 	if m != nil {
-		s.cfg.AfterAcks = m.afterAcks
+		s.cfg.AfterAcks = m.AfterAcks
 	}
 	s.cfg.AfterCommit = func(r consumer.BatchReport) {
 		if d != nil {
 			d.Notify()
 		}
 		if m != nil {
-			m.afterCommit(r)
+			m.AfterCommit(r)
 		}
 	}
 	// No timeout: on a cluster electing a leader, run waits (each call
@@ -158,7 +158,9 @@ func (c *runCmd) run(inv *invocation) error {
 		store = c.shared // a partition's: runPartitions watches it
 	}
 	if m != nil {
-		serveMetrics(runCtx, m, cons, d, s.st, s.nc, store, s.log)
+		if err := serveMetrics(runCtx, m, cons, d, s.st, s.nc, store, s.log); err != nil {
+			return err
+		}
 	}
 	if c.PruneInterval > 0 {
 		p := &pruner{st: s.st, js: s.js, streamFlags: c.streamFlags, retentionFlags: c.retentionFlags, hold: s.plan.PruneHold(), log: s.log}

@@ -1,0 +1,67 @@
+package health
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Conn is what the NATS probe reads of a connection (*nats.Conn).
+type Conn interface{ Status() nats.Status }
+
+// NATS is the probe "nats": healthy while the client is connected.
+func NATS(nc Conn) Probe {
+	return Probe{"nats", func(context.Context) error {
+		if s := nc.Status(); s != nats.CONNECTED {
+			return fmt.Errorf("%w: %s", ErrNotConnected, s)
+		}
+		return nil
+	}}
+}
+
+// Writable is what the database probe reads of a ledger (*ledger.Store).
+type Writable interface {
+	CheckWritable(ctx context.Context) error
+}
+
+var _ Writable = (*ledger.Store)(nil)
+
+// Database is the probe "database": it looks at what the next commit
+// needs (ledger.Store.CheckWritable) without taking the writer, so a long
+// batch does not make the process look dead.
+func Database(st Writable) Probe {
+	return Probe{"database", st.CheckWritable}
+}
+
+// ConsumerInfo is what the consumer probe asks of a consumer
+// (*consumer.Consumer).
+type ConsumerInfo interface {
+	Info(ctx context.Context) (*jetstream.ConsumerInfo, error)
+}
+
+// Consumer is the probe "consumer": healthy while the server answers for
+// the consumer's durable.
+func Consumer(c ConsumerInfo) Probe {
+	return Probe{"consumer", func(ctx context.Context) error {
+		if _, err := c.Info(ctx); err != nil {
+			return fmt.Errorf("%w: %w", ErrConsumerUnavailable, err)
+		}
+		return nil
+	}}
+}
+
+// Store is the probe "store" of an embedded JetStream server: fault
+// returns the write the server failed and keeps failed (reported as
+// StateWriteFailed), nil while it has failed none; then the disk under
+// dir (ledger.CheckDisk).
+func Store(fault func() error, dir string) Probe {
+	return Probe{"store", func(context.Context) error {
+		if err := fault(); err != nil {
+			return fmt.Errorf("%w: %w", ErrWriteFailed, err)
+		}
+		return ledger.CheckDisk(dir)
+	}}
+}

@@ -1,0 +1,132 @@
+package metrics
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ScrapeTimeoutDefault bounds the outbox count a scrape reads.
+const ScrapeTimeoutDefault = 5 * time.Second
+
+// Counter is what the counters read of a consumer (*consumer.Consumer).
+type Counter interface{ Counts() consumer.Counts }
+
+// OutboxCounter is what jetledger_outbox_rows reads of a ledger
+// (*ledger.Store).
+type OutboxCounter interface {
+	OutboxCounts(ctx context.Context) (map[ledger.Status]int64, error)
+}
+
+// SendCounter is what jetledger_outbox_sends_total reads of a dispatcher
+// (*outbox.Dispatcher).
+type SendCounter interface{ Counts() outbox.Counts }
+
+var (
+	_ Counter       = (*consumer.Consumer)(nil)
+	_ OutboxCounter = (*ledger.Store)(nil)
+	_ SendCounter   = (*outbox.Dispatcher)(nil)
+)
+
+// Config says what a Collector reads at scrape time.
+type Config struct {
+	// Consumer's running totals are the jetledger_messages_*, naks, terms
+	// and dead letters counters. Required.
+	Consumer Counter
+	// Outbox, when set, is read for jetledger_outbox_rows{status}. Default
+	// nil: left out.
+	Outbox OutboxCounter
+	// Sends, when set, is read for jetledger_outbox_sends_total{result}.
+	// Default nil: left out (no sink).
+	Sends SendCounter
+	// ScrapeTimeout bounds the outbox count of one scrape. Default
+	// ScrapeTimeoutDefault (5s).
+	ScrapeTimeout time.Duration
+}
+
+// Collector is a prometheus.Collector of the running totals of a consumer,
+// its ledger's outbox and a dispatcher, read at scrape time.
+type Collector struct {
+	counters      []prometheus.Collector
+	outbox        OutboxCounter
+	sends         SendCounter
+	timeout       time.Duration
+	rows, results *prometheus.Desc
+}
+
+// New validates cfg and returns its Collector; it reads nothing until
+// collected.
+func New(cfg Config) (*Collector, error) {
+	if cfg.Consumer == nil {
+		return nil, ErrNoConsumer
+	}
+	if cfg.ScrapeTimeout < 0 {
+		return nil, fmt.Errorf("%w: ScrapeTimeout %v: want 0 (default) or more", ErrInvalidConfig, cfg.ScrapeTimeout)
+	}
+	c := cfg.Consumer
+	col := &Collector{outbox: cfg.Outbox, sends: cfg.Sends, timeout: cmp.Or(cfg.ScrapeTimeout, ScrapeTimeoutDefault),
+		rows:    prometheus.NewDesc("jetledger_outbox_rows", "Outbox rows per state; review rows wait for a person.", []string{"status"}, nil),
+		results: prometheus.NewDesc("jetledger_outbox_sends_total", "Outbox send outcomes.", []string{"result"}, nil)}
+	counter := func(name, help string, f func(consumer.Counts) uint64) {
+		col.counters = append(col.counters, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(f(c.Counts())) }))
+	}
+	counter("jetledger_messages_applied_total", "Messages applied: ledger row and handler change committed.", func(n consumer.Counts) uint64 { return n.Applied })
+	counter("jetledger_messages_duplicate_total", "Redelivered messages already in the ledger: acked, not applied.", func(n consumer.Counts) uint64 { return n.Duplicates })
+	counter("jetledger_messages_conflict_total", "Messages reusing an applied id with another payload: recorded, not applied.", func(n consumer.Counts) uint64 { return n.Conflicts })
+	counter("jetledger_messages_failed_total", "Message handlings that failed and were rolled back.", func(n consumer.Counts) uint64 { return n.Failed })
+	counter("jetledger_naks_total", "Messages handed back for redelivery.", func(n consumer.Counts) uint64 { return n.Naks })
+	counter("jetledger_terms_total", "Messages terminated (dead letters and conflicts).", func(n consumer.Counts) uint64 { return n.Terms })
+	counter("jetledger_dead_letters_total", "Dead letters recorded.", func(n consumer.Counts) uint64 { return n.DeadLetters })
+	counter("jetledger_messages_stale_total", "Messages left to redelivery because they waited past their AckWait budget.", func(n consumer.Counts) uint64 { return n.Stale })
+	return col, nil
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, k := range c.counters {
+		k.Describe(ch)
+	}
+	if c.outbox != nil {
+		ch <- c.rows
+	}
+	if c.sends != nil {
+		ch <- c.results
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	for _, k := range c.counters {
+		k.Collect(ch)
+	}
+	if c.outbox != nil {
+		c.collectOutbox(ch)
+	}
+	if c.sends != nil {
+		n := c.sends.Counts()
+		for result, v := range map[string]uint64{"sent": n.Sent, "failed": n.Failed, "retried": n.Retried, "review": n.Review, "deleted": n.Deleted} {
+			ch <- prometheus.MustNewConstMetric(c.results, prometheus.CounterValue, float64(v), result)
+		}
+	}
+}
+
+// collectOutbox reports outbox rows per state.
+func (c *Collector) collectOutbox(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	counts, err := c.outbox.OutboxCounts(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.rows, err)
+		return
+	}
+	for _, s := range ledger.Statuses {
+		ch <- prometheus.MustNewConstMetric(c.rows, prometheus.GaugeValue, float64(counts[s]), string(s))
+	}
+}

@@ -1,0 +1,61 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type rows map[ledger.Status]int64
+
+func (r rows) OutboxCounts(context.Context) (map[ledger.Status]int64, error) { return r, nil }
+
+type sends outbox.Counts
+
+func (s sends) Counts() outbox.Counts { return outbox.Counts(s) }
+
+func TestCollectorReadsAtScrape(t *testing.T) {
+	t.Parallel()
+	col, err := metrics.New(metrics.Config{Consumer: counts{}, Outbox: rows{ledger.StatusReview: 2}, Sends: sends{Sent: 5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col, metrics.NewBatches())
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			key := f.GetName()
+			for _, l := range m.GetLabel() {
+				key += "{" + l.GetValue() + "}"
+			}
+			got[key] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	for key, want := range map[string]float64{"jetledger_messages_applied_total": 3, "jetledger_outbox_rows{review}": 2,
+		"jetledger_outbox_rows{queued}": 0, "jetledger_outbox_sends_total{sent}": 5, "jetledger_outbox_sends_total{deleted}": 0} {
+		if v, ok := got[key]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)
+		}
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	if _, err := metrics.New(metrics.Config{}); !errors.Is(err, metrics.ErrNoConsumer) {
+		t.Errorf("no consumer: %v", err)
+	}
+	if _, err := metrics.New(metrics.Config{Consumer: counts{}, ScrapeTimeout: -time.Second}); !errors.Is(err, metrics.ErrInvalidConfig) {
+		t.Errorf("negative timeout: %v", err)
+	}
+}
