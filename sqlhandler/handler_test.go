@@ -113,3 +113,22 @@ func TestPayloadWithANULIsDeadLettered(t *testing.T) {
 		t.Errorf("payload %q (not JSON) was applied as its part before the NUL: balance %d; want a Term failure (dead letter)", data, amount)
 	}
 }
+
+// New refuses a nil store, and names an unbound parameter and the bound one
+// it was probably meant to be, in the message run prints.
+func TestNewErrors(t *testing.T) {
+	t.Parallel()
+	if _, err := New(context.Background(), nil, Config{}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("nil store: %v, want ErrInvalidConfig", err)
+	}
+	st := openHandlerStore(t, demoSchema)
+	_, err := New(context.Background(), st, Config{Apply: `INSERT INTO balances VALUES (json_extract(:dta, '$.a'), 1)`})
+	var unbound *UnboundParamError
+	if !errors.As(err, &unbound) || unbound.Closest(unbound.Params[0]) != ":data" {
+		t.Fatalf("New: %v, want an *UnboundParamError suggesting :data", err)
+	}
+	const want = "--apply uses :dta (did you mean :data?), which is not bound: the parameters are :msg_id, :subject, :seq and :data"
+	if err.Error() != want {
+		t.Fatalf("message %q, want %q", err, want)
+	}
+}
