@@ -119,5 +119,5 @@ func builtinHandler(ctx context.Context, st *ledger.Store, apply string) (ledger
 	if err != nil {
 		return nil, err
 	}
-	return h.handle, nil
+	return h.Handle, nil
 }

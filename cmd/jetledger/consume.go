@@ -13,6 +13,7 @@ import (
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/node"
 	"github.com/jetledger/jetledger/publisher"
+	"github.com/jetledger/jetledger/sqlhandler"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -81,7 +82,8 @@ type consumption struct {
 	log     *slog.Logger
 	sink    sink // nil without --webhook
 	st      *ledger.Store
-	h       *eventsHandler
+	h       *sqlhandler.Handler
+	fx      handlerEffects        // the sink's or replay's effects, set before consuming
 	stream  *jetstream.StreamInfo // as setup found or created it
 	store   *node.Node            // nil with --nats
 	nc      *nats.Conn
@@ -139,12 +141,12 @@ func (f *consumeFlags) start(ctx context.Context, c *consumption, stderr io.Writ
 		return err
 	}
 	if c.sink != nil {
-		c.h.sink = c.sink.Name()
+		c.fx.sink = c.sink.Name()
 	}
 	if err := f.ensureStream(ctx, c); err != nil {
 		return err
 	}
-	c.cfg = consumer.Config{Stream: f.Stream, Durable: f.Durable, Plan: c.plan, Handler: c.h.handle,
+	c.cfg = consumer.Config{Stream: f.Stream, Durable: f.Durable, Plan: c.plan, Handler: c.h.Handle,
 		MaxDeliver: f.MaxDeliver, AllowSequenceIDs: f.AllowSeqIDs, Logger: c.log, FilterSubjects: f.filter,
 		Metadata: map[string]string{consumer.MetadataVersion: version()}}
 	return nil
@@ -159,9 +161,9 @@ var writerBackoff = ackwait.Backoff{Base: time.Second, Max: 15 * time.Second}
 // one, README: several processes) is waited for, logged once, as a cluster
 // electing a leader is: it is the ledger's state, not bad SQL, and a start
 // that gave up would leave the supervisor a crash loop.
-func (f *consumeFlags) eventsHandler(ctx context.Context, c *consumption) (*eventsHandler, error) {
+func (f *consumeFlags) eventsHandler(ctx context.Context, c *consumption) (*sqlhandler.Handler, error) {
 	for try := 1; ; try++ {
-		h, err := newEventsHandler(ctx, c.st, f.Schema, f.Apply)
+		h, err := newEventsHandlerWith(ctx, c.st, f.Schema, f.Apply, c.fx.effect)
 		if ctx.Err() != nil {
 			return nil, ctx.Err() // stopped while waiting: a clean stop
 		}

@@ -133,7 +133,7 @@ func (c *demoCmd) restart(ctx context.Context, js jetstream.JetStream, st *ledge
 	if err != nil {
 		return err
 	}
-	cons, err := consumer.New(ctx, js, st, consumer.Config{Stream: demoStream, Plan: demoPlan, Handler: h.handle, Logger: quiet})
+	cons, err := consumer.New(ctx, js, st, consumer.Config{Stream: demoStream, Plan: demoPlan, Handler: h.Handle, Logger: quiet})
 	if err != nil {
 		return err
 	}

@@ -103,7 +103,7 @@ func (c *demoConsumerCmd) Run(inv *invocation) error {
 	defer nc.Close()
 	batches, committed := 0, 0
 	cons, err := consumer.New(ctx, js, st, consumer.Config{
-		Stream: demoStream, Plan: demoPlan, Handler: h.handle, Logger: quiet,
+		Stream: demoStream, Plan: demoPlan, Handler: h.Handle, Logger: quiet,
 		AfterCommit: func(r consumer.BatchReport) {
 			batches++
 			committed += len(r.Results)

@@ -46,7 +46,7 @@ func FuzzApplyBinding(f *testing.F) {
 		// One ledger serves every input: make each id new, or the ledger
 		// rightly answers duplicate or conflict.
 		id = fmt.Sprintf("%d-%s", seq.Add(1), id)
-		res, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: id, Stream: "F", Sequence: 1, Subject: subject, Data: data}}, h.handle, ledger.Budget{})
+		res, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: id, Stream: "F", Sequence: 1, Subject: subject, Data: data}}, h.Handle, ledger.Budget{})
 		if err != nil {
 			t.Fatalf("batch error: %v", err)
 		}

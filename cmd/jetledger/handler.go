@@ -1,215 +1,94 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"database/sql"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
-	"slices"
 
-	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/internal/editdist"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/sqlhandler"
 )
 
-// errNotJSON is the dead-letter reason of a payload --apply reads that is
-// not JSON, and that --apply failed on or would read only in part: trying
-// it again would fail again.
-var errNotJSON = errors.New("payload is not valid JSON, and --apply reads it")
-
-// eventsHandler is the built-in handler of `run`: it records every message in
-// the events table and runs the user's --apply SQL in the same transaction.
-type eventsHandler struct {
-	apply string
-	// later: the events row is queued for the batch's multi-row insert;
-	// only when nothing the handler runs reads the events table (see
-	// newEventsHandler), since a queued row is not visible until then.
-	later     bool
-	params    []string // the names of applyParams --apply uses
-	readsData bool     // one of them is data: the payload must be JSON
-	sink      string   // non-empty: enqueue the payload to this outbox sink
-	// replay, when set, decides what becomes of a replayed message's
-	// effect and settles its dead letter.
-	replay *replayEffects
+// newEventsHandler makes the built-in handler of run (sqlhandler) from
+// --schema (a file) and --apply, with no effects.
+func newEventsHandler(ctx context.Context, st *ledger.Store, schemaFile, apply string) (*sqlhandler.Handler, error) {
+	return newEventsHandlerWith(ctx, st, schemaFile, apply, nil)
 }
 
-const eventsSchema = `CREATE TABLE IF NOT EXISTS events (
-	message_id TEXT    NOT NULL PRIMARY KEY,
-	subject    TEXT    NOT NULL,
-	stream_seq INTEGER NOT NULL,
-	data       BLOB,
-	applied_at INTEGER NOT NULL -- unix milliseconds
-) WITHOUT ROWID`
-
-// newEventsHandler creates the events table and the user's schema, then
-// checks --apply (checkApply), so a typo fails at start, not per message.
-func newEventsHandler(ctx context.Context, st *ledger.Store, schemaFile, apply string) (*eventsHandler, error) {
-	if schemaFile != "" {
-		schema, err := os.ReadFile(schemaFile)
-		if err != nil {
-			return nil, usagef("--schema: %v", err)
-		}
-		if _, err := st.Exec(ctx, string(schema)); err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err() // interrupted, not a bad schema
-			}
-			return nil, schemaError(schemaFile, err)
-		}
-	}
-	if _, err := st.Exec(ctx, eventsSchema); err != nil {
-		return nil, fmt.Errorf("create events table: %w", err)
-	}
-	if apply != "" {
-		if err := checkApply(ctx, st, apply); err != nil {
-			return nil, err
-		}
-	}
-	later, err := eventsLater(ctx, st, apply)
+// newEventsHandlerWith is newEventsHandler running effect (nil: none) for
+// every message after its events row; bad SQL is a usage error.
+func newEventsHandlerWith(ctx context.Context, st *ledger.Store, schemaFile, apply string, effect ledger.Handler) (*sqlhandler.Handler, error) {
+	cfg, err := handlerConfig(schemaFile, apply)
 	if err != nil {
 		return nil, err
 	}
-	params := usedParams(apply)
-	return &eventsHandler{apply: apply, later: later, params: params, readsData: slices.Contains(params, "data")}, nil
-}
-
-// databaseCondition reports an error that is the ledger file's condition
-// (another process holds its writer, a full or read-only disk, an I/O
-// error), not the SQL's: not a usage error, and the SQL may be fine.
-func databaseCondition(err error) bool {
-	return errors.Is(err, ledger.ErrBusy) || errors.Is(err, ledger.ErrFull) || errors.Is(err, ledger.ErrReadOnly) || errors.Is(err, ledger.ErrIO)
-}
-
-// schemaError is a --schema that failed on the ledger, said as a usage error
-// unless the ledger's condition failed it.
-func schemaError(schemaFile string, err error) error {
-	if databaseCondition(err) {
-		return fmt.Errorf("--schema %s could not run: %w (the ledger, not the SQL: another process may hold its writer)", schemaFile, err)
-	}
-	if errors.Is(err, ledger.ErrFixedSetting) {
-		return usagef("--schema %s: %w; the ledger runs with synchronous=FULL in WAL mode, which its guarantee rests on: drop the pragma", schemaFile, err)
-	}
-	return usagef("--schema %s: %v", schemaFile, err)
-}
-
-// usedParams are the names of applyParams that apply uses: binding only
-// those spares the driver a lookup, and an allocation, per unused name.
-func usedParams(apply string) []string {
-	var used []string
-	for _, name := range applyParams {
-		for _, p := range sqlParams(apply) {
-			if p[1:] == name && !slices.Contains(used, name) {
-				used = append(used, name)
-			}
-		}
-	}
-	return used
-}
-
-// eventsInsert is the events row, in one statement for the whole batch.
-// An id applied again after its ledger row was pruned is a new message
-// (README: retention): it replaces the old events row rather than failing
-// on it until it is dead-lettered.
-var eventsInsert = &ledger.Insert{Table: "events", Columns: []string{"message_id", "subject", "stream_seq", "data", "applied_at"},
-	OnConflict: `(message_id) DO UPDATE SET subject = excluded.subject, stream_seq = excluded.stream_seq,
-		data = excluded.data, applied_at = excluded.applied_at`}
-
-// eventsLater says whether the events row can wait for the batch's
-// multi-row insert: --apply, with the triggers it fires, does not touch the
-// events table, and no trigger on the events table would fire later than
-// it does today relative to --apply.
-func eventsLater(ctx context.Context, st *ledger.Store, apply string) (bool, error) {
-	var triggers int
-	if err := st.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND lower(tbl_name) = 'events'`).
-		Scan(&triggers); err != nil {
-		return false, fmt.Errorf("look up triggers on events: %w", err)
-	}
-	if triggers > 0 || apply == "" {
-		return triggers == 0, nil
-	}
-	tables, err := st.TablesUsed(ctx, sqlStatements(apply))
+	cfg.Effect = effect
+	h, err := sqlhandler.New(ctx, st, cfg)
 	if err != nil {
-		return false, fmt.Errorf("--apply: %w", err)
+		return nil, sqlUsage(err)
 	}
-	return !tables["events"], nil
+	return h, nil
 }
 
-// checkApply compiles every statement of --apply as a handler runs it, so a
-// typo or a statement a handler may not run (BEGIN, COMMIT, ...) exits 2 at
-// start instead of failing every message; and checks its parameters.
-func checkApply(ctx context.Context, st *ledger.Store, apply string) error {
-	err := st.CheckHandlerSQL(ctx, sqlStatements(apply))
-	switch {
-	case err != nil && ctx.Err() != nil:
-		return ctx.Err()
-	case databaseCondition(err):
-		return fmt.Errorf("--apply could not be checked: %w (the ledger, not the SQL: another process may hold its writer)", err)
-	case errors.Is(err, ledger.ErrTransactionControl), errors.Is(err, ledger.ErrFixedSetting):
-		return usagef("--apply: %w: the ledger owns the transaction and its settings; drop that statement", err)
-	case err != nil:
-		return usagef("--apply does not compile: %v (tables it uses must exist: create them with --schema)", err)
+// handlerConfig reads the --schema file, if any.
+func handlerConfig(schemaFile, apply string) (sqlhandler.Config, error) {
+	cfg := sqlhandler.Config{SchemaName: schemaFile, Apply: apply}
+	if schemaFile != "" {
+		b, err := os.ReadFile(schemaFile)
+		if err != nil {
+			return cfg, usagef("--schema: %v", err)
+		}
+		cfg.Schema = string(b)
 	}
-	// SQLite compiles any parameter name; handle binds only four.
-	if err := checkApplyParams(apply); err != nil {
+	return cfg, nil
+}
+
+// sqlUsage is err a usage error (exit 2) if it is bad SQL: a
+// *sqlhandler.CheckError. Anything else (the ledger's condition, a stop)
+// stays a runtime error.
+func sqlUsage(err error) error {
+	if errors.As(err, new(*sqlhandler.CheckError)) {
 		return usageError{err}
 	}
+	return err
+}
+
+// checkSQLFirst runs --schema and checks --apply on a scratch copy of the
+// ledger db's schema before anything starts (sqlhandler.Check): a bad one
+// exits 2 with nothing created.
+func checkSQLFirst(ctx context.Context, db, schemaFile, apply string) error {
+	cfg, err := handlerConfig(schemaFile, apply)
+	if err != nil {
+		return err
+	}
+	if err := sqlhandler.Check(ctx, db, cfg); err != nil {
+		return sqlUsage(err)
+	}
 	return nil
 }
 
-func (h *eventsHandler) handle(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
-	if h.readsData && bytes.IndexByte(d.Data, 0) >= 0 {
-		// Not JSON (a NUL is never one), and SQLite's JSON functions would
-		// read it only up to the NUL: the rest would be lost to --apply.
-		return consumer.Term(errNotJSON)
+// handlerEffects is what run and replay add to the built-in handler once
+// their sink is known: the payload enqueued to the sink's outbox, or, in a
+// replay, the replay's decision about the effect (replayEffects).
+type handlerEffects struct {
+	sink   string         // non-empty: enqueue the payload to this outbox sink
+	replay *replayEffects // set: decides a replayed message's effect, settles its dead letter
+}
+
+// effect is a ledger.Handler run in the message's savepoint: the outbox row
+// exists if and only if the message is applied.
+func (e *handlerEffects) effect(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+	if e.replay != nil {
+		return e.replay.record(ctx, tx, d, e.sink)
 	}
-	row := []any{d.MessageID, d.Subject, int64(d.Sequence), d.Data, tx.Time().UnixMilli()}
-	var err error
-	if h.later {
-		err = tx.InsertLater(eventsInsert, row...)
-	} else {
-		_, err = tx.ExecContext(ctx, `INSERT INTO events (message_id, subject, stream_seq, data, applied_at)
-			VALUES (?, ?, ?, ?, ?) ON CONFLICT `+eventsInsert.OnConflict, row...)
-	}
-	if err != nil {
-		return fmt.Errorf("record event: %w", err)
-	}
-	// Same savepoint: the outbox row exists if and only if the message is applied.
-	if h.replay != nil {
-		if err := h.replay.record(context.WithoutCancel(ctx), tx, d, h.sink); err != nil {
-			return err
-		}
-	} else if h.sink != "" {
-		if _, err := tx.Enqueue(context.WithoutCancel(ctx), h.sink, d.Data); err != nil {
-			return err
-		}
-	}
-	if h.apply == "" {
-		return nil
-	}
-	args := make([]any, len(h.params))
-	for i, name := range h.params {
-		switch name {
-		case "msg_id":
-			args[i] = sql.Named(name, d.MessageID)
-		case "subject":
-			args[i] = sql.Named(name, d.Subject)
-		case "seq":
-			args[i] = sql.Named(name, int64(d.Sequence))
-		case "data":
-			// As text: SQLite reads a BLOB given to json_extract as JSONB.
-			args[i] = sql.Named(name, string(d.Data))
-		}
-	}
-	if _, err := tx.ExecContext(ctx, h.apply, args...); err != nil {
-		// Checked only now: a payload --apply can read (SQLite's JSON5)
-		// is applied, and the check costs nothing on the common path. An
-		// --apply that does not read the payload failed for another
-		// reason, which may pass: tried again as for any payload.
-		if h.readsData && !json.Valid(d.Data) {
-			return consumer.Term(fmt.Errorf("%w: %w", errNotJSON, err))
-		}
-		return fmt.Errorf("--apply: %w", err)
+	if e.sink != "" {
+		_, err := tx.Enqueue(ctx, e.sink, d.Data)
+		return err
 	}
 	return nil
 }
+
+// editDistance is the optimal string alignment distance between a and b
+// (editdist.Distance), for flag suggestions.
+func editDistance(a, b string) int { return editdist.Distance(a, b) }

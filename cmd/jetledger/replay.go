@@ -102,7 +102,7 @@ func (c *replayCmd) Run(inv *invocation) error {
 		return err
 	}
 	from.UpTo = b.upTo
-	s.h.replay = &replayEffects{replayBound: b, sendAll: c.SendEffects}
+	s.fx.replay = &replayEffects{replayBound: b, sendAll: c.SendEffects}
 	s.cfg.Replay = &from
 	cons, err := consumer.New(setupCtx, s.js, s.st, s.cfg)
 	if err != nil {

@@ -113,7 +113,7 @@ func (c *runCmd) run(inv *invocation) error {
 		if s.sink, err = c.Effects.natsSink(ctx, s.js, s.nc, s.st, s.plan, c.Send.OutboxMaxAttempts, s.log); err != nil {
 			return err
 		}
-		s.h.sink = s.sink.Name()
+		s.fx.sink = s.sink.Name()
 	}
 	if s.store != nil {
 		s.store.DependOn(c.Stream)

@@ -1,4 +1,4 @@
-package main
+package sqlhandler
 
 import (
 	"context"
@@ -53,17 +53,17 @@ func TestNewEventsHandlerChecksApplyParams(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			st := openTestStore(t)
-			_, err := newEventsHandler(context.Background(), st, "", tt.apply)
+			_, err := New(context.Background(), st, Config{Apply: tt.apply})
 			if tt.wantBad == nil {
 				if err != nil {
-					t.Fatalf("newEventsHandler: %v, want accepted", err)
+					t.Fatalf("New: %v, want accepted", err)
 				}
 				return
 			}
-			var usage usageError
-			var unbound *unboundParamError
-			if !errors.As(err, &usage) || !errors.As(err, &unbound) {
-				t.Fatalf("newEventsHandler: %v, want a usage error naming %v", err, tt.wantBad)
+			var check *CheckError
+			var unbound *UnboundParamError
+			if !errors.As(err, &check) || !errors.Is(err, ErrApplyInvalid) || !errors.As(err, &unbound) {
+				t.Fatalf("New: %v, want a *CheckError (ErrApplyInvalid) naming %v", err, tt.wantBad)
 			}
 			if !slices.Equal(unbound.Params, tt.wantBad) {
 				t.Fatalf("unbound parameters %q, want %q", unbound.Params, tt.wantBad)
@@ -79,11 +79,11 @@ func TestApplyParamsBind(t *testing.T) {
 	ctx := context.Background()
 	st := openTestStore(t)
 	apply := `INSERT INTO seen VALUES (:msg_id || '|' || @subject || '|' || $seq, json_extract(#data, '$.v'))`
-	h, err := newEventsHandler(ctx, st, "", apply)
+	h, err := New(ctx, st, Config{Apply: apply})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: "m1", Stream: "S", Sequence: 7, Subject: "ev.a", Data: []byte(`{"v":"x"}`)}}, h.handle, ledger.Budget{})
+	res, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: "m1", Stream: "S", Sequence: 7, Subject: "ev.a", Data: []byte(`{"v":"x"}`)}}, h.Handle, ledger.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,11 @@
-package main
+package sqlhandler
 
 import (
 	"context"
 	"database/sql"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,36 +19,32 @@ import (
 // than double a long start.
 const checkBudget = 2 * time.Second
 
-// checkSQLFirst runs --schema and checks --apply on a scratch ledger that
+// Check runs cfg.Schema and checks cfg.Apply on a scratch ledger that
 // holds a copy of the real ledger's schema, before any server, store,
 // database or stream exists: a bad --schema or --apply exits 2 with nothing
 // created, even where something else would have failed first (a port in
-// use). The real ledger is checked again once it is open (newEventsHandler),
+// use). The real ledger is checked again once it is open (New),
 // so wherever the scratch copy cannot tell, this check steps aside rather
 // than guess: the copy cannot be made, the schema writes outside the ledger
 // file (ATTACH, VACUUM INTO: it would write there twice), a statement fails
 // on a constraint (it may depend on rows the copy lacks), or the check takes
-// longer than checkBudget. Only a usage error or a stop is returned.
-func checkSQLFirst(ctx context.Context, db, schemaFile, apply string) error {
-	if schemaFile == "" && apply == "" {
+// longer than checkBudget. db is the ledger file's path (it need not
+// exist; it is only read). Only a *CheckError or ctx's error is returned;
+// cfg.Effect is not used.
+func Check(ctx context.Context, db string, cfg Config) error {
+	schema, apply := cfg.Schema, cfg.Apply
+	if schema == "" && apply == "" {
 		return nil
 	}
-	var schema string
-	if schemaFile != "" {
-		b, err := os.ReadFile(schemaFile)
-		if err != nil {
-			return usagef("--schema: %v", err)
-		}
-		if schema = string(b); writesElsewhere(schema) {
-			return nil
-		}
+	if writesElsewhere(schema) {
+		return nil
 	}
 	dir, err := os.MkdirTemp("", "jetledger-sqlcheck-")
 	if err != nil {
 		return nil
 	}
 	defer os.RemoveAll(dir)
-	st, err := ledger.Open(filepath.Join(dir, "check.db"), ledger.Config{Logger: quiet, CheckpointInterval: time.Hour})
+	st, err := ledger.Open(filepath.Join(dir, "check.db"), ledger.Config{Logger: slog.New(slog.DiscardHandler), CheckpointInterval: time.Hour})
 	if err != nil {
 		return nil
 	}
@@ -64,11 +61,11 @@ func checkSQLFirst(ctx context.Context, db, schemaFile, apply string) error {
 				// scratch disk may fail it: the copy cannot tell.
 				return ctx.Err()
 			}
-			return schemaError(schemaFile, err)
+			return schemaError(cfg.SchemaName, err)
 		}
 	}
-	_, err = newEventsHandler(cctx, st, "", apply)
-	if ctx.Err() != nil || !errors.As(err, new(usageError)) {
+	_, err = New(cctx, st, Config{Apply: apply})
+	if ctx.Err() != nil || !errors.As(err, new(*CheckError)) {
 		return ctx.Err()
 	}
 	return err

@@ -1,4 +1,4 @@
-package main
+package sqlhandler
 
 import (
 	"context"
@@ -16,12 +16,12 @@ import (
 func TestApplyThatDoesNotReadThePayloadTakesAnyPayload(t *testing.T) {
 	ctx := context.Background()
 	st := openHandlerStore(t, `CREATE TABLE counts (subject TEXT PRIMARY KEY, n INTEGER NOT NULL)`)
-	h, err := newEventsHandler(ctx, st, "", `INSERT INTO counts VALUES (:subject, 1) ON CONFLICT (subject) DO UPDATE SET n = n + 1`)
+	h, err := New(ctx, st, Config{Apply: `INSERT INTO counts VALUES (:subject, 1) ON CONFLICT (subject) DO UPDATE SET n = n + 1`})
 	if err != nil {
 		t.Fatal(err)
 	}
 	res, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: "a", Stream: "S", Sequence: 1, Subject: "ping", Data: []byte("not json")}},
-		h.handle, ledger.Budget{})
+		h.Handle, ledger.Budget{})
 	if err != nil || res[0].Outcome != ledger.Applied {
 		t.Fatalf("outcome %+v, err %v; want applied", res, err)
 	}
@@ -57,7 +57,7 @@ func TestApplyWithoutDataRetriesAPayloadThatIsNotJSON(t *testing.T) {
 	ctx := context.Background()
 	st := openHandlerStore(t, `CREATE TABLE accounts (id TEXT PRIMARY KEY);
 		CREATE TABLE pings (account TEXT NOT NULL REFERENCES accounts (id), msg TEXT PRIMARY KEY)`)
-	h, err := newEventsHandler(ctx, st, "", `INSERT INTO pings VALUES (:subject, :msg_id)`)
+	h, err := New(ctx, st, Config{Apply: `INSERT INTO pings VALUES (:subject, :msg_id)`})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestApplyWithoutDataRetriesAPayloadThatIsNotJSON(t *testing.T) {
 		{MessageID: "json", Stream: "S", Sequence: 1, Subject: "acct-1", Data: []byte(`{"ping":1}`), Delivered: 1},
 		{MessageID: "text", Stream: "S", Sequence: 2, Subject: "acct-1", Data: []byte("ping"), Delivered: 1},
 	}
-	res, err := st.ApplyBatch(ctx, batch, h.handle, ledger.Budget{})
+	res, err := st.ApplyBatch(ctx, batch, h.Handle, ledger.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestApplyWithoutDataRetriesAPayloadThatIsNotJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch[0].Delivered, batch[1].Delivered = 2, 2
-	if res, err = st.ApplyBatch(ctx, batch, h.handle, ledger.Budget{}); err != nil || res[0].Outcome != ledger.Applied || res[1].Outcome != ledger.Applied {
+	if res, err = st.ApplyBatch(ctx, batch, h.Handle, ledger.Budget{}); err != nil || res[0].Outcome != ledger.Applied || res[1].Outcome != ledger.Applied {
 		t.Fatalf("retry once the account exists = %+v, %v; want both applied", res, err)
 	}
 }
@@ -95,13 +95,13 @@ func TestPayloadWithANULIsDeadLettered(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := openHandlerStore(t, demoSchema)
-	h, err := newEventsHandler(ctx, st, "", demoApply)
+	h, err := New(ctx, st, Config{Apply: demoApply})
 	if err != nil {
 		t.Fatal(err)
 	}
 	data := []byte("{\"account\":\"a\",\"amount\":5}\x00{\"account\":\"a\",\"amount\":1000}")
 	res, err := st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: "nul", Stream: "S", Sequence: 1, Subject: "ev", Data: data, Delivered: 1}},
-		h.handle, ledger.Budget{})
+		h.Handle, ledger.Budget{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,5 +111,24 @@ func TestPayloadWithANULIsDeadLettered(t *testing.T) {
 	}
 	if res[0].Outcome == ledger.Applied {
 		t.Errorf("payload %q (not JSON) was applied as its part before the NUL: balance %d; want a Term failure (dead letter)", data, amount)
+	}
+}
+
+// New refuses a nil store, and names an unbound parameter and the bound one
+// it was probably meant to be, in the message run prints.
+func TestNewErrors(t *testing.T) {
+	t.Parallel()
+	if _, err := New(context.Background(), nil, Config{}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("nil store: %v, want ErrInvalidConfig", err)
+	}
+	st := openHandlerStore(t, demoSchema)
+	_, err := New(context.Background(), st, Config{Apply: `INSERT INTO balances VALUES (json_extract(:dta, '$.a'), 1)`})
+	var unbound *UnboundParamError
+	if !errors.As(err, &unbound) || unbound.Closest(unbound.Params[0]) != ":data" {
+		t.Fatalf("New: %v, want an *UnboundParamError suggesting :data", err)
+	}
+	const want = "--apply uses :dta (did you mean :data?), which is not bound: the parameters are :msg_id, :subject, :seq and :data"
+	if err.Error() != want {
+		t.Fatalf("message %q, want %q", err, want)
 	}
 }

@@ -1,24 +1,19 @@
-package main
+package sqlhandler
 
 import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/jetledger/jetledger/internal/editdist"
 )
 
-// applyParams are the names eventsHandler.handle binds with sql.Named. The
+// applyParams are the names Handler.Handle binds with sql.Named. The
 // driver (modernc.org/sqlite) matches a parameter by its name after the
 // prefix, so :data, @data, $data and #data all bind "data".
 var applyParams = []string{"msg_id", "subject", "seq", "data"}
 
-// unboundParamError is --apply using parameters the handler does not bind:
-// SQLite accepts any parameter name at compile time, so without this check a
-// typo fails every message at run time and dead-letters it.
-type unboundParamError struct {
-	Params []string // as written in --apply, e.g. ":dta", "?1"
-}
-
-func (e *unboundParamError) Error() string {
+func (e *UnboundParamError) Error() string {
 	var b strings.Builder
 	positional := false
 	b.WriteString("--apply uses ")
@@ -44,7 +39,7 @@ func (e *unboundParamError) Error() string {
 	return b.String()
 }
 
-// checkApplyParams returns an *unboundParamError naming every parameter of
+// checkApplyParams returns an *UnboundParamError naming every parameter of
 // apply that is not one of applyParams, nil if there is none.
 func checkApplyParams(apply string) error {
 	var bad []string
@@ -54,7 +49,7 @@ func checkApplyParams(apply string) error {
 		}
 	}
 	if bad != nil {
-		return &unboundParamError{Params: bad}
+		return &UnboundParamError{Params: bad}
 	}
 	return nil
 }
@@ -72,7 +67,7 @@ func closestParam(p string) string {
 		if len(name) >= 3 && (strings.HasPrefix(a, name) || strings.HasPrefix(name, a)) {
 			return p[:1] + a
 		}
-		if d := editDistance(name, a); d <= max(1, len(a)/3) && (best == "" || d < bestDist) {
+		if d := editdist.Distance(name, a); d <= max(1, len(a)/3) && (best == "" || d < bestDist) {
 			best, bestDist = a, d
 		}
 	}
@@ -80,31 +75,4 @@ func closestParam(p string) string {
 		return ""
 	}
 	return p[:1] + best
-}
-
-// editDistance is the optimal string alignment distance between a and b:
-// insertions, deletions, substitutions and swaps of neighbours cost one.
-func editDistance(a, b string) int {
-	// d[i][j] is the distance between a[:i] and b[:j].
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }

@@ -1,0 +1,239 @@
+package sqlhandler
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/ledger"
+)
+
+// Config is what New and Check run. The zero value is a handler that
+// only records every message in the events table.
+type Config struct {
+	// Schema is SQL run once on the ledger before the handler is made
+	// (CREATE TABLE IF NOT EXISTS ...), so that Apply's tables exist.
+	// Default "": none.
+	Schema string
+	// SchemaName names Schema in error messages, as "--schema NAME: ..."
+	// (run passes the file's path). Default "": unnamed.
+	SchemaName string
+	// Apply is SQL run for every message in the batch's transaction, with
+	// :msg_id, :subject, :seq (integer) and :data (the payload, as text)
+	// bound; @, $ and # work as the prefix too. Default "": none.
+	Apply string
+	// Effect, if set, runs for every message after its events row and
+	// before Apply, in the same savepoint (run enqueues the payload to its
+	// outbox here, so the outbox row exists if and only if the message is
+	// applied). Its context is not cancelled with the batch's. Default
+	// nil: no effect.
+	Effect ledger.Handler
+}
+
+// Handler is the built-in handler of jetledger run: it records every
+// message in the events table and runs Config.Apply in the same
+// transaction. Its Handle method is a ledger.Handler (consumer.Config's
+// Handler). Safe for the consumer's use; not changed after New.
+type Handler struct {
+	apply string
+	// later: the events row is queued for the batch's multi-row insert;
+	// only when nothing the handler runs reads the events table (see
+	// New), since a queued row is not visible until then.
+	later     bool
+	params    []string // the names of applyParams Apply uses
+	readsData bool     // one of them is data: the payload must be JSON
+	effect    ledger.Handler
+}
+
+const eventsSchema = `CREATE TABLE IF NOT EXISTS events (
+	message_id TEXT    NOT NULL PRIMARY KEY,
+	subject    TEXT    NOT NULL,
+	stream_seq INTEGER NOT NULL,
+	data       BLOB,
+	applied_at INTEGER NOT NULL -- unix milliseconds
+) WITHOUT ROWID`
+
+// New runs cfg.Schema on st, creates the events table, then checks
+// cfg.Apply (checkApply), so a typo fails at start, not per message. Bad
+// SQL is a *CheckError (ErrSchema, ErrApplyInvalid); the ledger's own
+// condition (ledger.ErrBusy, ErrFull, ...) is returned wrapped, as is a
+// cancelled ctx.
+func New(ctx context.Context, st *ledger.Store, cfg Config) (*Handler, error) {
+	if st == nil {
+		return nil, fmt.Errorf("%w: a store is required", ErrInvalidConfig)
+	}
+	if cfg.Schema != "" {
+		if _, err := st.Exec(ctx, cfg.Schema); err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err() // interrupted, not a bad schema
+			}
+			return nil, schemaError(cfg.SchemaName, err)
+		}
+	}
+	if _, err := st.Exec(ctx, eventsSchema); err != nil {
+		return nil, fmt.Errorf("create events table: %w", err)
+	}
+	apply := cfg.Apply
+	if apply != "" {
+		if err := checkApply(ctx, st, apply); err != nil {
+			return nil, err
+		}
+	}
+	later, err := eventsLater(ctx, st, apply)
+	if err != nil {
+		return nil, err
+	}
+	params := usedParams(apply)
+	return &Handler{apply: apply, later: later, params: params, readsData: slices.Contains(params, "data"), effect: cfg.Effect}, nil
+}
+
+// databaseCondition reports an error that is the ledger file's condition
+// (another process holds its writer, a full or read-only disk, an I/O
+// error), not the SQL's: not a *CheckError, and the SQL may be fine.
+func databaseCondition(err error) bool {
+	return errors.Is(err, ledger.ErrBusy) || errors.Is(err, ledger.ErrFull) || errors.Is(err, ledger.ErrReadOnly) || errors.Is(err, ledger.ErrIO)
+}
+
+// schemaError is a --schema that failed on the ledger, said as a *CheckError
+// unless the ledger's condition failed it.
+func schemaError(schemaFile string, err error) error {
+	if databaseCondition(err) {
+		return fmt.Errorf("--schema %s could not run: %w (the ledger, not the SQL: another process may hold its writer)", schemaFile, err)
+	}
+	if errors.Is(err, ledger.ErrFixedSetting) {
+		return checkErrorf(ErrSchema, err, "--schema %s: %v; the ledger runs with synchronous=FULL in WAL mode, which its guarantee rests on: drop the pragma", schemaFile, err)
+	}
+	return checkErrorf(ErrSchema, err, "--schema %s: %v", schemaFile, err)
+}
+
+// checkErrorf is a *CheckError of kind, caused by err, said as format.
+func checkErrorf(kind, err error, format string, a ...any) error {
+	return &CheckError{Kind: kind, Err: err, msg: fmt.Sprintf(format, a...)}
+}
+
+// usedParams are the names of applyParams that apply uses: binding only
+// those spares the driver a lookup, and an allocation, per unused name.
+func usedParams(apply string) []string {
+	var used []string
+	for _, name := range applyParams {
+		for _, p := range sqlParams(apply) {
+			if p[1:] == name && !slices.Contains(used, name) {
+				used = append(used, name)
+			}
+		}
+	}
+	return used
+}
+
+// eventsInsert is the events row, in one statement for the whole batch.
+// An id applied again after its ledger row was pruned is a new message
+// (README: retention): it replaces the old events row rather than failing
+// on it until it is dead-lettered.
+var eventsInsert = &ledger.Insert{Table: "events", Columns: []string{"message_id", "subject", "stream_seq", "data", "applied_at"},
+	OnConflict: `(message_id) DO UPDATE SET subject = excluded.subject, stream_seq = excluded.stream_seq,
+		data = excluded.data, applied_at = excluded.applied_at`}
+
+// eventsLater says whether the events row can wait for the batch's
+// multi-row insert: --apply, with the triggers it fires, does not touch the
+// events table, and no trigger on the events table would fire later than
+// it does today relative to --apply.
+func eventsLater(ctx context.Context, st *ledger.Store, apply string) (bool, error) {
+	var triggers int
+	if err := st.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND lower(tbl_name) = 'events'`).
+		Scan(&triggers); err != nil {
+		return false, fmt.Errorf("look up triggers on events: %w", err)
+	}
+	if triggers > 0 || apply == "" {
+		return triggers == 0, nil
+	}
+	tables, err := st.TablesUsed(ctx, sqlStatements(apply))
+	if err != nil {
+		return false, fmt.Errorf("--apply: %w", err)
+	}
+	return !tables["events"], nil
+}
+
+// checkApply compiles every statement of --apply as a handler runs it, so a
+// typo or a statement a handler may not run (BEGIN, COMMIT, ...) exits 2 at
+// start instead of failing every message; and checks its parameters.
+func checkApply(ctx context.Context, st *ledger.Store, apply string) error {
+	err := st.CheckHandlerSQL(ctx, sqlStatements(apply))
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return ctx.Err()
+	case databaseCondition(err):
+		return fmt.Errorf("--apply could not be checked: %w (the ledger, not the SQL: another process may hold its writer)", err)
+	case errors.Is(err, ledger.ErrTransactionControl), errors.Is(err, ledger.ErrFixedSetting):
+		return checkErrorf(ErrApplyInvalid, err, "--apply: %v: the ledger owns the transaction and its settings; drop that statement", err)
+	case err != nil:
+		return checkErrorf(ErrApplyInvalid, err, "--apply does not compile: %v (tables it uses must exist: create them with --schema)", err)
+	}
+	// SQLite compiles any parameter name; Handle binds only four.
+	if err := checkApplyParams(apply); err != nil {
+		return checkErrorf(ErrApplyInvalid, err, "%v", err)
+	}
+	return nil
+}
+
+// Handle records d in the events table and runs Apply for it, in tx: a
+// ledger.Handler. A payload Apply reads that is not JSON, and that Apply
+// failed on or would read only in part, is a consumer.Term failure
+// wrapping ErrNotJSON (dead-lettered at once); another Apply failure is
+// returned as "--apply: ..." to be tried again.
+func (h *Handler) Handle(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+	if h.readsData && bytes.IndexByte(d.Data, 0) >= 0 {
+		// Not JSON (a NUL is never one), and SQLite's JSON functions would
+		// read it only up to the NUL: the rest would be lost to --apply.
+		return consumer.Term(ErrNotJSON)
+	}
+	row := []any{d.MessageID, d.Subject, int64(d.Sequence), d.Data, tx.Time().UnixMilli()}
+	var err error
+	if h.later {
+		err = tx.InsertLater(eventsInsert, row...)
+	} else {
+		_, err = tx.ExecContext(ctx, `INSERT INTO events (message_id, subject, stream_seq, data, applied_at)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT `+eventsInsert.OnConflict, row...)
+	}
+	if err != nil {
+		return fmt.Errorf("record event: %w", err)
+	}
+	// Same savepoint: the outbox row exists if and only if the message is applied.
+	if h.effect != nil {
+		if err := h.effect(context.WithoutCancel(ctx), tx, d); err != nil {
+			return err
+		}
+	}
+	if h.apply == "" {
+		return nil
+	}
+	args := make([]any, len(h.params))
+	for i, name := range h.params {
+		switch name {
+		case "msg_id":
+			args[i] = sql.Named(name, d.MessageID)
+		case "subject":
+			args[i] = sql.Named(name, d.Subject)
+		case "seq":
+			args[i] = sql.Named(name, int64(d.Sequence))
+		case "data":
+			// As text: SQLite reads a BLOB given to json_extract as JSONB.
+			args[i] = sql.Named(name, string(d.Data))
+		}
+	}
+	if _, err := tx.ExecContext(ctx, h.apply, args...); err != nil {
+		// Checked only now: a payload --apply can read (SQLite's JSON5)
+		// is applied, and the check costs nothing on the common path. An
+		// --apply that does not read the payload failed for another
+		// reason, which may pass: tried again as for any payload.
+		if h.readsData && !json.Valid(d.Data) {
+			return consumer.Term(fmt.Errorf("%w: %w", ErrNotJSON, err))
+		}
+		return fmt.Errorf("--apply: %w", err)
+	}
+	return nil
+}
