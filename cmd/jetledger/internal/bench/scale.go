@@ -139,7 +139,7 @@ func (c Config) scaleSync() (time.Duration, error) {
 	if c.SyncInterval == "" || c.SyncInterval == "always" {
 		return 0, nil
 	}
-	d, err := time.ParseDuration(c.SyncInterval)
+	d, err := ackwait.ParseDuration(c.SyncInterval)
 	if err == nil && d <= 0 {
 		err = errors.New("not positive")
 	}
