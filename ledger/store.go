@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -49,6 +50,12 @@ type Config struct {
 	// into the database. Commits never checkpoint themselves: a checkpoint
 	// inside a commit was the whole tail of the commit latency. Default 1s.
 	CheckpointInterval time.Duration
+	// Sinks names the outbox sinks this store's dispatchers serve. When set,
+	// an Enqueue (or EnqueueSuppressed, EnqueueReview) naming any other sink
+	// fails at once with ErrUnknownSink, rather than leaving a row queued
+	// that no dispatcher will ever claim: a typo is a handler error. Default
+	// nil: any sink name is taken (a dispatcher in another process).
+	Sinks []string
 }
 
 // CheckpointIntervalDefault is the default Config.CheckpointInterval.
@@ -116,6 +123,10 @@ func Open(file string, cfg Config) (*Store, error) {
 	if cfg.MaxSizeBytes > 0 && cfg.MaxSizeBytes < MinSizeBytes {
 		return nil, fmt.Errorf("%w: MaxSizeBytes %d is below the %d bytes a new ledger needs", ErrInvalidConfig, cfg.MaxSizeBytes, MinSizeBytes)
 	}
+	if slices.Contains(cfg.Sinks, "") {
+		return nil, fmt.Errorf("%w: Sinks names an empty sink", ErrInvalidConfig)
+	}
+	cfg.Sinks = slices.Clone(cfg.Sinks)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
