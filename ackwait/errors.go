@@ -20,3 +20,6 @@ var (
 // ErrLeaseTooShort: an outbox claim lease that the sink's timeout can outlast,
 // so a slow send could be declared abandoned while it is still in flight.
 var ErrLeaseTooShort = errors.New("ackwait: outbox claim lease is not longer than the sink timeout")
+
+// ErrInvalidDuration: a string ParseDuration cannot read as a duration.
+var ErrInvalidDuration = errors.New("ackwait: invalid duration")

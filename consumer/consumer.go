@@ -69,7 +69,9 @@ type Config struct {
 	// message; it bounds how long shutdown waits. Default 1s.
 	FetchWait time.Duration
 	// AllowSequenceIDs makes a message without Nats-Msg-Id use
-	// "<stream>/<sequence>" as its id instead of being dead-lettered. Such
+	// SequenceID's "<stream>@<created>/<seq>" as its id (created: the
+	// stream's creation time in Unix nanoseconds, so a stream made again
+	// does not meet the old one's rows) instead of being dead-lettered. Such
 	// an id catches redeliveries but not a publisher's retried publish.
 	AllowSequenceIDs bool
 	// AfterCommit, if set, is called after each batch commits and its

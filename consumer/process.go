@@ -212,6 +212,6 @@ func (c *Consumer) addDelivery(ctx context.Context, b *batch, it item, idErr err
 	b.work = append(b.work, it)
 	b.deliveries = append(b.deliveries, ledger.Delivery{
 		MessageID: it.id, Stream: it.meta.Stream, Instance: c.streamInstance, Sequence: it.meta.Sequence.Stream,
-		Subject: it.msg.Subject(), Data: it.msg.Data(), Delivered: it.meta.NumDelivered,
+		Subject: it.msg.Subject(), Data: it.msg.Data(), Delivered: it.meta.NumDelivered, Header: ledger.Header(it.msg.Headers()),
 	})
 }

@@ -307,10 +307,11 @@ func waits(run *proc) (waiting, answered []map[string]any) {
 	return waiting, answered
 }
 
-// logDuration reads a duration from a JSON log record (nanoseconds).
+// logDuration reads a duration from a JSON log record ("19.1s").
 func logDuration(v any) time.Duration {
-	f, _ := v.(float64)
-	return time.Duration(f).Round(time.Millisecond)
+	s, _ := v.(string)
+	d, _ := time.ParseDuration(s)
+	return d.Round(time.Millisecond)
 }
 
 // A run started while the stream has no leader (its leader's node and one

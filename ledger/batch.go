@@ -28,6 +28,23 @@ type Delivery struct {
 	Data     []byte
 	// Delivered counts deliveries of this message, 1 on the first.
 	Delivered uint64
+	// Header holds the message's headers as the publisher set them
+	// (Nats-Msg-Id among them). Nil when the message has none or the
+	// delivery did not come from a stream. Read it; do not modify it.
+	Header Header
+}
+
+// Header is a message's headers: each key to its values, in order. Keys are
+// case-sensitive, as NATS's are. It is a plain map so that ledger needs
+// nothing of NATS or HTTP; a nats.Header converts to it as it is.
+type Header map[string][]string
+
+// Get returns the first value of key, or "" when there is none.
+func (h Header) Get(key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // Outcome says what ApplyBatch did with one delivery.

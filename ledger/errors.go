@@ -34,6 +34,9 @@ var (
 	// writer. They are fixed once the store is open.
 	ErrFixedSetting = errors.New("ledger: the ledger's durability settings are fixed")
 
+	// ErrUnknownSink: an Enqueue named a sink that is not among
+	// Config.Sinks, so no dispatcher of this store would ever send the row.
+	ErrUnknownSink = errors.New("ledger: unknown outbox sink")
 	// ErrTxDone: a Tx was used after its handler returned.
 	ErrTxDone = errors.New("ledger: the handler has returned; its Tx is done")
 )

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -110,6 +111,9 @@ func (t *Tx) enqueue(ctx context.Context, sink string, payload []byte, st Status
 	}
 	if sink == "" {
 		return "", fmt.Errorf("ledger: enqueue for %s: empty sink name", t.d.MessageID)
+	}
+	if sinks := t.b.s.cfg.Sinks; sinks != nil && !slices.Contains(sinks, sink) {
+		return "", fmt.Errorf("ledger: enqueue for %s: sink %q (this store serves %q): %w", t.d.MessageID, sink, sinks, ErrUnknownSink)
 	}
 	now := t.b.s.cfg.Now()
 	id := newULID(now)

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -49,6 +50,12 @@ type Config struct {
 	// into the database. Commits never checkpoint themselves: a checkpoint
 	// inside a commit was the whole tail of the commit latency. Default 1s.
 	CheckpointInterval time.Duration
+	// Sinks names the outbox sinks this store's dispatchers serve. When set,
+	// an Enqueue (or EnqueueSuppressed, EnqueueReview) naming any other sink
+	// fails at once with ErrUnknownSink, rather than leaving a row queued
+	// that no dispatcher will ever claim: a typo is a handler error. Default
+	// nil: any sink name is taken (a dispatcher in another process).
+	Sinks []string
 }
 
 // CheckpointIntervalDefault is the default Config.CheckpointInterval.
@@ -99,8 +106,43 @@ var migrationFS embed.FS
 // Open opens (creating if needed) the ledger database at path and brings its
 // schema up to date. The file is created with mode 0600.
 func Open(file string, cfg Config) (*Store, error) {
+	cfg, err := cfg.withDefaults(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := create(file, cfg.BusyTimeout); err != nil {
+		return nil, err
+	}
+	s, err := openDBs(file, cfg)
+	if err != nil {
+		return nil, err
+	}
+	// Migrations wait at most for another process's lock, then a little more.
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.BusyTimeout+time.Minute)
+	defer cancel()
+	if err := s.migrate(ctx); err != nil {
+		close(s.stopped)
+		s.closeDBs()
+		return nil, err
+	}
+	var encoding string
+	if err := s.writer.QueryRowContext(ctx, "PRAGMA encoding").Scan(&encoding); err != nil {
+		close(s.stopped)
+		s.closeDBs()
+		return nil, fmt.Errorf("ledger: read the text encoding of %s: %w", file, err)
+	}
+	s.utf8 = strings.EqualFold(encoding, "UTF-8")
+	s.guard.sealed.Store(true) // from here on the durability settings are fixed
+	s.adapt.clean.Store(optimisticAfter)
+	go s.checkpointLoop()
+	return s, nil
+}
+
+// withDefaults validates cfg and the path of the database file, before any
+// I/O, and fills in the defaults of the fields left zero.
+func (cfg Config) withDefaults(file string) (Config, error) {
 	if file == "" || strings.ContainsAny(file, "?#") {
-		return nil, fmt.Errorf("%w: database path %q must be a plain file path", ErrInvalidConfig, file)
+		return cfg, fmt.Errorf("%w: database path %q must be a plain file path", ErrInvalidConfig, file)
 	}
 	cfg.BusyTimeout = cmp.Or(cfg.BusyTimeout, BusyTimeoutDefault)
 	cfg.CheckpointInterval = cmp.Or(cfg.CheckpointInterval, CheckpointIntervalDefault)
@@ -108,24 +150,31 @@ func Open(file string, cfg Config) (*Store, error) {
 	switch cfg.Synchronous {
 	case "OFF", "NORMAL", "FULL", "EXTRA":
 	default:
-		return nil, fmt.Errorf("%w: synchronous %q: want OFF, NORMAL, FULL or EXTRA", ErrInvalidConfig, cfg.Synchronous)
+		return cfg, fmt.Errorf("%w: synchronous %q: want OFF, NORMAL, FULL or EXTRA", ErrInvalidConfig, cfg.Synchronous)
 	}
 	if cfg.BusyTimeout < 0 || cfg.CheckpointInterval < 0 || cfg.MaxSizeBytes < 0 {
-		return nil, fmt.Errorf("%w: timeouts and MaxSizeBytes must not be negative", ErrInvalidConfig)
+		return cfg, fmt.Errorf("%w: timeouts and MaxSizeBytes must not be negative", ErrInvalidConfig)
 	}
 	if cfg.MaxSizeBytes > 0 && cfg.MaxSizeBytes < MinSizeBytes {
-		return nil, fmt.Errorf("%w: MaxSizeBytes %d is below the %d bytes a new ledger needs", ErrInvalidConfig, cfg.MaxSizeBytes, MinSizeBytes)
+		return cfg, fmt.Errorf("%w: MaxSizeBytes %d is below the %d bytes a new ledger needs", ErrInvalidConfig, cfg.MaxSizeBytes, MinSizeBytes)
 	}
+	if slices.Contains(cfg.Sinks, "") {
+		return cfg, fmt.Errorf("%w: Sinks names an empty sink", ErrInvalidConfig)
+	}
+	cfg.Sinks = slices.Clone(cfg.Sinks)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if err := create(file, cfg.BusyTimeout); err != nil {
-		return nil, err
-	}
+	return cfg, nil
+}
 
+// openDBs opens the store's three connection pools on file: the one writer
+// (guarded, its durability settings checked), the readers and the
+// checkpointer. The schema is not read yet.
+func openDBs(file string, cfg Config) (*Store, error) {
 	// temp_store=MEMORY keeps savepoint sub-journals off disk: with one
 	// savepoint per message they were a third of the CPU time in pwrite.
 	// auto_vacuum is set once, by create: as a connection pragma it writes
@@ -163,28 +212,8 @@ func Open(file string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("ledger: open %s: %w", file, err)
 	}
 	checkpointer.SetMaxOpenConns(1)
-
-	s := &Store{cfg: cfg, path: file, writer: writer, guard: g, reader: reader, checkpointer: checkpointer, log: cfg.Logger,
-		stop: make(chan struct{}), stopped: make(chan struct{}), wal: walSyncer{path: file + "-wal"}}
-	// Migrations wait at most for another process's lock, then a little more.
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.BusyTimeout+time.Minute)
-	defer cancel()
-	if err := s.migrate(ctx); err != nil {
-		close(s.stopped)
-		s.closeDBs()
-		return nil, err
-	}
-	var encoding string
-	if err := writer.QueryRowContext(ctx, "PRAGMA encoding").Scan(&encoding); err != nil {
-		close(s.stopped)
-		s.closeDBs()
-		return nil, fmt.Errorf("ledger: read the text encoding of %s: %w", file, err)
-	}
-	s.utf8 = strings.EqualFold(encoding, "UTF-8")
-	g.sealed.Store(true) // from here on the durability settings are fixed
-	s.adapt.clean.Store(optimisticAfter)
-	go s.checkpointLoop()
-	return s, nil
+	return &Store{cfg: cfg, path: file, writer: writer, guard: g, reader: reader, checkpointer: checkpointer, log: cfg.Logger,
+		stop: make(chan struct{}), stopped: make(chan struct{}), wal: walSyncer{path: file + "-wal"}}, nil
 }
 
 // create makes a new database file, not world-readable (it holds payloads),

@@ -133,7 +133,7 @@ func (f *consumeFlags) start(ctx context.Context, c *consumption, stderr io.Writ
 	if err := requireJetStream(ctx, c.js, conn.URL); err != nil {
 		return err
 	}
-	if c.st, err = f.open(ledger.Config{Logger: c.log, MaxSizeBytes: int64(f.DBMaxSize)}); err != nil {
+	if c.st, err = f.open(ledger.Config{Logger: c.log, MaxSizeBytes: int64(f.DBMaxSize), Sinks: sinkNames(c.sink)}); err != nil {
 		return err
 	}
 	c.closers = append(c.closers, func() { c.st.Close() })

@@ -126,10 +126,11 @@ func withMsg(recs []logRecord, msg string) []logRecord {
 	return out
 }
 
-// duration reads a duration attribute of a JSON record (nanoseconds).
+// duration reads a duration attribute of a JSON record ("19.1s").
 func (r logRecord) duration(key string) time.Duration {
-	f, _ := r[key].(float64)
-	return time.Duration(f)
+	s, _ := r[key].(string)
+	d, _ := time.ParseDuration(s)
+	return d
 }
 
 func consumerConfig(t *testing.T, js jetstream.JetStream, stream, durable string) (jetstream.ConsumerConfig, bool) {

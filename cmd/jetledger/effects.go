@@ -220,3 +220,13 @@ func cancelOutbox(ctx context.Context, st *ledger.Store, s sink, id string) (str
 	}
 	return string(out), err
 }
+
+// sinkNames are the outbox sinks the ledger of a run or replay with sink s
+// serves, so that an effect enqueued for another name fails at once
+// (ledger.ErrUnknownSink); nil without a sink, when nothing is enqueued.
+func sinkNames(s sink) []string {
+	if s == nil {
+		return nil
+	}
+	return []string{s.Name()}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/alecthomas/kong"
+	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/node"
 	"github.com/nats-io/nats.go"
@@ -130,7 +131,7 @@ func (s *syncInterval) Decode(ctx *kong.DecodeContext) error {
 		s.interval, s.set = 0, true
 		return nil
 	}
-	d, err := time.ParseDuration(v)
+	d, err := ackwait.ParseDuration(v)
 	if err != nil || d <= 0 {
 		return fmt.Errorf("%q: want always or a positive duration such as 2m", v)
 	}

@@ -289,6 +289,15 @@ type logFlags struct {
 	Format string `name:"log-format" default:"auto" values:"auto,text,json" help:"log format: auto (colour text on a terminal, JSON otherwise), text or json"`
 }
 
+// durationString writes a duration in a JSON log as people read it ("19.1s"),
+// not as slog's nanoseconds.
+func durationString(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}
+
 // logger builds the process's logger: only main picks a handler.
 func (l logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level
@@ -304,7 +313,7 @@ func (l logFlags) logger(w io.Writer) (*slog.Logger, error) {
 	}
 	switch format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})), nil
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: durationString})), nil
 	case "text":
 		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), nil
 	case "tint":

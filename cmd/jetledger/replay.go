@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/mattn/go-isatty"
@@ -137,7 +138,7 @@ func (c *replayCmd) replayFrom() (consumer.ReplayFrom, error) {
 	if c.Since == "" {
 		return consumer.ReplayFrom{Seq: c.FromSeq}, nil
 	}
-	if d, err := time.ParseDuration(c.Since); err == nil {
+	if d, err := ackwait.ParseDuration(c.Since); err == nil {
 		if d <= 0 {
 			return consumer.ReplayFrom{}, usagef("--since %q: want a positive duration", c.Since)
 		}

@@ -10,6 +10,8 @@ import (
 	"unicode"
 
 	"github.com/alecthomas/kong"
+
+	"github.com/jetledger/jetledger/ackwait"
 )
 
 // Flag values kong would take as given: a flag left without a value, a
@@ -40,8 +42,32 @@ func valueMappers() []kong.Option {
 	for _, t := range []reflect.Type{reflect.TypeFor[string](), reflect.TypeFor[int](), reflect.TypeFor[int64](), reflect.TypeFor[uint64]()} {
 		opts = append(opts, kong.KindMapper(t.Kind(), requireValue(defaults.ForType(t))))
 	}
-	d := reflect.TypeFor[time.Duration]()
-	return append(opts, kong.TypeMapper(d, requireValue(defaults.ForType(d))))
+	return append(opts, kong.TypeMapper(reflect.TypeFor[time.Duration](), requireValue(durationMapper())))
+}
+
+// durationMapper reads a time.Duration as ackwait.ParseDuration does, so
+// every duration flag takes days and weeks (--max-age 7d, 1d12h) as the
+// nats CLI does; a number from the config file is nanoseconds, as kong's own.
+func durationMapper() kong.MapperFunc {
+	return func(ctx *kong.DecodeContext, target reflect.Value) error {
+		t, err := ctx.Scan.PopValue("duration")
+		if err != nil {
+			return err
+		}
+		var d time.Duration
+		switch v := t.Value.(type) {
+		case string:
+			if d, err = ackwait.ParseDuration(v); err != nil {
+				return fmt.Errorf("expected duration but got %q: want a number and a unit such as 90s, 1h30m, 7d or 2w", v)
+			}
+		case int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64:
+			d = reflect.ValueOf(v).Convert(reflect.TypeFor[time.Duration]()).Interface().(time.Duration)
+		default:
+			return fmt.Errorf("expected duration but got %q", v)
+		}
+		target.Set(reflect.ValueOf(d))
+		return nil
+	}
 }
 
 func requireValue(next kong.Mapper) kong.Mapper {

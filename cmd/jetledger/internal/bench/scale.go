@@ -139,7 +139,7 @@ func (c Config) scaleSync() (time.Duration, error) {
 	if c.SyncInterval == "" || c.SyncInterval == "always" {
 		return 0, nil
 	}
-	d, err := time.ParseDuration(c.SyncInterval)
+	d, err := ackwait.ParseDuration(c.SyncInterval)
 	if err == nil && d <= 0 {
 		err = errors.New("not positive")
 	}
@@ -358,27 +358,9 @@ func (cl *cluster) scaleRow(ctx context.Context, cfg Config, n int) (ScaleRow, e
 	}
 	row.RawPerSec = a.rate(m)
 
-	// Partition i's clients go to node i mod 3: N consumers spread over
-	// the cluster as N `run --partition I` hosts would.
-	parts := make([]jetstream.JetStream, n)
-	filters := make([]string, n)
-	for i := range n {
-		if parts[i], err = conns.js(i); err != nil {
-			return row, err
-		}
-		filters[i] = scaleFilter(i)
-	}
-	cfg.progress("N=%d: (a_N) %d raw loops in parallel, one per partition…", n, n)
-	aN, err := rawLoops(ctx, parts, name, filters)
+	parts, aN, err := partitionRawLoops(ctx, cfg, conns, name, n)
 	if err != nil {
 		return row, err
-	}
-	sum := 0
-	for _, c := range aN.counts {
-		sum += c
-	}
-	if sum != m {
-		return row, fmt.Errorf("the %d partitions of %s hold %d messages, want %d", n, name, sum, m)
 	}
 	row.RawNPerSec = aN.rate(m)
 
@@ -390,14 +372,52 @@ func (cl *cluster) scaleRow(ctx context.Context, cfg Config, n int) (ScaleRow, e
 	row.LedgerPerSec = cN.rate(m)
 	row.RatioLedgerRaw = row.LedgerPerSec / row.RawPerSec
 	row.RatioLedgerRawN = row.LedgerPerSec / row.RawNPerSec
+	row.PartitionResults = partitionResults(n, aN, cN)
+	return row, nil
+}
+
+// partitionRawLoops is step (a_N): one raw consume+ack loop per partition
+// in parallel, each on the clients of its partition, which it returns for
+// the ledger loops. The partitions must hold the stream's messages.
+func partitionRawLoops(ctx context.Context, cfg Config, conns *clients, name string, n int) ([]jetstream.JetStream, loops, error) {
+	// Partition i's clients go to node i mod 3: N consumers spread over
+	// the cluster as N `run --partition I` hosts would.
+	parts := make([]jetstream.JetStream, n)
+	filters := make([]string, n)
+	var err error
 	for i := range n {
-		row.PartitionResults = append(row.PartitionResults, ScalePartition{Partition: i, Node: i % scaleNodes,
+		if parts[i], err = conns.js(i); err != nil {
+			return nil, loops{}, err
+		}
+		filters[i] = scaleFilter(i)
+	}
+	cfg.progress("N=%d: (a_N) %d raw loops in parallel, one per partition…", n, n)
+	aN, err := rawLoops(ctx, parts, name, filters)
+	if err != nil {
+		return nil, loops{}, err
+	}
+	sum := 0
+	for _, c := range aN.counts {
+		sum += c
+	}
+	if m := cfg.ScaleMessages; sum != m {
+		return nil, loops{}, fmt.Errorf("the %d partitions of %s hold %d messages, want %d", n, name, sum, m)
+	}
+	return parts, aN, nil
+}
+
+// partitionResults are the rows of each partition: raw rate of aN, ledger
+// rate and file of cN, and the mean batch.
+func partitionResults(n int, aN, cN loops) []ScalePartition {
+	var out []ScalePartition
+	for i := range n {
+		out = append(out, ScalePartition{Partition: i, Node: i % scaleNodes,
 			Messages: aN.counts[i], RawPerSec: aN.partRate(i), LedgerPerSec: cN.partRate(i), Ledger: cN.ledgers[i]})
 		if b := cN.batches[i]; b > 0 {
-			row.PartitionResults[i].MeanBatch = float64(aN.counts[i]) / float64(b)
+			out[i].MeanBatch = float64(aN.counts[i]) / float64(b)
 		}
 	}
-	return row, nil
+	return out
 }
 
 // publishScale fills the stream with n messages with ids and returns the

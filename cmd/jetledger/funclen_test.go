@@ -1,0 +1,81 @@
+package main
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// maxFuncLines bounds a function, from func to its closing brace.
+const maxFuncLines = 80
+
+// longFunctionsPending are files whose long functions other branches of
+// issue 21 are splitting; an offender anywhere else fails the test. Empty
+// it when they land.
+var longFunctionsPending = map[string]bool{
+	"cmd/jetledger/dlq.go": true,
+	"cmd/jetledger/run.go": true,
+}
+
+var generated = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
+
+// TestNoFunctionOver80Lines: no function of the module's non-test Go files,
+// generated code aside, is longer than 80 lines.
+func TestNoFunctionOver80Lines(t *testing.T) {
+	t.Parallel()
+	var offenders []string
+	root := "../.."
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); path != root && (strings.HasPrefix(n, ".") || n == "testdata" || n == "vendor") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil || generated.Match(src) {
+			return err
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, path, src, 0)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			if n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; n > maxFuncLines {
+				rel, _ := filepath.Rel(root, path)
+				offenders = append(offenders, filepath.ToSlash(rel)+": "+fn.Name.Name+" ("+strconv.Itoa(n)+" lines)")
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(offenders) == 0 {
+		return
+	}
+	for _, o := range offenders {
+		if !longFunctionsPending[o[:strings.Index(o, ": ")]] {
+			t.Fatalf("functions over %d lines:\n%s", maxFuncLines, strings.Join(offenders, "\n"))
+		}
+	}
+	t.Skipf("functions over %d lines, left to be split where their files are being moved:\n%s", maxFuncLines, strings.Join(offenders, "\n"))
+}
