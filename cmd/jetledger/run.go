@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer"
-	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/node"
 )
 
@@ -108,35 +106,9 @@ func (c *runCmd) run(inv *invocation) error {
 		return err
 	}
 	defer s.Close()
-	if c.Effects.Subject != "" {
-		// The NATS sink needs the connection setup made.
-		if s.sink, err = c.Effects.natsSink(ctx, s.js, s.nc, s.st, s.plan, c.Send.OutboxMaxAttempts, s.log); err != nil {
-			return err
-		}
-		s.fx.sink = s.sink.Name()
-	}
-	if s.store != nil {
-		s.store.DependOn(c.Stream)
-		if ns, ok := s.sink.(interface{ Stream() string }); ok {
-			s.store.DependOn(ns.Stream())
-		}
-	}
-	var d *dispatcher
-	if s.sink != nil {
-		if d, err = newDispatcher(s.st, s.sink, s.plan, c.Send.OutboxWorkers, c.Send.OutboxMaxAttempts, s.log); err != nil {
-			return err
-		}
-	}
-	if m != nil {
-		s.cfg.AfterAcks = m.AfterAcks
-	}
-	s.cfg.AfterCommit = func(r consumer.BatchReport) {
-		if d != nil {
-			d.Notify()
-		}
-		if m != nil {
-			m.AfterCommit(r)
-		}
+	d, err := c.effects(ctx, s, m)
+	if err != nil {
+		return err
 	}
 	// No timeout: on a cluster electing a leader, run waits (each call
 	// retried under its own timeout, and logged) until it is answered or
@@ -151,6 +123,50 @@ func (c *runCmd) run(inv *invocation) error {
 	s.log.InfoContext(ctx, "consuming", "stream", c.Stream, "durable", c.Durable, "names_from", c.from, "db", c.DB,
 		"batch", s.plan.BatchSize, "deadline", s.plan.Deadline, "ack_wait_needed", s.plan.AckWait(), "webhook", c.Webhook.URL)
 
+	return c.consume(ctx, s, m, cons, d)
+}
+
+// effects makes the NATS sink if run has one, tells the embedded server's
+// watch which streams run depends on, and makes the dispatcher (nil
+// without a sink) and the hooks that wake it and feed the metrics.
+func (c *runCmd) effects(ctx context.Context, s *consumption, m *metricsListener) (*dispatcher, error) {
+	var err error
+	if c.Effects.Subject != "" {
+		// The NATS sink needs the connection setup made.
+		if s.sink, err = c.Effects.natsSink(ctx, s.js, s.nc, s.st, s.plan, c.Send.OutboxMaxAttempts, s.log); err != nil {
+			return nil, err
+		}
+		s.fx.sink = s.sink.Name()
+	}
+	if s.store != nil {
+		s.store.DependOn(c.Stream)
+		if ns, ok := s.sink.(interface{ Stream() string }); ok {
+			s.store.DependOn(ns.Stream())
+		}
+	}
+	var d *dispatcher
+	if s.sink != nil {
+		if d, err = newDispatcher(s.st, s.sink, s.plan, c.Send.OutboxWorkers, c.Send.OutboxMaxAttempts, s.log); err != nil {
+			return nil, err
+		}
+	}
+	if m != nil {
+		s.cfg.AfterAcks = m.AfterAcks
+	}
+	s.cfg.AfterCommit = func(r consumer.BatchReport) {
+		if d != nil {
+			d.Notify()
+		}
+		if m != nil {
+			m.AfterCommit(r)
+		}
+	}
+	return d, nil
+}
+
+// consume runs the consumer, the dispatcher, the metrics, the pruner, the
+// summary and the store's watch until ctx ends or one of them fails.
+func (c *runCmd) consume(ctx context.Context, s *consumption, m *metricsListener, cons *consumer.Consumer, d *dispatcher) error {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	store := s.store
@@ -175,40 +191,10 @@ func (c *runCmd) run(inv *invocation) error {
 		summarize(runCtx, c.SummaryInterval, s.log, s.st, cons, d)
 	}()
 	watched := watchStore(runCtx, stop, s.store, s.log)
-	err = runTogether(runCtx, stop, cons, d)
+	err := runTogether(runCtx, stop, cons, d)
 	<-summaryDone // runTogether stopped runCtx
 	logTotals(s.log, cons, d)
 	return explainRunError(errors.Join(<-watched, err), c.DBMaxSize)
-}
-
-// watchStore watches the embedded server's store (none with --nats) until
-// ctx ends; its failure stops the run (stop) and is sent on the channel
-// returned, which gets nil otherwise.
-func watchStore(ctx context.Context, stop func(), e *node.Node, log *slog.Logger) <-chan error {
-	done := make(chan error, 1)
-	if e == nil {
-		done <- nil
-		return done
-	}
-	go func() {
-		err := watchEmbedded(ctx, e, node.DefaultWatchInterval, log)
-		if err != nil {
-			stop()
-		}
-		done <- err
-	}()
-	return done
-}
-
-// explainRunError says a full database in the command line's terms: the
-// cap of --db-max-size reached while the disk has room is not "disk full".
-func explainRunError(err error, maxSize byteSize) error {
-	var capErr *ledger.MaxSizeError
-	if !errors.As(err, &capErr) {
-		return err
-	}
-	return fmt.Errorf("the database reached --db-max-size %s while its disk has room: raise --db-max-size, or prune it (jetledger ledger prune); nothing of the failed batch was acked, so it is applied after the restart (%w)",
-		maxSize, err)
 }
 
 // remember records in the ledger the stream (its instance too) and durable
@@ -236,44 +222,6 @@ func (c *runCmd) remember(ctx context.Context, s *consumption) error {
 	return nil
 }
 
-// summarize logs the counts every interval (0: never) until ctx ends: the
-// consumer's and the dispatcher's totals since the start, and the outbox
-// rows queued and in review now (counted on the status index).
-func summarize(ctx context.Context, every time.Duration, log *slog.Logger, st *ledger.Store, cons *consumer.Consumer, d *dispatcher) {
-	if every <= 0 {
-		return
-	}
-	started := time.Now()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		n := cons.Counts()
-		// Not "batches": the totals line at the stop is the one with it.
-		attrs := []any{"uptime", time.Since(started).Round(time.Second), "applied", n.Applied, "duplicates", n.Duplicates,
-			"conflicts", n.Conflicts, "dead_letters", n.DeadLetters}
-		if d != nil {
-			dc := d.Counts()
-			attrs = append(attrs, "sent", dc.Sent, "send_failed", dc.Failed)
-			queued, err := st.CountOutbox(ctx, ledger.StatusQueued, time.Time{})
-			var review int64
-			if err == nil {
-				review, err = st.CountOutbox(ctx, ledger.StatusReview, time.Time{})
-			}
-			if err == nil {
-				attrs = append(attrs, "outbox_queued", queued, "outbox_review", review)
-			} else if ctx.Err() == nil {
-				attrs = append(attrs, "outbox_err", err)
-			}
-		}
-		log.InfoContext(ctx, "summary", attrs...)
-	}
-}
-
 // prepare checks every flag (setup checks the shared ones again, without
 // cost) and builds the sink, before the metrics port or anything else is
 // taken.
@@ -293,37 +241,4 @@ func (c *runCmd) prepare() (sink, error) {
 		return nil, err
 	}
 	return runSink(c.Webhook, c.Delete, c.Send)
-}
-
-// runTogether runs the consumer and, if there is one, the dispatcher until
-// ctx ends or either fails, which stops the other.
-func runTogether(ctx context.Context, stop func(), cons *consumer.Consumer, d *dispatcher) error {
-	dispatchErr := make(chan error, 1)
-	if d != nil {
-		go func() {
-			err := d.Run(ctx)
-			stop()
-			dispatchErr <- err
-		}()
-	} else {
-		dispatchErr <- nil
-	}
-	err := cons.Run(ctx)
-	stop()
-	return errors.Join(err, <-dispatchErr)
-}
-
-// logTotals logs what the consumer and the dispatcher did, on a clean stop
-// as on a failure.
-func logTotals(log *slog.Logger, cons *consumer.Consumer, d *dispatcher) {
-	n := cons.Counts()
-	attrs := []any{"applied", n.Applied, "duplicates", n.Duplicates,
-		"conflicts", n.Conflicts, "failed", n.Failed, "naks", n.Naks,
-		"terms", n.Terms, "dead_letters", n.DeadLetters, "stale", n.Stale, "batches", n.Batches}
-	if d != nil {
-		dc := d.Counts()
-		attrs = append(attrs, "sent", dc.Sent, "send_failed", dc.Failed, "send_retried", dc.Retried,
-			"review", dc.Review, "deleted", dc.Deleted, "found", dc.Found, "resent", dc.Unseen, "lookup_off", dc.LookupOff)
-	}
-	log.Info("consumer stopped", attrs...)
 }
