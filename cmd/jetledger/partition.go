@@ -221,5 +221,4 @@ var (
 	partitionDB      = partition.Ledger
 	partitionDurable = partition.Durable
 	partitionFilter  = partition.Filter
-	publishSubject   = partition.PublishSubject
 )
