@@ -9,8 +9,8 @@ import (
 )
 
 var (
-	// ErrInvalidConfig: a Config without a ledger or a JetStream, or with a
-	// negative Wait.
+	// ErrInvalidConfig: a Config with a negative Wait, or Requeue called
+	// without a Ledger or a JetStream.
 	ErrInvalidConfig = errors.New("requeue: invalid config")
 	// ErrNoMsgID: the dead letter has no Nats-Msg-Id, so a copy could not
 	// be deduplicated; it is kept.
