@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/requeue"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/publisher"
 	"github.com/nats-io/nats-server/v2/server"
@@ -154,14 +155,14 @@ func TestRequeueRefusesAnotherServersStream(t *testing.T) {
 		want    uint64 // what it held before
 		wantErr error
 	}{
-		{"another stream captures the subject", db1, dl1, ojs, other.ClientURL(), "OTHER", 0, errWrongStream},
-		{"same name, another message at its sequence", db1, dl1, tjs, twin.ClientURL(), "PAY", 1, errWrongStream},
-		{"same name, never reached its sequence", db2, dl2, tjs, twin.ClientURL(), "PAY", 1, errWrongStream},
+		{"another stream captures the subject", db1, dl1, ojs, other.ClientURL(), "OTHER", 0, requeue.ErrWrongStream},
+		{"same name, another message at its sequence", db1, dl1, tjs, twin.ClientURL(), "PAY", 1, requeue.ErrWrongStream},
+		{"same name, never reached its sequence", db2, dl2, tjs, twin.ClientURL(), "PAY", 1, requeue.ErrWrongStream},
 		{"same name and message, another stream captures the subject", db1, dl1, mjs, moved.ClientURL(), "OTHER", 0, publisher.ErrWrongStream},
 	}
 	for _, tc := range tests {
 		err := runCommand(t, "dlq", "requeue", "--db", tc.db, "--nats", tc.srv, strconv.FormatInt(tc.id, 10))
-		if !errors.Is(err, tc.wantErr) || !errors.Is(err, errWrongStream) {
+		if !errors.Is(err, tc.wantErr) || !errors.Is(err, requeue.ErrWrongStream) {
 			t.Errorf("%s: requeue error %v, want %v", tc.name, err, tc.wantErr)
 		}
 		if n := deadLetters(t, tc.db); n != 1 {
@@ -179,7 +180,7 @@ func TestRequeueRefusesAnotherServersStream(t *testing.T) {
 	}{{db1, dl1}, {db2, dl2}} {
 		consumertest.Eventually(t, 10*time.Second, "requeue into PAY", func() bool {
 			err := runCommand(t, "dlq", "requeue", "--db", dl.db, "--nats", home.ClientURL(), strconv.FormatInt(dl.id, 10))
-			if err != nil && !errors.Is(err, errStillInWindow) {
+			if err != nil && !errors.Is(err, requeue.ErrStillInWindow) {
 				t.Fatalf("requeue into PAY: %v", err)
 			}
 			return err == nil
@@ -228,7 +229,7 @@ func TestRequeueDropsTheFirstPublishsExpectations(t *testing.T) {
 		Header: nats.Header{jetstream.ExpectedLastSeqHeader: {"0"}}})
 	consumertest.Eventually(t, 10*time.Second, "requeue into PAY", func() bool {
 		err := runCommand(t, "dlq", "requeue", "--db", db, "--nats", srv.ClientURL(), strconv.FormatInt(id, 10))
-		if err != nil && !errors.Is(err, errStillInWindow) {
+		if err != nil && !errors.Is(err, requeue.ErrStillInWindow) {
 			t.Fatalf("requeue: %v", err)
 		}
 		return err == nil
@@ -304,7 +305,7 @@ func (e anEdge) deadLetter(t *testing.T, id string) (db string, stored time.Time
 // requeueUntilDone requeues dead letter 1 of db at the edge until it is no
 // longer refused for a duplicate window, checking that every refusal kept
 // the dead letter, and returns the refusals.
-func (e anEdge) requeueUntilDone(t *testing.T, db string) []*windowError {
+func (e anEdge) requeueUntilDone(t *testing.T, db string) []*requeue.WindowError {
 	t.Helper()
 	refused, err := e.requeueOutsideTheWindows(t, db)
 	if err != nil {
@@ -317,19 +318,19 @@ func (e anEdge) requeueUntilDone(t *testing.T, db string) []*windowError {
 // args, until it is no longer refused for a duplicate window, checking that
 // every refusal kept the dead letter; it returns the refusals and the last
 // answer.
-func (e anEdge) requeueOutsideTheWindows(t *testing.T, db string, args ...string) ([]*windowError, error) {
+func (e anEdge) requeueOutsideTheWindows(t *testing.T, db string, args ...string) ([]*requeue.WindowError, error) {
 	t.Helper()
-	var refused []*windowError
+	var refused []*requeue.WindowError
 	var last error
 	consumertest.Eventually(t, 30*time.Second, "requeue at the edge", func() bool {
 		err := runCommand(t, append([]string{"dlq", "requeue", "--db", db, "--nats", e.url, "1"}, args...)...)
-		var we *windowError
+		var we *requeue.WindowError
 		switch {
-		case !errors.Is(err, errStillInWindow):
+		case !errors.Is(err, requeue.ErrStillInWindow):
 			last = err
 			return true
 		case !errors.As(err, &we):
-			t.Fatalf("requeue at the edge: %v is errStillInWindow but no *windowError", err)
+			t.Fatalf("requeue at the edge: %v is errStillInWindow but no *requeue.WindowError", err)
 		}
 		if n := deadLetters(t, db); n != 1 {
 			t.Fatalf("%d dead letters after a refused requeue (%v), want it kept", n, err)
@@ -397,7 +398,7 @@ func TestRequeueAtAnEdgeWaitsForTheEdgesWindow(t *testing.T) {
 
 // A copy the hub stored that the edge's stream does not take in within
 // --wait (here the edge's stream is full, as it is while the link to the
-// hub is down) is not a requeue: the dead letter is kept (errNotArrived).
+// hub is down) is not a requeue: the dead letter is kept (requeue.ErrNotArrived).
 // Once the copy arrives after all, the next requeue finds it there,
 // publishes nothing more and removes the dead letter.
 func TestRequeueAtAnEdgeKeepsTheDeadLetterUntilTheCopyArrives(t *testing.T) {
@@ -405,7 +406,7 @@ func TestRequeueAtAnEdgeKeepsTheDeadLetterUntilTheCopyArrives(t *testing.T) {
 	e := startEdgeWith(t, jetstream.StreamConfig{Duplicates: 100 * time.Millisecond},
 		jetstream.StreamConfig{Duplicates: 100 * time.Millisecond, MaxMsgs: 1, Discard: jetstream.DiscardNew})
 	db, _ := e.deadLetter(t, "evt-1")
-	if _, err := e.requeueOutsideTheWindows(t, db, "--wait", "300ms"); !errors.Is(err, errNotArrived) {
+	if _, err := e.requeueOutsideTheWindows(t, db, "--wait", "300ms"); !errors.Is(err, requeue.ErrNotArrived) {
 		t.Fatalf("requeue into a full edge stream: %v, want errNotArrived", err)
 	}
 	if n := deadLetters(t, db); n != 1 {
@@ -432,7 +433,7 @@ func TestRequeueAtAnEdgeKeepsTheDeadLetterUntilTheCopyArrives(t *testing.T) {
 
 // An interest stream acknowledges a publish no consumer is interested in
 // and stores nothing. A requeue into one without consumers (run's durable
-// deleted) is no requeue: the dead letter is kept (errNotArrived). With
+// deleted) is no requeue: the dead letter is kept (requeue.ErrNotArrived). With
 // run's durable there, the copy is stored for it and the dead letter goes.
 func TestRequeueIntoAnInterestStreamWithoutConsumersKeepsTheDeadLetter(t *testing.T) {
 	t.Parallel()
@@ -449,15 +450,15 @@ func TestRequeueIntoAnInterestStreamWithoutConsumersKeepsTheDeadLetter(t *testin
 	if err := s.DeleteConsumer(t.Context(), "run"); err != nil {
 		t.Fatal(err)
 	}
-	requeue := func() error {
+	requeueOutsideTheWindow := func() error {
 		var err error
 		consumertest.Eventually(t, 10*time.Second, "requeue outside PAY's window", func() bool {
 			err = runCommand(t, "dlq", "requeue", "--db", db, "--nats", srv.ClientURL(), strconv.FormatInt(id, 10))
-			return !errors.Is(err, errStillInWindow)
+			return !errors.Is(err, requeue.ErrStillInWindow)
 		})
 		return err
 	}
-	if err := requeue(); !errors.Is(err, errNotArrived) {
+	if err := requeueOutsideTheWindow(); !errors.Is(err, requeue.ErrNotArrived) {
 		t.Fatalf("requeue into PAY without consumers: %v, want errNotArrived", err)
 	}
 	if n := deadLetters(t, db); n != 1 {
@@ -466,7 +467,7 @@ func TestRequeueIntoAnInterestStreamWithoutConsumersKeepsTheDeadLetter(t *testin
 	if _, err := s.CreateConsumer(t.Context(), jetstream.ConsumerConfig{Durable: "run", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
 		t.Fatal(err)
 	}
-	if err := requeue(); err != nil {
+	if err := requeueOutsideTheWindow(); err != nil {
 		t.Fatalf("requeue into PAY with run's durable: %v", err)
 	}
 	if n := deadLetters(t, db); n != 0 {

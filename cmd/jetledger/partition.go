@@ -214,12 +214,11 @@ func (f *consumeFlags) partitionShare(cfg jetstream.StreamConfig) error {
 		cfg.Name, n, f.Durable)
 }
 
-// The partition names and the inverse of a stream's mapping are the
-// library's (consumer/partition).
+// The partition names are the library's (consumer/partition); the inverse
+// of a stream's mapping is consumer/requeue's business now.
 var (
 	partitionsOf     = partition.Count
 	partitionDB      = partition.Ledger
 	partitionDurable = partition.Durable
 	partitionFilter  = partition.Filter
-	publishSubject   = partition.PublishSubject
 )

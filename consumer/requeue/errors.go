@@ -1,0 +1,113 @@
+package requeue
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jetledger/jetledger/publisher"
+)
+
+var (
+	// ErrInvalidConfig: a Config with a negative Wait, or Requeue called
+	// without a Ledger or a JetStream.
+	ErrInvalidConfig = errors.New("requeue: invalid config")
+	// ErrNoMsgID: the dead letter has no Nats-Msg-Id, so a copy could not
+	// be deduplicated; it is kept.
+	ErrNoMsgID = errors.New("requeue: the dead letter has no Nats-Msg-Id")
+	// ErrStillInWindow: the stream's duplicate window still holds the dead
+	// letter's id, so it would drop (or dropped) the copy; see *WindowError.
+	ErrStillInWindow = errors.New("the stream's duplicate window still holds this id, so it dropped the copy")
+	// ErrWrongStream: the server reached has a stream that is not the one
+	// the dead letter came from, and nothing was published there.
+	ErrWrongStream = errors.New("not the dead letter's stream")
+	// ErrNotArrived: a stream stored the copy, but it did not reach the
+	// dead letter's stream (in time, or as the subject it was consumed on).
+	ErrNotArrived = errors.New("the copy has not reached the dead letter's stream")
+	// ErrNoOrigin: the dead letter's stream neither captures its subject
+	// nor sources it from exactly one stream.
+	ErrNoOrigin = errors.New("cannot tell which stream a copy must be published into to reach the dead letter's stream")
+)
+
+// WindowError is ErrStillInWindow naming the stream whose duplicate window
+// holds the id and, when known, when it no longer will.
+type WindowError struct {
+	Stream string
+	Until  time.Time // zero: not known
+}
+
+func (e *WindowError) Error() string {
+	if e.Until.IsZero() {
+		return fmt.Sprintf("stream %s: %v", e.Stream, ErrStillInWindow)
+	}
+	return fmt.Sprintf("stream %s: %v until about %s", e.Stream, ErrStillInWindow, e.Until.Format(time.RFC3339))
+}
+
+// Unwrap makes errors.Is(err, ErrStillInWindow) hold.
+func (e *WindowError) Unwrap() error { return ErrStillInWindow }
+
+// Remedy is what the caller of a refused Requeue can do about it that the
+// library cannot, for the caller to put in its own words (a CLI names its
+// flags). The dead letter is kept whatever the remedy.
+type Remedy int
+
+const (
+	// RemedyNone: nothing beyond what the error says.
+	RemedyNone Remedy = iota
+	// RemedyOtherServer: the server reached is not the one the dead
+	// letter's consumer reads from; requeue through that one.
+	RemedyOtherServer
+	// RemedyPublishBySubject: no subject can be worked out that Stream
+	// stores as the dead letter's; publish its payload with its id by hand
+	// to the subject it was first published to, then discard it.
+	RemedyPublishBySubject
+	// RemedyPublishAtHub is RemedyPublishBySubject at the hub, into the
+	// hub's stream Stream that the dead letter's stream sources.
+	RemedyPublishAtHub
+	// RemedyPublishIntoOrigin: no single stream to publish into can be
+	// told; publish the payload with its id by hand into the stream it came
+	// from, then discard it.
+	RemedyPublishIntoOrigin
+	// RemedyHubLink: the hub's stream could not be read; try again once
+	// the link to the hub is up.
+	RemedyHubLink
+)
+
+// Error is a Requeue that did not happen, the dead letter kept, with what
+// the caller may do about it. Errors.Is and errors.As see through it to the
+// cause (ErrWrongStream, ErrNoOrigin, partition.ErrNoInverse, ...).
+type Error struct {
+	Remedy Remedy
+	Stream string // for RemedyPublishBySubject, RemedyPublishAtHub: the stream to publish into
+	Err    error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// refused is an *Error with remedy r, its text format's.
+func refused(r Remedy, stream, format string, a ...any) error {
+	return &Error{Remedy: r, Stream: stream, Err: fmt.Errorf(format, a...)}
+}
+
+// NotArrivedError is ErrNotArrived at an edge: the hub's stream stored the
+// copy (Via) but the dead letter's stream has not sourced it within Wait.
+// Why says what that stream knows of its source; Behind is how many
+// messages it is behind it, 0 when it is not (or that is not known).
+type NotArrivedError struct {
+	ID        int64  // the dead letter
+	MessageID string // its id
+	Via       publisher.Ack
+	Stream    string // the dead letter's stream
+	Wait      time.Duration
+	Why       string
+	Behind    uint64
+}
+
+func (e *NotArrivedError) Error() string {
+	return fmt.Sprintf("requeue dead letter %d (id %s): %v: %s stored it as seq %d, but %s has not sourced it within %s; it is kept: %s",
+		e.ID, e.MessageID, ErrNotArrived, e.Via.Stream, e.Via.Sequence, e.Stream, e.Wait, e.Why)
+}
+
+// Unwrap makes errors.Is(err, ErrNotArrived) hold.
+func (e *NotArrivedError) Unwrap() error { return ErrNotArrived }

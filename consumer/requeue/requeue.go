@@ -1,0 +1,207 @@
+package requeue
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/partition"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/publisher"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// WaitDefault is Config.Wait left at zero.
+const WaitDefault = 30 * time.Second
+
+// Ledger is what Requeue needs of the ledger that keeps the dead letters:
+// to delete one once its copy is proven.
+type Ledger interface {
+	DiscardDeadLetter(ctx context.Context, id int64) error
+}
+
+var _ Ledger = (*ledger.Store)(nil)
+
+// Config configures Requeue. The zero value is valid.
+type Config struct {
+	// Wait is how long Requeue waits at an edge for the copy to be sourced
+	// from the hub into the dead letter's stream before it keeps the dead
+	// letter (ErrNotArrived). Default WaitDefault (30s); negative is
+	// invalid.
+	Wait time.Duration
+	// Logger is the publisher's. Default slog.Default().
+	Logger *slog.Logger
+}
+
+func (c Config) validate() error {
+	if c.Wait < 0 {
+		return fmt.Errorf("%w: Wait %s is negative", ErrInvalidConfig, c.Wait)
+	}
+	return nil
+}
+
+// Result is where a requeue's copy is: in the dead letter's stream at Seq
+// (after the dead letter's), stored by the publish Via (at an edge, into
+// the hub's stream), or by an Earlier requeue whose copy arrived late, when
+// nothing was published.
+type Result struct {
+	Seq     uint64
+	Via     publisher.Ack
+	Earlier bool
+}
+
+// Check refuses (ErrNoMsgID) a dead letter Requeue cannot requeue whatever
+// the server: one without a Nats-Msg-Id, whose copy could not be
+// deduplicated. It does no I/O.
+func Check(d ledger.DeadLetter) error {
+	if d.MessageID == "" {
+		return fmt.Errorf("requeue: dead letter %d: %w", d.ID, ErrNoMsgID)
+	}
+	return nil
+}
+
+// Requeue publishes dead letter d's payload and headers with its original
+// Nats-Msg-Id into the stream it came from, and only there, through js
+// (the server its consumer reads from), then deletes it from l once the
+// copy is proven to be in that stream. Any error but the delete's keeps
+// the dead letter; a failed delete comes with the Result of the requeue
+// that happened.
+func Requeue(ctx context.Context, js jetstream.JetStream, l Ledger, d ledger.DeadLetter, cfg Config) (Result, error) {
+	if err := cmp.Or(cfg.validate(), Check(d)); err != nil {
+		return Result{}, err
+	}
+	if l == nil || js == nil {
+		return Result{}, fmt.Errorf("%w: no ledger or no JetStream", ErrInvalidConfig)
+	}
+	cfg.Wait = cmp.Or(cfg.Wait, WaitDefault)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	p, err := publisher.New(js, publisher.Config{Logger: cfg.Logger})
+	if err != nil {
+		return Result{}, fmt.Errorf("requeue: %w", err)
+	}
+	r := &requeuer{js: js, wait: cfg.Wait, pub: p}
+	res, err := r.republish(ctx, d)
+	if err != nil {
+		return res, err
+	}
+	if err := l.DiscardDeadLetter(ctx, d.ID); err != nil {
+		return res, fmt.Errorf("requeued into %s seq %d, but removing the dead letter failed: %w", d.Stream, res.Seq, err)
+	}
+	return res, nil
+}
+
+// requeuer is one Requeue's parts.
+type requeuer struct {
+	js   jetstream.JetStream
+	wait time.Duration
+	pub  *publisher.Publisher
+}
+
+// target is where a copy of a dead letter is published: on subject, into
+// the stream into (the dead letter's stream s, or at an edge the hub's it
+// sources), s's config and its message at the dead letter's sequence (held,
+// nil when gone).
+type target struct {
+	s       jetstream.Stream
+	cfg     jetstream.StreamConfig
+	held    *jetstream.RawStreamMsg
+	subject string
+	into    string
+}
+
+// resolve finds the dead letter's stream, proves it is the instance the
+// dead letter came from as far as it can, and works out target.
+func (r *requeuer) resolve(ctx context.Context, d ledger.DeadLetter) (target, error) {
+	s, err := r.js.Stream(ctx, d.Stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return target{}, refused(RemedyOtherServer, "", "requeue dead letter %d: %w: the server reached has no stream %s; it is kept", d.ID, ErrWrongStream, d.Stream)
+	}
+	if err != nil {
+		return target{}, fmt.Errorf("requeue dead letter %d: stream %s: %w; it is kept", d.ID, d.Stream, err)
+	}
+	t := target{s: s, cfg: s.CachedInfo().Config}
+	if t.held, err = sameInstance(ctx, s, d); err != nil {
+		return target{}, refused(RemedyOtherServer, "", "requeue dead letter %d: %w; it is kept", d.ID, err)
+	}
+	if t.subject, err = partition.PublishSubject(t.cfg, d.Subject); err != nil {
+		return target{}, refused(RemedyPublishBySubject, d.Stream, "requeue dead letter %d: %w; it is kept", d.ID, err)
+	}
+	into, src, err := originStream(t.cfg, t.subject)
+	if err != nil {
+		return target{}, refused(RemedyPublishIntoOrigin, "", "requeue dead letter %d: %w; it is kept", d.ID, err)
+	}
+	t.into = into
+	if src == nil {
+		return t, nil
+	}
+	// The edge's stream stores what the hub's stored, so the hub's mapping
+	// (a partitioned hub's) decides what to publish.
+	hub, err := sourceConfig(ctx, r.js, src)
+	if err != nil {
+		return target{}, refused(RemedyHubLink, "", "requeue dead letter %d: the stream %s it sources (domain %q): %w; it is kept", d.ID, src.Name, src.Domain, err)
+	}
+	if t.subject, err = partition.PublishSubject(hub, t.subject); err != nil {
+		return target{}, refused(RemedyPublishAtHub, src.Name, "requeue dead letter %d: %w; it is kept", d.ID, err)
+	}
+	return t, nil
+}
+
+// republish publishes the copy of d and returns once it is in the dead
+// letter's stream: a copy a stream dropped as a duplicate, or one that does
+// not reach it, is an error and the dead letter is kept.
+func (r *requeuer) republish(ctx context.Context, d ledger.DeadLetter) (Result, error) {
+	t, err := r.resolve(ctx, d)
+	if err != nil {
+		return Result{}, err
+	}
+	copies := &arrivals{s: t.s, d: d, next: d.Sequence + 1}
+	if t.into != d.Stream {
+		// The copy reaches d.Stream only through its source, which
+		// deduplicates with d.Stream's own window: a copy of an earlier
+		// requeue may be there already, and the window may still hold the id.
+		seq, err := copies.find(ctx)
+		if err != nil {
+			return Result{}, fmt.Errorf("requeue dead letter %d: looking for an earlier copy: %w; it is kept", d.ID, err)
+		}
+		if seq > 0 {
+			return Result{Seq: seq, Earlier: true}, nil
+		}
+		if until := windowUntil(t.cfg, t.held, d); time.Now().Before(until) {
+			return Result{}, fmt.Errorf("requeue dead letter %d (id %s): %w: the hub's stream %s would store the copy and %s would drop it; it is kept: try again after %s",
+				d.ID, d.MessageID, &WindowError{Stream: d.Stream, Until: until}, t.into, d.Stream, until.Format(time.RFC3339))
+		}
+	}
+	ack, err := r.pub.Publish(ctx, publisher.Message{Subject: t.subject, Data: d.Payload, ID: d.MessageID, Header: Headers(d.Headers), ExpectStream: t.into})
+	if errors.Is(err, publisher.ErrWrongStream) {
+		return Result{}, refused(RemedyOtherServer, "", "requeue dead letter %d: %w: %w; it is kept", d.ID, ErrWrongStream, err)
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("requeue dead letter %d: %w; it is kept", d.ID, err)
+	}
+	if ack.Duplicate {
+		return Result{}, fmt.Errorf("requeue dead letter %d (id %s): %w; it is kept: try again once the window has passed", d.ID, d.MessageID, &WindowError{Stream: ack.Stream})
+	}
+	if t.into == d.Stream {
+		return Result{Seq: ack.Sequence, Via: ack}, storedAs(ctx, t.s, d, ack)
+	}
+	return r.sourced(ctx, t, d, copies, ack)
+}
+
+// sourced waits, up to Config.Wait, for the copy the hub's stream stored
+// (ack) to be sourced into the dead letter's stream.
+func (r *requeuer) sourced(ctx context.Context, t target, d ledger.DeadLetter, copies *arrivals, ack publisher.Ack) (Result, error) {
+	wctx, cancel := context.WithTimeout(ctx, r.wait)
+	defer cancel()
+	seq, err := copies.await(wctx)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		why, behind := whyNotSourced(ctx, t.s, t.into)
+		return Result{}, &NotArrivedError{ID: d.ID, MessageID: d.MessageID, Via: ack, Stream: d.Stream, Wait: r.wait, Why: why, Behind: behind}
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("requeue dead letter %d: %s stored the copy as seq %d; waiting for %s to source it: %w; it is kept", d.ID, ack.Stream, ack.Sequence, d.Stream, err)
+	}
+	return Result{Seq: seq, Via: ack}, nil
+}

@@ -1,0 +1,82 @@
+package requeue_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/requeue"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// discards is a Ledger that counts the dead letters deleted.
+type discards struct{ n int }
+
+func (l *discards) DiscardDeadLetter(context.Context, int64) error { l.n++; return nil }
+
+// Requeue refuses, before any I/O, a config out of range and a dead
+// letter without a Nats-Msg-Id.
+func TestRequeueRefusesBeforeIO(t *testing.T) {
+	t.Parallel()
+	d := ledger.DeadLetter{ID: 1, MessageID: "evt-1", Stream: "PAY", Sequence: 1, Subject: "pay.alice"}
+	tests := []struct {
+		name    string
+		js      jetstream.JetStream
+		l       requeue.Ledger
+		d       ledger.DeadLetter
+		cfg     requeue.Config
+		wantErr error
+	}{
+		{"negative wait", nil, &discards{}, d, requeue.Config{Wait: -time.Second}, requeue.ErrInvalidConfig},
+		{"no msg id", nil, &discards{}, ledger.DeadLetter{ID: 1, Stream: "PAY"}, requeue.Config{}, requeue.ErrNoMsgID},
+		{"no JetStream", nil, &discards{}, d, requeue.Config{}, requeue.ErrInvalidConfig},
+		{"no ledger", nil, nil, d, requeue.Config{}, requeue.ErrInvalidConfig},
+	}
+	for _, tc := range tests {
+		if _, err := requeue.Requeue(t.Context(), tc.js, tc.l, tc.d, tc.cfg); !errors.Is(err, tc.wantErr) {
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.wantErr)
+		}
+	}
+	if err := requeue.Check(ledger.DeadLetter{ID: 2}); !errors.Is(err, requeue.ErrNoMsgID) {
+		t.Errorf("Check of a dead letter without id: %v, want ErrNoMsgID", err)
+	}
+}
+
+// A server without the dead letter's stream, or whose stream of that name
+// holds another message at its sequence, is refused as ErrWrongStream with
+// RemedyOtherServer; nothing is stored and the dead letter is kept.
+func TestRequeueRefusesAnotherInstance(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "PAY", Subjects: []string{"pay.*"}})
+	if _, err := js.PublishMsg(t.Context(), &nats.Msg{Subject: "pay.alice", Header: nats.Header{jetstream.MsgIDHeader: {"twin-1"}}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []ledger.DeadLetter{
+		{ID: 1, MessageID: "evt-1", Stream: "NONE", Sequence: 1, Subject: "pay.alice"},
+		{ID: 2, MessageID: "evt-1", Stream: "PAY", Sequence: 1, Subject: "pay.alice"},
+		{ID: 3, MessageID: "evt-1", Stream: "PAY", Sequence: 7, Subject: "pay.alice"},
+	} {
+		l := &discards{}
+		_, err := requeue.Requeue(t.Context(), js, l, d, requeue.Config{})
+		var re *requeue.Error
+		if !errors.Is(err, requeue.ErrWrongStream) || !errors.As(err, &re) || re.Remedy != requeue.RemedyOtherServer {
+			t.Errorf("dead letter %d: %v, want ErrWrongStream with RemedyOtherServer", d.ID, err)
+		}
+		if l.n != 0 {
+			t.Errorf("dead letter %d deleted after a refused requeue", d.ID)
+		}
+	}
+	s, err := js.Stream(t.Context(), "PAY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := s.CachedInfo().State.Msgs; n != 1 {
+		t.Errorf("PAY holds %d messages, want only its own", n)
+	}
+}
