@@ -46,3 +46,23 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	st.SizeBytes = pages * pageSize
 	return st, nil
 }
+
+// Add adds o to s, as the sum over several ledgers (the partitions of a
+// stream): counts and sizes add up, Oldest and Newest span both, and
+// SchemaVersion is the lower one, the ledger that lags (a zero s takes
+// o's). Path is left as it is: the sum is the file of none of them.
+func (s *Stats) Add(o Stats) {
+	if s.SchemaVersion == 0 || o.SchemaVersion < s.SchemaVersion {
+		s.SchemaVersion = o.SchemaVersion
+	}
+	s.SizeBytes += o.SizeBytes
+	s.Processed += o.Processed
+	s.Conflicts += o.Conflicts
+	s.DeadLetters += o.DeadLetters
+	if !o.Oldest.IsZero() && (s.Oldest.IsZero() || o.Oldest.Before(s.Oldest)) {
+		s.Oldest = o.Oldest
+	}
+	if o.Newest.After(s.Newest) {
+		s.Newest = o.Newest
+	}
+}

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
-	neturl "net/url"
-	"os"
-	"strings"
-	"time"
 
+	"github.com/jetledger/jetledger/natsconn"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -37,44 +35,32 @@ type natsFlags struct {
 	TLSKey   string      `name:"tls-key" placeholder:"FILE" help:"client key file for NATS TLS"`
 }
 
-// options turns the flags into nats.go options, checking that files exist
-// so a typo names the flag rather than failing inside the handshake.
-func (n natsFlags) options() ([]nats.Option, error) {
-	var opts []nats.Option
-	for flagName, path := range map[string]string{"--nats-creds": n.Creds, "--nats-nkey": n.NKey, "--tls-ca": n.TLSCA, "--tls-cert": n.TLSCert, "--tls-key": n.TLSKey} {
-		if path == "" {
-			continue
-		}
-		if _, err := os.Stat(path); err != nil {
-			return nil, usagef("%s: %v", flagName, err)
-		}
+// config maps the flags, and what the context set that has no flag, to
+// the library's connection config.
+func (n natsFlags) config(log *slog.Logger) natsconn.Config {
+	cfg := natsconn.Config{URL: n.URL, Creds: n.Creds, NKey: n.NKey, User: n.User, Password: n.Password, Token: n.Token,
+		TLSCA: n.TLSCA, TLSCert: n.TLSCert, TLSKey: n.TLSKey, Logger: log}
+	n.Context.apply(&cfg)
+	return cfg
+}
+
+// settingFlags are the flags of the library's file settings.
+var settingFlags = map[string]string{"Creds": "--nats-creds", "NKey": "--nats-nkey", "TLSCA": "--tls-ca", "TLSCert": "--tls-cert", "TLSKey": "--tls-key"}
+
+// connUsage is a config the library refuses, in the flags' terms (exit 2):
+// a file that a typo names rather than the handshake failing.
+func connUsage(err error) error {
+	var fe *natsconn.FileError
+	var ke *natsconn.NKeyError
+	switch {
+	case errors.As(err, &fe):
+		return usagef("%s: %v", settingFlags[fe.Setting], fe.Err)
+	case errors.As(err, &ke):
+		return usagef("--nats-nkey %s: %v", ke.Path, ke.Err)
+	case errors.Is(err, natsconn.ErrCertWithoutKey):
+		return usagef("--tls-cert and --tls-key go together")
 	}
-	if (n.TLSCert == "") != (n.TLSKey == "") {
-		return nil, usagef("--tls-cert and --tls-key go together")
-	}
-	if n.Creds != "" {
-		opts = append(opts, nats.UserCredentials(n.Creds))
-	}
-	if n.NKey != "" {
-		o, err := nats.NkeyOptionFromSeed(n.NKey)
-		if err != nil {
-			return nil, usagef("--nats-nkey %s: %v", n.NKey, err)
-		}
-		opts = append(opts, o)
-	}
-	if n.User != "" || n.Password != "" {
-		opts = append(opts, nats.UserInfo(n.User, n.Password))
-	}
-	if n.Token != "" {
-		opts = append(opts, nats.Token(n.Token))
-	}
-	if n.TLSCA != "" {
-		opts = append(opts, nats.RootCAs(n.TLSCA))
-	}
-	if n.TLSCert != "" {
-		opts = append(opts, nats.ClientCert(n.TLSCert, n.TLSKey))
-	}
-	return append(opts, n.Context.options()...), nil
+	return err
 }
 
 // dial builds the command's logger and connects with it.
@@ -90,9 +76,10 @@ func dial(inv *invocation, n natsFlags, l logFlags) (*nats.Conn, jetstream.JetSt
 // connect dials the server with reconnects forever: a restarting broker is a
 // pause, not an exit.
 func connect(ctx context.Context, n natsFlags, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
-	auth, err := n.options()
-	if err != nil {
-		return nil, nil, err
+	cfg := n.config(log)
+	// Refused before the log line below, as a usage error naming the flag.
+	if _, err := cfg.Options(); err != nil {
+		return nil, nil, connUsage(err)
 	}
 	url := n.URL
 	hint := "is a server running there? 'jetledger run' without --nats starts one"
@@ -103,51 +90,18 @@ func connect(ctx context.Context, n natsFlags, log *slog.Logger) (*nats.Conn, je
 	case n.Context.context != "":
 		hint = "with the settings of " + n.Context.context
 	}
-	nc, err := nats.Connect(url, append(auth,
-		nats.Name("jetledger"),
-		nats.MaxReconnects(-1),
-		nats.ReconnectWait(500*time.Millisecond),
-		nats.RetryOnFailedConnect(false),
-		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
-			if err != nil {
-				log.Warn("disconnected from NATS", "err", err)
-			}
-		}),
-		nats.ReconnectHandler(func(nc *nats.Conn) { log.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted()) }),
-	)...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(url), err, hint)
+	nc, js, err := natsconn.Connect(ctx, cfg)
+	var ce *natsconn.ConnectError
+	switch {
+	case err == nil:
+		return nc, js, nil
+	case errors.As(err, &ce) && ce.Op == "jetstream":
+		return nil, nil, fmt.Errorf("jetstream: %w", ce.Err)
+	case errors.As(err, &ce):
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(url), ce.Err, hint)
 	}
-	js, err := n.Context.jetStream(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, fmt.Errorf("jetstream: %w", err)
-	}
-	return nc, js, nil
+	return nil, nil, connUsage(err)
 }
 
-// redactURL hides the user information (a password, or a token in the
-// user's place) in a comma-separated list of server URLs: $NATS_URL and
-// contexts may carry it.
-func redactURL(list string) string {
-	parts := strings.Split(list, ",")
-	for i, p := range parts {
-		p = strings.TrimSpace(p)
-		bare := !strings.Contains(p, "://") // nats.go takes "user:pass@host:port" too
-		if bare {
-			p = "nats://" + p
-		}
-		u, err := neturl.Parse(p)
-		switch {
-		case err != nil && strings.Contains(p, "@"):
-			parts[i] = "xxxxx@" + p[strings.LastIndex(p, "@")+1:]
-		case err == nil && u.User != nil:
-			u.User = neturl.User("xxxxx")
-			parts[i] = u.String()
-			if bare {
-				parts[i] = strings.TrimPrefix(parts[i], "nats://")
-			}
-		}
-	}
-	return strings.Join(parts, ",")
-}
+// redactURL hides a password in a list of server URLs (natsconn.RedactURL).
+func redactURL(list string) string { return natsconn.RedactURL(list) }

@@ -1,29 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io/fs"
-	"net/url"
 	"os"
-	"path/filepath"
 	"slices"
-	"strings"
-	"unicode"
 
 	"github.com/alecthomas/kong"
+	"github.com/jetledger/jetledger/natsconn"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A nats CLI user's setup works unchanged: its contexts and its NATS_*
-// variables. A context is a JSON file written by 'nats context save', read
-// here as natscontext (github.com/nats-io/jsm.go) reads it, rather than with
-// that package: its module would bring an expression language, YAML, x/net
-// and resolvers that run nsc and 1Password, for a dozen JSON fields.
+// variables. The contexts are read by natsconn; here is only which layer
+// wins and how each maps to the flags.
 //
 // Precedence, per setting: jetledger's own (flag, JETLEDGER_* variable,
 // config file, in kong's order), then the nats CLI's variables, then the
@@ -110,9 +100,9 @@ func (c *natsContext) AfterApply(kctx *kong.Context) error {
 		}
 	}
 	if ctxFile != nil {
-		c.context = ctxFile.label()
-		c.domain, c.apiPrefix, c.inboxPrefix = ctxFile.fields["jetstream_domain"], ctxFile.fields["jetstream_api_prefix"], ctxFile.fields["inbox_prefix"]
-		c.tlsFirst = ctxFile.tlsFirst
+		c.context = ctxFile.Label()
+		c.domain, c.apiPrefix, c.inboxPrefix = ctxFile.Field("jetstream_domain"), ctxFile.Field("jetstream_api_prefix"), ctxFile.Field("inbox_prefix")
+		c.tlsFirst = ctxFile.TLSFirst
 	}
 	return nil
 }
@@ -135,7 +125,7 @@ func given(kctx *kong.Context, f *kong.Flag) bool {
 
 // fill sets group's flags from the NATS_* variables or else from the
 // context, unless jetledger's own settings set one of them.
-func (c *natsContext) fill(kctx *kong.Context, flags map[string]*kong.Flag, group []connSetting, ctxFile *contextFile) error {
+func (c *natsContext) fill(kctx *kong.Context, flags map[string]*kong.Flag, group []connSetting, ctxFile *natsconn.Context) error {
 	values := map[string]string{}
 	for _, s := range group {
 		f := flags[s.flag]
@@ -156,15 +146,19 @@ func (c *natsContext) fill(kctx *kong.Context, flags map[string]*kong.Flag, grou
 		}
 	case ctxFile != nil:
 		for _, s := range group {
-			values[s.flag] = ctxFile.fields[s.field]
+			values[s.flag] = ctxFile.Field(s.field)
 		}
 		if group[0].flag == "nats" {
 			// A context names a server even when it has no URL: the nats CLI's default.
 			values["nats"] = cmp.Or(values["nats"], nats.DefaultURL)
-			c.from = ctxFile.label()
+			c.from = ctxFile.Label()
 		}
-		if err := ctxFile.checkGroup(group); err != nil {
-			return err
+		fields := make([]string, len(group))
+		for i, s := range group {
+			fields[i] = s.field
+		}
+		if err := ctxFile.CheckFiles(fields...); err != nil {
+			return contextUsage(err)
 		}
 	default:
 		return nil
@@ -198,8 +192,7 @@ func checkEnvGroup(group []connSetting, values map[string]string) error {
 // load reads the context that applies, if any: named by --context (or its
 // variable or the config file), else by $NATS_CONTEXT, else selected by
 // 'nats context select' unless the command defaults to its embedded server.
-func (c *natsContext) load(kctx *kong.Context, self *kong.Flag, embedded bool) (*contextFile, error) {
-	dir, dirErr := natsConfigDir()
+func (c *natsContext) load(kctx *kong.Context, self *kong.Flag, embedded bool) (*natsconn.Context, error) {
 	name, named := c.name, given(kctx, self)
 	if named && name == "" {
 		for _, p := range kctx.Path {
@@ -212,247 +205,42 @@ func (c *natsContext) load(kctx *kong.Context, self *kong.Flag, embedded bool) (
 		}
 		named = false // an empty $JETLEDGER_CONTEXT, as for every flag's variable
 	}
-	selected := ""
+	contexts, err := natsconn.NewContexts(natsconn.ContextConfig{})
+	if err != nil {
+		return nil, contextUsage(err)
+	}
+	var cf *natsconn.Context
 	switch {
 	case named:
+		cf, err = contexts.Load(name)
 	case os.Getenv("NATS_CONTEXT") != "":
-		name = os.Getenv("NATS_CONTEXT")
-	case embedded || dirErr != nil:
+		cf, err = contexts.Load(os.Getenv("NATS_CONTEXT"))
+	case embedded:
 		return nil, nil
 	default:
-		txt := filepath.Join(dir, "context.txt")
-		b, err := os.ReadFile(txt)
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		if err != nil {
-			return nil, usagef("the nats CLI's selected context: %v", err)
-		}
-		if name = strings.TrimSpace(string(b)); name == "" {
-			return nil, nil
-		}
-		selected = txt
-	}
-	file, err := contextPath(dir, dirErr, name)
-	if err != nil {
-		return nil, err
-	}
-	return readContext(name, file, selected)
-}
-
-// natsConfigDir is the nats CLI's directory: $XDG_CONFIG_HOME/nats, else
-// ~/.config/nats.
-func natsConfigDir() (string, error) {
-	if d := os.Getenv("XDG_CONFIG_HOME"); d != "" {
-		return filepath.Join(d, "nats"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(home, ".config", "nats"), nil
-}
-
-// contextPath is the file of the context name: name itself if it ends in
-// .json (as the nats CLI takes it), else NAME.json in the contexts'
-// directory.
-func contextPath(dir string, dirErr error, name string) (string, error) {
-	switch {
-	case strings.HasSuffix(name, ".json"):
-		return name, nil
-	case strings.Contains(name, "..") || strings.ContainsAny(name, `/\*>`) || strings.ContainsFunc(name, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
-		return "", usagef("context %q: not a context name (nor a .json file)", name)
-	case dirErr != nil:
-		return "", usagef("context %q: no directory for the nats CLI's contexts: %v (set $XDG_CONFIG_HOME, or give the .json file)", name, dirErr)
-	}
-	return filepath.Join(dir, "context", name+".json"), nil
-}
-
-// contextFile is what jetledger reads of a context file.
-type contextFile struct {
-	name, path string
-	fields     map[string]string // the string fields jetledger uses, by JSON name
-	tlsFirst   bool
-}
-
-func (cf *contextFile) label() string { return fmt.Sprintf("context %q (%s)", cf.name, cf.path) }
-
-// contextStrings are the context's string fields jetledger uses.
-var contextStrings = []string{"url", "creds", "nkey", "user", "password", "token", "cert", "key", "ca",
-	"jetstream_domain", "jetstream_api_prefix", "inbox_prefix"}
-
-// contextIgnored are the fields that change nothing of a connection:
-// labels, the CLI's colours, and the prefix of JetStream advisories, which
-// jetledger does not subscribe to.
-var contextIgnored = []string{"name", "description", "color_scheme", "jetstream_event_prefix"}
-
-// contextUnsupported says what to do instead of the fields jetledger
-// cannot honour. Any other unknown field that is set is refused too: a
-// newer nats CLI's setting may matter to the connection.
-var contextUnsupported = map[string]string{
-	"nsc":                    "write a creds file with 'nsc generate creds' and set \"creds\" to it",
-	"user_jwt":               "put the JWT and its seed in a creds file and set \"creds\" to it",
-	"user_seed":              "put the JWT and its seed in a creds file and set \"creds\" to it",
-	"socks_proxy":            "jetledger connects directly",
-	"windows_cert_store":     "give \"cert\", \"key\" and \"ca\" files",
-	"windows_cert_match_by":  "give \"cert\", \"key\" and \"ca\" files",
-	"windows_cert_match":     "give \"cert\", \"key\" and \"ca\" files",
-	"windows_ca_certs_match": "give \"cert\", \"key\" and \"ca\" files",
-}
-
-// secretSchemes are the nats CLI's references to secrets kept elsewhere
-// (1Password, nsc, the environment, inline data, a file), which jetledger
-// does not resolve in a token, user or password.
-var secretSchemes = []string{"op", "nsc", "env", "data", "file"}
-
-// readContext reads and checks the context file: every field that is set
-// is one jetledger honours or one that changes nothing; the nats CLI
-// writes the others empty, which is fine. selected is the context.txt that
-// chose name, if one did: a missing file is then said to be its choice.
-func readContext(name, path, selected string) (*contextFile, error) {
-	cf := &contextFile{name: name, path: path, fields: map[string]string{}}
-	b, err := os.ReadFile(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist) && selected != "":
-		return nil, usagef("context %q, selected in %s: %s: no such file ('nats context select' picks another; or give --context)", name, selected, path)
-	case errors.Is(err, fs.ErrNotExist):
-		return nil, usagef("context %q: %s: no such file ('nats context ls' lists the contexts)", name, path)
+		cf, err = contexts.Selected()
 	}
 	if err != nil {
-		return nil, usagef("context %q: %v", name, err)
+		return nil, contextUsage(err)
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return nil, usagef("%s: not a nats CLI context: %v", cf.label(), err)
-	}
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		v := raw[k]
-		switch {
-		case slices.Contains(contextStrings, k):
-			var s string
-			if err := json.Unmarshal(v, &s); err != nil && !isNull(v) {
-				return nil, usagef("%s: field %q: want a string", cf.label(), k)
-			}
-			cf.fields[k] = s
-		case k == "tls_first":
-			if err := json.Unmarshal(v, &cf.tlsFirst); err != nil && !isNull(v) {
-				return nil, usagef("%s: field %q: want true or false", cf.label(), k)
-			}
-		case slices.Contains(contextIgnored, k), isEmptyJSON(v):
-		default:
-			hint, known := contextUnsupported[k]
-			if !known {
-				hint = "leave it out, or use a context without it"
-			}
-			return nil, usagef("%s: jetledger does not support the field %q; %s", cf.label(), k, hint)
-		}
-	}
-	return cf, cf.check()
+	return cf, nil
 }
 
-// check refuses what the fields hold that jetledger cannot use: secrets
-// kept elsewhere, a JetStream domain together with an API prefix.
-func (cf *contextFile) check() error {
-	for _, k := range []string{"user", "password", "token"} {
-		if s := scheme(cf.fields[k]); slices.Contains(secretSchemes, s) {
-			return usagef("%s: field %q refers to a secret kept elsewhere (%s:), which jetledger does not resolve; give the value itself", cf.label(), k, s)
-		}
-	}
-	for _, k := range fileFields {
-		v := cf.fields[k]
-		switch s := scheme(v); s {
-		case "":
-		case "file":
-			v = strings.TrimPrefix(v, "file://")
-		default:
-			return usagef("%s: field %q refers to a secret kept elsewhere (%s:), which jetledger does not resolve; give a file", cf.label(), k, s)
-		}
-		cf.fields[k] = expandPath(v)
-	}
-	if cf.fields["jetstream_domain"] != "" && cf.fields["jetstream_api_prefix"] != "" {
-		return usagef("%s: fields \"jetstream_domain\" and \"jetstream_api_prefix\" both say where the JetStream API is; keep one", cf.label())
-	}
-	return nil
-}
-
-// checkGroup checks the context's fields of a group that is about to be
-// used: the files exist, a certificate comes with its key.
-func (cf *contextFile) checkGroup(group []connSetting) error {
-	for _, s := range group {
-		if v := cf.fields[s.field]; v != "" && slices.Contains(fileFields, s.field) {
-			if _, err := os.Stat(v); err != nil {
-				return usagef("%s: field %q: %v", cf.label(), s.field, err)
-			}
-		}
-	}
-	if group[0].field == "cert" && (cf.fields["cert"] == "") != (cf.fields["key"] == "") {
-		return usagef("%s: fields \"cert\" and \"key\" go together", cf.label())
-	}
-	return nil
-}
-
-// scheme is the URI scheme v starts with, lower case, or "" (a Windows
-// drive letter is no scheme).
-func scheme(v string) string {
-	u, err := url.Parse(v)
-	if err != nil || len(u.Scheme) < 2 {
-		return ""
-	}
-	return u.Scheme
-}
-
-// expandPath expands a leading ~ and environment variables in a context's
-// file path, as the nats CLI does.
-func expandPath(p string) string {
-	if p == "~" || strings.HasPrefix(p, "~/") {
-		if home, err := os.UserHomeDir(); err == nil {
-			p = home + p[1:]
-		}
-	}
-	return os.ExpandEnv(p)
-}
-
-func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }
-
-// isEmptyJSON says whether v is a zero value, as the nats CLI writes every
-// field it does not use.
-func isEmptyJSON(v json.RawMessage) bool {
-	var b bytes.Buffer
-	if json.Compact(&b, v) != nil {
-		return false
-	}
-	switch b.String() {
-	case "null", `""`, "false", "0", "[]", "{}":
-		return true
-	}
-	return false
-}
-
-// options are the nats.go options of what the context set that has no flag.
-func (c natsContext) options() []nats.Option {
-	var opts []nats.Option
-	if c.inboxPrefix != "" {
-		opts = append(opts, nats.CustomInboxPrefix(c.inboxPrefix))
-	}
-	if c.tlsFirst {
-		opts = append(opts, nats.TLSHandshakeFirst())
-	}
-	return opts
-}
-
-// jetStream is the JetStream API of nc in the context's domain or at its
-// API prefix, if it names one.
-func (c natsContext) jetStream(nc *nats.Conn) (jetstream.JetStream, error) {
+// contextUsage is a context the library refuses, as a usage error (exit
+// 2) with its message; a selected context that is missing says how to
+// pick another.
+func contextUsage(err error) error {
+	var ce *natsconn.ContextError
 	switch {
-	case c.domain != "":
-		return jetstream.NewWithDomain(nc, c.domain)
-	case c.apiPrefix != "":
-		return jetstream.NewWithAPIPrefix(nc, c.apiPrefix)
+	case !errors.As(err, &ce):
+		return err
+	case errors.Is(err, natsconn.ErrNoSuchContext) && ce.Selected != "":
+		return usagef("context %q, selected in %s: %s: no such file ('nats context select' picks another; or give --context)", ce.Name, ce.Selected, ce.Path)
 	}
-	return jetstream.New(nc)
+	return usagef("%s", ce.Detail())
+}
+
+// apply sets what the context read that has no flag into cfg.
+func (c natsContext) apply(cfg *natsconn.Config) {
+	cfg.Domain, cfg.APIPrefix, cfg.InboxPrefix, cfg.TLSFirst = c.domain, c.apiPrefix, c.inboxPrefix, c.tlsFirst
 }

@@ -62,7 +62,7 @@ func readPartitionLedgers(ctx context.Context, db string, parts []int, rep *stat
 			rep.Problems = append(rep.Problems, fmt.Sprintf("partition %d: %v", i, err))
 		} else {
 			p.LedgerRows, p.DeadLetters, p.Conflicts, p.Outbox = s.Processed, s.DeadLetters, s.Conflicts, outbox
-			addStats(sum, s)
+			sum.Add(s) // its path is none of theirs: each partition names its own
 			for k, n := range outbox {
 				rep.Outbox[k] += n
 			}
@@ -84,24 +84,6 @@ func readPartitionLedger(ctx context.Context, path string) (ledger.Stats, map[le
 	}
 	outbox, err := st.OutboxCounts(ctx)
 	return s, outbox, err
-}
-
-// addStats adds one partition's ledger to the sum over the partitions,
-// whose path is none of theirs: each partition names its own.
-func addStats(sum *ledger.Stats, s ledger.Stats) {
-	if sum.SchemaVersion == 0 || s.SchemaVersion < sum.SchemaVersion {
-		sum.SchemaVersion = s.SchemaVersion // the one that lags
-	}
-	sum.SizeBytes += s.SizeBytes
-	sum.Processed += s.Processed
-	sum.Conflicts += s.Conflicts
-	sum.DeadLetters += s.DeadLetters
-	if !s.Oldest.IsZero() && (sum.Oldest.IsZero() || s.Oldest.Before(sum.Oldest)) {
-		sum.Oldest = s.Oldest
-	}
-	if s.Newest.After(sum.Newest) {
-		sum.Newest = s.Newest
-	}
 }
 
 // readPartitions fills in every partition of a partitioned stream with its
