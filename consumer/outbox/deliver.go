@@ -17,8 +17,11 @@ import (
 func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token string, claimed time.Time) {
 	ctx = context.WithoutCancel(ctx)
 	repeat := d.repeatable(it, it.ClaimedAt)
-	moved := it.MaybeSent && repeat && d.moved(ctx, it)
-	if moved {
+	var moved string
+	if it.MaybeSent && repeat {
+		moved = d.moved(ctx, it)
+	}
+	if moved != "" {
 		repeat = false
 	}
 	var ext string
@@ -27,8 +30,11 @@ func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token st
 		// An earlier send may have landed and the destination no longer
 		// remembers its key: sending again could make a second copy.
 		detail := "not re-sent: the destination's window for the idempotency key has passed since an earlier send whose outcome is unknown"
-		if moved || d.idempotent && d.elsewhere(it) && d.remembers(it, it.ClaimedAt) {
-			detail = "not re-sent: an earlier send whose outcome is unknown may have gone to another instance of the destination (a stream deleted and made again), which does not remember its key"
+		switch {
+		case moved != "":
+			detail = moved
+		case d.idempotent && d.elsewhere(it) && d.remembers(it, it.ClaimedAt):
+			detail = notResentElsewhere
 		}
 		err = &SendError{Kind: ErrAmbiguous, Detail: detail}
 	} else {
@@ -195,19 +201,35 @@ func (d *Dispatcher) deleteAt(ctx context.Context, it ledger.OutboxItem) error {
 	return deleteItem(ctx, d.o, del, &d.deleteProven, it)
 }
 
-// moved reports whether a Positioner's destination is no longer the
-// instance the row's sends went to, read again just before a same-key
-// re-send leaves: the round's reading may be stale (an answer that arrived
-// late, after the stream was made again), and a new instance does not
-// remember the key. A reading that fails counts as moved: the re-send
+// notResentElsewhere is the review reason of a row whose copies may be in
+// two instances of the destination.
+const notResentElsewhere = "not re-sent: an earlier send whose outcome is unknown may have gone to another instance of the destination (a stream deleted and made again), which does not remember its key"
+
+// moved says why a same-key re-send may not rely on the destination's
+// memory of the key, read again just before it leaves ("" when it may):
+// the round's reading may be stale (an answer that arrived late, after the
+// stream was made again), and a new instance does not remember the key;
+// a Retainer that no longer holds everything since the row's first send
+// may have forgotten it. A reading that fails counts too: the re-send
 // cannot be shown to go where the earlier copy may be.
-func (d *Dispatcher) moved(ctx context.Context, it ledger.OutboxItem) bool {
+func (d *Dispatcher) moved(ctx context.Context, it ledger.OutboxItem) string {
 	p, ok := d.sink.(Positioner)
 	if !ok {
-		return false
+		return ""
 	}
 	pctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
 	defer cancel()
 	to, err := p.Position(pctx)
-	return err != nil || to.Instance != it.SentTo.Instance
+	switch {
+	case err != nil:
+		return "not re-sent: where the send would go cannot be read (" + err.Error() + "), and an earlier send whose outcome is unknown may be there"
+	case to.Instance != it.SentTo.Instance:
+		return notResentElsewhere
+	}
+	if r, ok := d.sink.(Retainer); ok {
+		if err := r.HoldsSince(pctx, it.SentTo); err != nil {
+			return "not re-sent: an earlier send whose outcome is unknown may have been stored and then removed (" + err.Error() + "); the destination may no longer remember its key"
+		}
+	}
+	return ""
 }

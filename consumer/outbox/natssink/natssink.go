@@ -124,6 +124,7 @@ var (
 	_ outbox.Windowed   = (*Sink)(nil)
 	_ outbox.Readiness  = (*Sink)(nil)
 	_ outbox.Positioner = (*Sink)(nil)
+	_ outbox.Retainer   = (*Sink)(nil)
 )
 
 // New finds the stream that captures cfg.Subject and reads its duplicate
@@ -265,6 +266,27 @@ func (s *Sink) Position(ctx context.Context) (ledger.Destination, error) {
 	}
 	info := st.CachedInfo()
 	return ledger.Destination{Instance: instance(s.stream, info.Created), Position: info.State.LastSeq}, nil
+}
+
+// HoldsSince reports, as outbox.Retainer, whether the stream is still the
+// instance since names and holds every message after its position: no
+// purge, limit or delete removed any since. The stream's duplicate window
+// is rebuilt from the messages it holds when the server restarts, so an id
+// whose copy was removed may be forgotten.
+func (s *Sink) HoldsSince(ctx context.Context, since ledger.Destination) error {
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return fmt.Errorf("natssink: read stream %s: %w", s.stream, err)
+	}
+	info := st.CachedInfo()
+	if got := instance(s.stream, info.Created); got != since.Instance {
+		return fmt.Errorf("natssink: %s is not the instance %s: %w", got, since.Instance, outbox.ErrNotHeld)
+	}
+	if info.State.FirstSeq > since.Position+1 || info.State.NumDeleted > 0 {
+		return fmt.Errorf("natssink: %s starts at %d with %d deleted, after position %d: %w",
+			s.stream, info.State.FirstSeq, info.State.NumDeleted, since.Position, outbox.ErrNotHeld)
+	}
+	return nil
 }
 
 // instance names a stream instance: a stream deleted and created again under

@@ -106,3 +106,44 @@ func notResent(t *testing.T, e *env, row string) {
 		t.Errorf("review reason %q does not say why", it.Error)
 	}
 }
+
+// A worker's send was stored in EFF and it died before writing the row
+// back; EFF is then purged, taking the copy. The row's lease expires and,
+// the sink being idempotent inside its window, it would be sent again with
+// the same id, trusting EFF's duplicate window: but the window's memory of
+// a purged id does not outlive a server restart (it is rebuilt from the
+// messages kept), so the re-send could store a second copy where the
+// first was already read. It goes to review. (Found by the nemesis,
+// natssink topology, shrunk to effpurge:1,broker.)
+func TestMaybeSentRowIsNotResentAfterItsCopyWasPurged(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, &server.Options{}, 2*time.Minute, jetstream.StreamConfig{})
+	sink := e.sink(t)
+	row := e.enqueue(t, "m1")[0]
+	to, err := sink.Position(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Transition(t.Context(), row, ledger.Claim, ledger.Params{Worker: "dead", Lease: time.Second, SentTo: to}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sink.Send(t.Context(), e.status(t, row)); err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.js.Stream(t.Context(), "EFF")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Purge(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.add(2 * time.Second) // past the dead claim's lease
+	e.run(t, outbox.Config{Sink: sink, Lease: 6 * time.Second})
+	it := e.waitStatus(t, row, ledger.StatusReview)
+	if n := len(e.stored(t)); n != 0 {
+		t.Fatalf("EFF holds %d messages after the purge, want 0: the row was sent again", n)
+	}
+	if !strings.Contains(it.Error, "removed") {
+		t.Errorf("review reason %q does not say why", it.Error)
+	}
+}
