@@ -18,7 +18,6 @@ import (
 
 	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/node"
-	"github.com/jetledger/jetledger/publisher"
 	_ "modernc.org/sqlite"
 )
 
@@ -96,15 +95,11 @@ func TestConsumerAppliesAndSendsWebhooks(t *testing.T) {
 		_, err := js.Stream(ctx, "ORDERS")
 		return err == nil
 	})
-	pub, err := publisher.New(js, publisher.Config{Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
+	orders := make([]order, n)
+	for i := range orders {
+		orders[i] = order{ID: fmt.Sprint("o", i), Total: i * 10}
 	}
-	msgs := make([]publisher.Message, n)
-	for i := range msgs {
-		msgs[i] = publisher.Message{Subject: "orders.new", ExpectStream: "ORDERS", Data: fmt.Appendf(nil, `{"id":"o%d","total":%d}`, i, i*10)}
-	}
-	if _, err := pub.PublishBatch(ctx, msgs); err != nil {
+	if err := publishOrders(ctx, js, orders); err != nil {
 		t.Fatal(err)
 	}
 
