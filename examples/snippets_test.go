@@ -121,6 +121,7 @@ func blocks(file string, lines []string) ([]block, error) {
 }
 
 func TestDocSnippetsAreCutFromExamples(t *testing.T) {
+	t.Parallel()
 	got, err := regions(".")
 	if err != nil {
 		t.Fatal(err)
@@ -167,5 +168,34 @@ func TestDocSnippetsAreCutFromExamples(t *testing.T) {
 	}
 	if marked == 0 {
 		t.Fatal("no doc marks a snippet: docs/library.md should")
+	}
+}
+
+// The checker itself: regions are dedented, and a marker must precede a
+// closed ```go block.
+func TestSnippetMarkers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	src := "package x\n\nfunc f() {\n\t// snippet:a\n\tif true {\n\t\treturn\n\t}\n\t// end snippet\n}\n"
+	if err := os.WriteFile(filepath.Join(dir, "x.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := regions(dir)
+	if err != nil || got["a"] != "if true {\n\treturn\n}" {
+		t.Fatalf("regions: %q, %v", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "y.go"), []byte("// snippet:b\n"), 0o644); err == nil {
+		if _, err := regions(dir); err == nil {
+			t.Fatal("an unended region: no error")
+		}
+	}
+	bs, err := blocks("d.md", strings.Split("<!-- snippet:a -->\n\n```go\nx\n```\n", "\n"))
+	if err != nil || len(bs) != 1 || bs[0].start != 3 || bs[0].end != 4 {
+		t.Fatalf("blocks: %+v, %v", bs, err)
+	}
+	for _, doc := range []string{"<!-- snippet:a -->\ntext\n", "<!-- snippet:a -->\n```go\nx\n"} {
+		if _, err := blocks("d.md", strings.Split(doc, "\n")); err == nil {
+			t.Fatalf("blocks(%q): no error", doc)
+		}
 	}
 }

@@ -76,20 +76,7 @@ func TestEdgeAppliesOrdersAndPublishesEffects(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	ready := make(chan [2]string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, Config{Hub: leafURL, Domain: "site1", Dir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0",
-			Ready: func(natsURL, httpAddr string) { ready <- [2]string{natsURL, httpAddr} }})
-	}()
-	var addr [2]string
-	select {
-	case addr = <-ready:
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the edge did not start")
-	}
+	addr, done := startEdge(ctx, t, Config{Hub: leafURL, Domain: "site1", Dir: dir, Listen: "127.0.0.1:0", HTTP: "127.0.0.1:0"})
 
 	nc, err := nats.Connect(addr[0])
 	if err != nil {
@@ -146,7 +133,34 @@ func TestEdgeAppliesOrdersAndPublishesEffects(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not return after its context ended")
 	}
-	db, err := sql.Open("sqlite", filepath.Join(dir, "edge.db")+"?_pragma=busy_timeout(10000)&_pragma=query_only(ON)")
+	if rows := countOrders(t, filepath.Join(dir, "edge.db")); rows != n {
+		t.Fatalf("%d orders applied, want %d", rows, n)
+	}
+}
+
+// startEdge runs the example until ctx ends, and returns its NATS URL and
+// HTTP address once it serves, and the channel of run's result.
+func startEdge(ctx context.Context, t *testing.T, cfg Config) ([2]string, chan error) {
+	t.Helper()
+	ready := make(chan [2]string, 1)
+	done := make(chan error, 1)
+	cfg.Ready = func(natsURL, httpAddr string) { ready <- [2]string{natsURL, httpAddr} }
+	go func() { done <- run(ctx, cfg) }()
+	select {
+	case addr := <-ready:
+		return addr, done
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the edge did not start")
+	}
+	return [2]string{}, nil
+}
+
+// countOrders counts the orders the SQL handler applied.
+func countOrders(t *testing.T, file string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", file+"?_pragma=busy_timeout(10000)&_pragma=query_only(ON)")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +169,5 @@ func TestEdgeAppliesOrdersAndPublishesEffects(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM orders WHERE body LIKE '{"n":%'`).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
-	if rows != n {
-		t.Fatalf("%d orders applied, want %d", rows, n)
-	}
+	return rows
 }
