@@ -474,10 +474,16 @@ func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, sums 
 		return passEnd{}, err
 	}
 	// The commit gets its own bound from now: the work ended in time.
-	timer := time.AfterFunc(commit, cancelTx)
+	var late atomic.Bool
+	timer := time.AfterFunc(commit, func() { late.Store(true); cancelTx() })
 	defer timer.Stop()
 	s.guard.closeBatch() // the hooks let the ledger's own COMMIT through
 	if err := tx.Commit(); err != nil {
+		if late.Load() {
+			// database/sql rolled the transaction back when its context
+			// ended: say so, not "already committed or rolled back".
+			return passEnd{}, fmt.Errorf("ledger: commit batch of %d: not done within its bound of %v (a slow disk or an overloaded host), rolled back: %w", len(batch), commit, err)
+		}
 		return passEnd{}, fmt.Errorf("ledger: commit batch of %d: %w", len(batch), err)
 	}
 	end := passEnd{committed: true}
