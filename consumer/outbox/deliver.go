@@ -17,9 +17,12 @@ import (
 func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token string, claimed time.Time) {
 	ctx = context.WithoutCancel(ctx)
 	repeat := d.repeatable(it, it.ClaimedAt)
+	// One sink timeout for the re-reading and the send together: the lease
+	// is sized for one.
+	sctx, cancelSend := context.WithTimeout(ctx, d.sink.Timeout())
 	var moved string
 	if it.MaybeSent && repeat {
-		moved = d.moved(ctx, it)
+		moved = d.moved(sctx, it)
 	}
 	if moved != "" {
 		repeat = false
@@ -38,10 +41,9 @@ func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token st
 		}
 		err = &SendError{Kind: ErrAmbiguous, Detail: detail}
 	} else {
-		sctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
 		ext, err = d.sink.Send(sctx, it)
-		cancel()
 	}
+	cancelSend()
 	wctx, cancel := context.WithTimeout(ctx, d.cfg.Lease)
 	defer cancel()
 	o := classify(it, ext, err, repeat, d.cfg.MaxAttempts, d.cfg.Backoff)
@@ -211,15 +213,14 @@ const notResentElsewhere = "not re-sent: an earlier send whose outcome is unknow
 // stream was made again), and a new instance does not remember the key;
 // a Retainer that no longer holds everything since the row's first send
 // may have forgotten it. A reading that fails counts too: the re-send
-// cannot be shown to go where the earlier copy may be.
+// cannot be shown to go where the earlier copy may be. ctx bounds the
+// reading and the send after it.
 func (d *Dispatcher) moved(ctx context.Context, it ledger.OutboxItem) string {
 	p, ok := d.sink.(Positioner)
 	if !ok {
 		return ""
 	}
-	pctx, cancel := context.WithTimeout(ctx, d.sink.Timeout())
-	defer cancel()
-	to, err := p.Position(pctx)
+	to, err := p.Position(ctx)
 	switch {
 	case err != nil:
 		return "not re-sent: where the send would go cannot be read (" + err.Error() + "), and an earlier send whose outcome is unknown may be there"
@@ -227,7 +228,7 @@ func (d *Dispatcher) moved(ctx context.Context, it ledger.OutboxItem) string {
 		return notResentElsewhere
 	}
 	if r, ok := d.sink.(Retainer); ok {
-		if err := r.HoldsSince(pctx, it.SentTo); err != nil {
+		if err := r.HoldsSince(ctx, it.SentTo); err != nil {
 			return "not re-sent: an earlier send whose outcome is unknown may have been stored and then removed (" + err.Error() + "); the destination may no longer remember its key"
 		}
 	}
