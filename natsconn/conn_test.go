@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,10 +127,18 @@ func TestConnect(t *testing.T) {
 // is, that is scheme "u" with an opaque part, so RedactURL adds one.
 func TestRedactURL(t *testing.T) {
 	t.Parallel()
+	// A free port, not nats-server's default one, which a user's own server
+	// may hold.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := "nats://" + l.Addr().String()
+	l.Close()
 	for in, want := range map[string]string{
-		"nats://127.0.0.1:4222":                         "nats://127.0.0.1:4222",
-		"nats://u:s3cretpw@127.0.0.1:1":                 "nats://xxxxx@127.0.0.1:1",
-		"u:s3cretpw@127.0.0.1:1":                        "xxxxx@127.0.0.1:1",
+		plain:                           plain,
+		"nats://u:s3cretpw@127.0.0.1:1": "nats://xxxxx@127.0.0.1:1",
+		"u:s3cretpw@127.0.0.1:1":        "xxxxx@127.0.0.1:1",
 		"nats://a:b@127.0.0.1:2,u:s3cretpw@127.0.0.1:1": "nats://xxxxx@127.0.0.1:2,xxxxx@127.0.0.1:1",
 		"nats://tok3n@127.0.0.1:1":                      "nats://xxxxx@127.0.0.1:1",
 		"nats://u:s3cretpw@host:1/%zz":                  "xxxxx@host:1/%zz",
