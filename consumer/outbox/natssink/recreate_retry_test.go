@@ -58,11 +58,9 @@ func TestMaybeSentRowIsNotResentOnAStalePosition(t *testing.T) {
 	notResent(t, e, row)
 }
 
-// sentThenRecreated claims a row for a worker that dies after its send was
-// stored in EFF, then deletes EFF and makes it again, and moves the clock
-// past the dead claim's lease. stale is EFF's position read before it was
-// made again.
-func sentThenRecreated(t *testing.T) (e *env, sink *natssink.Sink, row string, stale ledger.Destination) {
+// sentByADeadWorker claims a row for a worker that dies after its send was
+// stored in EFF, before it could write the row back.
+func sentByADeadWorker(t *testing.T) (e *env, sink *natssink.Sink, row string) {
 	t.Helper()
 	e = newEnv(t, &server.Options{}, 2*time.Minute, jetstream.StreamConfig{})
 	sink = e.sink(t)
@@ -77,7 +75,17 @@ func sentThenRecreated(t *testing.T) (e *env, sink *natssink.Sink, row string, s
 	if _, err := sink.Send(t.Context(), e.status(t, row)); err != nil {
 		t.Fatal(err)
 	}
-	if stale, err = sink.Position(t.Context()); err != nil {
+	return e, sink, row
+}
+
+// sentThenRecreated is sentByADeadWorker, then EFF deleted and made again,
+// and the clock past the dead claim's lease. stale is EFF's position read
+// before it was made again.
+func sentThenRecreated(t *testing.T) (e *env, sink *natssink.Sink, row string, stale ledger.Destination) {
+	t.Helper()
+	e, sink, row = sentByADeadWorker(t)
+	stale, err := sink.Position(t.Context())
+	if err != nil {
 		t.Fatal(err)
 	}
 	s, err := e.js.Stream(t.Context(), "EFF")
@@ -117,19 +125,7 @@ func notResent(t *testing.T, e *env, row string) {
 // natssink topology, shrunk to effpurge:1,broker.)
 func TestMaybeSentRowIsNotResentAfterItsCopyWasPurged(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, &server.Options{}, 2*time.Minute, jetstream.StreamConfig{})
-	sink := e.sink(t)
-	row := e.enqueue(t, "m1")[0]
-	to, err := sink.Position(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.st.Transition(t.Context(), row, ledger.Claim, ledger.Params{Worker: "dead", Lease: time.Second, SentTo: to}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sink.Send(t.Context(), e.status(t, row)); err != nil {
-		t.Fatal(err)
-	}
+	e, sink, row := sentByADeadWorker(t)
 	s, err := e.js.Stream(t.Context(), "EFF")
 	if err != nil {
 		t.Fatal(err)
