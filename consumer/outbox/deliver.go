@@ -216,21 +216,22 @@ const notResentElsewhere = "not re-sent: an earlier send whose outcome is unknow
 // cannot be shown to go where the earlier copy may be. ctx bounds the
 // reading and the send after it.
 func (d *Dispatcher) moved(ctx context.Context, it ledger.OutboxItem) string {
-	p, ok := d.sink.(Positioner)
-	if !ok {
-		return ""
-	}
-	to, err := p.Position(ctx)
-	switch {
-	case err != nil:
-		return "not re-sent: where the send would go cannot be read (" + err.Error() + "), and an earlier send whose outcome is unknown may be there"
-	case to.Instance != it.SentTo.Instance:
-		return notResentElsewhere
-	}
+	var err error
 	if r, ok := d.sink.(Retainer); ok {
-		if err := r.HoldsSince(ctx, it.SentTo); err != nil {
-			return "not re-sent: an earlier send whose outcome is unknown may have been stored and then removed (" + err.Error() + "); the destination may no longer remember its key"
+		err = r.HoldsSince(ctx, it.SentTo) // the instance too, in one reading
+	} else if p, ok := d.sink.(Positioner); ok {
+		var to ledger.Destination
+		if to, err = p.Position(ctx); err == nil && to.Instance != it.SentTo.Instance {
+			err = ErrOtherInstance
 		}
 	}
-	return ""
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrOtherInstance):
+		return notResentElsewhere
+	case errors.Is(err, ErrNotHeld):
+		return "not re-sent: an earlier send whose outcome is unknown may have been stored and then removed (" + err.Error() + "); the destination may no longer remember its key"
+	}
+	return "not re-sent: where the send would go cannot be read (" + err.Error() + "), and an earlier send whose outcome is unknown may be there"
 }

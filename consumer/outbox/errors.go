@@ -15,3 +15,12 @@ var ErrDeleteUnconfirmed = errors.New("outbox: the destination's \"no such item\
 // ErrNoSuchItem: a Deleter's destination answered that it holds no item by
 // that id (an HTTP 404 or 410). It is not yet a delete: see Deleter.
 var ErrNoSuchItem = errors.New("outbox: the destination says it holds no such item")
+
+// ErrOtherInstance: the destination is no longer the instance a row's
+// sends went to (a stream deleted and made again), which does not remember
+// their keys.
+var ErrOtherInstance = errors.New("outbox: the destination is another instance than the row's sends went to")
+
+// ErrNotHeld: a Retainer no longer holds everything stored since the row's
+// first send; a key whose copy was removed may be forgotten.
+var ErrNotHeld = errors.New("outbox: the destination no longer holds everything since the row's first send")

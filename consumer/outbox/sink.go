@@ -93,16 +93,13 @@ func (e *SendError) Error() string {
 
 func (e *SendError) Unwrap() error { return e.Kind }
 
-// Retainer is a Positioner that can say whether its destination, the
-// instance recorded, still holds everything stored after a position. A
-// destination that deduplicates by key from what it holds (a stream's
-// duplicate window is rebuilt from its messages when the server restarts)
-// may forget a key whose copy was removed (a purge): a same-key re-send is
-// then safe only while nothing since the row's first send was removed.
+// Retainer is a Positioner that can say whether its destination is still
+// the instance recorded (else ErrOtherInstance) and still holds everything
+// stored after a position (else ErrNotHeld). A destination that
+// deduplicates by key from what it holds (a stream's duplicate window is
+// rebuilt from its messages when the server restarts) may forget a key
+// whose copy was removed (a purge): a same-key re-send is then safe only
+// while nothing since the row's first send was removed.
 type Retainer interface {
 	HoldsSince(ctx context.Context, since ledger.Destination) error
 }
-
-// ErrNotHeld is what a Retainer's HoldsSince returns, wrapped, when
-// something stored after the position was removed from the instance.
-var ErrNotHeld = errors.New("outbox: the destination no longer holds everything since the row's first send")

@@ -280,7 +280,7 @@ func (s *Sink) HoldsSince(ctx context.Context, since ledger.Destination) error {
 	}
 	info := st.CachedInfo()
 	if got := instance(s.stream, info.Created); got != since.Instance {
-		return fmt.Errorf("natssink: %s is not the instance %s: %w", got, since.Instance, outbox.ErrNotHeld)
+		return fmt.Errorf("natssink: %s is not the instance %s: %w", got, since.Instance, outbox.ErrOtherInstance)
 	}
 	if info.State.FirstSeq > since.Position+1 || info.State.NumDeleted > 0 {
 		return fmt.Errorf("natssink: %s starts at %d with %d deleted, after position %d: %w",
