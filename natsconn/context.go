@@ -139,6 +139,10 @@ var contextStrings = []string{"url", "creds", "nkey", "user", "password", "token
 // fileFields are the context fields that name a file.
 var fileFields = []string{"creds", "nkey", "cert", "key", "ca"}
 
+// NamesFile reports whether the context field (its JSON name) names a
+// file: creds, nkey, cert, key or ca.
+func NamesFile(field string) bool { return slices.Contains(fileFields, field) }
+
 // contextIgnored are the fields that change nothing of a connection:
 // labels, the CLI's colours, and the prefix of JetStream advisories, which
 // jetledger does not subscribe to.
@@ -254,7 +258,7 @@ func (c *Context) check() error {
 // with "key".
 func (c *Context) CheckFiles(fields ...string) error {
 	for _, f := range fields {
-		if v := c.fields[f]; v != "" && slices.Contains(fileFields, f) {
+		if v := c.fields[f]; v != "" && NamesFile(f) {
 			if _, err := os.Stat(v); err != nil {
 				return c.fault(ErrContextConflict, f, err, "%s: field %q: %v", c.Label(), f, err)
 			}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"os"
-	"slices"
 
 	"github.com/alecthomas/kong"
 	"github.com/jetledger/jetledger/natsconn"
@@ -63,9 +62,6 @@ var connGroups = [][]connSetting{
 	{{"tls-cert", "NATS_CERT", "cert"}, {"tls-key", "NATS_KEY", "key"}},
 	{{"tls-ca", "NATS_CA", "ca"}},
 }
-
-// fileFields are the context fields that name a file.
-var fileFields = []string{"creds", "nkey", "cert", "key", "ca"}
 
 // AfterApply fills in the connection flags that jetledger's own settings
 // left unset, from the NATS_* variables and the context. Errors are the
@@ -174,7 +170,7 @@ func (c *natsContext) fill(kctx *kong.Context, flags map[string]*kong.Flag, grou
 // without a password being a token.
 func checkEnvGroup(group []connSetting, values map[string]string) error {
 	for _, s := range group {
-		if v := values[s.flag]; v != "" && slices.Contains(fileFields, s.field) {
+		if v := values[s.flag]; v != "" && natsconn.NamesFile(s.field) {
 			if _, err := os.Stat(v); err != nil {
 				return usagef("$%s: %v", s.env, err)
 			}
