@@ -142,6 +142,19 @@ func sourceDomain(src *jetstream.StreamSource) string {
 	return src.External.APIPrefix
 }
 
+// SourceJetStream is JetStream where the stream src names lives, over js's
+// connection: in src's domain, or through its API prefix; js itself for a
+// source in js's own.
+func SourceJetStream(js jetstream.JetStream, src *jetstream.StreamSource) (jetstream.JetStream, error) {
+	switch {
+	case src.Domain != "":
+		return jetstream.NewWithDomain(js.Conn(), src.Domain)
+	case src.External != nil && src.External.APIPrefix != "":
+		return jetstream.NewWithAPIPrefix(js.Conn(), src.External.APIPrefix)
+	}
+	return js, nil
+}
+
 // sourceKey names src in the ledger: the stream and its domain. Sources of
 // one stream with other filters share it.
 func sourceKey(src *jetstream.StreamSource) string {
@@ -231,12 +244,9 @@ func PruneBound(ctx context.Context, s jetstream.Stream, info *jetstream.StreamI
 // does not exist. Only its server can say which instance it is and how far
 // it goes, so the call waits for it (logged) until ctx ends.
 func hubStream(ctx context.Context, js jetstream.JetStream, stream string, src *jetstream.StreamSource, log *slog.Logger) (*jetstream.StreamInfo, error) {
-	hub := js
-	if d := sourceDomain(src); d != "" {
-		var err error
-		if hub, err = jetstream.NewWithDomain(js.Conn(), d); err != nil {
-			return nil, err
-		}
+	hub, err := SourceJetStream(js, src)
+	if err != nil {
+		return nil, err
 	}
 	return jsretry.Call(ctx, log, "look up the source "+sourceKey(src)+" of stream "+stream, func(ctx context.Context) (*jetstream.StreamInfo, error) {
 		s, err := hub.Stream(ctx, src.Name)

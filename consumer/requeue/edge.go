@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -139,13 +140,7 @@ func originStream(cfg jetstream.StreamConfig, subject string) (into string, src 
 // sourceConfig is the configuration of the stream src names, read in its
 // domain (or through its API prefix) over js's connection.
 func sourceConfig(ctx context.Context, js jetstream.JetStream, src *jetstream.StreamSource) (jetstream.StreamConfig, error) {
-	var err error
-	switch {
-	case src.Domain != "":
-		js, err = jetstream.NewWithDomain(js.Conn(), src.Domain)
-	case src.External != nil && src.External.APIPrefix != "":
-		js, err = jetstream.NewWithAPIPrefix(js.Conn(), src.External.APIPrefix)
-	}
+	js, err := stream.SourceJetStream(js, src)
 	if err != nil {
 		return jetstream.StreamConfig{}, err
 	}
