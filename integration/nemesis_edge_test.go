@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/publisher"
+	streams "github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -223,24 +223,6 @@ func startNemHub(t testing.TB) *hub {
 	return h
 }
 
-// natsHash and the identity below are nats-server's (package stream's
-// sourcefloor.go has them too; TestSourcedCopyNamesTheHubInstance holds
-// them to a live server's): the identity of a stream instance is a hash of
-// its creation time, and every sourced copy carries it.
-func natsHash(s string) string {
-	const digits = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-	sum := sha256.Sum256([]byte(s))
-	b := make([]byte, 8)
-	for i := range b {
-		b[i] = digits[int(sum[i]%byte(len(digits)))]
-	}
-	return string(b)
-}
-
-func streamIdentityOf(created time.Time) string {
-	return natsHash(created.UTC().Format(time.RFC3339Nano))
-}
-
 // createHub makes HUB, and starts reading it from its start.
 func (e *nemEdge) createHub(w *nemWorld) {
 	var info *jetstream.StreamInfo
@@ -253,7 +235,7 @@ func (e *nemEdge) createHub(w *nemWorld) {
 		}
 		return err == nil
 	})
-	e.hubIdent, e.hubRead = streamIdentityOf(info.Created), 0
+	e.hubIdent, e.hubRead = streams.Identity(info.Created), 0
 }
 
 // getMsg reads one message of a stream, riding out a server restarting;

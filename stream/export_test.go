@@ -1,7 +1,4 @@
 package stream
 
 // For the tests of package stream_test.
-var (
-	SourceStart    = sourceStart
-	StreamIdentity = streamIdentity
-)
+var SourceStart = sourceStart

@@ -47,7 +47,7 @@ type sourceOrigin struct {
 	Stream   string // the source's name, with ":<hash>" of its API prefix when in another domain
 	Seq      uint64 // its sequence in the source
 	IName    string // the source's index name, "<stream> <filter> <transform>"; empty in the short form
-	Identity string // the source instance's (streamIdentity); empty from a server that sends none
+	Identity string // the source instance's (Identity); empty from a server that sends none
 }
 
 // parseStreamSource reads a Nats-Stream-Source header. The form before
@@ -94,12 +94,12 @@ func natsHash(s string) string {
 	return string(b)
 }
 
-// streamIdentity is nats-server's identity of a stream instance, a hash of
+// Identity is nats-server's identity of a stream instance, a hash of
 // its creation time (server/stream.go identity). The sourcing server stamps
 // it on every copy and checks it against the source when it resumes,
 // between servers of any version, so it does not change;
 // TestSourcedCopyNamesTheHubInstance holds it to a live server's.
-func streamIdentity(created time.Time) string {
+func Identity(created time.Time) string {
 	return natsHash(created.UTC().Format(time.RFC3339Nano))
 }
 
@@ -267,7 +267,7 @@ func floorOf(f ledger.SourceFloor, info *jetstream.StreamInfo) bool {
 		// copy had any message): one made after the floor is surely another.
 		return !info.Created.After(f.Since)
 	}
-	return f.Instance == streamIdentity(info.Created)
+	return f.Instance == Identity(info.Created)
 }
 
 // copies is how many of src's messages a copy starting at start can take:
@@ -331,7 +331,7 @@ func sourceStart(ctx context.Context, js jetstream.JetStream, stream string, src
 	if !floored {
 		nf := ledger.SourceFloor{Source: sourceKey(src), Below: max(start, 1)}
 		if info != nil {
-			nf.Instance = streamIdentity(info.Created)
+			nf.Instance = Identity(info.Created)
 		}
 		if err := st.RaiseSourceFloors(ctx, stream, []ledger.SourceFloor{nf}); err != nil {
 			return 0, err

@@ -16,7 +16,7 @@ import (
 
 // An edge's copy of the hub's stream names, on each message, the hub's
 // sequence and the hub stream's instance (nats-server's identity of it,
-// which streamIdentity computes): PruneBound reads them from the first
+// which Identity computes): PruneBound reads them from the first
 // message the copy keeps, and a copy made again starts at that sequence of
 // the same instance only. The hub stream made again is another instance,
 // whose messages are all new; one that is not there yet will be another;
@@ -78,7 +78,7 @@ func TestSourcedCopyNamesTheHubInstance(t *testing.T) {
 	}
 	// Recorded for the new instance, the floor holds for it.
 	if _, err := st.Prune(ctx, ledger.PruneOptions{Stream: "EDGE", FirstSeq: 1,
-		Floors: []ledger.SourceFloor{{Source: "ORDERS@hub", Instance: stream.StreamIdentity(hubStreamInfo(t, hjs).Created), Below: 1}}}); err != nil {
+		Floors: []ledger.SourceFloor{{Source: "ORDERS@hub", Instance: stream.Identity(hubStreamInfo(t, hjs).Created), Below: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	if seq, err := start(ctx); err != nil || seq != 1 {
@@ -150,7 +150,7 @@ func prunedCopy(t *testing.T, hjs, ejs jetstream.JetStream, st *ledger.Store) je
 		t.Fatal(err)
 	}
 	// The copy keeps its sequences 2 and 3: hub sequences 3 and 4.
-	want := ledger.SourceFloor{Source: "ORDERS@hub", Instance: stream.StreamIdentity(hinfo.CachedInfo().Created), Below: 3}
+	want := ledger.SourceFloor{Source: "ORDERS@hub", Instance: stream.Identity(hinfo.CachedInfo().Created), Below: 3}
 	if first != 2 || len(floors) != 1 || floors[0] != want {
 		t.Fatalf("PruneBound = %d, %+v; want 2, %+v", first, floors, want)
 	}
