@@ -31,7 +31,7 @@ type edgeWorld struct {
 
 func newEdgeWorld(t *testing.T) *edgeWorld {
 	t.Helper()
-	_, hjs, u := startHub(t)
+	_, hjs, u := consumertest.RunHub(t)
 	ejs, _ := startLeaf(t, u, "site1")
 	w := &edgeWorld{hjs: hjs, ejs: ejs}
 	w.now.Store(time.Now().Add(-30 * 24 * time.Hour).UnixNano()) // rows are applied long ago

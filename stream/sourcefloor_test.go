@@ -24,7 +24,7 @@ import (
 func TestSourcedCopyNamesTheHubInstance(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	hub, hjs, u := startHub(t)
+	hub, hjs, u := consumertest.RunHub(t)
 	ejs, _ := startLeaf(t, u, "site1")
 	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
 	if err != nil {

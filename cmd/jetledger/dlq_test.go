@@ -256,7 +256,7 @@ func startEdge(t *testing.T, hub, edge time.Duration) anEdge {
 // source are set here, the edge's source filter kept.
 func startEdgeWith(t *testing.T, hub, edge jetstream.StreamConfig) anEdge {
 	t.Helper()
-	hs, hjs, u := startHub(t)
+	hs, hjs, u := consumertest.RunHub(t)
 	hub.Name, hub.Subjects = "HUB", []string{"pay.*"}
 	consumertest.CreateStream(t, hjs, hub)
 	ejs, edgeURL := startLeaf(t, u, "site")

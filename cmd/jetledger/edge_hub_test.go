@@ -14,19 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// startHub starts a test's hub: a server in JetStream domain "hub" that
-// takes leaf connections. It returns the server, a JetStream client of it
-// and the URL an edge joins it by.
-func startHub(t *testing.T) (*server.Server, jetstream.JetStream, *url.URL) {
-	t.Helper()
-	leafPort := freeTCPPort(t)
-	hub := consumertest.RunServerWithOptions(t, &server.Options{JetStreamDomain: "hub", ServerName: "hub",
-		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: leafPort}})
-	_, js := consumertest.Connect(t, hub)
-	u, _ := url.Parse(fmt.Sprintf("nats-leaf://127.0.0.1:%d", leafPort))
-	return hub, js, u
-}
-
 // startLeaf starts run's embedded server as an edge: a leaf of the hub at
 // hubURL, in its own JetStream domain. It returns a JetStream client of it
 // and its URL, without waiting for the leaf connection (waitLeafs).
@@ -60,7 +47,7 @@ func waitLeafs(t *testing.T, hub *server.Server, n int) {
 // leaf whose server name it already has, so each edge's server is named by
 // its domain) and reads each site's streams by its domain.
 func TestTwoEdgesShareAHub(t *testing.T) {
-	hub, hjs, u := startHub(t)
+	hub, hjs, u := consumertest.RunHub(t)
 	var edges []jetstream.JetStream
 	for i, subj := range []string{"effects.siteA", "effects.siteB"} {
 		js, _ := startLeaf(t, u, []string{"siteA", "siteB"}[i])

@@ -126,7 +126,7 @@ func TestStartupWaitsForTheServer(t *testing.T) {
 // unavailable").
 func TestRunStoppedWhileWaitingForTheServer(t *testing.T) {
 	t.Parallel()
-	peers := []*url.URL{{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))}, {Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", freeTCPPort(t))}}
+	peers := []*url.URL{{Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", consumertest.FreePort(t))}, {Scheme: "nats-route", Host: fmt.Sprintf("127.0.0.1:%d", consumertest.FreePort(t))}}
 	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, ServerName: "n1",
 		JetStream: true, StoreDir: t.TempDir(), Cluster: server.ClusterOpts{Name: "c", Host: "127.0.0.1", Port: -1}, Routes: peers})
 	if err != nil {
@@ -169,14 +169,4 @@ func TestRunRefusesAServerWithoutJetStream(t *testing.T) {
 	if code != exitFailure || !strings.Contains(errOut, "has no JetStream for this account") || time.Since(start) > 15*time.Second {
 		t.Fatalf("run against a server without JetStream: exit %d after %s\n%s", code, time.Since(start), errOut)
 	}
-}
-
-func freeTCPPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

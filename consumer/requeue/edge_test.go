@@ -3,7 +3,6 @@ package requeue_test
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"testing"
 	"time"
@@ -16,24 +15,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// freePort is a TCP port free a moment ago, for the hub's leaf listener.
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // At an edge the dead letter's stream PAY captures nothing: it sources the
 // hub's HUB. The copy goes into HUB (without the Nats-Stream-Source header
 // the sourced original carries) and the dead letter goes only once the
 // copy is in PAY after the original.
 func TestRequeueAtAnEdgeThroughTheHub(t *testing.T) {
 	t.Parallel()
-	port := freePort(t)
+	port := consumertest.FreePort(t)
 	hub := consumertest.RunServerWithOptions(t, &server.Options{JetStreamDomain: "hub", ServerName: "hub",
 		LeafNode: server.LeafNodeOpts{Host: "127.0.0.1", Port: port}})
 	_, hjs := consumertest.Connect(t, hub)
