@@ -3,11 +3,11 @@ package main
 import (
 	"io"
 	"strconv"
-	"strings"
 
 	"github.com/alecthomas/kong"
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/publisher"
 )
@@ -82,37 +82,37 @@ func defaults() kong.Vars {
 	}
 }
 
+// completionCmd and completeCmd are shell completion, computed from the
+// kong model by the binary itself.
+type (
+	completionCmd = kongx.CompletionCmd
+	completeCmd   = kongx.CompleteCmd
+)
+
+// configFlag is --config (JETLEDGER_CONFIG): TOML whose keys are flag
+// names without the dashes, a [command] or [command.subcommand] table for
+// one command (kongx.LoadConfig). The file is read before the flags are
+// resolved, and every error about it names it.
+type configFlag string
+
+// BeforeResolve reads the file and adds it as a resolver.
+func (configFlag) BeforeResolve(kctx *kong.Context, trace *kong.Path) error {
+	return kongx.ReadConfigFlag(kctx, trace)
+}
+
 // newParser builds the parser of root. Exits (after --help, --version)
 // panic with an exitRequest for mainExit to recover.
 func newParser(root *cli, stdout, stderr io.Writer) (*kong.Kong, error) {
-	return kong.New(root, append([]kong.Option{
-		kong.Name("jetledger"),
+	opts, err := kongx.Options(kongx.Config{Name: "jetledger", EnvPrefix: "JETLEDGER"})
+	if err != nil {
+		return nil, err
+	}
+	return kong.New(root, append(opts,
 		kong.Description(description),
 		kong.Writers(stdout, stderr),
 		kong.Exit(func(code int) { panic(exitRequest(code)) }),
-		kong.DefaultEnvars("JETLEDGER"),
-		// With a resolver in place, kong reports a bad environment value
-		// only when the command line does not override the flag.
-		kong.Resolvers(kong.ResolverFunc(func(*kong.Context, *kong.Path, *kong.Flag) (any, error) { return nil, nil })),
 		kong.Vars(defaults()),
 		kong.ExplicitGroups(flagGroups),
-		kong.ValueFormatter(helpValue),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),
-		// A negative number is a value (--max-deliver -1); valueMappers
-		// refuse the other words that start with '-', and a missing value.
-		kong.WithHyphenPrefixedParameters(true),
-	}, valueMappers()...)...)
-}
-
-// helpValue is a flag's help line: its text, its default where the
-// placeholder (FILE, URL) hides it, and its environment variable.
-func helpValue(v *kong.Value) string {
-	s := v.Help
-	if v.HasDefault && v.Default != "" && v.Flag != nil && v.Flag.PlaceHolder != "" {
-		s += " (default " + v.Default + ")"
-	}
-	if len(v.Tag.Envs) > 0 {
-		s += " ($" + strings.Join(v.Tag.Envs, ", $") + ")"
-	}
-	return s
+	)...)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/ledger"
 )
 
@@ -169,7 +170,7 @@ func TestCompletions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tt := range tests {
-		if got := completions(parser.Model.Node, tt.words); !slices.Equal(got, tt.want) {
+		if got := kongx.Complete(parser.Model.Node, tt.words); !slices.Equal(got, tt.want) {
 			t.Errorf("completions(%q) = %q, want %q", tt.words, got, tt.want)
 		}
 	}
@@ -177,8 +178,8 @@ func TestCompletions(t *testing.T) {
 	if code != exitOK || out != "--deadline\n" {
 		t.Fatalf("__complete: exit %d, %q", code, out)
 	}
-	status := findFlag(findCommand(findCommand(parser.Model.Node, "outbox"), "list"), "--status")
-	if got := valuesOf(status.Value); !slices.Equal(got, slicesOf(ledger.Statuses)) {
+	status := kongx.FindFlag(kongx.FindCommand(kongx.FindCommand(parser.Model.Node, "outbox"), "list"), "--status")
+	if got := kongx.ValuesOf(status.Value); !slices.Equal(got, slicesOf(ledger.Statuses)) {
 		t.Fatalf("outbox list --status completes %q, want the ledger's statuses %q", got, ledger.Statuses)
 	}
 }

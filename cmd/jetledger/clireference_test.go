@@ -6,12 +6,20 @@ import (
 	"io"
 	"os"
 	"testing"
+
+	"github.com/jetledger/jetledger/internal/kongx"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/cli.md from the kong model")
 
-// TestCLIReferenceIsGenerated: docs/cli.md is what writeCLIReference makes
-// of the kong model. Regenerate it with
+// cliReference is where docs/cli.md, the CLI reference, says it comes from.
+var cliReference = kongx.ReferenceConfig{
+	Generator:  "cmd/jetledger",
+	Regenerate: "go test ./cmd/jetledger -run TestCLIReferenceIsGenerated -update",
+}
+
+// TestCLIReferenceIsGenerated: docs/cli.md is what kongx.WriteReference
+// makes of the kong model. Regenerate it with
 // go test ./cmd/jetledger -run TestCLIReferenceIsGenerated -update.
 func TestCLIReferenceIsGenerated(t *testing.T) {
 	parser, err := newParser(&cli{}, io.Discard, io.Discard)
@@ -19,7 +27,7 @@ func TestCLIReferenceIsGenerated(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got bytes.Buffer
-	if err := writeCLIReference(&got, parser.Model); err != nil {
+	if err := kongx.WriteReference(&got, parser.Model, cliReference); err != nil {
 		t.Fatal(err)
 	}
 	const path = "../../docs/cli.md"

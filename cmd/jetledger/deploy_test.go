@@ -17,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jetledger/jetledger/internal/kongx"
 )
 
 // The files of deploy/ pass flags and JETLEDGER_* variables to run; these
@@ -271,7 +273,7 @@ func checkEnvNames(t *testing.T, file string, vars []envVar) {
 			if v.line > 0 {
 				where = fmt.Sprintf("%s:%d", file, v.line)
 			}
-			t.Errorf("%s: %s is no variable of jetledger run%s", where, v.name, suggest(v.name, known))
+			t.Errorf("%s: %s is no variable of jetledger run%s", where, v.name, kongx.Suggest(v.name, known))
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 
-	"github.com/jetledger/jetledger/internal/editdist"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/sqlhandler"
 )
@@ -88,7 +87,3 @@ func (e *handlerEffects) effect(ctx context.Context, tx *ledger.Tx, d ledger.Del
 	}
 	return nil
 }
-
-// editDistance is the optimal string alignment distance between a and b
-// (editdist.Distance), for flag suggestions.
-func editDistance(a, b string) int { return editdist.Distance(a, b) }

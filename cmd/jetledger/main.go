@@ -6,8 +6,8 @@
 // tags of one type per command it gives what a host run by systemd or an
 // image needs without hand-written parsing: per-command help, "did you mean"
 // on unknown flags and commands, JETLEDGER_* environment variables
-// (kong.DefaultEnvars) and a config file (configFlag, read by tomlConfig),
-// with no dependency beyond itself.
+// (kong.DefaultEnvars) and a config file (configFlag); internal/kongx adds
+// strict values, the config file's resolver, completion and the reference.
 // Flag groups shared by several commands are embedded structs, declared once.
 package main
 
@@ -23,6 +23,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/internal/kongx"
 )
 
 // Exit codes, as documented in --help and README.md.
@@ -88,7 +89,7 @@ func mainExit(ctx context.Context, args []string, stdout, stderr io.Writer) (cod
 		return usage(stderr, "jetledger", err)
 	}
 	name := commandName(kctx)
-	if err := checkNotEmpty(kctx); err != nil {
+	if err := kongx.CheckNotEmpty(kctx); err != nil {
 		return usage(stderr, name, err)
 	}
 	err = kctx.Run(&invocation{ctx: ctx, stdout: stdout, stderr: stderr})
@@ -130,7 +131,7 @@ func commandName(kctx *kong.Context) string {
 // usage reports a usage error, the parser's or a command's, in one format:
 // the command, the error, and where its help is. Exit 2.
 func usage(stderr io.Writer, name string, err error) int {
-	var missing *missingValueError
+	var missing *kongx.MissingValueError
 	if errors.As(err, &missing) {
 		err = missing // kong's prefix would name the flag twice
 	}

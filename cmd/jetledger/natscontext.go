@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/alecthomas/kong"
+	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/natsconn"
 	"github.com/nats-io/nats.go"
 )
@@ -49,18 +50,19 @@ func (c *natsContext) Decode(ctx *kong.DecodeContext) error {
 	return err
 }
 
-// connSetting is one connection setting as each layer names it: the flag,
-// the nats CLI's variable ("" if it has none) and the context file's field.
-type connSetting struct{ flag, env, field string }
-
 // connGroups are the settings a layer gives together; a group that
 // jetledger's own settings touch is left to them whole.
-var connGroups = [][]connSetting{
-	{{"nats", "NATS_URL", "url"}},
-	{{"nats-creds", "NATS_CREDS", "creds"}, {"nats-nkey", "NATS_NKEY", "nkey"}, {"nats-user", "NATS_USER", "user"},
-		{"nats-password", "NATS_PASSWORD", "password"}, {"nats-token", "", "token"}},
-	{{"tls-cert", "NATS_CERT", "cert"}, {"tls-key", "NATS_KEY", "key"}},
-	{{"tls-ca", "NATS_CA", "ca"}},
+var connGroups = [][]kongx.Setting{
+	{{Flag: "nats", Env: "NATS_URL", Field: "url"}},
+	{
+		{Flag: "nats-creds", Env: "NATS_CREDS", Field: "creds"},
+		{Flag: "nats-nkey", Env: "NATS_NKEY", Field: "nkey"},
+		{Flag: "nats-user", Env: "NATS_USER", Field: "user"},
+		{Flag: "nats-password", Env: "NATS_PASSWORD", Field: "password"},
+		{Flag: "nats-token", Field: "token"},
+	},
+	{{Flag: "tls-cert", Env: "NATS_CERT", Field: "cert"}, {Flag: "tls-key", Env: "NATS_KEY", Field: "key"}},
+	{{Flag: "tls-ca", Env: "NATS_CA", Field: "ca"}},
 }
 
 // AfterApply fills in the connection flags that jetledger's own settings
@@ -69,10 +71,7 @@ var connGroups = [][]connSetting{
 // of every command (the flag has a default), so it acts only for the
 // selected command's.
 func (c *natsContext) AfterApply(kctx *kong.Context) error {
-	flags := map[string]*kong.Flag{}
-	for _, f := range kctx.Flags() {
-		flags[f.Name] = f
-	}
+	flags := kongx.SelectedFlags(kctx)
 	self, urlFlag := flags["context"], flags["nats"]
 	if self == nil || urlFlag == nil || !self.Target.CanAddr() || self.Target.Addr().Interface() != any(c) {
 		return nil
@@ -103,80 +102,52 @@ func (c *natsContext) AfterApply(kctx *kong.Context) error {
 	return nil
 }
 
-// given says whether jetledger's own settings set f: the command line, the
-// config file (both on kctx's path) or its JETLEDGER_* variable.
-func given(kctx *kong.Context, f *kong.Flag) bool {
-	for _, p := range kctx.Path {
-		if p.Flag == f {
-			return true
-		}
-	}
-	for _, env := range f.Envs {
-		if _, ok := os.LookupEnv(env); ok {
-			return true
-		}
-	}
-	return false
-}
-
 // fill sets group's flags from the NATS_* variables or else from the
 // context, unless jetledger's own settings set one of them.
-func (c *natsContext) fill(kctx *kong.Context, flags map[string]*kong.Flag, group []connSetting, ctxFile *natsconn.Context) error {
-	values := map[string]string{}
-	for _, s := range group {
-		f := flags[s.flag]
-		if f == nil || given(kctx, f) {
+func (c *natsContext) fill(kctx *kong.Context, flags map[string]*kong.Flag, group []kongx.Setting, ctxFile *natsconn.Context) error {
+	var field func(string) string
+	if ctxFile != nil {
+		field = ctxFile.Field
+	}
+	_, err := kongx.FillGroup(kctx, flags, group, field, func(from kongx.Source, values map[string]string) error {
+		if from == kongx.FromEnv {
+			if err := checkEnvGroup(group, values); err != nil {
+				return err
+			}
+			if group[0].Flag == "nats" {
+				c.from = "$NATS_URL"
+			}
 			return nil
 		}
-		if s.env != "" && os.Getenv(s.env) != "" {
-			values[s.flag] = os.Getenv(s.env)
-		}
-	}
-	switch {
-	case len(values) > 0:
-		if err := checkEnvGroup(group, values); err != nil {
-			return err
-		}
-		if group[0].flag == "nats" {
-			c.from = "$NATS_URL"
-		}
-	case ctxFile != nil:
-		for _, s := range group {
-			values[s.flag] = ctxFile.Field(s.field)
-		}
-		if group[0].flag == "nats" {
+		if group[0].Flag == "nats" {
 			// A context names a server even when it has no URL: the nats CLI's default.
 			values["nats"] = cmp.Or(values["nats"], nats.DefaultURL)
 			c.from = ctxFile.Label()
 		}
 		fields := make([]string, len(group))
 		for i, s := range group {
-			fields[i] = s.field
+			fields[i] = s.Field
 		}
 		if err := ctxFile.CheckFiles(fields...); err != nil {
 			return contextUsage(err)
 		}
-	default:
 		return nil
-	}
-	for _, s := range group {
-		flags[s.flag].Target.SetString(values[s.flag])
-	}
-	return nil
+	})
+	return err
 }
 
 // checkEnvGroup checks the NATS_* variables of a group as the nats CLI
 // reads them: files that exist, a certificate with its key, and a user
 // without a password being a token.
-func checkEnvGroup(group []connSetting, values map[string]string) error {
+func checkEnvGroup(group []kongx.Setting, values map[string]string) error {
 	for _, s := range group {
-		if v := values[s.flag]; v != "" && natsconn.NamesFile(s.field) {
+		if v := values[s.Flag]; v != "" && natsconn.NamesFile(s.Field) {
 			if _, err := os.Stat(v); err != nil {
-				return usagef("$%s: %v", s.env, err)
+				return usagef("$%s: %v", s.Env, err)
 			}
 		}
 	}
-	if (values["tls-cert"] == "") != (values["tls-key"] == "") && group[0].flag == "tls-cert" {
+	if (values["tls-cert"] == "") != (values["tls-key"] == "") && group[0].Flag == "tls-cert" {
 		return usagef("$NATS_CERT and $NATS_KEY go together")
 	}
 	if values["nats-user"] != "" && values["nats-password"] == "" {
@@ -189,7 +160,7 @@ func checkEnvGroup(group []connSetting, values map[string]string) error {
 // variable or the config file), else by $NATS_CONTEXT, else selected by
 // 'nats context select' unless the command defaults to its embedded server.
 func (c *natsContext) load(kctx *kong.Context, self *kong.Flag, embedded bool) (*natsconn.Context, error) {
-	name, named := c.name, given(kctx, self)
+	name, named := c.name, kongx.Given(kctx, self)
 	if named && name == "" {
 		for _, p := range kctx.Path {
 			switch {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/ledger"
 )
 
@@ -242,7 +243,7 @@ func TestEachCommandTakesOnlyTheWebhookFlagsItUses(t *testing.T) {
 	for _, tt := range tests {
 		node := parser.Model.Node
 		for _, name := range tt.cmd {
-			node = findCommand(node, name)
+			node = kongx.FindCommand(node, name)
 		}
 		var flags []string
 		for _, group := range node.AllFlags(true) {

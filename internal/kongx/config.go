@@ -1,4 +1,4 @@
-package main
+package kongx
 
 import (
 	"errors"
@@ -12,16 +12,18 @@ import (
 
 	"github.com/BurntSushi/toml"
 	"github.com/alecthomas/kong"
+
+	"github.com/jetledger/jetledger/internal/editdist"
 )
 
-// tomlConfig is the file of --config (JETLEDGER_CONFIG): TOML whose keys are
-// flag names as written on the command line, without the dashes.
+// tomlConfig is a config file: TOML whose keys are flag names as written
+// on the command line, without the dashes.
 //
-//	db = "/var/lib/jetledger/payments.db"   # every command that has --db
-//	[run]                                   # run only, over the top level
+//	db = "/var/lib/app/app.db"    # every command that has --db
+//	[run]                         # run only, over the top level
 //	deadline = "30s"
-//	[outbox.cancel]                         # outbox cancel, over [outbox]
-//	webhook-delete-url = "https://example.com/items/{external_id}"
+//	[outbox.cancel]               # outbox cancel, over [outbox]
+//	delete-url = "https://example.com/items/{id}"
 //
 // A table names a command, a table inside it a subcommand; the deeper table
 // wins. A value is a string, number or boolean, or an array of them, which
@@ -37,68 +39,91 @@ type tomlConfig struct {
 	values map[string]any
 }
 
-// configFlag is --config: the file is read before the flags are resolved,
-// and every error about it names it.
-type configFlag string
-
-// BeforeResolve reads the file and adds it as a resolver.
-func (configFlag) BeforeResolve(kctx *kong.Context, trace *kong.Path) error {
-	path, _ := kctx.FlagValue(trace.Flag).(configFlag)
-	if path == "" {
-		return errors.New("--config is empty: give a file, or leave the flag out")
+// ReadConfigFlag is the BeforeResolve hook of a --config flag (a type
+// whose underlying type is string): it reads the file the flag names and
+// adds it as a resolver. An empty value is an error naming the flag.
+//
+//	type configFlag string
+//
+//	func (configFlag) BeforeResolve(kctx *kong.Context, trace *kong.Path) error {
+//		return kongx.ReadConfigFlag(kctx, trace)
+//	}
+func ReadConfigFlag(kctx *kong.Context, trace *kong.Path) error {
+	v := reflect.ValueOf(kctx.FlagValue(trace.Flag))
+	if v.Kind() != reflect.String || v.String() == "" {
+		return fmt.Errorf("--%s is empty: give a file, or leave the flag out", trace.Flag.Name)
 	}
-	return loadConfig(kctx, kong.ExpandPath(string(path)))
+	return LoadConfig(kctx, kong.ExpandPath(v.String()))
 }
 
-// loadConfig reads the TOML file at path and adds it as a resolver.
-func loadConfig(kctx *kong.Context, path string) error {
+// LoadConfig reads the TOML file at path and adds it as a resolver; its
+// keys are checked against the application's commands and flags when kong
+// validates. Errors name the file.
+func LoadConfig(kctx *kong.Context, path string) error {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("config file %s: no such file", path)
+		return &ConfigFileError{Path: path, Err: errors.New("no such file")}
 	}
 	if err != nil {
-		return fmt.Errorf("config file %s: %w", path, err)
+		return &ConfigFileError{Path: path, Err: err}
 	}
 	defer f.Close()
 	cfg := &tomlConfig{path: path}
 	if _, err := toml.NewDecoder(f).Decode(&cfg.values); err != nil {
-		return fmt.Errorf("config file %s: %w", path, err)
+		return &ConfigFileError{Path: path, Err: err}
 	}
 	kctx.AddResolver(cfg)
 	return nil
 }
 
-// notInFile are the flags a config file cannot set: they act at once
-// (--help, --version) or name the file itself (--config).
-var notInFile = []string{"help", "config", "version"}
-
 // Validate checks every key of the file against the application's commands
 // and flags.
 func (c *tomlConfig) Validate(app *kong.Application) error {
-	if err := checkTable(c.values, app.Node, ""); err != nil {
-		return fmt.Errorf("config file %s: %w", c.path, err)
+	if err := checkTable(c.values, app.Node, "", earlyFlags(app.Node)); err != nil {
+		return &ConfigFileError{Path: c.path, Err: err}
 	}
 	return nil
 }
 
-func checkTable(table map[string]any, node *kong.Node, where string) error {
+// earlyFlags are the flags a config file cannot set: those that act before
+// the file is read (a BeforeReset or BeforeResolve hook: --help, --version,
+// the --config flag itself).
+func earlyFlags(node *kong.Node) []string {
+	var names []string
+	hooked := func(v reflect.Value) bool {
+		return v.MethodByName("BeforeReset").IsValid() || v.MethodByName("BeforeResolve").IsValid()
+	}
+	for _, group := range node.AllFlags(false) {
+		for _, f := range group {
+			if hooked(f.Target) || f.Target.CanAddr() && hooked(f.Target.Addr()) {
+				names = append(names, f.Name)
+			}
+		}
+	}
+	for _, child := range node.Children {
+		names = append(names, earlyFlags(child)...)
+	}
+	return names
+}
+
+func checkTable(table map[string]any, node *kong.Node, where string, notInFile []string) error {
 	for key, v := range table {
 		name := strings.TrimPrefix(where+"."+key, ".")
 		switch v := v.(type) {
 		case map[string]any:
-			child := findCommand(node, key)
+			child := FindCommand(node, key)
 			if child == nil {
-				return fmt.Errorf("[%s] is not a command%s", name, suggest(key, commandNames(node)))
+				return fmt.Errorf("[%s] is not a command%s", name, Suggest(key, CommandNames(node)))
 			}
-			if err := checkTable(v, child, name); err != nil {
+			if err := checkTable(v, child, name, notInFile); err != nil {
 				return err
 			}
 			continue
 		case []map[string]any:
-			if findCommand(node, key) != nil {
+			if FindCommand(node, key) != nil {
 				return fmt.Errorf("[[%s]] is an array of tables; a command's flags go in one table: [%s]", name, name)
 			}
-			return fmt.Errorf("[[%s]] is not a command%s", name, suggest(key, commandNames(node)))
+			return fmt.Errorf("[[%s]] is not a command%s", name, Suggest(key, CommandNames(node)))
 		}
 		if slices.Contains(notInFile, key) {
 			return fmt.Errorf("%q is not settable in a config file: give --%s on the command line", key, key)
@@ -109,7 +134,7 @@ func checkTable(table map[string]any, node *kong.Node, where string) error {
 			if where != "" {
 				in = fmt.Sprintf("[%s] has no --%s", where, key)
 			}
-			return fmt.Errorf("unknown key %q (%s)%s", key, in, suggest(key, names))
+			return fmt.Errorf("unknown key %q (%s)%s", key, in, Suggest(key, names))
 		}
 		if _, err := flagValue(v); err != nil {
 			return fmt.Errorf("%s: %w", key, err)
@@ -184,8 +209,8 @@ func flagValue(v any) (string, error) {
 	return "", fmt.Errorf("a %T cannot be a flag's value: want a string, number or boolean", v)
 }
 
-// findCommand is node's subcommand called name.
-func findCommand(node *kong.Node, name string) *kong.Node {
+// FindCommand is node's subcommand called name, or nil.
+func FindCommand(node *kong.Node, name string) *kong.Node {
 	for _, child := range node.Children {
 		if child.Type == kong.CommandNode && child.Name == name {
 			return child
@@ -194,7 +219,8 @@ func findCommand(node *kong.Node, name string) *kong.Node {
 	return nil
 }
 
-func commandNames(node *kong.Node) []string {
+// CommandNames are the names of node's visible subcommands.
+func CommandNames(node *kong.Node) []string {
 	var names []string
 	for _, child := range node.Children {
 		if child.Type == kong.CommandNode && !child.Hidden {
@@ -221,11 +247,12 @@ func flagNames(node *kong.Node, all bool) []string {
 	return names
 }
 
-// suggest is ", did you mean "x"?" for the closest of names to s, if any is close.
-func suggest(s string, names []string) string {
+// Suggest is `, did you mean "x"?` for the closest of names to s, if any
+// is close (an edit distance under 3), else "".
+func Suggest(s string, names []string) string {
 	best, bestDist := "", 3
 	for _, n := range names {
-		if d := editDistance(s, n); d < bestDist {
+		if d := editdist.Distance(s, n); d < bestDist {
 			best, bestDist = n, d
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package kongx
 
 import (
 	"fmt"
@@ -8,17 +8,37 @@ import (
 	"github.com/alecthomas/kong"
 )
 
-// The CLI reference, docs/cli.md, is generated from the kong model, the one
-// source of the flags' names, types, defaults, variables and help; a golden
-// test (TestCLIReferenceIsGenerated) fails when the file drifts.
+// A command-line reference generated from the kong model, the one source
+// of the flags' names, types, defaults, variables and help, cannot drift
+// from --help; check it with a golden test that compares the file with
+// what WriteReference makes.
 
-// writeCLIReference writes the Markdown reference of every visible command
-// of app, subcommands included, and of each one's flags.
-func writeCLIReference(w io.Writer, app *kong.Application) error {
+// ReferenceConfig says where a generated reference comes from.
+type ReferenceConfig struct {
+	// Generator names what generates the file, as its header comment
+	// says: "Generated from the kong model by Generator". Default: the
+	// comment names none.
+	Generator string
+	// Regenerate is the command that regenerates the file, shown in the
+	// header comment. Default: none shown.
+	Regenerate string
+}
+
+// WriteReference writes the Markdown reference of app: its help and
+// flags, then every visible command, subcommands included, with its help,
+// arguments and flags (name, type, default, environment variable, help).
+func WriteReference(w io.Writer, app *kong.Application, cfg ReferenceConfig) error {
 	var b strings.Builder
-	b.WriteString("# jetledger command-line reference\n\n")
-	b.WriteString("<!-- Generated from the kong model by cmd/jetledger; do not edit.\n")
-	b.WriteString("     Regenerate: go test ./cmd/jetledger -run TestCLIReferenceIsGenerated -update -->\n\n")
+	fmt.Fprintf(&b, "# %s command-line reference\n\n", app.Name)
+	b.WriteString("<!-- Generated from the kong model")
+	if cfg.Generator != "" {
+		b.WriteString(" by " + cfg.Generator)
+	}
+	b.WriteString("; do not edit.")
+	if cfg.Regenerate != "" {
+		b.WriteString("\n     Regenerate: " + cfg.Regenerate)
+	}
+	b.WriteString(" -->\n\n")
 	b.WriteString(strings.TrimSpace(app.Help) + "\n\n")
 	writeFlagTable(&b, app.Flags)
 	for _, n := range app.Children {
@@ -78,7 +98,8 @@ func writeFlagTable(b *strings.Builder, flags []*kong.Flag) {
 }
 
 // flagType names what a flag takes: its values when it has a set, else its
-// Go type (time.Duration, string, bool).
+// Go type (time.Duration, string, bool), without the package name when
+// the type is the program's own (package main).
 func flagType(f *kong.Flag) string {
 	switch {
 	case f.Enum != "":
