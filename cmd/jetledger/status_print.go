@@ -83,3 +83,40 @@ func field(w io.Writer, label, text string) {
 	}
 	fmt.Fprintln(w, b.String())
 }
+
+func printPartitions(w io.Writer, ps []partitionStatus) {
+	for _, p := range ps {
+		owner := "no ledger on this host"
+		if p.Ledger != "" {
+			owner = fmt.Sprintf("ledger %s, %d rows, %d dead letters, %d conflicts", p.Ledger, p.LedgerRows, p.DeadLetters, p.Conflicts)
+			for _, st := range ledger.Statuses {
+				if n := p.Outbox[st]; n > 0 {
+					owner += fmt.Sprintf(", outbox %s %d", st, n)
+				}
+			}
+		}
+		durable := fmt.Sprintf("%s: %d pending, %d waiting for ack, acked through seq %d", p.Durable, p.Pending, p.AckPending, p.AckFloorSeq)
+		switch {
+		case p.Durable == "":
+			durable = "durable not read"
+		case !p.Consumer:
+			durable = p.Durable + ": no such durable yet"
+		case p.Waiting > 0:
+			durable += ", being consumed"
+		case !p.LastDelivered.IsZero():
+			durable += ", last delivery " + p.LastDelivered.Format(time.RFC3339)
+		}
+		field(w, fmt.Sprintf("partition %d", p.Partition), durable+"; "+owner)
+	}
+}
+
+// ledgersHere is how many partitions have their ledger on this host.
+func ledgersHere(ps []partitionStatus) int {
+	n := 0
+	for _, p := range ps {
+		if p.Ledger != "" {
+			n++
+		}
+	}
+	return n
+}

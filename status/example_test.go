@@ -1,0 +1,86 @@
+package status_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/status"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// embedded starts a JetStream server on a random port with its store in
+// dir; stop shuts it down.
+func embedded(dir string) (url string, stop func()) {
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		log.Fatal("server not ready")
+	}
+	return s.ClientURL(), func() { s.Shutdown(); s.WaitForShutdown() }
+}
+
+func ExampleRead() {
+	dir, err := os.MkdirTemp("", "status")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	url, stop := embedded(dir)
+	defer stop()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A stream and a durable whose AckWait is far below what the plan needs.
+	s, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PAY", Subjects: []string{"pay.>"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := s.CreateConsumer(ctx, jetstream.ConsumerConfig{Durable: "jetledger", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Second}); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := js.Publish(ctx, "pay.1", []byte(`{}`)); err != nil {
+		log.Fatal(err)
+	}
+	st, err := ledger.Open(filepath.Join(dir, "pay.db"), ledger.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer st.Close()
+
+	rep, err := status.Read(ctx, js, st, status.Config{Stream: "PAY", Durable: "jetledger"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("stream", rep.Stream.Name, rep.Stream.LastSeq, "messages", rep.Stream.Messages)
+	fmt.Println("consumer", rep.Consumer.Name, rep.Consumer.AckWait, "needs", rep.Consumer.PlanAckWait, "safe", rep.Consumer.Safe, "pending", rep.Consumer.Pending)
+	fmt.Println("ledger rows", rep.Ledger.Processed, "review", rep.Outbox[ledger.StatusReview])
+	for _, p := range rep.Problems {
+		fmt.Println("problem: AckWait too short:", errors.Is(p, ackwait.ErrAckWaitTooShort))
+	}
+	// Output:
+	// stream PAY 1 messages 1
+	// consumer jetledger 1s needs 19.1s safe false pending 1
+	// ledger rows 0 review 0
+	// problem: AckWait too short: true
+}
