@@ -8,7 +8,8 @@
 // Read never fails half-way: a part that cannot be read is left nil and
 // its error is among Report.Problems, as is the plan's refusal of the
 // consumer, so one call says everything that is wrong. Check is the
-// check alone, as run does it before it consumes.
+// check alone, as run does it before it consumes. Report.WriteText writes
+// a report as the command shows it, fitted to TextWidth columns.
 //
 //	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 //	defer cancel()

@@ -84,3 +84,26 @@ func ExampleRead() {
 	// ledger rows 0 review 0
 	// problem: AckWait too short: true
 }
+
+func ExampleReport_WriteText() {
+	rep := status.Report{
+		Stream:   &status.Stream{Name: "PAY", FirstSeq: 1, LastSeq: 120, Messages: 120, DuplicateWindow: 2 * time.Minute},
+		Consumer: &status.Consumer{Name: "jetledger", AckWait: 30 * time.Second, PlanAckWait: 19100 * time.Millisecond, Safe: true, Pending: 20, AckPending: 100, AckFloorSeq: 100},
+		Ledger:   &ledger.Stats{Path: "/var/lib/jetledger/pay.db", Processed: 100, SizeBytes: 81920, Oldest: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC), DeadLetters: 1},
+		Outbox:   map[ledger.Status]int64{ledger.StatusSent: 97, ledger.StatusReview: 3},
+	}
+	if err := rep.WriteText(os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+	status.WriteField(os.Stdout, "PROBLEM", "a problem said in the caller's terms, wrapped under its label when it is longer than a line of status.TextWidth columns")
+	// Output:
+	// stream        PAY: seq 1..120, 120 messages, duplicate window 2m0s
+	// consumer      jetledger: AckWait 30s (plan needs 19.1s: ok)
+	//               20 pending, 100 waiting for ack, 0 redelivered, acked through seq 100
+	// ledger        /var/lib/jetledger/pay.db: 100 rows, 81920 bytes, oldest 2026-12-01T09:00:00Z
+	// dead letters  1
+	// conflicts     0
+	// outbox        queued 0, sending 0, sent 97, failed 0, review 3, cancelled 0, suppressed 0
+	// PROBLEM       a problem said in the caller's terms, wrapped under its label when it is longer than a
+	//               line of status.TextWidth columns
+}

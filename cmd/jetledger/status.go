@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -140,4 +141,23 @@ func (c *statusCmd) report(r status.Report, batch int, rep *statusReport) {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// statusWidth is the columns status fits in.
+const statusWidth = status.TextWidth
+
+// printStatus writes the status report as text, one labelled field a line:
+// the names read, the report's parts, then its problems.
+func printStatus(w io.Writer, r statusReport) {
+	if s := r.Serves; s != nil {
+		text := "stream " + s.Stream + ", durable " + s.Durable
+		if s.origin != "" {
+			text += " (" + s.origin + ")"
+		}
+		status.WriteField(w, "serves", text)
+	}
+	status.Report{Stream: r.Stream, Consumer: r.Consumer, Ledger: r.Ledger, Outbox: r.Outbox, Partitions: r.Partitions}.WriteText(w)
+	for _, p := range r.Problems {
+		status.WriteField(w, "PROBLEM", p)
+	}
 }
