@@ -21,7 +21,9 @@
 //	for _, p := range rep.Problems {
 //		log.Warn("status", "problem", p)
 //	}
-//	fmt.Println(rep.Consumer.Pending, rep.Ledger.DeadLetters, rep.Outbox[ledger.StatusReview])
+//	if rep.Consumer != nil && rep.Ledger != nil {
+//		fmt.Println(rep.Consumer.Pending, rep.Ledger.DeadLetters, rep.Outbox[ledger.StatusReview])
+//	}
 //
 // A partitioned run keeps a ledger per partition beside its path; read
 // them all, summed into Ledger and Outbox:

@@ -92,7 +92,7 @@ func readPartitionLedger(ctx context.Context, path string, log *slog.Logger) (le
 // readPartitions fills in every partition of a partitioned stream with its
 // durable <durable>-p<i> on the server, beside the ledgers read here; a
 // ledger here of a partition the stream does not have is a problem.
-func readPartitions(ctx context.Context, js jetstream.JetStream, cfg Config, n int, rep *Report) {
+func readPartitions(ctx context.Context, js JetStream, cfg Config, n int, rep *Report) {
 	base := trimPartition(cfg.Durable)
 	byIndex := map[int]*Partition{}
 	for k := range rep.Partitions {

@@ -14,6 +14,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// JetStream is what Read and Check ask of the server: a
+// jetstream.JetStream has it.
+type JetStream interface {
+	Stream(ctx context.Context, stream string) (jetstream.Stream, error)
+	Consumer(ctx context.Context, stream, consumer string) (jetstream.Consumer, error)
+}
+
+var _ JetStream = jetstream.JetStream(nil)
+
 // Config says which consumer Read and Check look at, and how. The zero
 // value reads a ledger alone; a JetStream needs Stream and Durable.
 type Config struct {
@@ -38,7 +47,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-func (c Config) validate(js jetstream.JetStream, st *ledger.Store) error {
+func (c Config) validate(js JetStream, st *ledger.Store) error {
 	if js != nil && (c.Stream == "" || c.Durable == "") {
 		return fmt.Errorf("%w: a JetStream without Stream and Durable", ErrInvalidConfig)
 	}
@@ -106,7 +115,7 @@ type Consumer struct {
 // reads no server, st nil and no partitions no ledger. What cannot be read
 // is a problem in the report; the error is only of an invalid cfg, found
 // before any I/O. ctx bounds every call: give it a deadline.
-func Read(ctx context.Context, js jetstream.JetStream, st *ledger.Store, cfg Config) (Report, error) {
+func Read(ctx context.Context, js JetStream, st *ledger.Store, cfg Config) (Report, error) {
 	if err := cfg.validate(js, st); err != nil {
 		return Report{}, err
 	}
@@ -136,7 +145,7 @@ func readLedger(ctx context.Context, st *ledger.Store, rep *Report) {
 }
 
 // readServer fills in the stream's and the consumer's parts of rep.
-func readServer(ctx context.Context, js jetstream.JetStream, cfg Config, rep *Report) {
+func readServer(ctx context.Context, js JetStream, cfg Config, rep *Report) {
 	if s, err := js.Stream(ctx, cfg.Stream); err != nil {
 		rep.Problems = append(rep.Problems, fmt.Errorf("stream %s: %w", cfg.Stream, err))
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -178,7 +187,7 @@ func consumerOf(cfg Config, info *jetstream.ConsumerInfo) *Consumer {
 // refuses is no error: its Safe is false and its Refusal says why. The
 // error is of an invalid cfg or of the lookup, wrapping
 // jetstream.ErrStreamNotFound or ErrConsumerNotFound when there is none.
-func Check(ctx context.Context, js jetstream.JetStream, cfg Config) (*Consumer, error) {
+func Check(ctx context.Context, js JetStream, cfg Config) (*Consumer, error) {
 	if js == nil {
 		return nil, fmt.Errorf("%w: Check without a JetStream", ErrInvalidConfig)
 	}

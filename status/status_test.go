@@ -41,7 +41,7 @@ func TestConfigValidation(t *testing.T) {
 	st := openLedger(t, filepath.Join(t.TempDir(), "l.db"))
 	tests := []struct {
 		name    string
-		js      jetstream.JetStream
+		js      status.JetStream
 		st      *ledger.Store
 		cfg     status.Config
 		wantErr error
