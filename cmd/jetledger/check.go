@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/status"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -41,18 +41,17 @@ func (c *checkCmd) Run(inv *invocation) error {
 	defer nc.Close()
 	ctx, cancel := context.WithTimeout(inv.ctx, 10*time.Second)
 	defer cancel()
-	cons, err := js.Consumer(ctx, c.Stream, c.Durable)
+	cons, err := status.Check(ctx, js, status.Config{Stream: c.Stream, Durable: c.Durable, Plan: plan})
 	if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("consumer %s/%s does not exist; 'jetledger run' creates it with AckWait %s", c.Stream, c.Durable, plan.AckWait())
 	}
 	if err != nil {
-		return fmt.Errorf("look up consumer %s/%s: %w", c.Stream, c.Durable, err)
+		return err
 	}
-	cfg := cons.CachedInfo().Config
-	fmt.Fprintf(inv.stdout, "consumer   %s/%s\nack wait   %s\nplan       %s\n", c.Stream, c.Durable, cfg.AckWait, plan)
-	if err := plan.Validate(consumer.DurableOf(cfg)); err != nil {
+	fmt.Fprintf(inv.stdout, "consumer   %s/%s\nack wait   %s\nplan       %s\n", c.Stream, c.Durable, cons.AckWait, plan)
+	if !cons.Safe {
 		fmt.Fprintln(inv.stdout, "result     UNSAFE")
-		return refusal(c.Stream, c.Durable, plan.BatchSize, fmt.Errorf("consumer %s/%s: %w", c.Stream, c.Durable, err))
+		return refusal(c.Stream, c.Durable, plan.BatchSize, fmt.Errorf("consumer %s/%s: %w", c.Stream, c.Durable, cons.Refusal))
 	}
 	fmt.Fprintln(inv.stdout, "result     ok")
 	return nil

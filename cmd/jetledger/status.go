@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"time"
 
-	"github.com/jetledger/jetledger/ackwait"
-	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/partition"
 	"github.com/jetledger/jetledger/ledger"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/jetledger/jetledger/status"
 )
 
 const statusHelp = `
@@ -24,25 +25,11 @@ is fetching now) and its ledger <db>-p<I> when it is on this host. Exit 1
 when a part cannot be read or the consumer's AckWait is unsafe; exit 2 when
 --stream is left out and the ledger recorded several consumers.`
 
-type streamStatus struct {
-	Name            string        `json:"name"`
-	FirstSeq        uint64        `json:"first_seq"`
-	LastSeq         uint64        `json:"last_seq"`
-	Messages        uint64        `json:"messages"`
-	DuplicateWindow time.Duration `json:"duplicate_window_ns"`
-}
-
-type consumerStatus struct {
-	Name             string        `json:"name"`
-	AckWait          time.Duration `json:"ack_wait_ns"`
-	PlanAckWait      time.Duration `json:"plan_ack_wait_ns"`
-	Safe             bool          `json:"safe"`
-	Pending          uint64        `json:"pending"`
-	AckPending       int           `json:"ack_pending"`
-	Redelivered      int           `json:"redelivered"`
-	AckFloorSeq      uint64        `json:"ack_floor_seq"`
-	ServerMaxDeliver int           `json:"server_max_deliver"`
-}
+type (
+	streamStatus    = status.Stream
+	consumerStatus  = status.Consumer
+	partitionStatus = status.Partition
+)
 
 // servesStatus is the stream and durable status read, and where their
 // names came from: given, the ledger (as run recorded them) or the defaults.
@@ -53,15 +40,16 @@ type servesStatus struct {
 	origin  string
 }
 
+// statusReport is status.Report as printed: with the names read and the
+// problems said in the command line's terms.
 type statusReport struct {
-	Serves   *servesStatus           `json:"serves,omitempty"`
-	Stream   *streamStatus           `json:"stream,omitempty"`
-	Consumer *consumerStatus         `json:"consumer,omitempty"`
-	Ledger   *ledger.Stats           `json:"ledger,omitempty"`
-	Outbox   map[ledger.Status]int64 `json:"outbox,omitempty"`
-	// A partitioned stream: every partition, its durable and its ledger.
-	Partitions []partitionStatus `json:"partitions,omitempty"`
-	Problems   []string          `json:"problems,omitempty"`
+	Serves     *servesStatus           `json:"serves,omitempty"`
+	Stream     *streamStatus           `json:"stream,omitempty"`
+	Consumer   *consumerStatus         `json:"consumer,omitempty"`
+	Ledger     *ledger.Stats           `json:"ledger,omitempty"`
+	Outbox     map[ledger.Status]int64 `json:"outbox,omitempty"`
+	Partitions []partitionStatus       `json:"partitions,omitempty"`
+	Problems   []string                `json:"problems,omitempty"`
 }
 
 // statusCmd is `jetledger status`.
@@ -89,13 +77,14 @@ func (c *statusCmd) Run(inv *invocation) error {
 	// A partitioned run keeps a ledger per partition beside --db: every one
 	// here is read, and the names come from the first.
 	db := c.dbFlag
-	var local []int
+	cfg := status.Config{Plan: plan, DB: c.DB, Logger: quiet}
 	if !fileExists(c.DB) {
-		if local = localPartitions(c.DB); len(local) > 0 {
-			db.DB = partitionDB(c.DB, local[0])
+		if cfg.Partitions = status.LocalPartitions(c.DB); len(cfg.Partitions) > 0 {
+			db.DB = partition.Ledger(c.DB, cfg.Partitions[0])
 		}
 	}
-	if st, err := db.openExisting(); err != nil {
+	st, err := db.openExisting()
+	if err != nil {
 		rep.Problems = append(rep.Problems, err.Error())
 	} else {
 		defer st.Close()
@@ -106,19 +95,25 @@ func (c *statusCmd) Run(inv *invocation) error {
 		} else if err != nil {
 			rep.Problems = append(rep.Problems, err.Error())
 		}
-		if len(local) == 0 {
-			c.readLedger(ctx, st, &rep)
-		}
 	}
-	if len(local) > 0 {
-		readPartitionLedgers(ctx, c.DB, local, &rep)
+	if len(cfg.Partitions) > 0 {
+		st = nil // the partitions' ledgers are read instead
 	}
 	rep.Serves = &servesStatus{c.Stream, c.Durable, c.from, c.origin(db.DB)}
-	if nc, js, err := connect(ctx, c.NATS, quiet); err != nil {
-		rep.Problems = append(rep.Problems, err.Error())
-	} else {
+	// Connected first, as its problem is said after the ledger's: with no
+	// server, Read has no problems of a server to say after it.
+	nc, js, cerr := connect(ctx, c.NATS, quiet)
+	if cerr == nil {
 		defer nc.Close()
-		c.readServer(ctx, js, plan, &rep)
+	}
+	cfg.Stream, cfg.Durable = c.Stream, c.Durable
+	r, err := status.Read(ctx, js, st, cfg)
+	if err != nil {
+		return err
+	}
+	c.report(r, plan.BatchSize, &rep)
+	if cerr != nil {
+		rep.Problems = append(rep.Problems, cerr.Error())
 	}
 	if c.JSON {
 		if err := printJSON(inv.stdout, rep); err != nil {
@@ -133,47 +128,36 @@ func (c *statusCmd) Run(inv *invocation) error {
 	return nil
 }
 
-// readLedger fills in the ledger's part of rep.
-func (c *statusCmd) readLedger(ctx context.Context, st *ledger.Store, rep *statusReport) {
-	s, err := st.Stats(ctx)
-	if err == nil {
-		rep.Ledger = &s
-		rep.Outbox, err = st.OutboxCounts(ctx)
-	}
-	if err != nil {
-		rep.Problems = append(rep.Problems, err.Error())
+// report copies r into rep, its problems said as the command line does:
+// a stream or durable not found with where its name came from, a consumer
+// the plan refuses with the flags that fix it.
+func (c *statusCmd) report(r status.Report, batch int, rep *statusReport) {
+	rep.Stream, rep.Consumer, rep.Ledger, rep.Outbox, rep.Partitions = r.Stream, r.Consumer, r.Ledger, r.Outbox, r.Partitions
+	for _, p := range r.Problems {
+		rep.Problems = append(rep.Problems, refusal(c.Stream, c.Durable, batch, c.explain(p, c.DB)).Error())
 	}
 }
 
-// readServer fills in the stream's and the consumer's parts of rep.
-func (c *statusCmd) readServer(ctx context.Context, js jetstream.JetStream, plan ackwait.Plan, rep *statusReport) {
-	if s, err := js.Stream(ctx, c.Stream); err != nil {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("stream %s: %v", c.Stream, c.explain(err, c.DB)))
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return // and so is its consumer: one problem, not two
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// statusWidth is the columns status fits in.
+const statusWidth = status.TextWidth
+
+// printStatus writes the status report as text, one labelled field a line:
+// the names read, the report's parts, then its problems.
+func printStatus(w io.Writer, r statusReport) {
+	if s := r.Serves; s != nil {
+		text := "stream " + s.Stream + ", durable " + s.Durable
+		if s.origin != "" {
+			text += " (" + s.origin + ")"
 		}
-	} else if info, err := s.Info(ctx); err != nil {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("stream %s: %v", c.Stream, err))
-	} else {
-		rep.Stream = &streamStatus{c.Stream, info.State.FirstSeq, info.State.LastSeq, info.State.Msgs, info.Config.Duplicates}
-		if n := partitionsOf(info.Config); n > 0 {
-			c.readPartitions(ctx, js, n, rep)
-			return
-		}
+		status.WriteField(w, "serves", text)
 	}
-	cons, err := js.Consumer(ctx, c.Stream, c.Durable)
-	var info *jetstream.ConsumerInfo
-	if err == nil {
-		info, err = cons.Info(ctx)
+	status.Report{Stream: r.Stream, Consumer: r.Consumer, Ledger: r.Ledger, Outbox: r.Outbox, Partitions: r.Partitions}.WriteText(w)
+	for _, p := range r.Problems {
+		status.WriteField(w, "PROBLEM", p)
 	}
-	if err != nil {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("consumer %s/%s: %v", c.Stream, c.Durable, c.explain(err, c.DB)))
-		return
-	}
-	verr := plan.Validate(consumer.DurableOf(info.Config))
-	if verr != nil {
-		rep.Problems = append(rep.Problems, refusal(c.Stream, c.Durable, plan.BatchSize, verr).Error())
-	}
-	rep.Consumer = &consumerStatus{c.Durable, info.Config.AckWait, plan.AckWait(), verr == nil, info.NumPending, info.NumAckPending,
-		info.NumRedelivered, info.AckFloor.Stream, info.Config.MaxDeliver}
 }

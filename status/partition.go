@@ -1,21 +1,23 @@
-package main
+package status
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/partition"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// partitionStatus is one partition of a partitioned stream: its durable on
-// the server, and its ledger when that is on this host.
-type partitionStatus struct {
+// Partition is one partition of a partitioned stream: its durable on the
+// server, and its ledger when that is on this host.
+type Partition struct {
 	Partition     int       `json:"partition"`
 	Durable       string    `json:"durable"`
 	Consumer      bool      `json:"consumer"` // the durable exists
@@ -32,34 +34,35 @@ type partitionStatus struct {
 	Outbox map[ledger.Status]int64 `json:"outbox,omitempty"`
 }
 
-// maxPartitions bounds the search for partition ledgers beside --db.
-const maxPartitions = 1024
+// MaxPartitions bounds LocalPartitions' search.
+const MaxPartitions = 1024
 
-// localPartitions are the partitions whose ledgers are beside db on this
-// host: where a partitioned run keeps its state when --db names no ledger
-// itself.
-func localPartitions(db string) []int {
+// LocalPartitions are the partitions, below MaxPartitions, whose ledgers
+// (partition.Ledger(db, i)) are beside db on this host: where a
+// partitioned run keeps its state when db names no ledger itself.
+func LocalPartitions(db string) []int {
 	var parts []int
-	for i := range maxPartitions {
-		if fileExists(partitionDB(db, i)) {
+	for i := range MaxPartitions {
+		if _, err := os.Stat(partition.Ledger(db, i)); err == nil {
 			parts = append(parts, i)
 		}
 	}
 	return parts
 }
 
-// readPartitionLedgers reads the ledger of each of parts beside db, each
+// readPartitionLedgers reads the ledger of each of cfg.Partitions, each
 // into its partition and all of them summed into the report's ledger and
 // outbox: a dead letter in any partition is counted, a ledger that cannot
 // be read is a problem.
-func readPartitionLedgers(ctx context.Context, db string, parts []int, rep *statusReport) {
+func readPartitionLedgers(ctx context.Context, cfg Config, rep *Report) {
 	sum := &ledger.Stats{}
 	rep.Outbox = map[ledger.Status]int64{}
-	for _, i := range parts {
-		p := partitionStatus{Partition: i, Ledger: partitionDB(db, i)}
-		s, outbox, err := readPartitionLedger(ctx, p.Ledger)
+	log := cmp.Or(cfg.Logger, slog.Default())
+	for _, i := range cfg.Partitions {
+		p := Partition{Partition: i, Ledger: partition.Ledger(cfg.DB, i)}
+		s, outbox, err := readPartitionLedger(ctx, p.Ledger, log)
 		if err != nil {
-			rep.Problems = append(rep.Problems, fmt.Sprintf("partition %d: %v", i, err))
+			rep.Problems = append(rep.Problems, fmt.Errorf("partition %d: %w", i, err))
 		} else {
 			p.LedgerRows, p.DeadLetters, p.Conflicts, p.Outbox = s.Processed, s.DeadLetters, s.Conflicts, outbox
 			sum.Add(s) // its path is none of theirs: each partition names its own
@@ -72,8 +75,8 @@ func readPartitionLedgers(ctx context.Context, db string, parts []int, rep *stat
 	rep.Ledger = sum
 }
 
-func readPartitionLedger(ctx context.Context, path string) (ledger.Stats, map[ledger.Status]int64, error) {
-	st, err := ledger.Open(path, ledger.Config{Logger: quiet})
+func readPartitionLedger(ctx context.Context, path string, log *slog.Logger) (ledger.Stats, map[ledger.Status]int64, error) {
+	st, err := ledger.Open(path, ledger.Config{Logger: log})
 	if err != nil {
 		return ledger.Stats{}, nil, err
 	}
@@ -89,21 +92,21 @@ func readPartitionLedger(ctx context.Context, path string) (ledger.Stats, map[le
 // readPartitions fills in every partition of a partitioned stream with its
 // durable <durable>-p<i> on the server, beside the ledgers read here; a
 // ledger here of a partition the stream does not have is a problem.
-func (c *statusCmd) readPartitions(ctx context.Context, js jetstream.JetStream, n int, rep *statusReport) {
-	base := trimPartition(c.Durable)
-	byIndex := map[int]*partitionStatus{}
+func readPartitions(ctx context.Context, js JetStream, cfg Config, n int, rep *Report) {
+	base := trimPartition(cfg.Durable)
+	byIndex := map[int]*Partition{}
 	for k := range rep.Partitions {
 		byIndex[rep.Partitions[k].Partition] = &rep.Partitions[k]
 	}
-	all := make([]partitionStatus, 0, n)
+	all := make([]Partition, 0, n)
 	for i := range n {
-		p := partitionStatus{Partition: i}
+		p := Partition{Partition: i}
 		if here, ok := byIndex[i]; ok {
 			p = *here
 			delete(byIndex, i)
 		}
-		p.Durable = partitionDurable(base, i)
-		cons, err := js.Consumer(ctx, c.Stream, p.Durable)
+		p.Durable = partition.Durable(base, i)
+		cons, err := js.Consumer(ctx, cfg.Stream, p.Durable)
 		var info *jetstream.ConsumerInfo
 		if err == nil {
 			info, err = cons.Info(ctx)
@@ -116,12 +119,12 @@ func (c *statusCmd) readPartitions(ctx context.Context, js jetstream.JetStream, 
 			}
 		case !errors.Is(err, jetstream.ErrConsumerNotFound):
 			// Not "no such durable": the server could not say (an election).
-			rep.Problems = append(rep.Problems, fmt.Sprintf("partition %d: durable %s: %v", i, p.Durable, err))
+			rep.Problems = append(rep.Problems, fmt.Errorf("partition %d: durable %s: %w", i, p.Durable, err))
 		}
 		all = append(all, p)
 	}
 	for _, p := range byIndex {
-		rep.Problems = append(rep.Problems, fmt.Sprintf("ledger %s is of partition %d, but stream %s has %d partitions", p.Ledger, p.Partition, c.Stream, n))
+		rep.Problems = append(rep.Problems, &StrayLedgerError{Ledger: p.Ledger, Partition: p.Partition, Stream: cfg.Stream, Partitions: n})
 	}
 	rep.Partitions = all
 }
@@ -141,46 +144,4 @@ func trimPartition(durable string) string {
 		}
 	}
 	return durable
-}
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
-
-func printPartitions(w io.Writer, ps []partitionStatus) {
-	for _, p := range ps {
-		owner := "no ledger on this host"
-		if p.Ledger != "" {
-			owner = fmt.Sprintf("ledger %s, %d rows, %d dead letters, %d conflicts", p.Ledger, p.LedgerRows, p.DeadLetters, p.Conflicts)
-			for _, st := range ledger.Statuses {
-				if n := p.Outbox[st]; n > 0 {
-					owner += fmt.Sprintf(", outbox %s %d", st, n)
-				}
-			}
-		}
-		durable := fmt.Sprintf("%s: %d pending, %d waiting for ack, acked through seq %d", p.Durable, p.Pending, p.AckPending, p.AckFloorSeq)
-		switch {
-		case p.Durable == "":
-			durable = "durable not read"
-		case !p.Consumer:
-			durable = p.Durable + ": no such durable yet"
-		case p.Waiting > 0:
-			durable += ", being consumed"
-		case !p.LastDelivered.IsZero():
-			durable += ", last delivery " + p.LastDelivered.Format(time.RFC3339)
-		}
-		field(w, fmt.Sprintf("partition %d", p.Partition), durable+"; "+owner)
-	}
-}
-
-// ledgersHere is how many partitions have their ledger on this host.
-func ledgersHere(ps []partitionStatus) int {
-	n := 0
-	for _, p := range ps {
-		if p.Ledger != "" {
-			n++
-		}
-	}
-	return n
 }
