@@ -115,7 +115,7 @@ func TestPayloadWithANULIsDeadLettered(t *testing.T) {
 }
 
 // New refuses a nil store, and names an unbound parameter and the bound one
-// it was probably meant to be, in the message run prints.
+// it was probably meant to be, in the message New returns.
 func TestNewErrors(t *testing.T) {
 	t.Parallel()
 	if _, err := New(context.Background(), nil, Config{}); !errors.Is(err, ErrInvalidConfig) {
@@ -127,7 +127,7 @@ func TestNewErrors(t *testing.T) {
 	if !errors.As(err, &unbound) || unbound.Closest(unbound.Params[0]) != ":data" {
 		t.Fatalf("New: %v, want an *UnboundParamError suggesting :data", err)
 	}
-	const want = "--apply uses :dta (did you mean :data?), which is not bound: the parameters are :msg_id, :subject, :seq and :data"
+	const want = "sqlhandler: Config.Apply uses :dta (did you mean :data?), which is not bound: the parameters are :msg_id, :subject, :seq and :data"
 	if err.Error() != want {
 		t.Fatalf("message %q, want %q", err, want)
 	}
