@@ -18,4 +18,8 @@
 //	reg := prometheus.NewRegistry()
 //	reg.MustRegister(b, col)
 //	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+//
+// A program whose only metrics are these serves them with Handler:
+//
+//	http.Handle("/metrics", metrics.Handler(b, col))
 package metrics
