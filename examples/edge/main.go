@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -95,16 +94,11 @@ func run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics.Handler(col))
-	mux.Handle("/healthz", hh)
 	ln, err := net.Listen("tcp", c.HTTP)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln) //nolint:errcheck // closed below
-	defer srv.Close()
+	go metrics.Serve(ctx, ln, hh, col) //nolint:errcheck // /metrics and /healthz until ctx ends
 	if c.Ready != nil {
 		c.Ready(n.ClientURL(), ln.Addr().String())
 	}
