@@ -56,7 +56,7 @@ type NotTheInstanceError struct {
 
 func (e *NotTheInstanceError) Error() string {
 	return fmt.Sprintf("%v: stream %s here was created %s, the one this ledger served %s (another server's stream of that name, or one made again since): "+
-		"consume from the server whose stream this ledger served, or consume this stream first (consumer.New), which records it",
+		"read the server whose stream this ledger served, or record this stream as the one it serves (ledger.Store.RememberConsumer, as jetledger run does)",
 		ErrNotTheInstance, e.Stream, e.Created.UTC().Format(time.RFC3339Nano), e.Served)
 }
 
