@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,4 +40,29 @@ func ExampleStore_ApplyBatch() {
 	// duplicate
 	// conflict
 	// counter: 1
+}
+
+// EnqueuePayload sends every applied message on: its payload becomes an
+// outbox row of the sink, committed with the message's ledger row.
+func ExampleEnqueuePayload() {
+	dir, _ := os.MkdirTemp("", "ledger-example-*")
+	defer os.RemoveAll(dir)
+	st, err := ledger.Open(filepath.Join(dir, "app.db"), ledger.Config{Sinks: []string{"webhook"}})
+	if err != nil {
+		panic(err)
+	}
+	defer st.Close()
+	msg := ledger.Delivery{MessageID: "01J0000000000000000000000A", Stream: "S", Sequence: 1, Subject: "s", Data: []byte(`{"n":1}`)}
+	st.ApplyBatch(context.Background(), []ledger.Delivery{msg, msg}, ledger.EnqueuePayload("webhook"), ledger.Budget{})
+	items, _ := st.ListOutbox(context.Background(), ledger.StatusQueued, 10)
+	for _, it := range items {
+		fmt.Println(it.Sink, string(it.Payload))
+	}
+	// A typo in the sink's name fails the message at once.
+	typo := ledger.Delivery{MessageID: "01J0000000000000000000000B", Stream: "S", Sequence: 2, Subject: "s"}
+	results, _ := st.ApplyBatch(context.Background(), []ledger.Delivery{typo}, ledger.EnqueuePayload("webhok"), ledger.Budget{})
+	fmt.Println(results[0].Outcome, errors.Is(results[0].Err, ledger.ErrUnknownSink))
+	// Output:
+	// webhook {"n":1}
+	// failed true
 }

@@ -87,6 +87,17 @@ func (t *Tx) Enqueue(ctx context.Context, sink string, payload []byte) (string, 
 	return t.enqueue(ctx, sink, payload, StatusQueued, "")
 }
 
+// EnqueuePayload is a Handler that enqueues each delivery's payload to
+// sink's outbox in the delivery's savepoint, so that the row exists if and
+// only if the message is applied: a consumer (or sqlhandler.Config.Effect)
+// that sends every message on, with nothing else to record.
+func EnqueuePayload(sink string) Handler {
+	return func(ctx context.Context, tx *Tx, d Delivery) error {
+		_, err := tx.Enqueue(ctx, sink, d.Data)
+		return err
+	}
+}
+
 // EnqueueSuppressed records an effect that must not be sent (a replayed
 // message's, say), so the ledger still shows it.
 func (t *Tx) EnqueueSuppressed(ctx context.Context, sink string, payload []byte) (string, error) {

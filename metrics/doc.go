@@ -18,4 +18,11 @@
 //	reg := prometheus.NewRegistry()
 //	reg.MustRegister(b, col)
 //	http.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+//
+// A program whose only metrics are these serves them with Handler, or
+// serves them and its health check on a listener of its own until ctx ends
+// with Serve:
+//
+//	http.Handle("/metrics", metrics.Handler(b, col))
+//	go metrics.Serve(ctx, ln, healthHandler, b, col) // /metrics and /healthz
 package metrics

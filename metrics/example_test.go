@@ -1,8 +1,12 @@
 package metrics_test
 
 import (
+	"bufio"
 	"fmt"
 	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer"
@@ -44,5 +48,28 @@ func Example() {
 	}
 	// Output:
 	// jetledger_batch_messages 1 4
+	// jetledger_messages_applied_total 3
+}
+
+// Handler serves the collectors at a scrape endpoint of their own.
+func ExampleHandler() {
+	col, err := metrics.New(metrics.Config{Consumer: counts{}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := httptest.NewServer(metrics.Handler(metrics.NewBatches(), col))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "jetledger_messages_applied_total ") {
+			fmt.Println(sc.Text())
+		}
+	}
+	// Output:
 	// jetledger_messages_applied_total 3
 }

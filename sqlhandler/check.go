@@ -14,14 +14,14 @@ import (
 	"github.com/jetledger/jetledger/ledger"
 )
 
-// checkBudget bounds the early check: a --schema that loads data runs
+// checkBudget bounds the early check: a Schema that loads data runs
 // twice (here, then on the ledger), and past this the check gives up rather
 // than double a long start.
 const checkBudget = 2 * time.Second
 
 // Check runs cfg.Schema and checks cfg.Apply on a scratch ledger that
 // holds a copy of the real ledger's schema, before any server, store,
-// database or stream exists: a bad --schema or --apply exits 2 with nothing
+// database or stream exists: a bad Schema or Apply is refused with nothing
 // created, even where something else would have failed first (a port in
 // use). The real ledger is checked again once it is open (New),
 // so wherever the scratch copy cannot tell, this check steps aside rather

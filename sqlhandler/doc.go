@@ -9,7 +9,8 @@
 // a fixed pragma) or a parameter the handler does not bind is a
 // *CheckError (ErrSchema, ErrApplyInvalid; an *UnboundParamError names
 // the parameter and the closest bound one), while the ledger file's own
-// condition (ledger.ErrBusy, ErrFull, ...) is returned as such. Check does
+// condition (ledger.ErrBusy, ErrFull, ...) is a *ConditionError matching it.
+// The messages name the Config fields (Config.Apply, Config.Schema). Check does
 // the same on a scratch copy of a ledger file's schema, creating nothing.
 // A payload Apply reads that is not JSON is dead-lettered with ErrNotJSON.
 //

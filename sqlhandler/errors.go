@@ -1,6 +1,11 @@
 package sqlhandler
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jetledger/jetledger/ledger"
+)
 
 var (
 	// ErrInvalidConfig is an argument of New or Check that cannot work
@@ -17,23 +22,54 @@ var (
 	// ErrNotJSON is the dead-letter reason of a payload Apply reads (it
 	// uses :data) that is not JSON, and that Apply failed on or would read
 	// only in part: trying it again would fail again. Its text is the
-	// reason the ledger records, kept as users and tests read it.
-	ErrNotJSON = errors.New("payload is not valid JSON, and --apply reads it")
+	// reason the ledger records.
+	ErrNotJSON = errors.New("payload is not valid JSON, and Config.Apply reads it")
 )
 
 // CheckError is SQL of the Config that New or Check refuses: a user's
-// mistake, not the ledger's condition (which New returns as the ledger's
-// error, wrapped). errors.Is matches its Kind (ErrSchema or
-// ErrApplyInvalid) and the cause; the message names the run flags
-// (--schema, --apply), as the command line shows it.
+// mistake, not the ledger's condition (a *ConditionError). errors.Is
+// matches its Kind (ErrSchema or ErrApplyInvalid) and the cause; the
+// message names the Config field.
 type CheckError struct {
-	Kind error // ErrSchema or ErrApplyInvalid
-	Err  error // the cause: the ledger's error, or an *UnboundParamError
-	msg  string
+	Kind error  // ErrSchema or ErrApplyInvalid
+	Name string // Config.SchemaName (ErrSchema only)
+	Err  error  // the cause: the ledger's error, or an *UnboundParamError
 }
 
-func (e *CheckError) Error() string   { return e.msg }
+func (e *CheckError) Error() string {
+	switch {
+	case e.Kind == ErrSchema && errors.Is(e.Err, ledger.ErrFixedSetting):
+		return fmt.Sprintf("sqlhandler: Config.Schema %s: %v; the ledger runs with synchronous=FULL in WAL mode, which its guarantee rests on: drop the pragma", e.Name, e.Err)
+	case e.Kind == ErrSchema:
+		return fmt.Sprintf("sqlhandler: Config.Schema %s: %v", e.Name, e.Err)
+	case errors.As(e.Err, new(*UnboundParamError)):
+		return "sqlhandler: " + e.Err.Error()
+	case errors.Is(e.Err, ledger.ErrTransactionControl), errors.Is(e.Err, ledger.ErrFixedSetting):
+		return fmt.Sprintf("sqlhandler: Config.Apply: %v: the ledger owns the transaction and its settings; drop that statement", e.Err)
+	}
+	return fmt.Sprintf("sqlhandler: Config.Apply does not compile: %v (tables it uses must exist: create them in Config.Schema)", e.Err)
+}
+
 func (e *CheckError) Unwrap() []error { return []error{e.Kind, e.Err} }
+
+// ConditionError is Config SQL that New could not run (Schema) or check
+// (Apply) for the ledger file's condition (ledger.ErrBusy, ErrFull,
+// ErrReadOnly, ErrIO), not the SQL's: the SQL may be fine, and the same
+// Config may work once the condition passes. errors.Is matches the cause.
+type ConditionError struct {
+	Field string // "Schema" or "Apply": the Config field that was run
+	Name  string // Config.SchemaName (Field "Schema" only)
+	Err   error  // the ledger's error
+}
+
+func (e *ConditionError) Error() string {
+	if e.Field == "Schema" {
+		return fmt.Sprintf("sqlhandler: Config.Schema %s could not run: %v (the ledger, not the SQL: another process may hold its writer)", e.Name, e.Err)
+	}
+	return fmt.Sprintf("sqlhandler: Config.Apply could not be checked: %v (the ledger, not the SQL: another process may hold its writer)", e.Err)
+}
+
+func (e *ConditionError) Unwrap() error { return e.Err }
 
 // UnboundParamError is Apply using parameters the handler does not bind:
 // SQLite accepts any parameter name at compile time, so without this check

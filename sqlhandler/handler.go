@@ -20,8 +20,8 @@ type Config struct {
 	// (CREATE TABLE IF NOT EXISTS ...), so that Apply's tables exist.
 	// Default "": none.
 	Schema string
-	// SchemaName names Schema in error messages, as "--schema NAME: ..."
-	// (run passes the file's path). Default "": unnamed.
+	// SchemaName names Schema in error messages (CheckError.Name; run
+	// passes the file's path). Default "": unnamed.
 	SchemaName string
 	// Apply is SQL run for every message in the batch's transaction, with
 	// :msg_id, :subject, :seq (integer) and :data (the payload, as text)
@@ -99,21 +99,13 @@ func databaseCondition(err error) bool {
 	return errors.Is(err, ledger.ErrBusy) || errors.Is(err, ledger.ErrFull) || errors.Is(err, ledger.ErrReadOnly) || errors.Is(err, ledger.ErrIO)
 }
 
-// schemaError is a --schema that failed on the ledger, said as a *CheckError
-// unless the ledger's condition failed it.
-func schemaError(schemaFile string, err error) error {
+// schemaError is a Schema that failed on the ledger, a *CheckError unless
+// the ledger's condition failed it (a *ConditionError).
+func schemaError(name string, err error) error {
 	if databaseCondition(err) {
-		return fmt.Errorf("--schema %s could not run: %w (the ledger, not the SQL: another process may hold its writer)", schemaFile, err)
+		return &ConditionError{Field: "Schema", Name: name, Err: err}
 	}
-	if errors.Is(err, ledger.ErrFixedSetting) {
-		return checkErrorf(ErrSchema, err, "--schema %s: %v; the ledger runs with synchronous=FULL in WAL mode, which its guarantee rests on: drop the pragma", schemaFile, err)
-	}
-	return checkErrorf(ErrSchema, err, "--schema %s: %v", schemaFile, err)
-}
-
-// checkErrorf is a *CheckError of kind, caused by err, said as format.
-func checkErrorf(kind, err error, format string, a ...any) error {
-	return &CheckError{Kind: kind, Err: err, msg: fmt.Sprintf(format, a...)}
+	return &CheckError{Kind: ErrSchema, Name: name, Err: err}
 }
 
 // usedParams are the names of applyParams that apply uses: binding only
@@ -139,9 +131,9 @@ var eventsInsert = &ledger.Insert{Table: "events", Columns: []string{"message_id
 		data = excluded.data, applied_at = excluded.applied_at`}
 
 // eventsLater says whether the events row can wait for the batch's
-// multi-row insert: --apply, with the triggers it fires, does not touch the
+// multi-row insert: Apply, with the triggers it fires, does not touch the
 // events table, and no trigger on the events table would fire later than
-// it does today relative to --apply.
+// it does today relative to Apply.
 func eventsLater(ctx context.Context, st *ledger.Store, apply string) (bool, error) {
 	var triggers int
 	if err := st.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'trigger' AND lower(tbl_name) = 'events'`).
@@ -153,29 +145,27 @@ func eventsLater(ctx context.Context, st *ledger.Store, apply string) (bool, err
 	}
 	tables, err := st.TablesUsed(ctx, sqlStatements(apply))
 	if err != nil {
-		return false, fmt.Errorf("--apply: %w", err)
+		return false, fmt.Errorf("sqlhandler: tables Config.Apply uses: %w", err)
 	}
 	return !tables["events"], nil
 }
 
-// checkApply compiles every statement of --apply as a handler runs it, so a
-// typo or a statement a handler may not run (BEGIN, COMMIT, ...) exits 2 at
-// start instead of failing every message; and checks its parameters.
+// checkApply compiles every statement of Apply as a handler runs it, so a
+// typo or a statement a handler may not run (BEGIN, COMMIT, ...) fails New
+// instead of every message; and checks its parameters.
 func checkApply(ctx context.Context, st *ledger.Store, apply string) error {
 	err := st.CheckHandlerSQL(ctx, sqlStatements(apply))
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return ctx.Err()
 	case databaseCondition(err):
-		return fmt.Errorf("--apply could not be checked: %w (the ledger, not the SQL: another process may hold its writer)", err)
-	case errors.Is(err, ledger.ErrTransactionControl), errors.Is(err, ledger.ErrFixedSetting):
-		return checkErrorf(ErrApplyInvalid, err, "--apply: %v: the ledger owns the transaction and its settings; drop that statement", err)
+		return &ConditionError{Field: "Apply", Err: err}
 	case err != nil:
-		return checkErrorf(ErrApplyInvalid, err, "--apply does not compile: %v (tables it uses must exist: create them with --schema)", err)
+		return &CheckError{Kind: ErrApplyInvalid, Err: err}
 	}
 	// SQLite compiles any parameter name; Handle binds only four.
 	if err := checkApplyParams(apply); err != nil {
-		return checkErrorf(ErrApplyInvalid, err, "%v", err)
+		return &CheckError{Kind: ErrApplyInvalid, Err: err}
 	}
 	return nil
 }
@@ -184,11 +174,11 @@ func checkApply(ctx context.Context, st *ledger.Store, apply string) error {
 // ledger.Handler. A payload Apply reads that is not JSON, and that Apply
 // failed on or would read only in part, is a consumer.Term failure
 // wrapping ErrNotJSON (dead-lettered at once); another Apply failure is
-// returned as "--apply: ..." to be tried again.
+// returned as "sqlhandler: Config.Apply: ..." to be tried again.
 func (h *Handler) Handle(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
 	if h.readsData && bytes.IndexByte(d.Data, 0) >= 0 {
 		// Not JSON (a NUL is never one), and SQLite's JSON functions would
-		// read it only up to the NUL: the rest would be lost to --apply.
+		// read it only up to the NUL: the rest would be lost to Apply.
 		return consumer.Term(ErrNotJSON)
 	}
 	row := []any{d.MessageID, d.Subject, int64(d.Sequence), d.Data, tx.Time().UnixMilli()}
@@ -226,14 +216,14 @@ func (h *Handler) Handle(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) 
 		}
 	}
 	if _, err := tx.ExecContext(ctx, h.apply, args...); err != nil {
-		// Checked only now: a payload --apply can read (SQLite's JSON5)
+		// Checked only now: a payload Apply can read (SQLite's JSON5)
 		// is applied, and the check costs nothing on the common path. An
-		// --apply that does not read the payload failed for another
+		// Apply that does not read the payload failed for another
 		// reason, which may pass: tried again as for any payload.
 		if h.readsData && !json.Valid(d.Data) {
 			return consumer.Term(fmt.Errorf("%w: %w", ErrNotJSON, err))
 		}
-		return fmt.Errorf("--apply: %w", err)
+		return fmt.Errorf("sqlhandler: Config.Apply: %w", err)
 	}
 	return nil
 }

@@ -2,9 +2,11 @@ package sqlhandler
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
@@ -115,7 +117,7 @@ func TestPayloadWithANULIsDeadLettered(t *testing.T) {
 }
 
 // New refuses a nil store, and names an unbound parameter and the bound one
-// it was probably meant to be, in the message run prints.
+// it was probably meant to be, in the message New returns.
 func TestNewErrors(t *testing.T) {
 	t.Parallel()
 	if _, err := New(context.Background(), nil, Config{}); !errors.Is(err, ErrInvalidConfig) {
@@ -127,8 +129,40 @@ func TestNewErrors(t *testing.T) {
 	if !errors.As(err, &unbound) || unbound.Closest(unbound.Params[0]) != ":data" {
 		t.Fatalf("New: %v, want an *UnboundParamError suggesting :data", err)
 	}
-	const want = "--apply uses :dta (did you mean :data?), which is not bound: the parameters are :msg_id, :subject, :seq and :data"
+	const want = "sqlhandler: Config.Apply uses :dta (did you mean :data?), which is not bound: the parameters are :msg_id, :subject, :seq and :data"
 	if err.Error() != want {
 		t.Fatalf("message %q, want %q", err, want)
+	}
+}
+
+// A Schema that cannot run because another process holds the ledger's
+// writer is the ledger's condition, not bad SQL: a *ConditionError
+// naming the field, matching ledger.ErrBusy, and no *CheckError.
+func TestSchemaBlockedByAWriterIsACondition(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "l.db")
+	st, err := ledger.Open(file, ledger.Config{BusyTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	other, err := sql.Open("sqlite", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	conn, err := other.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.ExecContext(context.Background(), "ROLLBACK") //nolint:errcheck // the test's own writer
+	_, err = New(t.Context(), st, Config{Schema: "CREATE TABLE IF NOT EXISTS t (x)", SchemaName: "s.sql"})
+	var cond *ConditionError
+	if !errors.As(err, &cond) || cond.Field != "Schema" || cond.Name != "s.sql" || !errors.Is(err, ledger.ErrBusy) || errors.As(err, new(*CheckError)) {
+		t.Fatalf("New beside another writer: %v, want a *ConditionError (Schema, s.sql) matching ledger.ErrBusy", err)
 	}
 }

@@ -16,7 +16,7 @@ var applyParams = []string{"msg_id", "subject", "seq", "data"}
 func (e *UnboundParamError) Error() string {
 	var b strings.Builder
 	positional := false
-	b.WriteString("--apply uses ")
+	b.WriteString("Config.Apply uses ")
 	for i, p := range e.Params {
 		if i > 0 {
 			b.WriteString(", ")

@@ -168,7 +168,7 @@ func isSQLSpace(c byte) bool { return c == ' ' || '\t' <= c && c <= '\r' }
 // sqlStatements splits SQL text into its statements at the semicolons the
 // tokenizer sees (not those in literals, identifiers or comments), dropping
 // the ones with nothing but space and comments. A CREATE TRIGGER body, whose
-// statements end in semicolons too, is split wrongly: --apply has no use for
+// statements end in semicolons too, is split wrongly: Apply has no use for
 // one.
 func sqlStatements(sql string) []string {
 	if i := strings.IndexByte(sql, 0); i >= 0 {

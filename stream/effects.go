@@ -57,7 +57,8 @@ func (e Effects) Window() time.Duration {
 }
 
 // EnsureEffects creates e.Stream for e.Subject if no stream captures it; a
-// stream other than e.Stream that captures it is refused (*SubjectTakenError).
+// stream other than e.Stream that captures it is refused (*SubjectTakenError),
+// and JetStream's failure to answer is an *EffectsError.
 func EnsureEffects(ctx context.Context, js jetstream.JetStream, e Effects) error {
 	if err := e.validate(); err != nil {
 		return fmt.Errorf("stream: ensure effects: %w", err)
@@ -66,7 +67,7 @@ func EnsureEffects(ctx context.Context, js jetstream.JetStream, e Effects) error
 	if log == nil {
 		log = slog.Default()
 	}
-	name, err := jsretry.Call(ctx, log, "find the stream of --effects-subject "+e.Subject, func(ctx context.Context) (string, error) {
+	name, err := jsretry.Call(ctx, log, "find the stream of effects subject "+e.Subject, func(ctx context.Context) (string, error) {
 		return js.StreamNameBySubject(ctx, e.Subject)
 	})
 	switch {
@@ -75,10 +76,10 @@ func EnsureEffects(ctx context.Context, js jetstream.JetStream, e Effects) error
 	case err == nil:
 		return nil
 	case !errors.Is(err, jetstream.ErrStreamNotFound):
-		return fmt.Errorf("find the stream for --effects-subject %s: %w", e.Subject, err)
+		return &EffectsError{Op: "find", Subject: e.Subject, Stream: e.Stream, Err: err}
 	}
 	window := e.Window()
-	err = jsretry.Do(ctx, log, "create --effects-stream "+e.Stream, func(ctx context.Context) error {
+	err = jsretry.Do(ctx, log, "create effects stream "+e.Stream, func(ctx context.Context) error {
 		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: e.Stream, Subjects: []string{e.Subject}, Storage: jetstream.FileStorage,
 			Duplicates: window, Description: "jetledger outbox effects published to " + e.Subject})
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -87,7 +88,7 @@ func EnsureEffects(ctx context.Context, js jetstream.JetStream, e Effects) error
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("create --effects-stream %s: %w", e.Stream, err)
+		return &EffectsError{Op: "create", Subject: e.Subject, Stream: e.Stream, Err: err}
 	}
 	log.InfoContext(ctx, "created the effects stream", "stream", e.Stream, "subject", e.Subject, "duplicate_window", window)
 	return nil

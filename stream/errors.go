@@ -1,6 +1,10 @@
 package stream
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"time"
+)
 
 var (
 	// ErrNotFound: the stream does not exist, and the Config gives neither
@@ -41,3 +45,56 @@ func (e *SubjectTakenError) Error() string {
 
 // Is makes errors.Is(err, ErrSubjectTaken) hold.
 func (e *SubjectTakenError) Is(target error) bool { return target == ErrSubjectTaken }
+
+// NotTheInstanceError is ErrNotTheInstance with the two instances: the
+// stream found and the one the ledger served.
+type NotTheInstanceError struct {
+	Stream  string    // the stream's name
+	Created time.Time // the creation time of the stream found
+	Served  string    // the served instance's creation time (InstanceCreated)
+}
+
+func (e *NotTheInstanceError) Error() string {
+	return fmt.Sprintf("%v: stream %s here was created %s, the one this ledger served %s (another server's stream of that name, or one made again since): "+
+		"read the server whose stream this ledger served, or record this stream as the one it serves (ledger.Store.RememberConsumer, as jetledger run does)",
+		ErrNotTheInstance, e.Stream, e.Created.UTC().Format(time.RFC3339Nano), e.Served)
+}
+
+// Is makes errors.Is(err, ErrNotTheInstance) hold.
+func (e *NotTheInstanceError) Is(target error) bool { return target == ErrNotTheInstance }
+
+// NoFloorError is ErrNoFloor with what the ledger holds of the missing
+// copy: Sourced.Start must say where to copy its source from.
+type NoFloorError struct {
+	Stream string // the missing copy
+	Rows   int64  // the ledger's rows of it
+	Source string // its source as floors name it (name@domain)
+	Hub    string // the source stream's name
+}
+
+func (e *NoFloorError) Error() string {
+	return fmt.Sprintf("%v: stream %s is missing, and this ledger holds %d rows of it but no record of where in %s the rows it pruned end (an earlier jetledger pruned it without one); copied from its start, %s would apply those messages a second time: "+
+		"give Sourced.Start as %s's sequence of the first message this ledger has not applied (1 if it never pruned this stream), or bring the stream's store back",
+		ErrNoFloor, e.Stream, e.Rows, e.Source, e.Stream, e.Hub)
+}
+
+// Is makes errors.Is(err, ErrNoFloor) hold.
+func (e *NoFloorError) Is(target error) bool { return target == ErrNoFloor }
+
+// EffectsError is EnsureEffects failing on JetStream: finding the stream
+// that captures Subject (Op "find"), or creating Stream (Op "create").
+type EffectsError struct {
+	Op      string // "find" or "create"
+	Subject string // Effects.Subject
+	Stream  string // Effects.Stream
+	Err     error  // JetStream's error
+}
+
+func (e *EffectsError) Error() string {
+	if e.Op == "create" {
+		return fmt.Sprintf("stream: ensure effects: create Effects.Stream %s: %v", e.Stream, e.Err)
+	}
+	return fmt.Sprintf("stream: ensure effects: find the stream of Effects.Subject %s: %v", e.Subject, e.Err)
+}
+
+func (e *EffectsError) Unwrap() error { return e.Err }

@@ -28,7 +28,7 @@ func ServedInstance(ctx context.Context, st *ledger.Store, stream string) (strin
 	return "", nil
 }
 
-// CheckServed refuses (ErrNotTheInstance) a stream created at created that
+// CheckServed refuses (*NotTheInstanceError) a stream created at created that
 // is another instance than the one last consumed into st: another server's
 // stream of the same name, or one deleted and made again since. Replay
 // would apply its messages into the ledger, and prune would go by its
@@ -39,8 +39,7 @@ func CheckServed(ctx context.Context, st *ledger.Store, stream string, created t
 	if err != nil || have == "" || have == consumer.StreamInstance(stream, created) {
 		return err
 	}
-	return fmt.Errorf("%w: stream %s here was created %s, the one this ledger served %s (another server's stream of that name, or one made again since): point --nats at the server run consumes, or run on this stream first, which records it",
-		ErrNotTheInstance, stream, created.UTC().Format(time.RFC3339Nano), InstanceCreated(have))
+	return &NotTheInstanceError{Stream: stream, Created: created, Served: InstanceCreated(have)}
 }
 
 // WarnNewInstance says, at start, that stream is another instance than the

@@ -66,7 +66,7 @@ func EnsureSourced(ctx context.Context, js jetstream.JetStream, s Sourced) (*jet
 		return nil, fmt.Errorf("%w (sourcing %s from the hub's domain %s)", err, s.Hub, s.Domain)
 	}
 	if !Sources(info.Config, src) {
-		log.WarnContext(ctx, "the stream does not source the hub's stream as --hub-stream, --hub-filter and --hub-domain say; it is used as it is",
+		log.WarnContext(ctx, "the stream does not source the hub's stream as Sourced's Hub, Filter and Domain say; it is used as it is",
 			"stream", c.Name, "hub_stream", s.Hub, "hub_filter", s.Filter, "hub_domain", s.Domain)
 	}
 	return info, nil

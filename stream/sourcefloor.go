@@ -281,7 +281,7 @@ func copies(src *jetstream.StreamInfo, start uint64) uint64 {
 
 // sourceStart is the sequence of src at which a new copy named stream
 // starts: the floor the ledger recorded, when src is the instance it
-// recorded it for; startSeq (--hub-start-seq; 0 is the source's start)
+// recorded it for; startSeq (Sourced.Start; 0 is the source's start)
 // without a floor, or 0 for another instance, whose messages are all new.
 // A copy whose ledger has applied messages of it but has no floor at all
 // (pruned by a release that recorded none) is refused (ErrNoFloor)
@@ -349,7 +349,7 @@ func sourceStart(ctx context.Context, js jetstream.JetStream, stream string, src
 	return start, nil
 }
 
-// requireFloors refuses (ErrNoFloor) to make a copy of src again for
+// requireFloors refuses (*NoFloorError) to make a copy of src again for
 // a ledger that has served stream but holds no floor of it at all, unless
 // startSeq says where to start: this release records a floor when it
 // creates a copy, at every start and before every prune, so only a ledger
@@ -373,9 +373,7 @@ func requireFloors(ctx context.Context, st *ledger.Store, stream string, src *je
 	if !served {
 		return nil
 	}
-	return fmt.Errorf("%w: stream %s is missing, and this ledger holds %d rows of it but no record of where in %s the rows it pruned end (an earlier jetledger pruned it without one); copied from its start, %s would apply those messages a second time: "+
-		"give --hub-start-seq with %s's sequence of the first message this ledger has not applied (1 if it never pruned this stream), or bring the stream's store back",
-		ErrNoFloor, stream, rows, sourceKey(src), stream, src.Name)
+	return &NoFloorError{Stream: stream, Rows: rows, Source: sourceKey(src), Hub: src.Name}
 }
 
 // adoptSourced checks a copy that exists when run starts (info): one run

@@ -91,9 +91,9 @@ func (c Config) logger() *slog.Logger {
 // config is the stream's configuration, with no limit where none is given
 // and the metadata that says jetledger made it.
 func (c Config) config() jetstream.StreamConfig {
-	how := "(--subjects)"
+	how := "(capturing its subjects)"
 	if len(c.Sources) > 0 {
-		how = "(--hub-url: a copy of the hub's stream, sourced over the leaf node)"
+		how = "(a copy of the hub's stream, sourced over the leaf node)"
 	}
 	cfg := jetstream.StreamConfig{
 		Name: c.Name, Subjects: c.Subjects, Sources: c.Sources, SubjectTransform: c.Transform, Storage: jetstream.FileStorage, Duplicates: c.Duplicates,
@@ -204,11 +204,11 @@ func create(ctx context.Context, js jetstream.JetStream, c Config, log *slog.Log
 // attribute "edit".
 const (
 	// MsgLimitsDiffer: an existing stream's limits differ from Config's.
-	MsgLimitsDiffer = "the stream exists with other limits than the flags give; jetledger never edits an existing stream, so its own limits stay: apply the flags with the command in edit"
+	MsgLimitsDiffer = "the stream exists with other limits than Config.Limits gives; jetledger never edits an existing stream, so its own limits stay: apply them with the command in edit"
 	// MsgUnlimited: the stream keeps every message (WarnUnlimited).
 	MsgUnlimited = "the stream has no limits (max age, bytes, messages): prune removes a ledger row only once the stream no longer holds its message " +
 		"(a row is kept while a copy of it can still be delivered or replayed), and this stream holds every message until someone purges it, " +
-		"so the ledger grows by a row per message; give the stream limits with the command in edit (or run --subjects with --max-age when it is created)"
+		"so the ledger grows by a row per message; give the stream limits with the command in edit (or create it with Limits.MaxAge)"
 )
 
 // warnLimitsDiffer warns, once, when the limits wanted differ from those of

@@ -15,5 +15,8 @@
 //	if _, err := p.Check(ctx); err != nil { ... } // prune.ErrRetentionShort
 //	go p.Run(ctx) // prunes every Interval until ctx ends
 //
+// A zero Retention is ledger.RetentionDefault (a week), both in Check's
+// comparison with the duplicate window and in every prune.
+//
 // Options reads the bounds alone, for one prune through ledger.Store.Prune.
 package prune

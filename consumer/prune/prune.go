@@ -1,6 +1,7 @@
 package prune
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,13 +93,13 @@ type Pruner struct {
 	// Durable is the consumer whose unhandled messages hold ids back.
 	// Required.
 	Durable string
-	// Retention is the least time since a pruned row's id was last seen.
-	// Default 0: ledger.RetentionDefault when pruning, but Check compares
-	// it as given, so a zero Retention is refused by a stream with a
-	// duplicate window: set it.
+	// Retention is the least time since a pruned row's id was last seen;
+	// Check refuses one shorter than the stream's duplicate window
+	// (ErrRetentionShort). Default 0: ledger.RetentionDefault (a week), in
+	// Check's comparison and in every prune alike.
 	Retention time.Duration
 	// OutboxRetention is the least age of a pruned sent or cancelled outbox
-	// row. Default 0: ledger.OutboxRetentionDefault.
+	// row. Default 0: ledger.OutboxRetentionDefault (30 days).
 	OutboxRetention time.Duration
 	// Hold is the longest one prune step holds the writer (the plan's
 	// PruneHold). Default 0: the ledger's.
@@ -122,6 +123,13 @@ func (p *Pruner) validate() error {
 	return nil
 }
 
+// retentions are Retention and OutboxRetention with their defaults in place
+// of zero: what Options gives every prune and what Check compares, so that
+// the two never disagree about a zero.
+func (p *Pruner) retentions() (processed, outbox time.Duration) {
+	return cmp.Or(p.Retention, ledger.RetentionDefault), cmp.Or(p.OutboxRetention, ledger.OutboxRetentionDefault)
+}
+
 func (p *Pruner) logger() *slog.Logger {
 	if p.Logger == nil {
 		return slog.Default()
@@ -129,7 +137,8 @@ func (p *Pruner) logger() *slog.Logger {
 	return p.Logger
 }
 
-// Options reads the bounds now (Options) and adds the Pruner's retentions.
+// Options reads the bounds now (Options) and adds the Pruner's retentions,
+// defaults in place of zeros.
 func (p *Pruner) Options(ctx context.Context) (ledger.PruneOptions, error) {
 	if err := p.validate(); err != nil {
 		return ledger.PruneOptions{}, fmt.Errorf("prune: %w", err)
@@ -138,12 +147,13 @@ func (p *Pruner) Options(ctx context.Context) (ledger.PruneOptions, error) {
 	if err != nil {
 		return ledger.PruneOptions{}, err
 	}
-	o.Retention, o.OutboxRetention, o.Hold = p.Retention, p.OutboxRetention, p.Hold
+	o.Retention, o.OutboxRetention = p.retentions()
+	o.Hold = p.Hold
 	return o, nil
 }
 
-// Check refuses (ErrRetentionShort) a Retention shorter than the stream's
-// duplicate window, waiting out a cluster that cannot answer yet (Run needs
+// Check refuses (ErrRetentionShort) a Retention (ledger.RetentionDefault
+// if zero) shorter than the stream's duplicate window, waiting out a cluster that cannot answer yet (Run needs
 // no such wait: it tries again at its next tick). It returns the options
 // read.
 func (p *Pruner) Check(ctx context.Context) (ledger.PruneOptions, error) {
@@ -151,8 +161,8 @@ func (p *Pruner) Check(ctx context.Context) (ledger.PruneOptions, error) {
 	if err != nil {
 		return o, err
 	}
-	if p.Retention < o.DuplicateWindow {
-		return o, fmt.Errorf("prune: check: %w: retention %s, stream %s's duplicate window %s", ErrRetentionShort, p.Retention, p.Stream, o.DuplicateWindow)
+	if o.Retention < o.DuplicateWindow {
+		return o, fmt.Errorf("prune: check: %w: retention %s, stream %s's duplicate window %s", ErrRetentionShort, o.Retention, p.Stream, o.DuplicateWindow)
 	}
 	return o, nil
 }

@@ -3,6 +3,7 @@ package prune_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -90,5 +91,44 @@ func TestRunPrunesUntilCancelled(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run = %v after cancel, want nil", err)
+	}
+}
+
+// A zero Retention is ledger.RetentionDefault in Check's comparison as in
+// the prune itself: it passes a stream whose duplicate window is shorter
+// than a week and is refused by one whose window is longer, and the options
+// carry the defaults, not zeros. Before, Check compared the zero as given
+// and refused every stream with a duplicate window.
+func TestZeroRetentionIsTheDefault(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	for _, tt := range []struct {
+		name      string
+		window    time.Duration
+		retention time.Duration
+		want      time.Duration // the options' Retention
+		wantErr   error
+	}{
+		{name: "zero, window 2m", window: 2 * time.Minute, want: ledger.RetentionDefault},
+		{name: "zero, window 8d", window: 8 * 24 * time.Hour, want: ledger.RetentionDefault, wantErr: prune.ErrRetentionShort},
+		{name: "1m, window 2m", window: 2 * time.Minute, retention: time.Minute, want: time.Minute, wantErr: prune.ErrRetentionShort},
+		{name: "9d, window 8d", window: 8 * 24 * time.Hour, retention: 9 * 24 * time.Hour, want: 9 * 24 * time.Hour},
+	} {
+		name := fmt.Sprintf("S%d", tt.window/time.Minute)
+		if _, err := js.CreateOrUpdateStream(t.Context(), jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Duplicates: tt.window}); err != nil {
+			t.Fatal(err)
+		}
+		p := prune.Pruner{Ledger: st, JetStream: js, Stream: name, Durable: "d", Retention: tt.retention}
+		o, err := p.Check(t.Context())
+		if !errors.Is(err, tt.wantErr) || o.Retention != tt.want || o.OutboxRetention != ledger.OutboxRetentionDefault {
+			t.Errorf("%s: Check = %v (Retention %s, OutboxRetention %s), want %v (Retention %s, OutboxRetention %s)",
+				tt.name, err, o.Retention, o.OutboxRetention, tt.wantErr, tt.want, ledger.OutboxRetentionDefault)
+		}
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -23,8 +22,6 @@ import (
 	"github.com/jetledger/jetledger/node"
 	"github.com/jetledger/jetledger/sqlhandler"
 	"github.com/jetledger/jetledger/stream"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Config is what run needs; Ready, if set, is told the addresses once the node serves.
@@ -76,10 +73,8 @@ func run(ctx context.Context, c Config) error {
 	h, err := sqlhandler.New(ctx, st, sqlhandler.Config{
 		Schema: `CREATE TABLE IF NOT EXISTS orders (msg_id TEXT PRIMARY KEY, body TEXT NOT NULL)`,
 		Apply:  `INSERT INTO orders (msg_id, body) VALUES (:msg_id, :data)`,
-		Effect: func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
-			_, err := tx.Enqueue(ctx, "nats", d.Data) // published to EFFECTS once committed
-			return err
-		}})
+		Effect: ledger.EnqueuePayload("nats"), // published to EFFECTS once committed
+	})
 	if err != nil {
 		return err
 	}
@@ -95,22 +90,15 @@ func run(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(col)
 	hh, err := health.New(health.Config{}, health.NATS(js.Conn()), health.Database(st), health.Consumer(cons))
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.Handle("/healthz", hh)
 	ln, err := net.Listen("tcp", c.HTTP)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln) //nolint:errcheck // closed below
-	defer srv.Close()
+	go metrics.Serve(ctx, ln, hh, col) //nolint:errcheck // /metrics and /healthz until ctx ends
 	if c.Ready != nil {
 		c.Ready(n.ClientURL(), ln.Addr().String())
 	}
