@@ -10,7 +10,9 @@ import (
 
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/replay"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/stream"
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
 )
@@ -85,7 +87,7 @@ func (c *replayCmd) Run(inv *invocation) error {
 		return c.explain(err, c.DB)
 	}
 	defer s.Close()
-	if err := checkServedInstance(ctx, s.st, c.Stream, s.stream.Created); err != nil {
+	if err := stream.CheckServed(ctx, s.st, c.Stream, s.stream.Created); err != nil {
 		return err
 	}
 	s.log.InfoContext(ctx, "replaying", "stream", c.Stream, "durable", c.Durable, "names_from", c.from, "db", c.DB)
@@ -103,9 +105,7 @@ func (c *replayCmd) Run(inv *invocation) error {
 		return err
 	}
 	from.UpTo = b.upTo
-	s.fx.replay = &replayEffects{replayBound: b, sendAll: c.SendEffects}
-	s.cfg.Replay = &from
-	cons, err := consumer.New(setupCtx, s.js, s.st, s.cfg)
+	cons, err := s.Replay(setupCtx, from, replay.Effects{Bounds: b.bounds(), SendAll: c.SendEffects})
 	if err != nil {
 		return err
 	}

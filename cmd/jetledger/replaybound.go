@@ -18,18 +18,6 @@ func (b replayBound) bounds() replay.Bounds {
 	return replay.Bounds{UpTo: b.upTo, Floor: b.floor, Delivered: b.delivered}
 }
 
-// replayEffects decides what becomes of a replayed message's outbox effect
-// (replay.Effects).
-type replayEffects struct {
-	replayBound
-	sendAll bool // --send-effects: queue every effect for run to send
-}
-
-// record is replay.Effects.Record.
-func (r *replayEffects) record(ctx context.Context, tx *ledger.Tx, d ledger.Delivery, sink string) error {
-	return replay.Effects{Bounds: r.bounds(), SendAll: r.sendAll}.Record(ctx, tx, d, sink)
-}
-
 // boundReplay reads where run's durable stands (replay.ReadBounds), with
 // --to-seq.
 func boundReplay(ctx context.Context, js jetstream.JetStream, stream, durable string, toSeq uint64) (replayBound, error) {
