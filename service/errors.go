@@ -46,6 +46,7 @@ const (
 	StepMetrics  Step = "metrics"  // the collectors and health handler made
 	StepPrune    Step = "prune"    // the pruner checked (prune.Pruner.Check)
 	StepRun      Step = "run"      // consuming: the consumer, dispatcher and store watch
+	StepBounds   Step = "bounds"   // a replay's bounds read (replay.ReadBounds)
 )
 
 // StepError is an error of Start or Run with the step it came from. Its

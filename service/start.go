@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
-	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/partition"
 	"github.com/jetledger/jetledger/consumer/replay"
 	"github.com/jetledger/jetledger/ledger"
@@ -190,17 +189,6 @@ func (s *Service) JetStream() jetstream.JetStream { return s.js }
 
 // Stream is the stream as Start found or created it.
 func (s *Service) Stream() *jetstream.StreamInfo { return s.info }
-
-// Replay makes a consumer of the stream from from, through the ledger and
-// the SQL handler as Run's, with fx deciding each replayed message's
-// effect for the sink (replay.Effects.Record); it consumes nothing of the
-// durable's.
-func (s *Service) Replay(ctx context.Context, from consumer.ReplayFrom, fx replay.Effects) (*consumer.Consumer, error) {
-	s.fx.replay = &fx
-	cfg := s.cfg.Consumer
-	cfg.Replay = &from
-	return consumer.New(ctx, s.js, s.st, cfg)
-}
 
 // effects is what the SQL handler adds once the sink is known: the payload
 // enqueued to the sink's outbox, or, in a replay, the replay's decision.

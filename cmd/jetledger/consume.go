@@ -115,7 +115,7 @@ func (f *consumeFlags) config(stderr io.Writer, s sink) (service.Config, ackwait
 	if err != nil {
 		return service.Config{}, plan, err
 	}
-	cfg := service.Config{DB: f.DB, Logger: log, SQL: sql, Sink: s, Dial: f.dial(log),
+	cfg := service.Config{DB: f.DB, Logger: log, SQL: sql, Sink: s, Dial: f.dial(log), StartAttrs: []any{"names_from", f.from},
 		Ledger: ledgerConfig(ledger.Config{Logger: log, MaxSizeBytes: int64(f.DBMaxSize)}),
 		Node:   f.Embedded.config(f.DB, log),
 		Stream: streamSpec{Name: f.Stream, Subjects: splitList(f.Subjects), Duplicates: duplicateWindow(f.DuplicateWindow, f.MemoryLimit),
