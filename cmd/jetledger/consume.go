@@ -44,8 +44,6 @@ type consumeFlags struct {
 	// Set by run for one partition of a partitioned stream.
 	filter   []string // the partition's subjects
 	logAttrs []any    // the partition, on every log line
-	// Set by run to create the stream partitioned.
-	transform *jetstream.SubjectTransformConfig
 }
 
 // validate checks every flag, naming the first bad one, before anything is
@@ -73,23 +71,17 @@ func (f *consumeFlags) validate() (ackwait.Plan, error) {
 	return plan, err
 }
 
-// consumption is what run and replay share once their flags are read: the
-// started service, with the plan, the logger and the sink it was given.
+// consumption is the service replay starts, as its flags say.
 type consumption struct {
 	*service.Service
-	plan   ackwait.Plan
-	log    *slog.Logger
-	sink   sink // nil without --webhook
-	st     *ledger.Store
-	js     jetstream.JetStream
-	stream *jetstream.StreamInfo
+	js jetstream.JetStream
 }
 
 // setup checks the flags, then starts what run and replay consume with
 // (service.Start), effects going to s (nil: none); its refusals are said
 // in the flags' terms.
 func (f *consumeFlags) setup(ctx context.Context, stderr io.Writer, s sink) (*consumption, error) {
-	cfg, plan, err := f.config(stderr, s)
+	cfg, err := f.config(stderr, s)
 	if err != nil {
 		return nil, err
 	}
@@ -97,29 +89,29 @@ func (f *consumeFlags) setup(ctx context.Context, stderr io.Writer, s sink) (*co
 	if err != nil {
 		return nil, f.advise(err)
 	}
-	return &consumption{Service: svc, plan: plan, log: cfg.Logger, sink: s, st: svc.Store(), js: svc.JetStream(), stream: svc.Stream()}, nil
+	return &consumption{Service: svc, js: svc.JetStream()}, nil
 }
 
 // config checks the flags and maps them to the service's config.
-func (f *consumeFlags) config(stderr io.Writer, s sink) (service.Config, ackwait.Plan, error) {
+func (f *consumeFlags) config(stderr io.Writer, s sink) (service.Config, error) {
 	plan, err := f.validate()
 	if err != nil {
-		return service.Config{}, plan, err
+		return service.Config{}, err
 	}
 	log, err := f.Log.logger(stderr)
 	if err != nil {
-		return service.Config{}, plan, err
+		return service.Config{}, err
 	}
 	log = log.With(f.logAttrs...)
 	sql, err := handlerConfig(f.Schema, f.Apply)
 	if err != nil {
-		return service.Config{}, plan, err
+		return service.Config{}, err
 	}
 	cfg := service.Config{DB: f.DB, Logger: log, SQL: sql, Sink: s, Dial: f.dial(log), StartAttrs: []any{"names_from", f.from},
 		Ledger: ledgerConfig(ledger.Config{Logger: log, MaxSizeBytes: int64(f.DBMaxSize)}),
 		Node:   f.Embedded.config(f.DB, log),
 		Stream: streamSpec{Name: f.Stream, Subjects: splitList(f.Subjects), Duplicates: duplicateWindow(f.DuplicateWindow, f.MemoryLimit),
-			Limits: f.streamLimitFlags, Transform: f.transform}.config(log),
+			Limits: f.streamLimitFlags}.config(log),
 		Consumer: consumer.Config{Stream: f.Stream, Durable: f.Durable, Plan: plan, MaxDeliver: f.MaxDeliver, AllowSequenceIDs: f.AllowSeqIDs,
 			Logger: log, FilterSubjects: f.filter, Metadata: map[string]string{consumer.MetadataVersion: version()}}}
 	cfg.Node.MemoryLimit = node.ByteSize(f.MemoryLimit)
@@ -131,7 +123,7 @@ func (f *consumeFlags) config(stderr io.Writer, s sink) (service.Config, ackwait
 		cfg.Node.Leaf = h.leaf()
 		cfg.Hub = &service.Hub{Stream: h.HubStream, Filter: h.HubFilter, Domain: h.HubDomain, Start: h.HubStart}
 	}
-	return cfg, plan, nil
+	return cfg, nil
 }
 
 // dial connects as the flags say (connect), or to the embedded server.

@@ -18,10 +18,7 @@ import (
 // This file is the binary's one use of the outbox dispatcher and its
 // webhook sink, so that moving those packages touches it alone.
 
-type (
-	dispatcher = outbox.Dispatcher
-	sink       = outbox.Sink
-)
+type sink = outbox.Sink
 
 const (
 	outboxWorkersDefault     = outbox.WorkersDefault
@@ -197,14 +194,4 @@ func cancelOutbox(ctx context.Context, st *ledger.Store, s sink, id string) (str
 		err = fmt.Errorf("%w (give --webhook-delete-url to delete it there)", err)
 	}
 	return string(out), err
-}
-
-// sinkNames are the outbox sinks the ledger of a run or replay with sink s
-// serves, so that an effect enqueued for another name fails at once
-// (ledger.ErrUnknownSink); nil without a sink, when nothing is enqueued.
-func sinkNames(s sink) []string {
-	if s == nil {
-		return nil
-	}
-	return []string{s.Name()}
 }

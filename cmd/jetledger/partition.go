@@ -2,8 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"strings"
+	"errors"
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/partition"
@@ -53,24 +52,18 @@ func (p partitionFlags) validate(subjects string) error {
 }
 
 // partitionTransform is the stream's subject mapping for n partitions keyed
-// by the key-th '*' of subject: the partition number goes first.
+// by the key-th '*' of subject (partition.Transform), its refusals naming
+// the flags.
 func partitionTransform(subject string, n, key int) (*jetstream.SubjectTransformConfig, error) {
-	toks := strings.Split(subject, ".")
-	wild := 0
-	for i, t := range toks {
-		switch {
-		case t == "*":
-			wild++
-			toks[i] = fmt.Sprintf("{{wildcard(%d)}}", wild)
-		case t == ">" && i != len(toks)-1:
-			return nil, usagef("--subjects %q: '>' must be the last token", subject)
-		}
+	tr, err := partition.Transform(subject, n, key)
+	var ke *partition.KeyError
+	switch {
+	case errors.Is(err, partition.ErrWildcardNotLast):
+		return nil, usagef("--subjects %q: '>' must be the last token", subject)
+	case errors.As(err, &ke):
+		return nil, usagef("--partition-key %d: --subjects %q has %d '*' tokens; the key must be one of them, such as orders.*.> with the customer in the '*'", key, subject, ke.Wildcards)
 	}
-	if key > wild {
-		return nil, usagef("--partition-key %d: --subjects %q has %d '*' tokens; the key must be one of them, such as orders.*.> with the customer in the '*'", key, subject, wild)
-	}
-	return &jetstream.SubjectTransformConfig{Source: subject,
-		Destination: fmt.Sprintf("{{partition(%d,%d)}}.%s", n, key, strings.Join(toks, "."))}, nil
+	return tr, err
 }
 
 // runPartitions runs one consumer per partition (service.RunPartitions),
@@ -110,7 +103,7 @@ func (c *runCmd) runPartitions(inv *invocation) error {
 		p.DB, p.Durable = part.DB, part.Durable
 		p.defaulted.durable = false // the partition's durable is its own, whatever the ledger recorded
 		p.filter, p.logAttrs = []string{part.Filter}, []any{"partition", part.Index}
-		p.Subjects, p.transform, p.partitionFlags, p.streamLimitFlags = "", nil, partitionFlags{}, streamLimitFlags{}
+		p.Subjects, p.partitionFlags, p.streamLimitFlags = "", partitionFlags{}, streamLimitFlags{}
 		return p.run(&pinv)
 	}
 	err = service.RunPartitions(inv.ctx, cfg, service.Partitions{Named: c.Partition, Count: c.Partitions, Run: run})
@@ -138,5 +131,4 @@ var (
 	partitionsOf     = partition.Count
 	partitionDB      = partition.Ledger
 	partitionDurable = partition.Durable
-	partitionFilter  = partition.Filter
 )

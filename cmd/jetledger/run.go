@@ -102,7 +102,7 @@ func (c *runCmd) run(inv *invocation) error {
 	if err := c.resolveFrom(ctx, c.dbFlag); err != nil {
 		return err
 	}
-	cfg, _, err := c.config(inv.stderr, snk)
+	cfg, err := c.config(inv.stderr, snk)
 	if err != nil {
 		return err
 	}
