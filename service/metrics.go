@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer"
@@ -17,8 +18,8 @@ import (
 )
 
 // serveMetrics serves /metrics and /healthz on Config.Metrics until ctx
-// ends; store is the embedded node, nil with NATS.
-func (s *Service) serveMetrics(ctx context.Context, batches *metrics.Batches, c *consumer.Consumer, d *outbox.Dispatcher, store *node.Node) error {
+// ends, its goroutines in wg; store is the embedded node, nil with NATS.
+func (s *Service) serveMetrics(ctx context.Context, wg *sync.WaitGroup, batches *metrics.Batches, c *consumer.Consumer, d *outbox.Dispatcher, store *node.Node) error {
 	cfg := metrics.Config{Consumer: c, Outbox: s.st}
 	if d != nil {
 		cfg.Sends = d
@@ -41,18 +42,18 @@ func (s *Service) serveMetrics(ctx context.Context, batches *metrics.Batches, c 
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/healthz", h)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
+	wg.Go(func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		srv.Shutdown(sctx) //nolint:errcheck // best effort on exit
-	}()
+	})
 	l := s.cfg.Metrics
-	go func() {
+	wg.Go(func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("metrics server stopped", "err", err)
 		}
-	}()
+	})
 	s.log.Info("serving metrics", "addr", l.Addr().String())
 	return nil
 }

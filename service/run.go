@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/outbox"
@@ -145,13 +146,15 @@ func (s *Service) remember(ctx context.Context) error {
 func (s *Service) consume(ctx context.Context, batches *metrics.Batches, cons *consumer.Consumer, d *outbox.Dispatcher) error {
 	c := &s.cfg
 	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup // the pruner and the metrics server, waited for on return
+	defer wg.Wait()
 	defer stop()
 	if c.Metrics != nil {
 		store := s.node
 		if store == nil {
 			store = c.Shared // a partition's: RunPartitions watches it
 		}
-		if err := s.serveMetrics(runCtx, batches, cons, d, store); err != nil {
+		if err := s.serveMetrics(runCtx, &wg, batches, cons, d, store); err != nil {
 			return step(StepMetrics, err)
 		}
 	}
@@ -163,7 +166,7 @@ func (s *Service) consume(ctx context.Context, batches *metrics.Batches, cons *c
 		} else if err != nil {
 			return step(StepPrune, err)
 		}
-		go func() { _ = p.Run(runCtx) }() // checked above
+		wg.Go(func() { _ = p.Run(runCtx) }) // checked above
 	}
 	summaryDone := make(chan struct{})
 	go func() {

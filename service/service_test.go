@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io/fs"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/node"
 	"github.com/jetledger/jetledger/sqlhandler"
 	"github.com/jetledger/jetledger/stream"
@@ -73,3 +76,58 @@ func TestRunPartitionsRefusesAStreamNotPartitioned(t *testing.T) {
 		t.Fatalf("RunPartitions: %v (ran %t), want ErrNotPartitioned", err, ran)
 	}
 }
+
+// A run with metrics and the pruner serves /healthz, and on ctx's end
+// returns nil with every goroutine it started stopped (goleak, TestMain).
+func TestRunServesHealthAndStopsCleanly(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t, t.TempDir())
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	summaries := make(chan struct{}, 1)
+	cfg.Metrics, cfg.SummaryInterval, cfg.Logger = l, 10*time.Millisecond, slog.New(onMessage{"summary", summaries})
+	cfg.Prune = Prune{Interval: 10 * time.Millisecond, Retention: time.Hour}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	url := "http://" + l.Addr().String() + "/healthz"
+	consumertest.Eventually(t, 30*time.Second, "/healthz 200", func() bool {
+		resp, err := http.Get(url) //nolint:noctx // a test's probe
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	select {
+	case <-summaries: // consuming: the start is over
+	case err := <-done:
+		t.Fatalf("Run returned before its first summary: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after ctx's end: %v", err)
+	}
+}
+
+// onMessage is a slog handler that signals on c each record whose message
+// is msg, and drops every record.
+type onMessage struct {
+	msg string
+	c   chan struct{}
+}
+
+func (h onMessage) Enabled(context.Context, slog.Level) bool { return true }
+func (h onMessage) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.msg {
+		select {
+		case h.c <- struct{}{}:
+		default:
+		}
+	}
+	return nil
+}
+func (h onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h onMessage) WithGroup(string) slog.Handler      { return h }
