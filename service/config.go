@@ -161,6 +161,10 @@ func (c Config) validate() error {
 		why = "Hub needs the embedded node (no NATS) with Node.Leaf"
 	case c.Hub != nil && c.Hub.Stream == "":
 		why = "Hub.Stream is required"
+	case c.Hub != nil && len(c.Stream.Subjects) > 0:
+		// The hub's messages would reach the stream twice: over the leaf
+		// connection by subject, and by sourcing.
+		why = "a Stream sourcing Hub takes no Subjects"
 	case c.Effects != nil && c.Sink != nil:
 		why = "Sink and Effects both name the outbox's sink"
 	case c.Effects != nil && c.Effects.Subject == "":

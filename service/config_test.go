@@ -32,6 +32,9 @@ func TestConfigIsValidatedBeforeAnyIO(t *testing.T) {
 			c.Hub, c.Node.Leaf, c.NATS = &Hub{Stream: "H"}, &node.LeafConfig{}, &natsconn.Config{}
 		}, ErrInvalidConfig},
 		{"hub without its stream", func(c *Config) { c.Hub, c.Node.Leaf = &Hub{}, &node.LeafConfig{} }, ErrInvalidConfig},
+		{"hub with subjects", func(c *Config) {
+			c.Hub, c.Node.Leaf, c.Stream.Subjects = &Hub{Stream: "H"}, &node.LeafConfig{}, []string{"s.>"}
+		}, ErrInvalidConfig},
 		{"two sinks", func(c *Config) { c.Effects, c.Sink = &Effects{Subject: "fx"}, RecordOnly("x") }, ErrInvalidConfig},
 		{"effects without subject", func(c *Config) { c.Effects = &Effects{} }, ErrInvalidConfig},
 		{"negative interval", func(c *Config) { c.Prune.Interval = -1 }, ErrInvalidConfig},

@@ -61,8 +61,11 @@ func RunPartitions(ctx context.Context, cfg Config, p Partitions) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Hub != nil {
-		return fmt.Errorf("%w: partitions and Hub do not go together", ErrInvalidConfig)
+	switch {
+	case cfg.Hub != nil:
+		return fmt.Errorf("%w: partitions and Hub do not go together: partition the hub's stream", ErrInvalidConfig)
+	case cfg.Metrics != nil:
+		return fmt.Errorf("%w: Metrics serves one consumer: give each partition's run its own (Partitions.Run)", ErrInvalidConfig)
 	}
 	// Each partition's Start checks its SQL first too, but only after the
 	// server and the stream below: checked here, a bad one creates nothing.
