@@ -16,6 +16,7 @@ import (
 	"github.com/jetledger/jetledger/health"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/node"
+	"github.com/jetledger/jetledger/service"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -57,7 +58,7 @@ func TestHealthzAndStoreWatchOnAFullDisk(t *testing.T) {
 	}
 	t.Cleanup(nc.Close)
 	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}})
-	hh, err := health.New(health.Config{Logger: quiet}, health.NATS(nc), health.Database(st), storeProbe(e))
+	hh, err := health.New(health.Config{Logger: quiet}, health.NATS(nc), health.Database(st), service.StoreProbe(e))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +79,7 @@ func TestHealthzAndStoreWatchOnAFullDisk(t *testing.T) {
 
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	watched := make(chan error, 1)
-	go func() { watched <- watchEmbedded(watchCtx, e, 10*time.Millisecond, quiet) }()
+	go func() { watched <- service.Watch(watchCtx, e, 10*time.Millisecond, quiet) }()
 	t.Cleanup(func() { stopWatch(); <-watched })
 
 	free := consumertest.FillDisk(t, dir)

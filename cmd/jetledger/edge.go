@@ -1,15 +1,10 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"log/slog"
 	"os"
 
-	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/node"
-	"github.com/jetledger/jetledger/stream"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // hubFlags make the embedded server a leaf node of a hub: the edge mode.
@@ -91,12 +86,4 @@ func (h hubFlags) leafUsage(err error) error {
 func (h hubFlags) leaf() *node.LeafConfig {
 	return &node.LeafConfig{URLs: splitList(h.Hub), Domain: h.Domain, HubDomain: h.HubDomain,
 		Credentials: h.HubCreds, TLSCA: h.HubTLSCA, TLSCert: h.HubTLSCert, TLSKey: h.HubTLSKey}
-}
-
-// ensureSourcedStream creates the edge's stream sourcing the hub's, if it is
-// missing (stream.EnsureSourced, with the floors and instances recorded in
-// st).
-func ensureSourcedStream(ctx context.Context, js jetstream.JetStream, st *ledger.Store, spec streamSpec, h hubFlags, log *slog.Logger) (*jetstream.StreamInfo, error) {
-	return stream.EnsureSourced(ctx, js, stream.Sourced{Stream: spec.config(log), Hub: h.HubStream, Filter: h.HubFilter, Domain: h.HubDomain,
-		Start: h.HubStart, Ledger: st})
 }

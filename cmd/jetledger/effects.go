@@ -4,25 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/consumer/outbox/natssink"
 	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/service"
 )
 
 // This file is the binary's one use of the outbox dispatcher and its
 // webhook sink, so that moving those packages touches it alone.
 
-type (
-	dispatcher = outbox.Dispatcher
-	sink       = outbox.Sink
-)
+type sink = outbox.Sink
 
 const (
 	outboxWorkersDefault     = outbox.WorkersDefault
@@ -115,23 +111,12 @@ func replaySink(u webhookURL, effectsSubject string) (sink, error) {
 	case effectsSubject != "":
 		// run's NATS sink has this name whatever its subject: the rows
 		// replay records are the ones run's dispatcher sends.
-		return recordOnly(natssink.NameDefault), nil
+		return service.RecordOnly(natssink.NameDefault), nil
 	case u.URL == "":
 		return nil, nil
 	}
 	return newSink(webhook.Config{URL: u.URL})
 }
-
-// recordOnly is a sink by name alone: replay records rows for it and run's
-// dispatcher sends them.
-type recordOnly string
-
-func (r recordOnly) Name() string { return string(r) }
-func (r recordOnly) Send(context.Context, ledger.OutboxItem) (string, error) {
-	return "", fmt.Errorf("%s: replay records effects and sends none", r)
-}
-func (recordOnly) Idempotent() bool       { return false }
-func (recordOnly) Timeout() time.Duration { return time.Second }
 
 // deleteSink is outbox cancel's sink, or nil without --webhook-delete-url.
 func deleteSink(del webhookDelete) (sink, error) {
@@ -194,16 +179,6 @@ func parseStatuses(s string) ([]int, error) {
 	return codes, nil
 }
 
-// newDispatcher is run's outbox dispatcher: its claim lease comes from the plan.
-func newDispatcher(st *ledger.Store, s sink, plan ackwait.Plan, workers, attempts int, log *slog.Logger) (*dispatcher, error) {
-	d, err := outbox.New(st, outbox.Config{Sink: s, Workers: workers,
-		MaxAttempts: attempts, Lease: plan.ClaimLease(s.Timeout()), Logger: log})
-	if err != nil {
-		return nil, usageError{err}
-	}
-	return d, nil
-}
-
 // cancelOutbox cancels a row, deleting the item at the destination through
 // s when it may be there; without s, rows never sent can still be cancelled.
 func cancelOutbox(ctx context.Context, st *ledger.Store, s sink, id string) (string, error) {
@@ -219,14 +194,4 @@ func cancelOutbox(ctx context.Context, st *ledger.Store, s sink, id string) (str
 		err = fmt.Errorf("%w (give --webhook-delete-url to delete it there)", err)
 	}
 	return string(out), err
-}
-
-// sinkNames are the outbox sinks the ledger of a run or replay with sink s
-// serves, so that an effect enqueued for another name fails at once
-// (ledger.ErrUnknownSink); nil without a sink, when nothing is enqueued.
-func sinkNames(s sink) []string {
-	if s == nil {
-		return nil
-	}
-	return []string{s.Name()}
 }

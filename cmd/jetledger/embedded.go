@@ -12,7 +12,6 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/jetledger/jetledger/ackwait"
-	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/node"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,25 +21,31 @@ import (
 // refusals in the command line's terms.
 func startEmbedded(ctx context.Context, cfg node.Config) (*node.Node, error) {
 	n, err := node.Start(ctx, cfg)
-	if err == nil {
-		return n, nil
+	if err != nil {
+		return nil, nodeAdvice(err, cfg.Listen)
 	}
+	return n, nil
+}
+
+// nodeAdvice says node.Start's refusal of an embedded server listening on
+// listen in the flags' terms.
+func nodeAdvice(err error, listen string) error {
 	var inUse *node.StoreInUseError
-	var listen *node.ListenError
+	var le *node.ListenError
 	var file *node.LeafFileError
 	switch {
 	case errors.As(err, &inUse):
-		return nil, storeInUseError{inUse}
-	case errors.As(err, &listen):
-		return nil, fmt.Errorf("embedded server cannot listen on %s: %w; pass --nats URL to use the server already there, or --listen to pick another address", cfg.Listen, listen.Err)
+		return storeInUseError{inUse}
+	case errors.As(err, &le):
+		return fmt.Errorf("embedded server cannot listen on %s: %w; pass --nats URL to use the server already there, or --listen to pick another address", listen, le.Err)
 	case errors.As(err, &file) && file.CA && errors.Is(err, node.ErrNoPEM):
-		return nil, usagef("--hub-tls-ca %s: no PEM certificate in it", file.File)
+		return usagef("--hub-tls-ca %s: no PEM certificate in it", file.File)
 	case errors.As(err, &file) && file.CA:
-		return nil, usagef("--hub-tls-ca: %v", file.Err)
+		return usagef("--hub-tls-ca: %v", file.Err)
 	case errors.As(err, &file):
-		return nil, usagef("--hub-tls-cert/--hub-tls-key: %v", file.Err)
+		return usagef("--hub-tls-cert/--hub-tls-key: %v", file.Err)
 	}
-	return nil, err
+	return err
 }
 
 // storeInUseError is the refusal of a store another process owns, with
@@ -62,21 +67,6 @@ func (e storeInUseError) Error() string {
 }
 
 func (e storeInUseError) Unwrap() error { return e.StoreInUseError }
-
-// watchEmbedded watches the embedded server's store until ctx ends (nil)
-// or it fails: then the failure is logged at error with what to do, for run
-// to stop. A server that cannot write cannot recover in place, and a
-// process that stays up keeps its supervisor from restarting it.
-func watchEmbedded(ctx context.Context, n *node.Node, every time.Duration, log *slog.Logger) error {
-	err := n.Watch(ctx, every)
-	if err == nil {
-		return nil
-	}
-	disk := ledger.CheckDisk(n.StoreDir())
-	log.ErrorContext(ctx, "the embedded JetStream server cannot write its store, and every publish to it goes unacknowledged until it restarts: stopping. Free space on the disk (or make it writable), then start run again; what it acknowledged is on disk and is applied after the restart, and publishers must retry what was not acknowledged",
-		"store", n.StoreDir(), "store_state", stateOf(err), "disk_state", stateOf(disk), "err", err)
-	return fmt.Errorf("%w: free space on its disk or make it writable, then start run again (a supervisor restarts it); publishes it did not acknowledge must be retried", err)
-}
 
 // embeddedFlags configure the embedded server of run and replay.
 type embeddedFlags struct {

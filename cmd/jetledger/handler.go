@@ -10,19 +10,12 @@ import (
 )
 
 // newEventsHandler makes the built-in handler of run (sqlhandler) from
-// --schema (a file) and --apply, with no effects.
+// --schema (a file) and --apply, with no effects; bad SQL is a usage error.
 func newEventsHandler(ctx context.Context, st *ledger.Store, schemaFile, apply string) (*sqlhandler.Handler, error) {
-	return newEventsHandlerWith(ctx, st, schemaFile, apply, nil)
-}
-
-// newEventsHandlerWith is newEventsHandler running effect (nil: none) for
-// every message after its events row; bad SQL is a usage error.
-func newEventsHandlerWith(ctx context.Context, st *ledger.Store, schemaFile, apply string, effect ledger.Handler) (*sqlhandler.Handler, error) {
 	cfg, err := handlerConfig(schemaFile, apply)
 	if err != nil {
 		return nil, err
 	}
-	cfg.Effect = effect
 	h, err := sqlhandler.New(ctx, st, cfg)
 	if err != nil {
 		return nil, sqlUsage(err)
@@ -67,23 +60,3 @@ func checkSQLFirst(ctx context.Context, db, schemaFile, apply string) error {
 	return nil
 }
 
-// handlerEffects is what run and replay add to the built-in handler once
-// their sink is known: the payload enqueued to the sink's outbox, or, in a
-// replay, the replay's decision about the effect (replayEffects).
-type handlerEffects struct {
-	sink   string         // non-empty: enqueue the payload to this outbox sink
-	replay *replayEffects // set: decides a replayed message's effect, settles its dead letter
-}
-
-// effect is a ledger.Handler run in the message's savepoint: the outbox row
-// exists if and only if the message is applied.
-func (e *handlerEffects) effect(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
-	if e.replay != nil {
-		return e.replay.record(ctx, tx, d, e.sink)
-	}
-	if e.sink != "" {
-		_, err := tx.Enqueue(ctx, e.sink, d.Data)
-		return err
-	}
-	return nil
-}

@@ -1,19 +1,13 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
-	"github.com/jetledger/jetledger/ackwait"
-	"github.com/jetledger/jetledger/consumer/outbox/natssink"
-	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/service"
 	"github.com/jetledger/jetledger/stream"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // effectsFlags send run's effects to a JetStream subject instead of a
@@ -40,27 +34,14 @@ func (f effectsFlags) validate(webhookURL string) error {
 	return nil
 }
 
-// natsSink builds the NATS sink of --effects-subject on the connection run
-// consumes with, creating --effects-stream if no stream captures the subject.
-func (f effectsFlags) natsSink(ctx context.Context, js jetstream.JetStream, nc *nats.Conn, st *ledger.Store, plan ackwait.Plan, attempts int, log *slog.Logger) (sink, error) {
-	if f.Stream != "" {
-		if err := f.ensureStream(ctx, js, plan, attempts, log); err != nil {
-			return nil, err
-		}
-	}
-	s, err := natssink.New(ctx, js, nc, natssink.Config{Subject: f.Subject, Timeout: f.Timeout, Logger: log, Ledger: st})
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, fmt.Errorf("no stream captures --effects-subject %s: create one, or pass --effects-stream NAME to have run create it", f.Subject)
-	}
-	return s, err
-}
-
-// ensureStream creates --effects-stream if no stream captures the subject
-// (stream.EnsureEffects).
-func (f effectsFlags) ensureStream(ctx context.Context, js jetstream.JetStream, plan ackwait.Plan, attempts int, log *slog.Logger) error {
-	err := stream.EnsureEffects(ctx, js, stream.Effects{Stream: f.Stream, Subject: f.Subject, Timeout: f.Timeout, MaxAttempts: attempts, Plan: plan, Logger: log})
+// advise says the NATS sink's refusals (service.StepEffects) in the flags'
+// terms.
+func (f effectsFlags) advise(err error) error {
 	if taken := (*stream.SubjectTakenError)(nil); errors.As(err, &taken) {
 		return fmt.Errorf("--effects-subject %s is captured by stream %s, not --effects-stream %s", f.Subject, taken.By, f.Stream)
+	}
+	if errors.Is(err, service.ErrNoEffectsStream) {
+		return fmt.Errorf("no stream captures --effects-subject %s: create one, or pass --effects-stream NAME to have run create it", f.Subject)
 	}
 	return err
 }

@@ -3,11 +3,10 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
-	"strings"
 
+	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/partition"
+	"github.com/jetledger/jetledger/service"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -53,133 +52,62 @@ func (p partitionFlags) validate(subjects string) error {
 }
 
 // partitionTransform is the stream's subject mapping for n partitions keyed
-// by the key-th '*' of subject: the partition number goes first.
+// by the key-th '*' of subject (partition.Transform), its refusals naming
+// the flags.
 func partitionTransform(subject string, n, key int) (*jetstream.SubjectTransformConfig, error) {
-	toks := strings.Split(subject, ".")
-	wild := 0
-	for i, t := range toks {
-		switch {
-		case t == "*":
-			wild++
-			toks[i] = fmt.Sprintf("{{wildcard(%d)}}", wild)
-		case t == ">" && i != len(toks)-1:
-			return nil, usagef("--subjects %q: '>' must be the last token", subject)
-		}
+	tr, err := partition.Transform(subject, n, key)
+	var ke *partition.KeyError
+	switch {
+	case errors.Is(err, partition.ErrWildcardNotLast):
+		return nil, usagef("--subjects %q: '>' must be the last token", subject)
+	case errors.As(err, &ke):
+		return nil, usagef("--partition-key %d: --subjects %q has %d '*' tokens; the key must be one of them, such as orders.*.> with the customer in the '*'", key, subject, ke.Wildcards)
 	}
-	if key > wild {
-		return nil, usagef("--partition-key %d: --subjects %q has %d '*' tokens; the key must be one of them, such as orders.*.> with the customer in the '*'", key, subject, wild)
-	}
-	return &jetstream.SubjectTransformConfig{Source: subject,
-		Destination: fmt.Sprintf("{{partition(%d,%d)}}.%s", n, key, strings.Join(toks, "."))}, nil
+	return tr, err
 }
 
-// checkPartitionsSQL is checkSQLFirst for every partition ledger this run
-// may open: those named (--partition), or else those --partitions creates.
-// Where neither says, the stream's partitions are known only from the
-// server, and the first partition's ledger stands for them. Another host's
-// partitions are not read: a read-only open leaves -wal and -shm beside a
-// ledger, and beside a moved partition's old file they make the ledger
-// backup that moves it back refuse.
-func (c *runCmd) checkPartitionsSQL(ctx context.Context) error {
-	parts := partition.Here(c.Partition, c.Partitions)
-	if len(parts) == 0 {
-		parts = []int{0}
-	}
-	for _, i := range parts {
-		if err := checkSQLFirst(ctx, partitionDB(c.DB, i), c.Schema, c.Apply); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// runPartitions runs one consumer per partition, each as its own run with
-// its own durable and ledger, over one connection's server: the embedded
-// one started here once, or --nats. The stream is made (or checked)
-// partitioned first, so no partition binds a stream of another shape. The
-// first partition to fail stops the others.
+// runPartitions runs one consumer per partition (service.RunPartitions),
+// each as its own run of these flags with its own durable and ledger over
+// the server the partitions share.
 func (c *runCmd) runPartitions(inv *invocation) error {
-	ctx := inv.ctx
 	log, err := c.Log.logger(inv.stderr)
 	if err != nil {
 		return err
 	}
-	// Each partition's run checks its SQL first too, but only after the
-	// server and the stream below: checked here, a bad one creates nothing.
-	if err := c.checkPartitionsSQL(ctx); err != nil {
-		return err
-	}
-	base := *c
-	if c.NATS.URL == "" {
-		e := c.Embedded
-		srv, err := startEmbedded(ctx, e.config(c.DB, log))
-		if err != nil {
-			return err
-		}
-		defer srv.Close()
-		base.shared = srv
-		base.NATS = natsFlags{URL: srv.ClientURL(), Token: e.EmbeddedToken, Context: c.NATS.Context}
-		base.Embedded = embeddedFlags{Listen: e.Listen}
-	}
-	n, err := c.partitionedStream(ctx, base.NATS, log)
+	sql, err := handlerConfig(c.Schema, c.Apply)
 	if err != nil {
 		return err
 	}
-	parts := partition.Here(c.Partition, n)
-	for _, i := range parts {
-		if i >= n {
-			return usagef("--partition %d: stream %s has %d partitions, numbered 0 to %d", i, c.Stream, n, n-1)
-		}
-	}
-	log.InfoContext(ctx, "consuming partitions", "stream", c.Stream, "partitions", n, "here", parts)
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	start := func(ctx context.Context, i int) error {
-		p, pinv := base, *inv
-		pinv.ctx = ctx
-		p.DB, p.Durable = partitionDB(c.DB, i), partitionDurable(c.Durable, i)
-		p.defaulted.durable = false // the partition's durable is its own, whatever the ledger recorded
-		p.filter, p.logAttrs = []string{partitionFilter(i)}, []any{"partition", i}
-		p.Subjects, p.transform, p.partitionFlags, p.streamLimitFlags = "", nil, partitionFlags{}, streamLimitFlags{}
-		return p.run(&pinv)
-	}
-	if base.shared != nil {
-		base.shared.DependOn(c.Stream)
-	}
-	watched := watchStore(runCtx, stop, base.shared, log)
-	err = partition.Run(runCtx, partition.Config{Partitions: parts, Start: start})
-	stop()
-	return errors.Join(err, <-watched)
-}
-
-// partitionedStream creates the stream partitioned when --partitions and
-// --subjects say so and it is missing, and returns how many partitions it
-// has; a stream that is not partitioned is refused.
-func (c *runCmd) partitionedStream(ctx context.Context, conn natsFlags, log *slog.Logger) (int, error) {
-	nc, js, err := connect(ctx, conn, log)
-	if err != nil {
-		return 0, err
-	}
-	defer nc.Close()
 	spec := streamSpec{Name: c.Stream, Subjects: splitList(c.Subjects),
 		Duplicates: duplicateWindow(c.DuplicateWindow, c.MemoryLimit), Limits: c.streamLimitFlags}
 	if c.Partitions > 0 {
 		if spec.Transform, err = partitionTransform(spec.Subjects[0], c.Partitions, c.PartitionKey); err != nil {
-			return 0, err
+			return err
 		}
 	}
-	info, err := ensureStream(ctx, js, spec, log)
-	if err != nil {
-		return 0, err
+	cfg := service.Config{DB: c.DB, Logger: log, SQL: sql, Node: c.Embedded.config(c.DB, log), Dial: c.dial(log), Stream: spec.config(log),
+		Consumer: consumer.Config{Durable: c.Durable}}
+	if c.NATS.URL != "" {
+		n := c.NATS.config(log)
+		cfg.NATS = &n
 	}
-	n := partitionsOf(info.Config)
-	switch {
-	case n == 0:
-		return 0, fmt.Errorf("stream %s is not partitioned (no {{partition(N,…)}} subject mapping): create it with run --subjects … --partitions N, or leave out --partition", c.Stream)
-	case c.Partitions > 0 && n != c.Partitions:
-		return 0, fmt.Errorf("stream %s has %d partitions, not --partitions %d; a partitioned stream keeps its count (leave out --partitions)", c.Stream, n, c.Partitions)
+	base := *c
+	run := func(ctx context.Context, part service.Partition) error {
+		p, pinv := base, *inv
+		pinv.ctx = ctx
+		if part.Shared != nil {
+			p.shared = part.Shared
+			p.NATS = natsFlags{URL: part.NATS.URL, Token: part.NATS.Token, Context: c.NATS.Context}
+			p.Embedded = embeddedFlags{Listen: c.Embedded.Listen}
+		}
+		p.DB, p.Durable = part.DB, part.Durable
+		p.defaulted.durable = false // the partition's durable is its own, whatever the ledger recorded
+		p.filter, p.logAttrs = []string{part.Filter}, []any{"partition", part.Index}
+		p.Subjects, p.partitionFlags, p.streamLimitFlags = "", partitionFlags{}, streamLimitFlags{}
+		return p.run(&pinv)
 	}
-	return n, nil
+	err = service.RunPartitions(inv.ctx, cfg, service.Partitions{Named: c.Partition, Count: c.Partitions, Run: run})
+	return c.advise(err)
 }
 
 // partitionsAlone refuses what a partitioned run cannot do: it serves one
@@ -197,28 +125,10 @@ func (c *runCmd) partitionsAlone() error {
 	return nil
 }
 
-// partitionShare makes sure a ledger gets one partition of a partitioned
-// stream, never all of them: a consumer without a partition's filter is
-// given it when its durable is a partition's (<durable>-p<I>, as replay of
-// a partition's ledger reads it), and refused otherwise.
-func (f *consumeFlags) partitionShare(cfg jetstream.StreamConfig) error {
-	n := partitionsOf(cfg)
-	if n == 0 || len(f.filter) > 0 {
-		return nil
-	}
-	if i, ok := partition.OfDurable(f.Durable, n); ok {
-		f.filter = []string{partitionFilter(i)}
-		return nil
-	}
-	return fmt.Errorf("stream %s is partitioned into %d: consume it with run --partition I (each partition into its own ledger), or name a partition's durable (--durable %s-p0); one consumer over every partition would apply them all into one ledger, beside the partitions' own",
-		cfg.Name, n, f.Durable)
-}
-
 // The partition names are the library's (consumer/partition); the inverse
 // of a stream's mapping is consumer/requeue's business now.
 var (
 	partitionsOf     = partition.Count
 	partitionDB      = partition.Ledger
 	partitionDurable = partition.Durable
-	partitionFilter  = partition.Filter
 )

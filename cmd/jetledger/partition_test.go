@@ -1,15 +1,10 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -59,38 +54,6 @@ func TestPartitionMapping(t *testing.T) {
 	for db, want := range map[string]string{"ledger.db": "ledger-p3.db", "/var/lib/j/pay.sqlite": "/var/lib/j/pay-p3.sqlite", "ledger": "ledger-p3"} {
 		if got := partitionDB(db, 3); got != want {
 			t.Errorf("partitionDB(%s) = %s, want %s", db, got, want)
-		}
-	}
-}
-
-// run --partitions 3 --partition 0 checks its SQL against partition 0's
-// ledger only: another partition's ledger beside --db (a moved partition's
-// old file, say) is not opened, so no -wal or -shm appears beside it, which
-// would make a ledger backup back to that path refuse.
-func TestPartitionSQLCheckReadsOnlyItsPartitions(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	db := filepath.Join(dir, "ledger.db")
-	other := partitionDB(db, 1)
-	st, err := ledger.Open(other, ledger.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-	schema := filepath.Join(dir, "schema.sql")
-	if err := os.WriteFile(schema, []byte(`CREATE TABLE IF NOT EXISTS t (k TEXT PRIMARY KEY);`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := &runCmd{partitionFlags: partitionFlags{Partitions: 3, Partition: []int{0}}}
-	c.DB, c.Schema, c.Apply = db, schema, `INSERT INTO t VALUES (:msg_id)`
-	if err := c.checkPartitionsSQL(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{other + "-wal", other + "-shm", partitionDB(db, 2)} {
-		if _, err := os.Stat(f); !errors.Is(err, fs.ErrNotExist) {
-			t.Errorf("%s exists after the SQL check of partition 0 (%v)", f, err)
 		}
 	}
 }

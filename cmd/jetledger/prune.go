@@ -45,7 +45,3 @@ func (p *pruner) check(ctx context.Context) error {
 func (p *pruner) once(ctx context.Context) (ledger.PruneResult, error) {
 	return p.lib(0).Once(ctx)
 }
-
-func (p *pruner) loop(ctx context.Context, every time.Duration) {
-	_ = p.lib(every).Run(ctx) // run checked the pruner at start
-}

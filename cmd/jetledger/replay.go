@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,7 +9,7 @@ import (
 
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
-	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/service"
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
 )
@@ -85,44 +84,20 @@ func (c *replayCmd) Run(inv *invocation) error {
 		return c.explain(err, c.DB)
 	}
 	defer s.Close()
-	if err := checkServedInstance(ctx, s.st, c.Stream, s.stream.Created); err != nil {
-		return err
-	}
-	s.log.InfoContext(ctx, "replaying", "stream", c.Stream, "durable", c.Durable, "names_from", c.from, "db", c.DB)
-	setupCtx, cancel := context.WithTimeout(ctx, setupTimeout)
-	defer cancel()
-	b, err := boundReplay(setupCtx, s.js, c.Stream, c.Durable, c.ToSeq)
+	res, err := s.Replay(ctx, service.Replay{From: from, ToSeq: c.ToSeq, SendAll: c.SendEffects,
+		EffectsDecided: snk != nil || c.NoEffects, Progress: replayProgress(inv.stderr), Timeout: setupTimeout})
 	if err != nil {
-		return c.explain(err, c.DB)
+		return c.replayAdvice(err)
 	}
-	if b.upTo == 0 || b.upTo < from.Seq {
+	if res.Empty {
 		fmt.Fprintf(inv.stderr, "jetledger replay: nothing to replay: durable %s was delivered nothing from there\n", c.Durable)
-		return replaySummary(ctx, s.st, nil, time.Now(), b, c.JSON, inv.stdout)
 	}
-	if err := checkEffectsDecided(setupCtx, s.st, c.Stream, b, s.sink, c.NoEffects); err != nil {
-		return err
+	if c.JSON {
+		return json.NewEncoder(inv.stdout).Encode(res)
 	}
-	from.UpTo = b.upTo
-	s.fx.replay = &replayEffects{replayBound: b, sendAll: c.SendEffects}
-	s.cfg.Replay = &from
-	cons, err := consumer.New(setupCtx, s.js, s.st, s.cfg)
-	if err != nil {
-		return err
-	}
-	started := time.Now()
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	progressDone := make(chan error, 1)
-	go func() { progressDone <- followReplay(runCtx, cons, inv.stderr, stop) }()
-	runErr := cons.Run(runCtx)
-	stop()
-	if perr := <-progressDone; runErr == nil {
-		runErr = perr
-	}
-	if runErr != nil {
-		return runErr
-	}
-	return replaySummary(ctx, s.st, cons, started, b, c.JSON, inv.stdout)
+	fmt.Fprintf(inv.stdout, "replay to seq %d done in %.1fs: %d applied, %d duplicates, %d conflicts, %d effects suppressed, %d queued for run, %d in review, %d dead letters\n",
+		res.UpTo, res.Seconds, res.Applied, res.Duplicates, res.Conflicts, res.Suppressed, res.Queued, res.Review, res.DeadLetters)
+	return nil
 }
 
 // replayFrom reads --from-seq and --since.
@@ -151,79 +126,29 @@ func (c *replayCmd) replayFrom() (consumer.ReplayFrom, error) {
 	return consumer.ReplayFrom{Time: t}, nil
 }
 
-// followReplay shows progress on out (standard error: standard output
-// carries the summary) and calls done once the replay has handled every
-// message up to its bound.
-func followReplay(ctx context.Context, c *consumer.Consumer, out io.Writer, done func()) error {
+// replayResult is what --json prints.
+type replayResult = service.ReplayResult
+
+// replayProgress shows progress on out (standard error: standard output
+// carries the summary): a bar on a terminal, a line every 5s otherwise.
+func replayProgress(out io.Writer) func(handled int64, finished bool) {
 	var bar *progressbar.ProgressBar
 	if f, ok := out.(*os.File); ok && isatty.IsTerminal(f.Fd()) {
 		bar = progressbar.NewOptions64(-1, progressbar.OptionSetWriter(out), progressbar.OptionSetDescription("replaying"),
 			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("msg"),
 			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
 	}
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
 	lastLine := time.Now()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		finished, err := c.ReplayDone(ctx)
-		if err != nil {
-			continue // a transient error: the next tick asks again
-		}
-		n := c.Counts()
-		handled := int64(n.Applied + n.Duplicates + n.Conflicts + n.DeadLetters)
-		if bar != nil {
+	return func(handled int64, finished bool) {
+		switch {
+		case bar != nil:
 			bar.Set64(handled) //nolint:errcheck // drawing only
-		} else if time.Since(lastLine) >= 5*time.Second {
+			if finished {
+				bar.Finish() //nolint:errcheck // drawing only
+			}
+		case time.Since(lastLine) >= 5*time.Second:
 			fmt.Fprintf(out, "replayed %d messages\n", handled)
 			lastLine = time.Now()
 		}
-		if finished {
-			if bar != nil {
-				bar.Finish() //nolint:errcheck // drawing only
-			}
-			done()
-			return nil
-		}
 	}
-}
-
-type replayResult struct {
-	Applied     uint64  `json:"applied"`
-	Duplicates  uint64  `json:"duplicates"`
-	Conflicts   uint64  `json:"conflicts"`
-	Suppressed  int64   `json:"suppressed"`
-	Queued      int64   `json:"queued"` // effects left for run to send: of messages run never handled, or with --send-effects
-	Review      int64   `json:"review"` // effects of messages run was delivered past its ack floor: a person checks the destination
-	DeadLetters uint64  `json:"dead_letters"`
-	UpTo        uint64  `json:"up_to"`
-	Seconds     float64 `json:"seconds"`
-}
-
-func replaySummary(ctx context.Context, st *ledger.Store, c *consumer.Consumer, started time.Time, b replayBound, asJSON bool, out io.Writer) error {
-	res := replayResult{UpTo: b.upTo, Seconds: time.Since(started).Seconds()}
-	if c != nil {
-		n := c.Counts()
-		res.Applied, res.Duplicates, res.Conflicts, res.DeadLetters = n.Applied, n.Duplicates, n.Conflicts, n.DeadLetters
-	}
-	var err error
-	if res.Suppressed, err = st.CountOutbox(ctx, ledger.StatusSuppressed, started); err != nil {
-		return err
-	}
-	if res.Queued, err = st.CountOutbox(ctx, ledger.StatusQueued, started); err != nil {
-		return err
-	}
-	if res.Review, err = st.CountOutbox(ctx, ledger.StatusReview, started); err != nil {
-		return err
-	}
-	if asJSON {
-		return json.NewEncoder(out).Encode(res)
-	}
-	fmt.Fprintf(out, "replay to seq %d done in %.1fs: %d applied, %d duplicates, %d conflicts, %d effects suppressed, %d queued for run, %d in review, %d dead letters\n",
-		res.UpTo, res.Seconds, res.Applied, res.Duplicates, res.Conflicts, res.Suppressed, res.Queued, res.Review, res.DeadLetters)
-	return nil
 }

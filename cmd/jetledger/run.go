@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
-	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/node"
+	"github.com/jetledger/jetledger/service"
 )
 
 const runHelp = `
@@ -78,8 +79,8 @@ func (c *runCmd) Run(inv *invocation) error {
 	return err
 }
 
-// run consumes until ctx ends. The consumer, the dispatcher and the pruner
-// stop together: either of the first two failing stops all.
+// run consumes until ctx ends (service.Run), with the flags mapped to its
+// config and its refusals said in the flags' terms.
 func (c *runCmd) run(inv *invocation) error {
 	ctx := inv.ctx
 	snk, err := c.prepare()
@@ -89,137 +90,41 @@ func (c *runCmd) run(inv *invocation) error {
 	if c.Partitions > 0 || len(c.Partition) > 0 {
 		return c.runPartitions(inv)
 	}
-	var m *metricsListener
+	var l net.Listener
 	if c.Metrics != "" {
 		// Taken first: a port in use stops run before it creates anything.
-		if m, err = listenMetrics(c.Metrics); err != nil {
-			return err
+		if l, err = net.Listen("tcp", c.Metrics); err != nil {
+			return fmt.Errorf("--metrics %s: %w", c.Metrics, err)
 		}
-		defer m.listener.Close()
+		defer l.Close()
 	}
 	// Left out, the stream and durable are the ones this ledger served.
 	if err := c.resolveFrom(ctx, c.dbFlag); err != nil {
 		return err
 	}
-	s, err := c.setup(ctx, inv.stderr, snk)
+	cfg, err := c.config(inv.stderr, snk)
 	if err != nil {
 		return err
 	}
-	defer s.Close()
-	d, err := c.effects(ctx, s, m)
-	if err != nil {
-		return err
+	if l != nil {
+		cfg.Metrics = l
 	}
-	// No timeout: on a cluster electing a leader, run waits (each call
-	// retried under its own timeout, and logged) until it is answered or
-	// stopped.
-	cons, err := consumer.New(ctx, s.js, s.st, s.cfg)
-	if err != nil {
-		return refusal(c.Stream, c.Durable, s.plan.BatchSize, err)
-	}
-	if err := c.remember(ctx, s); err != nil {
-		return err
-	}
-	s.log.InfoContext(ctx, "consuming", "stream", c.Stream, "durable", c.Durable, "names_from", c.from, "db", c.DB,
-		"batch", s.plan.BatchSize, "deadline", s.plan.Deadline, "ack_wait_needed", s.plan.AckWait(), "webhook", c.Webhook.URL)
-
-	return c.consume(ctx, s, m, cons, d)
-}
-
-// effects makes the NATS sink if run has one, tells the embedded server's
-// watch which streams run depends on, and makes the dispatcher (nil
-// without a sink) and the hooks that wake it and feed the metrics.
-func (c *runCmd) effects(ctx context.Context, s *consumption, m *metricsListener) (*dispatcher, error) {
-	var err error
 	if c.Effects.Subject != "" {
-		// The NATS sink needs the connection setup made.
-		if s.sink, err = c.Effects.natsSink(ctx, s.js, s.nc, s.st, s.plan, c.Send.OutboxMaxAttempts, s.log); err != nil {
-			return nil, err
-		}
-		s.fx.sink = s.sink.Name()
+		cfg.Effects = &service.Effects{Subject: c.Effects.Subject, Stream: c.Effects.Stream, Timeout: c.Effects.Timeout}
 	}
-	if s.store != nil {
-		s.store.DependOn(c.Stream)
-		if ns, ok := s.sink.(interface{ Stream() string }); ok {
-			s.store.DependOn(ns.Stream())
-		}
-	}
-	var d *dispatcher
-	if s.sink != nil {
-		if d, err = newDispatcher(s.st, s.sink, s.plan, c.Send.OutboxWorkers, c.Send.OutboxMaxAttempts, s.log); err != nil {
-			return nil, err
-		}
-	}
-	if m != nil {
-		s.cfg.AfterAcks = m.AfterAcks
-	}
-	s.cfg.AfterCommit = func(r consumer.BatchReport) {
-		if d != nil {
-			d.Notify()
-		}
-		if m != nil {
-			m.AfterCommit(r)
-		}
-	}
-	return d, nil
+	cfg.Shared, cfg.SummaryInterval = c.shared, c.SummaryInterval
+	cfg.Outbox = service.Outbox{Workers: c.Send.OutboxWorkers, MaxAttempts: c.Send.OutboxMaxAttempts}
+	cfg.Prune = service.Prune{Interval: c.PruneInterval, Retention: c.Retention, OutboxRetention: c.OutboxRetention}
+	cfg.StartAttrs = append(cfg.StartAttrs, "webhook", c.Webhook.URL)
+	return c.adviseRun(service.Run(ctx, cfg))
 }
 
-// consume runs the consumer, the dispatcher, the metrics, the pruner, the
-// summary and the store's watch until ctx ends or one of them fails.
-func (c *runCmd) consume(ctx context.Context, s *consumption, m *metricsListener, cons *consumer.Consumer, d *dispatcher) error {
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	store := s.store
-	if store == nil {
-		store = c.shared // a partition's: runPartitions watches it
+// adviseRun is advise, with the NATS sink's refusals.
+func (c *runCmd) adviseRun(err error) error {
+	if st, ok := err.(*service.StepError); ok && st.Step == service.StepEffects { //nolint:errorlint // the service's own
+		return c.Effects.advise(err)
 	}
-	if m != nil {
-		if err := serveMetrics(runCtx, m, cons, d, s.st, s.nc, store, s.log); err != nil {
-			return err
-		}
-	}
-	if c.PruneInterval > 0 {
-		p := &pruner{st: s.st, js: s.js, streamFlags: c.streamFlags, retentionFlags: c.retentionFlags, hold: s.plan.PruneHold(), log: s.log}
-		if err := p.check(ctx); err != nil {
-			return err
-		}
-		go p.loop(runCtx, c.PruneInterval)
-	}
-	summaryDone := make(chan struct{})
-	go func() {
-		defer close(summaryDone)
-		summarize(runCtx, c.SummaryInterval, s.log, s.st, cons, d)
-	}()
-	watched := watchStore(runCtx, stop, s.store, s.log)
-	err := runTogether(runCtx, stop, cons, d)
-	<-summaryDone // runTogether stopped runCtx
-	logTotals(s.log, cons, d)
-	return explainRunError(errors.Join(<-watched, err), c.DBMaxSize)
-}
-
-// remember records in the ledger the stream (its instance too) and durable
-// run has bound, for the commands that read the ledger later; a ledger that has served others
-// too is said at start, since those commands will ask which.
-func (c *runCmd) remember(ctx context.Context, s *consumption) error {
-	warnNewInstance(ctx, s.log, s.st, c.Stream, s.stream.Created)
-	if err := s.st.RememberConsumer(ctx, c.Stream, c.Durable, consumer.StreamInstance(c.Stream, s.stream.Created)); err != nil {
-		return err
-	}
-	all, err := s.st.Consumers(ctx)
-	if err != nil {
-		return err
-	}
-	if len(all) > 1 {
-		others := make([]string, 0, len(all)-1)
-		for _, o := range all {
-			if o.Stream != c.Stream || o.Durable != c.Durable {
-				others = append(others, o.Stream+"/"+o.Durable)
-			}
-		}
-		s.log.WarnContext(ctx, "this ledger has served other consumers too: status, replay and ledger prune will need --stream to say which",
-			"stream", c.Stream, "durable", c.Durable, "others", others)
-	}
-	return nil
+	return c.advise(err)
 }
 
 // prepare checks every flag (setup checks the shared ones again, without

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -82,36 +81,4 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, spec streamSpec, 
 		return nil, fmt.Errorf("stream %s does not exist; pass --subjects to create it", spec.Name)
 	}
 	return info, err
-}
-
-// requireJetStream refuses a server without JetStream for this account
-// (stream.RequireJetStream).
-func requireJetStream(ctx context.Context, js jetstream.JetStream, url string) error {
-	err := stream.RequireJetStream(ctx, js)
-	if !errors.Is(err, stream.ErrNoJetStream) {
-		return err
-	}
-	why := jetstream.ErrJetStreamNotEnabled
-	if errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-		why = jetstream.ErrJetStreamNotEnabledForAccount
-	}
-	return fmt.Errorf("the server at %s has no JetStream for this account (%v): enable JetStream there, or leave out --nats to use the embedded server", redactURL(url), why)
-}
-
-// warnUnlimited warns when the stream keeps every message, so that prune
-// can never remove a row (stream.WarnUnlimited).
-func warnUnlimited(ctx context.Context, cfg jetstream.StreamConfig, log *slog.Logger) {
-	stream.WarnUnlimited(ctx, cfg, log)
-}
-
-// checkServedInstance refuses a stream that is another instance than the
-// one run last consumed into st (stream.CheckServed).
-func checkServedInstance(ctx context.Context, st *ledger.Store, name string, created time.Time) error {
-	return stream.CheckServed(ctx, st, name, created)
-}
-
-// warnNewInstance says, at start, that run consumes another instance of the
-// stream than it did last time (stream.WarnNewInstance).
-func warnNewInstance(ctx context.Context, log *slog.Logger, st *ledger.Store, name string, created time.Time) {
-	stream.WarnNewInstance(ctx, log, st, name, created)
 }

@@ -1,0 +1,179 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/natsconn"
+	"github.com/jetledger/jetledger/node"
+	"github.com/jetledger/jetledger/sqlhandler"
+	"github.com/jetledger/jetledger/stream"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Config is one consumer with everything around it: what `jetledger run`
+// starts. The zero value with DB and Stream.Name set consumes an existing
+// stream EVENTS-like through an embedded node beside the database, with the
+// built-in SQL handler recording each message in the events table.
+type Config struct {
+	// DB is the ledger's SQLite file, created if missing. Required.
+	DB string
+	// Ledger configures the ledger's open. Logger defaults to Logger;
+	// Sinks is set from Sink (an effect enqueued for another sink fails).
+	Ledger ledger.Config
+	// NATS is the server to consume from. Default nil: an embedded node is
+	// started from Node.
+	NATS *natsconn.Config
+	// Node is the embedded node, without NATS. StoreDir defaults to DB +
+	// ".nats", Logger to Logger. Its MemoryLimit is applied with NATS too
+	// (node.ApplyMemoryLimit) and bounds the stream's duplicate window
+	// warning. Leaf makes it an edge: see Hub.
+	Node node.Config
+	// Shared is an embedded node started by the caller that NATS connects
+	// to (RunPartitions): /healthz probes its store; the caller watches it.
+	// Default nil.
+	Shared *node.Node
+	// Dial connects to the server: NATS, or the embedded node's URL and
+	// token. Default natsconn.Connect.
+	Dial func(ctx context.Context, cfg natsconn.Config) (*nats.Conn, jetstream.JetStream, error)
+	// Stream is the stream consumed, created if missing when it has
+	// Subjects (stream.Ensure). Name is required.
+	Stream stream.Config
+	// Hub, when set, creates Stream as a copy sourcing the hub's stream
+	// (stream.EnsureSourced): an edge. It needs Node.Leaf and no NATS.
+	// Default nil.
+	Hub *Hub
+	// Consumer is the consumer's config. Stream defaults to Stream.Name,
+	// Logger to Logger; Handler must be nil: it is the SQL handler.
+	Consumer consumer.Config
+	// SQL is the built-in handler (sqlhandler), checked on a scratch copy
+	// of the ledger's schema before anything starts.
+	SQL sqlhandler.Config
+	// Sink receives each applied message's payload through the outbox (a
+	// webhook sink, say). Default nil: none, unless Effects.
+	Sink outbox.Sink
+	// Effects sends the payloads to a JetStream subject instead: the NATS
+	// sink. Default nil.
+	Effects *Effects
+	// Outbox configures the dispatcher of Sink or Effects.
+	Outbox Outbox
+	// Prune prunes the ledger while running.
+	Prune Prune
+	// Metrics, when set, serves Prometheus /metrics and /healthz on it
+	// until Run returns. Default nil: none.
+	Metrics net.Listener
+	// SummaryInterval is how often Run logs the counts at info. Default 0:
+	// never.
+	SummaryInterval time.Duration
+	// StartAttrs are added to the "consuming" line Run logs at start.
+	StartAttrs []any
+	// Logger receives every record. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Hub is the hub's stream an edge's Stream sources (stream.Sourced).
+type Hub struct {
+	Stream string // the hub's stream. Required.
+	Filter string // only its messages on this subject. Default: all.
+	Domain string // the hub's JetStream domain. Default: this one.
+	Start  uint64 // the hub's sequence to copy from when no floor is recorded. Default 0: none.
+}
+
+// Effects is the outbox's NATS sink (natssink).
+type Effects struct {
+	// Subject the payloads are published to, one without wildcards. Required.
+	Subject string
+	// Stream is created for Subject when no stream captures it
+	// (stream.EnsureEffects). Default "": one must exist (ErrNoEffectsStream).
+	Stream string
+	// Timeout of one publish's acknowledgement. Default 0: natssink's.
+	Timeout time.Duration
+}
+
+// Outbox configures the dispatcher (outbox.Config).
+type Outbox struct {
+	Workers     int // concurrent sends. Default outbox.WorkersDefault.
+	MaxAttempts int // sends of a row that provably did not arrive. Default outbox.MaxAttemptsDefault.
+}
+
+// Prune is the pruner Run starts (prune.Pruner).
+type Prune struct {
+	// Interval between prunes. Default 0: never.
+	Interval time.Duration
+	// Retention is the least time since a pruned id was last seen; it must
+	// cover the stream's duplicate window (RetentionError). Required with
+	// Interval.
+	Retention time.Duration
+	// OutboxRetention is the least age of a pruned sent or cancelled outbox
+	// row. Default 0: ledger.OutboxRetentionDefault.
+	OutboxRetention time.Duration
+}
+
+// withDefaults is c with its defaults filled in, or an ErrInvalidConfig.
+func (c Config) withDefaults() (Config, error) {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Ledger.Logger == nil {
+		c.Ledger.Logger = c.Logger
+	}
+	if c.Node.Logger == nil {
+		c.Node.Logger = c.Logger
+	}
+	if c.Node.StoreDir == "" {
+		c.Node.StoreDir = c.DB + ".nats"
+	}
+	if c.Dial == nil {
+		c.Dial = natsconn.Connect
+	}
+	if c.Consumer.Stream == "" {
+		c.Consumer.Stream = c.Stream.Name
+	}
+	if c.Consumer.Logger == nil {
+		c.Consumer.Logger = c.Logger
+	}
+	if c.Stream.Logger == nil {
+		c.Stream.Logger = c.Logger
+	}
+	return c, c.validate()
+}
+
+// validate refuses a Config before any I/O, across fields too.
+func (c Config) validate() error {
+	var why string
+	switch {
+	case c.DB == "":
+		why = "DB is required"
+	case c.Stream.Name == "":
+		why = "Stream.Name is required"
+	case c.Consumer.Stream != c.Stream.Name:
+		why = "Consumer.Stream is another stream than Stream.Name"
+	case c.Consumer.Handler != nil:
+		why = "Consumer.Handler is the SQL handler's: leave it nil"
+	case c.Hub != nil && (c.NATS != nil || c.Node.Leaf == nil):
+		why = "Hub needs the embedded node (no NATS) with Node.Leaf"
+	case c.Hub != nil && c.Hub.Stream == "":
+		why = "Hub.Stream is required"
+	case c.Hub != nil && len(c.Stream.Subjects) > 0:
+		// The hub's messages would reach the stream twice: over the leaf
+		// connection by subject, and by sourcing.
+		why = "a Stream sourcing Hub takes no Subjects"
+	case c.Effects != nil && c.Sink != nil:
+		why = "Sink and Effects both name the outbox's sink"
+	case c.Effects != nil && c.Effects.Subject == "":
+		why = "Effects.Subject is required"
+	case c.Prune.Interval < 0 || c.SummaryInterval < 0:
+		why = "Prune.Interval and SummaryInterval must not be negative"
+	}
+	if why != "" {
+		return fmt.Errorf("%w: %s", ErrInvalidConfig, why)
+	}
+	return nil
+}

@@ -1,0 +1,59 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/health"
+	"github.com/jetledger/jetledger/metrics"
+	"github.com/jetledger/jetledger/node"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// serveMetrics serves /metrics and /healthz on Config.Metrics until ctx
+// ends, its goroutines in wg; store is the embedded node, nil with NATS.
+func (s *Service) serveMetrics(ctx context.Context, wg *sync.WaitGroup, batches *metrics.Batches, c *consumer.Consumer, d *outbox.Dispatcher, store *node.Node) error {
+	cfg := metrics.Config{Consumer: c, Outbox: s.st}
+	if d != nil {
+		cfg.Sends = d
+	}
+	col, err := metrics.New(cfg)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(batches, col, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	probes := []health.Probe{health.NATS(s.nc), health.Database(s.st), health.Consumer(c)}
+	if store != nil {
+		probes = append(probes, StoreProbe(store))
+	}
+	h, err := health.New(health.Config{Logger: s.log}, probes...)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/healthz", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	wg.Go(func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx) //nolint:errcheck // best effort on exit
+	})
+	l := s.cfg.Metrics
+	wg.Go(func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("metrics server stopped", "err", err)
+		}
+	})
+	s.log.Info("serving metrics", "addr", l.Addr().String())
+	return nil
+}

@@ -1,0 +1,211 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer/partition"
+	"github.com/jetledger/jetledger/consumer/replay"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/natsconn"
+	"github.com/jetledger/jetledger/node"
+	"github.com/jetledger/jetledger/publisher"
+	"github.com/jetledger/jetledger/sqlhandler"
+	"github.com/jetledger/jetledger/stream"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Service is a started run: the embedded node if any, the connection, the
+// ledger with the SQL handler, and the stream. Run consumes; Close
+// releases.
+type Service struct {
+	cfg     Config
+	log     *slog.Logger
+	node    *node.Node // nil with NATS
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	st      *ledger.Store
+	h       *sqlhandler.Handler
+	info    *jetstream.StreamInfo
+	fx      effects
+	closers []func()
+}
+
+// Start checks cfg, then starts what Run consumes with. Config.SQL is
+// checked on a scratch copy of the ledger's schema first, and the embedded
+// node's store lock is taken next, so that bad SQL or a second owner
+// creates nothing; the ledger is opened once the server answers, so that
+// an unreachable one leaves no new database behind. A ledger whose writer
+// another process holds is waited for, logged once.
+func Start(ctx context.Context, cfg Config) (*Service, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger}
+	if err := s.start(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Service) start(ctx context.Context) (err error) {
+	c := &s.cfg
+	if err := sqlhandler.Check(ctx, c.DB, c.SQL); err != nil {
+		return step(StepSQL, err)
+	}
+	conn := natsconn.Config{}
+	if c.NATS != nil {
+		conn = *c.NATS
+		_ = node.ApplyMemoryLimit(c.Node.MemoryLimit, s.log) // refused by node.Start alone; a caller checks it
+	} else {
+		if s.node, err = node.Start(ctx, c.Node); err != nil {
+			return step(StepNode, err)
+		}
+		s.closers = append(s.closers, s.node.Close)
+		conn = natsconn.Config{URL: s.node.ClientURL(), Token: c.Node.Token, Logger: s.log}
+	}
+	if s.nc, s.js, err = c.Dial(ctx, conn); err != nil {
+		return step(StepConnect, err)
+	}
+	s.closers = append(s.closers, s.nc.Close)
+	if err := stream.RequireJetStream(ctx, s.js); err != nil {
+		return step(StepServer, err)
+	}
+	ledgerCfg := c.Ledger
+	if c.Sink != nil {
+		ledgerCfg.Sinks = []string{c.Sink.Name()}
+		s.fx.sink = c.Sink.Name()
+	}
+	if s.st, err = ledger.Open(c.DB, ledgerCfg); err != nil {
+		return step(StepLedger, err)
+	}
+	s.closers = append(s.closers, func() { s.st.Close() })
+	if s.h, err = s.handler(ctx); err != nil {
+		return step(StepSQL, err)
+	}
+	if err := s.ensureStream(ctx); err != nil {
+		return err
+	}
+	c.Consumer.Handler = s.h.Handle
+	return nil
+}
+
+// writerBackoff spaces the tries of a start that meets the ledger's writer
+// held by another process (each try waits the busy timeout first).
+var writerBackoff = ackwait.Backoff{Base: time.Second, Max: 15 * time.Second}
+
+// handler runs the schema and checks the SQL on the ledger. Another
+// process holding the ledger's writer (a run paused mid-batch beside this
+// one) is waited for, logged once, as a cluster electing a leader is: it
+// is the ledger's state, not bad SQL, and a start that gave up would leave
+// the supervisor a crash loop.
+func (s *Service) handler(ctx context.Context) (*sqlhandler.Handler, error) {
+	cfg := s.cfg.SQL
+	cfg.Effect = s.fx.effect
+	for try := 1; ; try++ {
+		h, err := sqlhandler.New(ctx, s.st, cfg)
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // stopped while waiting: a clean stop
+		}
+		if err == nil || !errors.Is(err, ledger.ErrBusy) {
+			return h, err
+		}
+		if try == 1 {
+			s.log.WarnContext(ctx, "another process holds the ledger's writer: waiting for it before running --schema and checking --apply", "db", s.cfg.DB, "err", err)
+		}
+		if !writerBackoff.Wait(ctx, try) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// ensureStream creates the stream if it is missing, takes the consumer's
+// partition of a partitioned one, and warns when its duplicate window is
+// shorter than a publisher retries, and when it has no limits, so that the
+// ledger can never be pruned.
+func (s *Service) ensureStream(ctx context.Context) error {
+	c := &s.cfg
+	var err error
+	if c.Hub != nil {
+		s.info, err = stream.EnsureSourced(ctx, s.js, stream.Sourced{Stream: c.Stream, Hub: c.Hub.Stream, Filter: c.Hub.Filter,
+			Domain: c.Hub.Domain, Start: c.Hub.Start, Ledger: s.st})
+	} else if s.info, err = stream.Ensure(ctx, s.js, c.Stream); errors.Is(err, stream.ErrNotFound) {
+		err = errors.Join(ErrNoStream, err)
+	}
+	if err != nil {
+		return step(StepStream, err)
+	}
+	if err := s.partitionShare(s.info.Config); err != nil {
+		return step(StepStream, err)
+	}
+	stream.WarnUnlimited(ctx, s.info.Config, s.log)
+	if err := (publisher.Config{}).CheckDuplicateWindow(s.info.Config.Duplicates); err != nil {
+		s.log.WarnContext(ctx, "stream duplicate window is short", "err", err)
+	}
+	if w := s.info.Config.Duplicates; c.Node.MemoryLimit > 0 && c.NATS == nil && w > node.LimitedDuplicateWindow {
+		// The id map grows with rate × window, which no cache limit bounds.
+		s.log.WarnContext(ctx, "the embedded server keeps every message id of the stream's duplicate window (about 100 B each), which --memory-limit does not bound; shorten the window (nats stream edit --dupe-window 30s) if the limit is exceeded",
+			"stream", c.Stream.Name, "duplicate_window", w, "memory_limit", c.Node.MemoryLimit)
+	}
+	return nil
+}
+
+// partitionShare makes sure a ledger gets one partition of a partitioned
+// stream, never all of them: a consumer without a partition's filter is
+// given it when its durable is a partition's (<durable>-p<I>, as replay of
+// a partition's ledger reads it), and refused otherwise.
+func (s *Service) partitionShare(cfg jetstream.StreamConfig) error {
+	c := &s.cfg.Consumer
+	n := partition.Count(cfg)
+	if n == 0 || len(c.FilterSubjects) > 0 {
+		return nil
+	}
+	if i, ok := partition.OfDurable(c.Durable, n); ok {
+		c.FilterSubjects = []string{partition.Filter(i)}
+		return nil
+	}
+	return &PartitionedError{Stream: cfg.Name, Partitions: n, Durable: c.Durable}
+}
+
+// Close releases what Start started, last first.
+func (s *Service) Close() {
+	for i := len(s.closers) - 1; i >= 0; i-- {
+		s.closers[i]()
+	}
+	s.closers = nil
+}
+
+// Store is the ledger.
+func (s *Service) Store() *ledger.Store { return s.st }
+
+// JetStream is the connection's JetStream.
+func (s *Service) JetStream() jetstream.JetStream { return s.js }
+
+// Stream is the stream as Start found or created it.
+func (s *Service) Stream() *jetstream.StreamInfo { return s.info }
+
+// effects is what the SQL handler adds once the sink is known: the payload
+// enqueued to the sink's outbox, or, in a replay, the replay's decision.
+type effects struct {
+	sink   string          // non-empty: enqueue the payload to this outbox sink
+	replay *replay.Effects // set: decides a replayed message's effect, settles its dead letter
+}
+
+// effect is a ledger.Handler run in the message's savepoint: the outbox row
+// exists if and only if the message is applied.
+func (e *effects) effect(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
+	if e.replay != nil {
+		return e.replay.Record(ctx, tx, d, e.sink)
+	}
+	if e.sink != "" {
+		_, err := tx.Enqueue(ctx, e.sink, d.Data)
+		return err
+	}
+	return nil
+}
