@@ -145,7 +145,7 @@ func (s *Store) checkBackupTarget(to string, force bool) error {
 	}
 	for _, suffix := range []string{"-wal", "-journal"} {
 		if _, err := os.Lstat(to + suffix); err == nil {
-			return fmt.Errorf("%w: %s%s is beside it (the database there is open, or was not closed cleanly); remove it or choose another path", ErrBackupExists, to, suffix)
+			return fmt.Errorf("%w: %s%s is beside it (the database there is open, or was not closed cleanly); remove it or choose another path", ErrBackupSideFile, to, suffix)
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("ledger: backup to %s: %w", to, err)
 		}

@@ -267,6 +267,32 @@ func TestBackupRefusals(t *testing.T) {
 	}
 }
 
+// A file at the destination is replaced with Force; a -wal beside it is
+// not, whatever Force says: the caller tells them apart by ErrBackupSideFile.
+func TestBackupSideFileIsNotAnExistingFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st := openBackupStore(t, filepath.Join(dir, "ledger.db"), ledger.Config{})
+	to := filepath.Join(dir, "copy.db")
+	writeFile(t, to, "old")
+	_, err := st.Backup(context.Background(), to, ledger.BackupOptions{})
+	if !errors.Is(err, ledger.ErrBackupExists) || errors.Is(err, ledger.ErrBackupSideFile) {
+		t.Fatalf("existing file: err = %v, want ErrBackupExists and not ErrBackupSideFile", err)
+	}
+	writeFile(t, to+"-wal", "stale")
+	for _, force := range []bool{true, false} {
+		if !force { // no file at the destination, only the -wal
+			if err := os.Remove(to); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := st.Backup(context.Background(), to, ledger.BackupOptions{Force: force})
+		if !errors.Is(err, ledger.ErrBackupSideFile) || !errors.Is(err, ledger.ErrBackupExists) {
+			t.Fatalf("-wal beside it, force %t: err = %v, want ErrBackupSideFile (an ErrBackupExists)", force, err)
+		}
+	}
+}
+
 // A backup cancelled half-way leaves nothing behind.
 func TestBackupCancelledLeavesNothing(t *testing.T) {
 	t.Parallel()

@@ -55,12 +55,12 @@ func TestCancelledInFlightKeepsItsCancelInReview(t *testing.T) {
 				t.Errorf("%s: %s = %v, want ErrCancelPending", how, c, err)
 			}
 		}
-		if err := st.Resolve(ctx, id, ledger.StatusSent, "ext"); !errors.Is(err, ledger.ErrCancelPending) {
+		if err := tr(st.Resolve(ctx, id, ledger.StatusSent, "ext")); !errors.Is(err, ledger.ErrCancelPending) {
 			t.Errorf("%s: resolve as sent = %v, want ErrCancelPending", how, err)
 		}
 		// A person who finds it absent finishes the cancel: never failed,
 		// where retry would send it again.
-		if err := st.Resolve(ctx, id, ledger.StatusFailed, ""); err != nil {
+		if err := tr(st.Resolve(ctx, id, ledger.StatusFailed, "")); err != nil {
 			t.Fatalf("%s: resolve as failed: %v", how, err)
 		}
 		if it, _ := st.Get(ctx, id); it.Status != ledger.StatusCancelled || it.PendingDelete {

@@ -101,6 +101,11 @@ var ErrUnsafePrune = errors.New("ledger: unsafe prune")
 // would apply to the copy when it opens it.
 var ErrBackupExists = errors.New("ledger: backup destination exists")
 
+// ErrBackupSideFile is the ErrBackupExists of a -wal or -journal file beside
+// the destination: unlike a file at the destination, BackupOptions.Force
+// does not replace it. errors.Is(err, ErrBackupExists) holds for it too.
+var ErrBackupSideFile = fmt.Errorf("%w", ErrBackupExists)
+
 // MaxSizeError is a write refused, or about to be, because the database is
 // at Config.MaxSizeBytes. It is ErrAtMaxSize and ErrFull.
 type MaxSizeError struct {

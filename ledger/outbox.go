@@ -234,26 +234,25 @@ func (s *Store) Due(ctx context.Context, sink string, limit int) ([]string, erro
 
 // Resolve settles a row in review by a person's decision: sent (with the
 // external id found at the destination) or failed. It is ResolveSent or
-// ResolveFailed. A row cancelled while it was being sent is never settled as
-// sent (ErrCancelPending); "failed", the item is not there, finishes its
-// cancel (SettleCancel): it is cancelled, never sent again.
-func (s *Store) Resolve(ctx context.Context, id string, as Status, externalID string) error {
-	var err error
+// ResolveFailed, and returns the row as it left it. A row cancelled while it
+// was being sent is never settled as sent (ErrCancelPending); "failed", the
+// item is not there, finishes its cancel (SettleCancel): it is cancelled,
+// never sent again.
+func (s *Store) Resolve(ctx context.Context, id string, as Status, externalID string) (OutboxItem, error) {
 	switch as {
 	case StatusFailed:
-		_, err = s.Transition(ctx, id, ResolveFailed, Params{})
+		it, err := s.Transition(ctx, id, ResolveFailed, Params{})
 		if errors.Is(err, ErrCancelPending) {
-			_, err = s.Transition(ctx, id, SettleCancel, Params{Reason: "cancelled while sending; a person found the item not at the destination"})
+			return s.Transition(ctx, id, SettleCancel, Params{Reason: "cancelled while sending; a person found the item not at the destination"})
 		}
+		return it, err
 	case StatusSent:
 		if externalID == "" {
-			return fmt.Errorf("%w: resolving %s as sent needs the external id", ErrIllegalTransition, id)
+			return OutboxItem{}, fmt.Errorf("%w: resolving %s as sent needs the external id", ErrIllegalTransition, id)
 		}
-		_, err = s.Transition(ctx, id, ResolveSent, Params{ExternalID: externalID})
-	default:
-		err = fmt.Errorf("%w: resolve %s as %q: want sent or failed", ErrIllegalTransition, id, as)
+		return s.Transition(ctx, id, ResolveSent, Params{ExternalID: externalID})
 	}
-	return err
+	return OutboxItem{}, fmt.Errorf("%w: resolve %s as %q: want sent or failed", ErrIllegalTransition, id, as)
 }
 
 // Retry puts a failed row back in the queue (Requeue).

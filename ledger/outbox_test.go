@@ -71,9 +71,9 @@ func TestOutboxIllegalTransitions(t *testing.T) {
 		{"sent by a non-claimer", func() error {
 			return tr(st.Transition(ctx, id, ledger.Sent, ledger.Params{Worker: "w", ExternalID: "x"}))
 		}, ledger.ErrNotOwner},
-		{"resolve a queued row", func() error { return st.Resolve(ctx, id, ledger.StatusSent, "x") }, ledger.ErrIllegalTransition},
+		{"resolve a queued row", func() error { return tr(st.Resolve(ctx, id, ledger.StatusSent, "x")) }, ledger.ErrIllegalTransition},
 		{"retry a queued row", func() error { return st.Retry(ctx, id) }, ledger.ErrIllegalTransition},
-		{"resolve as queued", func() error { return st.Resolve(ctx, id, ledger.StatusQueued, "") }, ledger.ErrIllegalTransition},
+		{"resolve as queued", func() error { return tr(st.Resolve(ctx, id, ledger.StatusQueued, "")) }, ledger.ErrIllegalTransition},
 		{"unknown id", func() error {
 			_, err := st.Transition(ctx, "nope", ledger.Claim, ledger.Params{Worker: "w", Lease: time.Second})
 			return err

@@ -10,4 +10,11 @@
 // Ids are ULIDs, monotonic within the process, unless the caller gives its
 // own (a webhook provider's event id, say): the same business event must
 // always carry the same id.
+//
+// ReadLines turns JSON lines (a file of events, standard input) into
+// messages, checking every line before anything is published and taking
+// each id from a field of the line when asked:
+//
+//	msgs, err := publisher.ReadLines(os.Stdin, publisher.Lines{Subject: "payments.in", IDField: "event_id"})
+//	acks, err := p.PublishBatch(ctx, msgs)
 package publisher

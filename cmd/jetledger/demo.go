@@ -13,7 +13,10 @@ import (
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/node"
 	"github.com/jetledger/jetledger/publisher"
+	"github.com/jetledger/jetledger/sqlhandler"
+	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -63,21 +66,25 @@ func (c *demoCmd) Run(inv *invocation) error {
 	case c.Resend < 0 || c.Resend > c.Events:
 		return usagef("--resend %d: want 0 up to --events (%d)", c.Resend, c.Events)
 	}
-	node, err := newScratchNode(ctx, "demo", 0, quiet) // the demo tells its own story
+	n, err := node.StartScratch(ctx, "demo", node.Config{Logger: quiet}) // the demo tells its own story
 	if err != nil {
 		return err
 	}
-	defer node.Close(c.Keep, out)
-	dbPath := filepath.Join(node.Dir, "demo.db")
-	fmt.Fprintf(out, "1. Embedded JetStream server at %s, ledger %s\n", node.ClientURL(), dbPath)
-	if _, err := ensureStream(ctx, node.js, streamSpec{Name: demoStream, Subjects: []string{demoSubject}, Duplicates: 2 * time.Minute}, quiet); err != nil {
-		return err
-	}
-	totals, err := c.publish(ctx, node.js, out)
+	defer c.close(n, out)
+	dbPath := filepath.Join(n.Dir, "demo.db")
+	fmt.Fprintf(out, "1. Embedded JetStream server at %s, ledger %s\n", n.ClientURL(), dbPath)
+	js, err := n.JetStream()
 	if err != nil {
 		return err
 	}
-	if err := crashingConsumer(ctx, node.ClientURL(), dbPath, inv.stderr, out); err != nil {
+	if _, err := stream.Ensure(ctx, js, stream.Config{Name: demoStream, Subjects: []string{demoSubject}, Duplicates: 2 * time.Minute, Logger: quiet}); err != nil {
+		return err
+	}
+	totals, err := c.publish(ctx, js, out)
+	if err != nil {
+		return err
+	}
+	if err := crashingConsumer(ctx, n.ClientURL(), dbPath, inv.stderr); err != nil {
 		return err
 	}
 	st, err := ledger.Open(dbPath, ledger.Config{Logger: quiet})
@@ -85,10 +92,23 @@ func (c *demoCmd) Run(inv *invocation) error {
 		return err
 	}
 	defer st.Close()
-	if err := c.restart(ctx, node.js, st, out); err != nil {
+	if err := tellCrash(ctx, js, st, out); err != nil {
+		return err
+	}
+	if err := c.restart(ctx, js, st, out); err != nil {
 		return err
 	}
 	return c.prove(ctx, st, totals, out)
+}
+
+// close removes the scratch node's directory, or with --keep says where it is.
+func (c *demoCmd) close(n *node.Scratch, out io.Writer) {
+	if !c.Keep {
+		n.Remove()
+		return
+	}
+	n.Close()
+	fmt.Fprintf(out, "kept %s\n", n.Dir)
 }
 
 // publish sends every event with an id, some twice, as a retrying publisher would.
@@ -129,7 +149,7 @@ func (c *demoCmd) publish(ctx context.Context, js jetstream.JetStream, out io.Wr
 // restart runs consumer #2 until every event is acked: the server
 // redelivers what #1 committed but never acked.
 func (c *demoCmd) restart(ctx context.Context, js jetstream.JetStream, st *ledger.Store, out io.Writer) error {
-	h, err := newEventsHandler(ctx, st, "", demoApply)
+	h, err := sqlhandler.New(ctx, st, sqlhandler.Config{Apply: demoApply})
 	if err != nil {
 		return err
 	}
@@ -141,7 +161,7 @@ func (c *demoCmd) restart(ctx context.Context, js jetstream.JetStream, st *ledge
 	runCtx, stopRun := context.WithCancel(ctx)
 	runDone := make(chan error, 1)
 	go func() { runDone <- cons.Run(runCtx) }()
-	err = waitAllAcked(ctx, js, uint64(c.Events), 2*time.Minute)
+	err = waitAllAcked(ctx, cons, uint64(c.Events), 2*time.Minute)
 	stopRun()
 	if rerr := <-runDone; err == nil {
 		err = rerr

@@ -81,19 +81,3 @@ func FuzzApplyBinding(f *testing.F) {
 		}
 	})
 }
-
-// FuzzFieldID reads ids out of arbitrary JSON lines: no panic, never an
-// empty id without an error.
-func FuzzFieldID(f *testing.F) {
-	f.Add([]byte(`{"event_id":"evt_1"}`), "event_id")
-	f.Add([]byte(`{"event_id":42}`), "event_id")
-	f.Add([]byte(`{"event_id":""}`), "event_id")
-	f.Add([]byte(`{"event_id":[1]}`), "event_id")
-	f.Add([]byte(`null`), "x")
-	f.Fuzz(func(t *testing.T, line []byte, field string) {
-		id, err := fieldID(line, field)
-		if err == nil && id == "" {
-			t.Fatal("empty id without an error")
-		}
-	})
-}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -165,11 +164,10 @@ type backupResult struct {
 func (c *ledgerBackupCmd) Run(inv *invocation, l *ledgerCmd) error {
 	return l.withStore(func(st *ledger.Store) error {
 		res, err := st.Backup(inv.ctx, c.To, ledger.BackupOptions{Force: c.Force})
-		_, statErr := os.Stat(c.To)
 		switch {
 		case errors.Is(err, ledger.ErrInvalidConfig): // --to is the ledger, a directory, not a plain path
 			return usagef("--to %s: %w", c.To, err)
-		case errors.Is(err, ledger.ErrBackupExists) && !c.Force && statErr == nil: // not a -wal beside it
+		case errors.Is(err, ledger.ErrBackupExists) && !errors.Is(err, ledger.ErrBackupSideFile): // --force replaces it, not a -wal beside it
 			return fmt.Errorf("%w (give --force to replace it)", err)
 		case err != nil:
 			return err

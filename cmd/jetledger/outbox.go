@@ -157,15 +157,12 @@ func (c *outboxResolveCmd) Run(inv *invocation, o *outboxCmd) error {
 		return usagef("--as sent needs --external-id: the destination's id for the item")
 	}
 	return o.change(inv, "resolve", c.ID, func(st *ledger.Store) (string, error) {
-		if err := st.Resolve(inv.ctx, c.ID, ledger.Status(c.As), c.ExternalID); err != nil {
-			return "", err
+		it, err := st.Resolve(inv.ctx, c.ID, ledger.Status(c.As), c.ExternalID)
+		if err != nil || string(it.Status) == c.As {
+			return "resolved as " + c.As, err
 		}
 		// A row whose cancel was pending ends cancelled, not failed: say
 		// what it is now.
-		it, err := st.Get(inv.ctx, c.ID)
-		if err != nil || string(it.Status) == c.As {
-			return "resolved as " + c.As, nil
-		}
 		return "resolved: " + string(it.Status) + " (its cancel was pending)", nil
 	})
 }

@@ -1,20 +1,13 @@
 package main
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
-	"strings"
 	"time"
 
-	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/publisher"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 const publishHelp = `
@@ -71,8 +64,8 @@ func (c *publishCmd) Run(inv *invocation) error {
 	case c.Timeout <= 0 || c.Timeout > maxPublishTimeout:
 		return usagef("--timeout %s: want more than 0 and at most %s", c.Timeout, maxPublishTimeout)
 	}
-	if err := checkID(c.ID); err != nil {
-		return usagef("--id: %v", err)
+	if err := publisher.CheckID(c.ID); err != nil {
+		return usagef("--id: %v", idProblem(err))
 	}
 	msgs, err := c.messages()
 	if err != nil {
@@ -101,7 +94,9 @@ func (c *publishCmd) Run(inv *invocation) error {
 	if err != nil {
 		return usageError{err}
 	}
-	warnWindow(inv.ctx, js, p, c.Subject, c.Stream, log)
+	if name, err := p.CheckStream(inv.ctx, js, c.Subject, c.Stream); errors.Is(err, publisher.ErrDuplicateWindowTooShort) {
+		log.WarnContext(inv.ctx, "retries may outlive the stream's duplicate window", "stream", name, "err", err)
+	}
 	for i := range msgs {
 		msgs[i].ExpectStream = c.Stream
 	}
@@ -121,11 +116,19 @@ func (c *publishCmd) Run(inv *invocation) error {
 // messages reads and checks all input before anything is published.
 func (c *publishCmd) messages() ([]publisher.Message, error) {
 	if c.Data == "" {
-		msgs, err := readLines(os.Stdin, c.Subject, c.IDField, c.Raw)
-		if err == nil && len(msgs) == 0 {
-			err = usagef("nothing to publish: give --data or JSON lines on standard input")
+		msgs, err := publisher.ReadLines(os.Stdin, publisher.Lines{Subject: c.Subject, IDField: c.IDField, Raw: c.Raw})
+		var le *publisher.LineError
+		switch {
+		case errors.Is(err, publisher.ErrNotJSON) && errors.As(err, &le):
+			return nil, usagef("standard input line %d is not valid JSON; nothing was published", le.Line)
+		case errors.As(err, &le):
+			return nil, usagef("standard input line %d: %v; nothing was published", le.Line, idProblem(le.Err))
+		case err != nil: // the reader's error, said as the command's
+			return nil, fmt.Errorf("read standard input: %w", errors.Unwrap(err))
+		case len(msgs) == 0:
+			return nil, usagef("nothing to publish: give --data or JSON lines on standard input")
 		}
-		return msgs, err
+		return msgs, nil
 	}
 	if !c.Raw && !json.Valid([]byte(c.Data)) {
 		return nil, usagef("--data is not valid JSON (use --raw to publish it anyway)")
@@ -133,92 +136,26 @@ func (c *publishCmd) messages() ([]publisher.Message, error) {
 	m := publisher.Message{Subject: c.Subject, Data: []byte(c.Data), ID: c.ID}
 	if c.ID == "" && c.IDField != "" {
 		var err error
-		if m.ID, err = fieldID([]byte(c.Data), c.IDField); err != nil {
-			return nil, usagef("--data: %v", err)
+		if m.ID, err = publisher.FieldID([]byte(c.Data), c.IDField); err != nil {
+			return nil, usagef("--data: %v", idProblem(err))
 		}
 	}
 	return []publisher.Message{m}, nil
 }
 
-// warnWindow warns when retries may outlive the duplicate window of the
-// stream that will store the messages: stream when given, else the one
-// capturing subject.
-func warnWindow(ctx context.Context, js jetstream.JetStream, p *publisher.Publisher, subject, stream string, log *slog.Logger) {
-	name := stream
-	if name == "" {
-		var err error
-		if name, err = js.StreamNameBySubject(ctx, subject); err != nil {
-			return
-		}
+// idProblem says a refused id (a *publisher.IDError) in the command's words.
+func idProblem(err error) error {
+	var ie *publisher.IDError
+	if !errors.As(err, &ie) {
+		return err
 	}
-	if s, err := js.Stream(ctx, name); err == nil {
-		if err := p.CheckDuplicateWindow(s.CachedInfo().Config.Duplicates); err != nil {
-			log.WarnContext(ctx, "retries may outlive the stream's duplicate window", "stream", name, "err", err)
-		}
+	switch ie.Err {
+	case publisher.ErrNotObject:
+		return fmt.Errorf("--id-field needs a JSON object: %v", ie.Cause)
+	case publisher.ErrNoIDField:
+		return fmt.Errorf("no field %q for the id", ie.Field)
+	case publisher.ErrBadIDField:
+		return fmt.Errorf("field %q must be a non-empty string or a number", ie.Field)
 	}
-}
-
-// maxLine bounds one input line; the server's own limit (1 MiB by default)
-// is reported by the publish itself.
-const maxLine = 64 << 20
-
-func readLines(r io.Reader, subject, idField string, raw bool) ([]publisher.Message, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), maxLine)
-	var msgs []publisher.Message
-	for line := 1; sc.Scan(); line++ {
-		b := []byte(strings.TrimSpace(sc.Text()))
-		if len(b) == 0 {
-			continue
-		}
-		if !raw && !json.Valid(b) {
-			return nil, usagef("standard input line %d is not valid JSON; nothing was published", line)
-		}
-		m := publisher.Message{Subject: subject, Data: b}
-		if idField != "" {
-			var err error
-			if m.ID, err = fieldID(b, idField); err != nil {
-				return nil, usagef("standard input line %d: %v; nothing was published", line, err)
-			}
-		}
-		msgs = append(msgs, m)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read standard input: %w", err)
-	}
-	return msgs, nil
-}
-
-// checkID refuses an id the consumer would dead-letter rather than apply.
-func checkID(id string) error {
-	if len(id) > consumer.MaxMessageIDLen {
-		return fmt.Errorf("the id is %d bytes; a consumer dead-letters a Nats-Msg-Id over %d bytes, so nothing was published", len(id), consumer.MaxMessageIDLen)
-	}
-	return nil
-}
-
-// fieldID reads a top-level string or number field as the message id, which
-// checkID must pass.
-func fieldID(b []byte, field string) (string, error) {
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(b, &obj); err != nil {
-		return "", fmt.Errorf("--id-field needs a JSON object: %v", err)
-	}
-	v, ok := obj[field]
-	if !ok {
-		return "", fmt.Errorf("no field %q for the id", field)
-	}
-	var s string
-	var num json.Number
-	switch {
-	case json.Unmarshal(v, &s) == nil && s != "":
-	case json.Unmarshal(v, &num) == nil:
-		s = num.String()
-	default:
-		return "", fmt.Errorf("field %q must be a non-empty string or a number", field)
-	}
-	if err := checkID(s); err != nil {
-		return "", err
-	}
-	return s, nil
+	return fmt.Errorf("the id is %d bytes; a consumer dead-letters a Nats-Msg-Id over %d bytes, so nothing was published", ie.Len, publisher.MaxIDLen)
 }
