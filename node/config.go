@@ -75,8 +75,9 @@ type LeafConfig struct {
 const DefaultHubDomain = "hub"
 
 // leafReconnect is how soon the leaf connection is tried again after the
-// link drops: the hub's messages wait for it.
-const leafReconnect = time.Second
+// link drops: the hub's messages wait for it. A variable so that a test
+// can run many link drops quickly.
+var leafReconnect = time.Second
 
 // domainName is what nats-server accepts as a JetStream domain.
 var domainName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)

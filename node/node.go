@@ -156,7 +156,14 @@ func (l *LeafConfig) remote() (*server.RemoteLeafOpts, error) {
 			return nil, fmt.Errorf("node: leaf credentials: %w", err)
 		}
 	}
-	r := &server.RemoteLeafOpts{URLs: urls, Credentials: l.Credentials}
+	// S2 compression off: nats-server v2.15.2 negotiates it with an INFO
+	// written in place before the connection's write loop starts, and a
+	// write error there (the link reset at that moment) closes the
+	// connection without scheduling a reconnect, so the site stayed cut
+	// off from its hub until run restarted (found by the nemesis; see
+	// TestLeafLinkComesBackAfterAResetInItsHandshake).
+	r := &server.RemoteLeafOpts{URLs: urls, Credentials: l.Credentials,
+		Compression: server.CompressionOpts{Mode: server.CompressionOff}}
 	if l.TLSCA == "" && l.TLSCert == "" {
 		return r, nil
 	}
