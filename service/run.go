@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -100,7 +101,10 @@ func (s *Service) dispatcher(ctx context.Context, batches *metrics.Batches) (*ou
 // natsSink builds the NATS sink of Effects on the connection consumed
 // with, creating Effects.Stream if no stream captures the subject.
 func (s *Service) natsSink(ctx context.Context) (*natssink.Sink, error) {
-	e := s.cfg.Effects
+	e := *s.cfg.Effects
+	// stream.EnsureEffects needs the timeout the sink will use, the default
+	// included, to size the effects stream's duplicate window.
+	e.Timeout = cmp.Or(e.Timeout, natssink.TimeoutDefault)
 	if e.Stream != "" {
 		err := stream.EnsureEffects(ctx, s.js, stream.Effects{Stream: e.Stream, Subject: e.Subject, Timeout: e.Timeout,
 			MaxAttempts: s.cfg.Outbox.MaxAttempts, Plan: s.cfg.Consumer.Plan, Logger: s.log})

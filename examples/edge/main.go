@@ -13,13 +13,10 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
-	"github.com/jetledger/jetledger/consumer/outbox"
-	"github.com/jetledger/jetledger/consumer/outbox/natssink"
-	"github.com/jetledger/jetledger/health"
-	"github.com/jetledger/jetledger/ledger"
-	"github.com/jetledger/jetledger/metrics"
 	"github.com/jetledger/jetledger/node"
+	"github.com/jetledger/jetledger/service"
 	"github.com/jetledger/jetledger/sqlhandler"
 	"github.com/jetledger/jetledger/stream"
 )
@@ -34,6 +31,7 @@ func main() {
 	c := Config{Dir: "edge-data", Listen: "127.0.0.1:4222", HTTP: "127.0.0.1:9090"}
 	flag.StringVar(&c.Hub, "hub", "nats-leaf://127.0.0.1:7422", "the hub's leaf node URL")
 	flag.StringVar(&c.Domain, "domain", "site1", "this site's JetStream domain")
+	flag.StringVar(&c.HTTP, "http", c.HTTP, "the address of /metrics and /healthz")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -45,65 +43,35 @@ func main() {
 
 // snippet:edge-run
 func run(ctx context.Context, c Config) error {
-	n, err := node.Start(ctx, node.Config{StoreDir: filepath.Join(c.Dir, "nats"), Listen: c.Listen,
-		Leaf: &node.LeafConfig{URLs: []string{c.Hub}, Domain: c.Domain}})
-	if err != nil {
-		return err // node.ErrStoreLocked: another process owns the store
-	}
-	defer n.Close()
-	js, err := n.JetStream()
+	ln, err := net.Listen("tcp", c.HTTP) // /metrics and /healthz, served while Run runs
 	if err != nil {
 		return err
 	}
-	st, err := ledger.Open(filepath.Join(c.Dir, "edge.db"), ledger.Config{Sinks: []string{"nats"}})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	if _, err = stream.Ensure(ctx, js, stream.Config{Name: "ORDERS", Subjects: []string{"orders.>"}, Duplicates: 2 * time.Minute}); err != nil {
-		return err
-	}
-	if err = stream.EnsureEffects(ctx, js, stream.Effects{Stream: "EFFECTS", Subject: "effects.orders", Timeout: 5 * time.Second}); err != nil {
-		return err
-	}
-	sink, err := natssink.New(ctx, js, js.Conn(), natssink.Config{Subject: "effects.orders", Ledger: st})
-	if err != nil {
-		return err
-	}
-	h, err := sqlhandler.New(ctx, st, sqlhandler.Config{
-		Schema: `CREATE TABLE IF NOT EXISTS orders (msg_id TEXT PRIMARY KEY, body TEXT NOT NULL)`,
-		Apply:  `INSERT INTO orders (msg_id, body) VALUES (:msg_id, :data)`,
-		Effect: ledger.EnqueuePayload("nats"), // published to EFFECTS once committed
+	defer ln.Close()
+	s, err := service.Start(ctx, service.Config{
+		DB: filepath.Join(c.Dir, "edge.db"),
+		Node: node.Config{StoreDir: filepath.Join(c.Dir, "nats"), Listen: c.Listen,
+			Leaf: &node.LeafConfig{URLs: []string{c.Hub}, Domain: c.Domain}},
+		Stream: stream.Config{Name: "ORDERS", Subjects: []string{"orders.>"}, Duplicates: 2 * time.Minute,
+			Limits: stream.Limits{MaxAge: 7 * ackwait.Day}},
+		Consumer: consumer.Config{Durable: "edge"},
+		SQL: sqlhandler.Config{
+			Schema: `CREATE TABLE IF NOT EXISTS orders (msg_id TEXT PRIMARY KEY, body TEXT NOT NULL)`,
+			Apply:  `INSERT INTO orders (msg_id, body) VALUES (:msg_id, :data)`,
+		},
+		// Each applied order's payload, published to EFFECTS once committed.
+		Effects: &service.Effects{Subject: "effects.orders", Stream: "EFFECTS"},
+		Prune:   service.Prune{Interval: time.Hour, Retention: 7 * ackwait.Day},
+		Metrics: ln,
 	})
 	if err != nil {
-		return err
+		return err // a *service.StepError; node.ErrStoreLocked: another process owns the store
 	}
-	cons, err := consumer.New(ctx, js, st, consumer.Config{Stream: "ORDERS", Durable: "edge", Handler: h.Handle})
-	if err != nil {
-		return err
-	}
-	d, err := outbox.New(st, outbox.Config{Sink: sink})
-	if err != nil {
-		return err
-	}
-	col, err := metrics.New(metrics.Config{Consumer: cons, Outbox: st, Sends: d})
-	if err != nil {
-		return err
-	}
-	hh, err := health.New(health.Config{}, health.NATS(js.Conn()), health.Database(st), health.Consumer(cons))
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", c.HTTP)
-	if err != nil {
-		return err
-	}
-	go metrics.Serve(ctx, ln, hh, col) //nolint:errcheck // /metrics and /healthz until ctx ends
+	defer s.Close()
 	if c.Ready != nil {
-		c.Ready(n.ClientURL(), ln.Addr().String())
+		c.Ready(s.JetStream().Conn().ConnectedUrl(), ln.Addr().String())
 	}
-	go d.Run(ctx) //nolint:errcheck // only fails when the outbox cannot be read; health reports the database
-	return cons.Run(ctx)
+	return s.Run(ctx) // nil once ctx ends, after the batch in hand
 }
 
 // end snippet
