@@ -21,10 +21,33 @@ var (
 	ErrApplyInvalid = errors.New("sqlhandler: apply invalid")
 	// ErrNotJSON is the dead-letter reason of a payload Apply reads (it
 	// uses :data) that is not JSON, and that Apply failed on or would read
-	// only in part: trying it again would fail again. Its text is the
-	// reason the ledger records.
+	// only in part: trying it again would fail again. The reason the
+	// ledger records is its text, with Config.ApplyName for Config.Apply
+	// and Apply's failure after a colon.
 	ErrNotJSON = errors.New("payload is not valid JSON, and Config.Apply reads it")
 )
+
+// notJSONError is ErrNotJSON said with Config.ApplyName, wrapping Apply's
+// failure on the payload (nil for one with a NUL, which is not run).
+type notJSONError struct {
+	name string
+	err  error
+}
+
+func (e *notJSONError) Error() string {
+	s := "payload is not valid JSON, and " + e.name + " reads it"
+	if e.err != nil {
+		s += ": " + e.err.Error()
+	}
+	return s
+}
+
+func (e *notJSONError) Unwrap() []error {
+	if e.err == nil {
+		return []error{ErrNotJSON}
+	}
+	return []error{ErrNotJSON, e.err}
+}
 
 // CheckError is SQL of the Config that New or Check refuses: a user's
 // mistake, not the ledger's condition (a *ConditionError). errors.Is
@@ -77,6 +100,7 @@ func (e *ConditionError) Unwrap() error { return e.Err }
 // wrapped in a *CheckError of Kind ErrApplyInvalid.
 type UnboundParamError struct {
 	Params []string // as written in Apply, e.g. ":dta", "?1"
+	Name   string   // Config.ApplyName; "" says "Config.Apply"
 }
 
 // Closest returns the bound parameter p was probably meant to be, with p's

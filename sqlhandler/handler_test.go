@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,5 +165,43 @@ func TestSchemaBlockedByAWriterIsACondition(t *testing.T) {
 	var cond *ConditionError
 	if !errors.As(err, &cond) || cond.Field != "Schema" || cond.Name != "s.sql" || !errors.Is(err, ledger.ErrBusy) || errors.As(err, new(*CheckError)) {
 		t.Fatalf("New beside another writer: %v, want a *ConditionError (Schema, s.sql) matching ledger.ErrBusy", err)
+	}
+}
+
+// ApplyName is what the dead-letter reason of a payload that is not JSON
+// and an unbound parameter call Apply (run says --apply), and each still
+// matches its sentinel; the default names the Config field.
+func TestApplyNameNamesApply(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openHandlerStore(t, demoSchema)
+	for _, tt := range []struct{ name, want string }{{"", "Config.Apply"}, {"--apply", "--apply"}} {
+		_, err := New(ctx, st, Config{Apply: `INSERT INTO balances VALUES (json_extract(:dta, '$.a'), 1)`, ApplyName: tt.name})
+		want := tt.want + " uses :dta (did you mean :data?), which is not bound: the parameters are :msg_id, :subject, :seq and :data"
+		var unbound *UnboundParamError
+		if !errors.As(err, &unbound) || unbound.Error() != want {
+			t.Errorf("ApplyName %q: unbound parameter %v, want %q", tt.name, err, want)
+		}
+		h, err := New(ctx, st, Config{Apply: demoApply, ApplyName: tt.name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := st.ApplyBatch(ctx, []ledger.Delivery{
+			{MessageID: "nul" + tt.name, Stream: "S", Sequence: 1, Subject: "ev", Data: []byte("{}\x00"), Delivered: 1},
+			{MessageID: "bad" + tt.name, Stream: "S", Sequence: 2, Subject: "ev", Data: []byte("{"), Delivered: 1},
+		}, h.Handle, ledger.Budget{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reason := "payload is not valid JSON, and " + tt.want + " reads it"
+		for _, r := range res {
+			var term *consumer.TermError
+			if !errors.As(r.Err, &term) || !errors.Is(r.Err, ErrNotJSON) || !strings.HasPrefix(term.Err.Error(), reason) {
+				t.Errorf("ApplyName %q: %v, want a Term failure matching ErrNotJSON, reason starting %q", tt.name, r.Err, reason)
+			}
+		}
+		if got := res[0].Err.(*consumer.TermError).Err.Error(); got != reason {
+			t.Errorf("ApplyName %q: reason of a payload with a NUL %q, want %q", tt.name, got, reason)
+		}
 	}
 }

@@ -72,37 +72,9 @@ func sqlAdvice(e *sqlhandler.CheckError) string {
 	case e.Kind == sqlhandler.ErrSchema:
 		return fmt.Sprintf("--schema %s: %v", e.Name, e.Err)
 	case errors.As(e.Err, &unbound):
-		return unboundAdvice(unbound)
+		return unbound.Error() // said with --apply (handlerConfig)
 	case errors.Is(e.Err, ledger.ErrTransactionControl), errors.Is(e.Err, ledger.ErrFixedSetting):
 		return fmt.Sprintf("--apply: %v: the ledger owns the transaction and its settings; drop that statement", e.Err)
 	}
 	return fmt.Sprintf("--apply does not compile: %v (tables it uses must exist: create them with --schema)", e.Err)
-}
-
-// unboundAdvice names the parameters of --apply that are not bound, each
-// with the bound one it was probably meant to be.
-func unboundAdvice(e *sqlhandler.UnboundParamError) string {
-	var b strings.Builder
-	b.WriteString("--apply uses ")
-	positional := false
-	for i, p := range e.Params {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(p)
-		if s := e.Closest(p); s != "" {
-			fmt.Fprintf(&b, " (did you mean %s?)", s)
-		}
-		positional = positional || p[0] == '?'
-	}
-	if len(e.Params) == 1 {
-		b.WriteString(", which is not bound")
-	} else {
-		b.WriteString(", which are not bound")
-	}
-	if positional {
-		b.WriteString(" (positional parameters never are)")
-	}
-	b.WriteString(": the parameters are :msg_id, :subject, :seq and :data")
-	return b.String()
 }

@@ -107,7 +107,7 @@ func (f *consumeFlags) config(stderr io.Writer, s sink) (service.Config, error) 
 	if err != nil {
 		return service.Config{}, err
 	}
-	cfg := service.Config{DB: f.DB, Logger: log, SQL: sql, Sink: s, Dial: f.dial(log), StartAttrs: []any{"names_from", f.from},
+	cfg := service.Config{DB: f.DB, Logger: log, SQL: sql, Sink: s, Dial: f.dial(log), StartAttrs: []any{"names_from", f.from}, Names: runNames,
 		Ledger: ledgerConfig(ledger.Config{Logger: log, MaxSizeBytes: int64(f.DBMaxSize)}),
 		Node:   f.Embedded.config(f.DB, log),
 		Stream: streamSpec{Name: f.Stream, Subjects: splitList(f.Subjects), Duplicates: duplicateWindow(f.DuplicateWindow, f.MemoryLimit),
@@ -125,6 +125,9 @@ func (f *consumeFlags) config(stderr io.Writer, s sink) (service.Config, error) 
 	}
 	return cfg, nil
 }
+
+// runNames are the flags (and the command) the service's log names.
+var runNames = service.Names{Schema: "--schema", MemoryLimit: "--memory-limit", Stream: "--stream", Program: "run"}
 
 // dial connects as the flags say (connect), or to the embedded server.
 func (f *consumeFlags) dial(log *slog.Logger) func(context.Context, natsconn.Config) (*nats.Conn, jetstream.JetStream, error) {

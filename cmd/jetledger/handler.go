@@ -25,7 +25,7 @@ func newEventsHandler(ctx context.Context, st *ledger.Store, schemaFile, apply s
 
 // handlerConfig reads the --schema file, if any.
 func handlerConfig(schemaFile, apply string) (sqlhandler.Config, error) {
-	cfg := sqlhandler.Config{SchemaName: schemaFile, Apply: apply}
+	cfg := sqlhandler.Config{SchemaName: schemaFile, Apply: apply, ApplyName: "--apply"}
 	if schemaFile != "" {
 		b, err := os.ReadFile(schemaFile)
 		if err != nil {
@@ -59,4 +59,3 @@ func checkSQLFirst(ctx context.Context, db, schemaFile, apply string) error {
 	}
 	return nil
 }
-

@@ -85,7 +85,7 @@ func (c *runCmd) runPartitions(inv *invocation) error {
 			return err
 		}
 	}
-	cfg := service.Config{DB: c.DB, Logger: log, SQL: sql, Node: c.Embedded.config(c.DB, log), Dial: c.dial(log), Stream: spec.config(log),
+	cfg := service.Config{DB: c.DB, Logger: log, SQL: sql, Node: c.Embedded.config(c.DB, log), Dial: c.dial(log), Stream: spec.config(log), Names: runNames,
 		Consumer: consumer.Config{Durable: c.Durable}}
 	if c.NATS.URL != "" {
 		n := c.NATS.config(log)
