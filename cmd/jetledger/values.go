@@ -69,7 +69,7 @@ type durationFlag struct {
 // checkSubjects refuses a --subjects entry that is no NATS subject: an empty
 // token, whitespace, a wildcard inside a token, or '>' before the last token.
 func checkSubjects(list string) error {
-	for _, subject := range splitList(list) {
+	for _, subject := range kongx.SplitList(list) {
 		tokens := strings.Split(subject, ".")
 		for i, t := range tokens {
 			if t == "" || strings.ContainsFunc(t, unicode.IsSpace) || len(t) > 1 && strings.ContainsAny(t, "*>") ||
