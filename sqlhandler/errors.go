@@ -52,25 +52,30 @@ func (e *notJSONError) Unwrap() []error {
 // CheckError is SQL of the Config that New or Check refuses: a user's
 // mistake, not the ledger's condition (a *ConditionError). errors.Is
 // matches its Kind (ErrSchema or ErrApplyInvalid) and the cause; the
-// message names the Config field.
+// message names the Config field (Say names them otherwise).
 type CheckError struct {
 	Kind error  // ErrSchema or ErrApplyInvalid
 	Name string // Config.SchemaName (ErrSchema only)
 	Err  error  // the cause: the ledger's error, or an *UnboundParamError
 }
 
-func (e *CheckError) Error() string {
+func (e *CheckError) Error() string { return "sqlhandler: " + e.Say("Config.Schema", "Config.Apply") }
+
+// Say is the message without the package's prefix, naming Config.Schema
+// and Config.Apply as schema and apply (a command line passes its flags).
+func (e *CheckError) Say(schema, apply string) string {
+	var unbound *UnboundParamError
 	switch {
 	case e.Kind == ErrSchema && errors.Is(e.Err, ledger.ErrFixedSetting):
-		return fmt.Sprintf("sqlhandler: Config.Schema %s: %v; the ledger runs with synchronous=FULL in WAL mode, which its guarantee rests on: drop the pragma", e.Name, e.Err)
+		return fmt.Sprintf("%s %s: %v; the ledger runs with synchronous=FULL in WAL mode, which its guarantee rests on: drop the pragma", schema, e.Name, e.Err)
 	case e.Kind == ErrSchema:
-		return fmt.Sprintf("sqlhandler: Config.Schema %s: %v", e.Name, e.Err)
-	case errors.As(e.Err, new(*UnboundParamError)):
-		return "sqlhandler: " + e.Err.Error()
+		return fmt.Sprintf("%s %s: %v", schema, e.Name, e.Err)
+	case errors.As(e.Err, &unbound):
+		return unbound.say(apply)
 	case errors.Is(e.Err, ledger.ErrTransactionControl), errors.Is(e.Err, ledger.ErrFixedSetting):
-		return fmt.Sprintf("sqlhandler: Config.Apply: %v: the ledger owns the transaction and its settings; drop that statement", e.Err)
+		return fmt.Sprintf("%s: %v: the ledger owns the transaction and its settings; drop that statement", apply, e.Err)
 	}
-	return fmt.Sprintf("sqlhandler: Config.Apply does not compile: %v (tables it uses must exist: create them in Config.Schema)", e.Err)
+	return fmt.Sprintf("%s does not compile: %v (tables it uses must exist: create them with %s)", apply, e.Err, schema)
 }
 
 func (e *CheckError) Unwrap() []error { return []error{e.Kind, e.Err} }
@@ -86,10 +91,16 @@ type ConditionError struct {
 }
 
 func (e *ConditionError) Error() string {
+	return "sqlhandler: " + e.Say("Config.Schema", "Config.Apply")
+}
+
+// Say is the message without the package's prefix, naming Config.Schema
+// and Config.Apply as schema and apply (a command line passes its flags).
+func (e *ConditionError) Say(schema, apply string) string {
 	if e.Field == "Schema" {
-		return fmt.Sprintf("sqlhandler: Config.Schema %s could not run: %v (the ledger, not the SQL: another process may hold its writer)", e.Name, e.Err)
+		return fmt.Sprintf("%s %s could not run: %v (the ledger, not the SQL: another process may hold its writer)", schema, e.Name, e.Err)
 	}
-	return fmt.Sprintf("sqlhandler: Config.Apply could not be checked: %v (the ledger, not the SQL: another process may hold its writer)", e.Err)
+	return fmt.Sprintf("%s could not be checked: %v (the ledger, not the SQL: another process may hold its writer)", apply, e.Err)
 }
 
 func (e *ConditionError) Unwrap() error { return e.Err }

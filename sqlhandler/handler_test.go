@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -202,6 +203,39 @@ func TestApplyNameNamesApply(t *testing.T) {
 		}
 		if got := res[0].Err.(*consumer.TermError).Err.Error(); got != reason {
 			t.Errorf("ApplyName %q: reason of a payload with a NUL %q, want %q", tt.name, got, reason)
+		}
+	}
+}
+
+// Say names Schema and Apply as the caller does (run: --schema, --apply),
+// and Error is Say of the Config fields behind the package's name.
+func TestSayNamesTheFields(t *testing.T) {
+	t.Parallel()
+	busy := fmt.Errorf("locked: %w", ledger.ErrBusy)
+	bad := errors.New("no such table: nowhere")
+	tests := []struct {
+		name string
+		err  interface {
+			error
+			Say(schema, apply string) string
+		}
+		want string
+	}{
+		{"schema", &CheckError{Kind: ErrSchema, Name: "s.sql", Err: bad}, "SCHEMA s.sql: no such table: nowhere"},
+		{"apply", &CheckError{Kind: ErrApplyInvalid, Err: bad}, "APPLY does not compile: no such table: nowhere (tables it uses must exist: create them with SCHEMA)"},
+		{"unbound", &CheckError{Kind: ErrApplyInvalid, Err: &UnboundParamError{Params: []string{"?1"}, Name: "--apply"}},
+			"APPLY uses ?1, which is not bound (positional parameters never are): the parameters are :msg_id, :subject, :seq and :data"},
+		{"schema condition", &ConditionError{Field: "Schema", Name: "s.sql", Err: busy},
+			"SCHEMA s.sql could not run: " + busy.Error() + " (the ledger, not the SQL: another process may hold its writer)"},
+		{"apply condition", &ConditionError{Field: "Apply", Err: busy},
+			"APPLY could not be checked: " + busy.Error() + " (the ledger, not the SQL: another process may hold its writer)"},
+	}
+	for _, tt := range tests {
+		if got := tt.err.Say("SCHEMA", "APPLY"); got != tt.want {
+			t.Errorf("%s: Say\n got %q\nwant %q", tt.name, got, tt.want)
+		}
+		if got, want := tt.err.Error(), "sqlhandler: "+tt.err.Say("Config.Schema", "Config.Apply"); got != want {
+			t.Errorf("%s: Error %q, want %q", tt.name, got, want)
 		}
 	}
 }

@@ -14,10 +14,13 @@ import (
 // prefix, so :data, @data, $data and #data all bind "data".
 var applyParams = []string{"msg_id", "subject", "seq", "data"}
 
-func (e *UnboundParamError) Error() string {
+func (e *UnboundParamError) Error() string { return e.say(cmp.Or(e.Name, "Config.Apply")) }
+
+// say is the message naming Apply as apply.
+func (e *UnboundParamError) say(apply string) string {
 	var b strings.Builder
 	positional := false
-	b.WriteString(cmp.Or(e.Name, "Config.Apply") + " uses ")
+	b.WriteString(apply + " uses ")
 	for i, p := range e.Params {
 		if i > 0 {
 			b.WriteString(", ")

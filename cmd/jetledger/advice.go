@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/sqlhandler"
 	"github.com/jetledger/jetledger/stream"
 )
@@ -32,11 +31,9 @@ func advise(err error) error {
 	case err == nil:
 		return nil
 	case errors.As(err, &check):
-		typed, say = check, sqlAdvice(check)
-	case errors.As(err, &cond) && cond.Field == "Schema":
-		typed, say = cond, fmt.Sprintf("--schema %s could not run: %v (the ledger, not the SQL: another process may hold its writer)", cond.Name, cond.Err)
+		typed, say = check, check.Say("--schema", "--apply")
 	case errors.As(err, &cond):
-		typed, say = cond, fmt.Sprintf("--apply could not be checked: %v (the ledger, not the SQL: another process may hold its writer)", cond.Err)
+		typed, say = cond, cond.Say("--schema", "--apply")
 	case errors.As(err, &floor):
 		typed, say = floor, fmt.Sprintf("%v: stream %s is missing, and this ledger holds %d rows of it but no record of where in %s the rows it pruned end (an earlier jetledger pruned it without one); copied from its start, %s would apply those messages a second time: "+
 			"give --hub-start-seq with %s's sequence of the first message this ledger has not applied (1 if it never pruned this stream), or bring the stream's store back",
@@ -62,19 +59,3 @@ type reworded struct {
 
 func (r reworded) Error() string { return r.msg }
 func (r reworded) Unwrap() error { return r.err }
-
-// sqlAdvice is bad --schema or --apply SQL, said as run says it.
-func sqlAdvice(e *sqlhandler.CheckError) string {
-	var unbound *sqlhandler.UnboundParamError
-	switch {
-	case e.Kind == sqlhandler.ErrSchema && errors.Is(e.Err, ledger.ErrFixedSetting):
-		return fmt.Sprintf("--schema %s: %v; the ledger runs with synchronous=FULL in WAL mode, which its guarantee rests on: drop the pragma", e.Name, e.Err)
-	case e.Kind == sqlhandler.ErrSchema:
-		return fmt.Sprintf("--schema %s: %v", e.Name, e.Err)
-	case errors.As(e.Err, &unbound):
-		return unbound.Error() // said with --apply (handlerConfig)
-	case errors.Is(e.Err, ledger.ErrTransactionControl), errors.Is(e.Err, ledger.ErrFixedSetting):
-		return fmt.Sprintf("--apply: %v: the ledger owns the transaction and its settings; drop that statement", e.Err)
-	}
-	return fmt.Sprintf("--apply does not compile: %v (tables it uses must exist: create them with --schema)", e.Err)
-}
