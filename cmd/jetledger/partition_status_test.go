@@ -84,8 +84,10 @@ func TestStatusReadsEveryPartitionsLedger(t *testing.T) {
 	if rep.Ledger == nil || rep.Ledger.DeadLetters != 1 {
 		t.Errorf("status counts %+v dead letters over the partitions, want 1", rep.Ledger)
 	}
-	if rep.Ledger != nil && rep.Ledger.Path != "" && !fileExists(rep.Ledger.Path) {
-		t.Errorf("status names the ledger %s, which is not there", rep.Ledger.Path)
+	if rep.Ledger != nil && rep.Ledger.Path != "" {
+		if _, err := os.Stat(rep.Ledger.Path); err != nil {
+			t.Errorf("status names the ledger %s, which is not there", rep.Ledger.Path)
+		}
 	}
 	if len(rep.Partitions) != 2 {
 		t.Fatalf("status shows %d partitions, want 2: %s", len(rep.Partitions), out)
