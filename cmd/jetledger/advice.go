@@ -51,7 +51,8 @@ func advise(err error) error {
 	return reworded{err: err, msg: strings.Replace(err.Error(), typed.Error(), say, 1)}
 }
 
-// reworded is an error said in the command line's terms (advise).
+// reworded is an error said in the command line's terms (advise), or
+// with its advice (its flags and commands).
 type reworded struct {
 	err error
 	msg string
