@@ -125,11 +125,3 @@ func (c *runCmd) partitionsAlone() error {
 	}
 	return nil
 }
-
-// The partition names are the library's (consumer/partition); the inverse
-// of a stream's mapping is consumer/requeue's business now.
-var (
-	partitionsOf     = partition.Count
-	partitionDB      = partition.Ledger
-	partitionDurable = partition.Durable
-)

@@ -135,9 +135,6 @@ func (c *statusCmd) report(r status.Report, batch int, rep *statusReport) {
 	}
 }
 
-// statusWidth is the columns status fits in.
-const statusWidth = status.TextWidth
-
 // printStatus writes the status report as text, one labelled field a line:
 // the names read, the report's parts, then its problems.
 func printStatus(w io.Writer, r statusReport) {
