@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,16 +13,6 @@ import (
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/node"
 )
-
-// startEmbedded starts the embedded server (node.Start), saying its
-// refusals in the command line's terms.
-func startEmbedded(ctx context.Context, cfg node.Config) (*node.Node, error) {
-	n, err := node.Start(ctx, cfg)
-	if err != nil {
-		return nil, nodeAdvice(err, cfg.Listen)
-	}
-	return n, nil
-}
 
 // nodeAdvice says node.Start's refusal of an embedded server listening on
 // listen in the flags' terms.
