@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -74,8 +75,31 @@ type Config struct {
 	SummaryInterval time.Duration
 	// StartAttrs are added to the "consuming" line Run logs at start.
 	StartAttrs []any
+	// Names are what the log calls the settings and the program its
+	// warnings name. Default: the Config's field names (SQL.Apply is
+	// SQL.ApplyName's).
+	Names Names
 	// Logger receives every record. Default slog.Default().
 	Logger *slog.Logger
+}
+
+// Names are what Service's log calls the settings it names, so that a
+// command line can say its flags (SchemaName "--schema") where a Go
+// program reads its Config's fields. Each zero field is its default.
+type Names struct {
+	Schema      string // SQL.Schema. Default "SQL.Schema".
+	MemoryLimit string // Node.MemoryLimit. Default "Node.MemoryLimit".
+	Stream      string // the stream readers of a shared ledger name. Default "the stream's name".
+	Program     string // what is started again after the store fails. Default "the program".
+}
+
+// withDefaults is n with each zero field its default.
+func (n Names) withDefaults() Names {
+	n.Schema = cmp.Or(n.Schema, "SQL.Schema")
+	n.MemoryLimit = cmp.Or(n.MemoryLimit, "Node.MemoryLimit")
+	n.Stream = cmp.Or(n.Stream, "the stream's name")
+	n.Program = cmp.Or(n.Program, "the program")
+	return n
 }
 
 // Hub is the hub's stream an edge's Stream sources (stream.Sourced).
@@ -142,6 +166,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Stream.Logger == nil {
 		c.Stream.Logger = c.Logger
 	}
+	c.Names = c.Names.withDefaults()
 	return c, c.validate()
 }
 

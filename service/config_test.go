@@ -55,3 +55,16 @@ func TestConfigIsValidatedBeforeAnyIO(t *testing.T) {
 	}
 	var _ outbox.Sink = RecordOnly("x")
 }
+
+// Names a program sets are kept; the zero ones are the Config's fields.
+func TestNamesDefaultToTheConfigFields(t *testing.T) {
+	t.Parallel()
+	got, err := Config{DB: "l.db", Stream: stream.Config{Name: "S"}, Names: Names{Schema: "--schema"}}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Names{Schema: "--schema", MemoryLimit: "Node.MemoryLimit", Stream: "the stream's name", Program: "the program"}
+	if got.Names != want {
+		t.Fatalf("Names %+v, want %+v", got.Names, want)
+	}
+}

@@ -17,14 +17,14 @@ import (
 // watchStore watches the embedded node's store (none with NATS) until ctx
 // ends; its failure stops the run (stop) and is sent on the channel
 // returned, which gets nil otherwise.
-func watchStore(ctx context.Context, stop func(), n *node.Node, log *slog.Logger) <-chan error {
+func watchStore(ctx context.Context, stop func(), n *node.Node, log *slog.Logger, program string) <-chan error {
 	done := make(chan error, 1)
 	if n == nil {
 		done <- nil
 		return done
 	}
 	go func() {
-		err := Watch(ctx, n, node.DefaultWatchInterval, log)
+		err := watch(ctx, n, node.DefaultWatchInterval, log, program)
 		if err != nil {
 			stop()
 		}
@@ -39,14 +39,19 @@ func watchStore(ctx context.Context, stop func(), n *node.Node, log *slog.Logger
 // recover in place, and a process that stays up keeps its supervisor from
 // restarting it.
 func Watch(ctx context.Context, n *node.Node, every time.Duration, log *slog.Logger) error {
+	return watch(ctx, n, every, log, Names{}.withDefaults().Program)
+}
+
+// watch is Watch saying program (Names.Program) is what to start again.
+func watch(ctx context.Context, n *node.Node, every time.Duration, log *slog.Logger, program string) error {
 	err := n.Watch(ctx, every)
 	if err == nil {
 		return nil
 	}
 	disk := ledger.CheckDisk(n.StoreDir())
-	log.ErrorContext(ctx, "the embedded JetStream server cannot write its store, and every publish to it goes unacknowledged until it restarts: stopping. Free space on the disk (or make it writable), then start run again; what it acknowledged is on disk and is applied after the restart, and publishers must retry what was not acknowledged",
+	log.ErrorContext(ctx, "the embedded JetStream server cannot write its store, and every publish to it goes unacknowledged until it restarts: stopping. Free space on the disk (or make it writable), then start "+program+" again; what it acknowledged is on disk and is applied after the restart, and publishers must retry what was not acknowledged",
 		"store", n.StoreDir(), "store_state", stateOf(err), "disk_state", stateOf(disk), "err", err)
-	return fmt.Errorf("%w: free space on its disk or make it writable, then start run again (a supervisor restarts it); publishes it did not acknowledge must be retried", err)
+	return fmt.Errorf("%w: free space on its disk or make it writable, then start %s again (a supervisor restarts it); publishes it did not acknowledge must be retried", err, program)
 }
 
 // stateOf is the /healthz state an error stands for: health.StateOf, and

@@ -106,7 +106,7 @@ func RunPartitions(ctx context.Context, cfg Config, p Partitions) error {
 	if shared != nil {
 		shared.DependOn(cfg.Stream.Name)
 	}
-	watched := watchStore(runCtx, stop, shared, cfg.Logger)
+	watched := watchStore(runCtx, stop, shared, cfg.Logger, cfg.Names.Program)
 	err = partition.Run(runCtx, partition.Config{Partitions: parts, Start: start})
 	stop()
 	return errors.Join(err, <-watched)

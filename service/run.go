@@ -139,7 +139,7 @@ func (s *Service) remember(ctx context.Context) error {
 				others = append(others, o.Stream+"/"+o.Durable)
 			}
 		}
-		s.log.WarnContext(ctx, "this ledger has served other consumers too: status, replay and ledger prune will need --stream to say which",
+		s.log.WarnContext(ctx, "this ledger has served other consumers too: status, replay and ledger prune will need "+s.cfg.Names.Stream+" to say which",
 			"stream", name, "durable", durable, "others", others)
 	}
 	return nil
@@ -177,7 +177,7 @@ func (s *Service) consume(ctx context.Context, batches *metrics.Batches, cons *c
 		defer close(summaryDone)
 		summarize(runCtx, c.SummaryInterval, s.log, s.st, cons, d)
 	}()
-	watched := watchStore(runCtx, stop, s.node, s.log)
+	watched := watchStore(runCtx, stop, s.node, s.log, s.cfg.Names.Program)
 	err := runTogether(runCtx, stop, cons, d)
 	<-summaryDone // runTogether stopped runCtx
 	logTotals(s.log, cons, d)

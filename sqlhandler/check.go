@@ -64,7 +64,7 @@ func Check(ctx context.Context, db string, cfg Config) error {
 			return schemaError(cfg.SchemaName, err)
 		}
 	}
-	_, err = New(cctx, st, Config{Apply: apply})
+	_, err = New(cctx, st, Config{Apply: apply, ApplyName: cfg.ApplyName})
 	if ctx.Err() != nil || !errors.As(err, new(*CheckError)) {
 		return ctx.Err()
 	}

@@ -12,7 +12,8 @@
 // condition (ledger.ErrBusy, ErrFull, ...) is a *ConditionError matching it.
 // The messages name the Config fields (Config.Apply, Config.Schema). Check does
 // the same on a scratch copy of a ledger file's schema, creating nothing.
-// A payload Apply reads that is not JSON is dead-lettered with ErrNotJSON.
+// A payload Apply reads that is not JSON is dead-lettered with ErrNotJSON,
+// its reason naming Apply as Config.ApplyName says (a command line's flag).
 //
 //	h, err := sqlhandler.New(ctx, st, sqlhandler.Config{
 //		Schema: `CREATE TABLE IF NOT EXISTS balances (account TEXT PRIMARY KEY, amount INTEGER NOT NULL)`,

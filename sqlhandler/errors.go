@@ -21,33 +21,61 @@ var (
 	ErrApplyInvalid = errors.New("sqlhandler: apply invalid")
 	// ErrNotJSON is the dead-letter reason of a payload Apply reads (it
 	// uses :data) that is not JSON, and that Apply failed on or would read
-	// only in part: trying it again would fail again. Its text is the
-	// reason the ledger records.
+	// only in part: trying it again would fail again. The reason the
+	// ledger records is its text, with Config.ApplyName for Config.Apply
+	// and Apply's failure after a colon.
 	ErrNotJSON = errors.New("payload is not valid JSON, and Config.Apply reads it")
 )
+
+// notJSONError is ErrNotJSON said with Config.ApplyName, wrapping Apply's
+// failure on the payload (nil for one with a NUL, which is not run).
+type notJSONError struct {
+	name string
+	err  error
+}
+
+func (e *notJSONError) Error() string {
+	s := "payload is not valid JSON, and " + e.name + " reads it"
+	if e.err != nil {
+		s += ": " + e.err.Error()
+	}
+	return s
+}
+
+func (e *notJSONError) Unwrap() []error {
+	if e.err == nil {
+		return []error{ErrNotJSON}
+	}
+	return []error{ErrNotJSON, e.err}
+}
 
 // CheckError is SQL of the Config that New or Check refuses: a user's
 // mistake, not the ledger's condition (a *ConditionError). errors.Is
 // matches its Kind (ErrSchema or ErrApplyInvalid) and the cause; the
-// message names the Config field.
+// message names the Config field (Say names them otherwise).
 type CheckError struct {
 	Kind error  // ErrSchema or ErrApplyInvalid
 	Name string // Config.SchemaName (ErrSchema only)
 	Err  error  // the cause: the ledger's error, or an *UnboundParamError
 }
 
-func (e *CheckError) Error() string {
+func (e *CheckError) Error() string { return "sqlhandler: " + e.Say("Config.Schema", "Config.Apply") }
+
+// Say is the message without the package's prefix, naming Config.Schema
+// and Config.Apply as schema and apply (a command line passes its flags).
+func (e *CheckError) Say(schema, apply string) string {
+	var unbound *UnboundParamError
 	switch {
 	case e.Kind == ErrSchema && errors.Is(e.Err, ledger.ErrFixedSetting):
-		return fmt.Sprintf("sqlhandler: Config.Schema %s: %v; the ledger runs with synchronous=FULL in WAL mode, which its guarantee rests on: drop the pragma", e.Name, e.Err)
+		return fmt.Sprintf("%s %s: %v; the ledger runs with synchronous=FULL in WAL mode, which its guarantee rests on: drop the pragma", schema, e.Name, e.Err)
 	case e.Kind == ErrSchema:
-		return fmt.Sprintf("sqlhandler: Config.Schema %s: %v", e.Name, e.Err)
-	case errors.As(e.Err, new(*UnboundParamError)):
-		return "sqlhandler: " + e.Err.Error()
+		return fmt.Sprintf("%s %s: %v", schema, e.Name, e.Err)
+	case errors.As(e.Err, &unbound):
+		return unbound.say(apply)
 	case errors.Is(e.Err, ledger.ErrTransactionControl), errors.Is(e.Err, ledger.ErrFixedSetting):
-		return fmt.Sprintf("sqlhandler: Config.Apply: %v: the ledger owns the transaction and its settings; drop that statement", e.Err)
+		return fmt.Sprintf("%s: %v: the ledger owns the transaction and its settings; drop that statement", apply, e.Err)
 	}
-	return fmt.Sprintf("sqlhandler: Config.Apply does not compile: %v (tables it uses must exist: create them in Config.Schema)", e.Err)
+	return fmt.Sprintf("%s does not compile: %v (tables it uses must exist: create them with %s)", apply, e.Err, schema)
 }
 
 func (e *CheckError) Unwrap() []error { return []error{e.Kind, e.Err} }
@@ -63,10 +91,16 @@ type ConditionError struct {
 }
 
 func (e *ConditionError) Error() string {
+	return "sqlhandler: " + e.Say("Config.Schema", "Config.Apply")
+}
+
+// Say is the message without the package's prefix, naming Config.Schema
+// and Config.Apply as schema and apply (a command line passes its flags).
+func (e *ConditionError) Say(schema, apply string) string {
 	if e.Field == "Schema" {
-		return fmt.Sprintf("sqlhandler: Config.Schema %s could not run: %v (the ledger, not the SQL: another process may hold its writer)", e.Name, e.Err)
+		return fmt.Sprintf("%s %s could not run: %v (the ledger, not the SQL: another process may hold its writer)", schema, e.Name, e.Err)
 	}
-	return fmt.Sprintf("sqlhandler: Config.Apply could not be checked: %v (the ledger, not the SQL: another process may hold its writer)", e.Err)
+	return fmt.Sprintf("%s could not be checked: %v (the ledger, not the SQL: another process may hold its writer)", apply, e.Err)
 }
 
 func (e *ConditionError) Unwrap() error { return e.Err }
@@ -77,6 +111,7 @@ func (e *ConditionError) Unwrap() error { return e.Err }
 // wrapped in a *CheckError of Kind ErrApplyInvalid.
 type UnboundParamError struct {
 	Params []string // as written in Apply, e.g. ":dta", "?1"
+	Name   string   // Config.ApplyName; "" says "Config.Apply"
 }
 
 // Closest returns the bound parameter p was probably meant to be, with p's

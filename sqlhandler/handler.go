@@ -2,6 +2,7 @@ package sqlhandler
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -27,6 +28,10 @@ type Config struct {
 	// :msg_id, :subject, :seq (integer) and :data (the payload, as text)
 	// bound; @, $ and # work as the prefix too. Default "": none.
 	Apply string
+	// ApplyName names Apply in the dead-letter reason of a payload that is
+	// not JSON and in an *UnboundParamError (run passes "--apply").
+	// Default "": "Config.Apply".
+	ApplyName string
 	// Effect, if set, runs for every message after its events row and
 	// before Apply, in the same savepoint (run enqueues the payload to its
 	// outbox here, so the outbox row exists if and only if the message is
@@ -40,7 +45,8 @@ type Config struct {
 // transaction. Its Handle method is a ledger.Handler (consumer.Config's
 // Handler). Safe for the consumer's use; not changed after New.
 type Handler struct {
-	apply string
+	apply     string
+	applyName string // Config.ApplyName, defaulted
 	// later: the events row is queued for the batch's multi-row insert;
 	// only when nothing the handler runs reads the events table (see
 	// New), since a queued row is not visible until then.
@@ -78,9 +84,9 @@ func New(ctx context.Context, st *ledger.Store, cfg Config) (*Handler, error) {
 	if _, err := st.Exec(ctx, eventsSchema); err != nil {
 		return nil, fmt.Errorf("create events table: %w", err)
 	}
-	apply := cfg.Apply
+	apply, name := cfg.Apply, cmp.Or(cfg.ApplyName, "Config.Apply")
 	if apply != "" {
-		if err := checkApply(ctx, st, apply); err != nil {
+		if err := checkApply(ctx, st, apply, name); err != nil {
 			return nil, err
 		}
 	}
@@ -89,7 +95,7 @@ func New(ctx context.Context, st *ledger.Store, cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	params := usedParams(apply)
-	return &Handler{apply: apply, later: later, params: params, readsData: slices.Contains(params, "data"), effect: cfg.Effect}, nil
+	return &Handler{apply: apply, applyName: name, later: later, params: params, readsData: slices.Contains(params, "data"), effect: cfg.Effect}, nil
 }
 
 // databaseCondition reports an error that is the ledger file's condition
@@ -153,7 +159,8 @@ func eventsLater(ctx context.Context, st *ledger.Store, apply string) (bool, err
 // checkApply compiles every statement of Apply as a handler runs it, so a
 // typo or a statement a handler may not run (BEGIN, COMMIT, ...) fails New
 // instead of every message; and checks its parameters.
-func checkApply(ctx context.Context, st *ledger.Store, apply string) error {
+// name is Config.ApplyName, for an *UnboundParamError.
+func checkApply(ctx context.Context, st *ledger.Store, apply, name string) error {
 	err := st.CheckHandlerSQL(ctx, sqlStatements(apply))
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -164,7 +171,7 @@ func checkApply(ctx context.Context, st *ledger.Store, apply string) error {
 		return &CheckError{Kind: ErrApplyInvalid, Err: err}
 	}
 	// SQLite compiles any parameter name; Handle binds only four.
-	if err := checkApplyParams(apply); err != nil {
+	if err := checkApplyParams(apply, name); err != nil {
 		return &CheckError{Kind: ErrApplyInvalid, Err: err}
 	}
 	return nil
@@ -179,7 +186,7 @@ func (h *Handler) Handle(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) 
 	if h.readsData && bytes.IndexByte(d.Data, 0) >= 0 {
 		// Not JSON (a NUL is never one), and SQLite's JSON functions would
 		// read it only up to the NUL: the rest would be lost to Apply.
-		return consumer.Term(ErrNotJSON)
+		return consumer.Term(&notJSONError{name: h.applyName})
 	}
 	row := []any{d.MessageID, d.Subject, int64(d.Sequence), d.Data, tx.Time().UnixMilli()}
 	var err error
@@ -221,7 +228,7 @@ func (h *Handler) Handle(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) 
 		// Apply that does not read the payload failed for another
 		// reason, which may pass: tried again as for any payload.
 		if h.readsData && !json.Valid(d.Data) {
-			return consumer.Term(fmt.Errorf("%w: %w", ErrNotJSON, err))
+			return consumer.Term(&notJSONError{name: h.applyName, err: err})
 		}
 		return fmt.Errorf("sqlhandler: Config.Apply: %w", err)
 	}

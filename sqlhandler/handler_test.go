@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,5 +166,76 @@ func TestSchemaBlockedByAWriterIsACondition(t *testing.T) {
 	var cond *ConditionError
 	if !errors.As(err, &cond) || cond.Field != "Schema" || cond.Name != "s.sql" || !errors.Is(err, ledger.ErrBusy) || errors.As(err, new(*CheckError)) {
 		t.Fatalf("New beside another writer: %v, want a *ConditionError (Schema, s.sql) matching ledger.ErrBusy", err)
+	}
+}
+
+// ApplyName is what the dead-letter reason of a payload that is not JSON
+// and an unbound parameter call Apply (run says --apply), and each still
+// matches its sentinel; the default names the Config field.
+func TestApplyNameNamesApply(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openHandlerStore(t, demoSchema)
+	for _, tt := range []struct{ name, want string }{{"", "Config.Apply"}, {"--apply", "--apply"}} {
+		_, err := New(ctx, st, Config{Apply: `INSERT INTO balances VALUES (json_extract(:dta, '$.a'), 1)`, ApplyName: tt.name})
+		want := tt.want + " uses :dta (did you mean :data?), which is not bound: the parameters are :msg_id, :subject, :seq and :data"
+		var unbound *UnboundParamError
+		if !errors.As(err, &unbound) || unbound.Error() != want {
+			t.Errorf("ApplyName %q: unbound parameter %v, want %q", tt.name, err, want)
+		}
+		h, err := New(ctx, st, Config{Apply: demoApply, ApplyName: tt.name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := st.ApplyBatch(ctx, []ledger.Delivery{
+			{MessageID: "nul" + tt.name, Stream: "S", Sequence: 1, Subject: "ev", Data: []byte("{}\x00"), Delivered: 1},
+			{MessageID: "bad" + tt.name, Stream: "S", Sequence: 2, Subject: "ev", Data: []byte("{"), Delivered: 1},
+		}, h.Handle, ledger.Budget{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		reason := "payload is not valid JSON, and " + tt.want + " reads it"
+		for _, r := range res {
+			var term *consumer.TermError
+			if !errors.As(r.Err, &term) || !errors.Is(r.Err, ErrNotJSON) || !strings.HasPrefix(term.Err.Error(), reason) {
+				t.Errorf("ApplyName %q: %v, want a Term failure matching ErrNotJSON, reason starting %q", tt.name, r.Err, reason)
+			}
+		}
+		if got := res[0].Err.(*consumer.TermError).Err.Error(); got != reason {
+			t.Errorf("ApplyName %q: reason of a payload with a NUL %q, want %q", tt.name, got, reason)
+		}
+	}
+}
+
+// Say names Schema and Apply as the caller does (run: --schema, --apply),
+// and Error is Say of the Config fields behind the package's name.
+func TestSayNamesTheFields(t *testing.T) {
+	t.Parallel()
+	busy := fmt.Errorf("locked: %w", ledger.ErrBusy)
+	bad := errors.New("no such table: nowhere")
+	tests := []struct {
+		name string
+		err  interface {
+			error
+			Say(schema, apply string) string
+		}
+		want string
+	}{
+		{"schema", &CheckError{Kind: ErrSchema, Name: "s.sql", Err: bad}, "SCHEMA s.sql: no such table: nowhere"},
+		{"apply", &CheckError{Kind: ErrApplyInvalid, Err: bad}, "APPLY does not compile: no such table: nowhere (tables it uses must exist: create them with SCHEMA)"},
+		{"unbound", &CheckError{Kind: ErrApplyInvalid, Err: &UnboundParamError{Params: []string{"?1"}, Name: "--apply"}},
+			"APPLY uses ?1, which is not bound (positional parameters never are): the parameters are :msg_id, :subject, :seq and :data"},
+		{"schema condition", &ConditionError{Field: "Schema", Name: "s.sql", Err: busy},
+			"SCHEMA s.sql could not run: " + busy.Error() + " (the ledger, not the SQL: another process may hold its writer)"},
+		{"apply condition", &ConditionError{Field: "Apply", Err: busy},
+			"APPLY could not be checked: " + busy.Error() + " (the ledger, not the SQL: another process may hold its writer)"},
+	}
+	for _, tt := range tests {
+		if got := tt.err.Say("SCHEMA", "APPLY"); got != tt.want {
+			t.Errorf("%s: Say\n got %q\nwant %q", tt.name, got, tt.want)
+		}
+		if got, want := tt.err.Error(), "sqlhandler: "+tt.err.Say("Config.Schema", "Config.Apply"); got != want {
+			t.Errorf("%s: Error %q, want %q", tt.name, got, want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package sqlhandler
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,10 +14,13 @@ import (
 // prefix, so :data, @data, $data and #data all bind "data".
 var applyParams = []string{"msg_id", "subject", "seq", "data"}
 
-func (e *UnboundParamError) Error() string {
+func (e *UnboundParamError) Error() string { return e.say(cmp.Or(e.Name, "Config.Apply")) }
+
+// say is the message naming Apply as apply.
+func (e *UnboundParamError) say(apply string) string {
 	var b strings.Builder
 	positional := false
-	b.WriteString("Config.Apply uses ")
+	b.WriteString(apply + " uses ")
 	for i, p := range e.Params {
 		if i > 0 {
 			b.WriteString(", ")
@@ -40,8 +44,9 @@ func (e *UnboundParamError) Error() string {
 }
 
 // checkApplyParams returns an *UnboundParamError naming every parameter of
-// apply that is not one of applyParams, nil if there is none.
-func checkApplyParams(apply string) error {
+// apply that is not one of applyParams, nil if there is none; name is
+// Config.ApplyName.
+func checkApplyParams(apply, name string) error {
 	var bad []string
 	for _, p := range sqlParams(apply) {
 		if !strings.ContainsRune(":@$#", rune(p[0])) || !slices.Contains(applyParams, p[1:]) {
@@ -49,7 +54,7 @@ func checkApplyParams(apply string) error {
 		}
 	}
 	if bad != nil {
-		return &UnboundParamError{Params: bad}
+		return &UnboundParamError{Params: bad, Name: name}
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ func FuzzApplyParamsAgainstSQLite(f *testing.F) {
 		if !strings.HasPrefix(strings.TrimSpace(strings.ToUpper(q)), "SELECT") || strings.Contains(q, ";") {
 			return
 		}
-		if checkApplyParams(q) != nil {
+		if checkApplyParams(q, "") != nil {
 			return
 		}
 		ctx := context.Background()

@@ -39,8 +39,12 @@ const MaxPartitions = 1024
 
 // LocalPartitions are the partitions, below MaxPartitions, whose ledgers
 // (partition.Ledger(db, i)) are beside db on this host: where a
-// partitioned run keeps its state when db names no ledger itself.
+// partitioned run keeps its state when db names no ledger itself. None
+// when db exists: that ledger is the one to read.
 func LocalPartitions(db string) []int {
+	if _, err := os.Stat(db); err == nil {
+		return nil
+	}
 	var parts []int
 	for i := range MaxPartitions {
 		if _, err := os.Stat(partition.Ledger(db, i)); err == nil {

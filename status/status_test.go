@@ -176,6 +176,9 @@ func TestReadPartitions(t *testing.T) {
 	if got := status.LocalPartitions(db); !slices.Equal(got, []int{1, 3}) {
 		t.Fatalf("LocalPartitions = %v, want [1 3]", got)
 	}
+	if got := status.LocalPartitions(partition.Ledger(db, 1)); got != nil {
+		t.Fatalf("LocalPartitions of a ledger that exists = %v, want none: it is the one to read", got)
+	}
 	// Named from a partition's durable, as status is when it reads the
 	// names from a partition's ledger.
 	cfg := status.Config{Stream: "PAY", Durable: partition.Durable("jetledger", 1), DB: db, Partitions: []int{1, 3}}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
@@ -40,7 +39,7 @@ func (e Effects) validate() error {
 	switch {
 	case e.Stream == "" || e.Subject == "":
 		return fmt.Errorf("%w: Effects needs Stream and Subject", ErrInvalidConfig)
-	case strings.ContainsAny(e.Subject, "*> \t") || strings.HasPrefix(e.Subject, ".") || strings.HasSuffix(e.Subject, ".") || strings.Contains(e.Subject, ".."):
+	case !LiteralSubject(e.Subject):
 		return fmt.Errorf("%w: Effects subject %q: want one subject without wildcards", ErrInvalidConfig, e.Subject)
 	case e.Timeout <= 0:
 		return fmt.Errorf("%w: Effects timeout %s: must be positive", ErrInvalidConfig, e.Timeout)

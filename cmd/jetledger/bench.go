@@ -8,6 +8,7 @@ import (
 
 	"github.com/jetledger/jetledger/cmd/jetledger/internal/bench"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/node"
 )
 
 const benchHelp = `
@@ -82,12 +83,17 @@ func (c *benchCmd) Run(inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	node, err := newScratchNode(inv.ctx, "bench", c.SyncInterval.interval, quiet)
+	n, err := node.StartScratch(inv.ctx, "bench", node.Config{SyncInterval: c.SyncInterval.interval, Logger: quiet})
 	if err != nil {
 		return err
 	}
-	defer node.Close(c.Keep, inv.stderr)
-	cfg.JS, cfg.URL, cfg.Dir, cfg.Binary = node.js, node.ClientURL(), node.Dir, self
+	defer closeScratch(n, c.Keep, inv.stderr)
+	nc, js, err := connect(inv.ctx, natsFlags{URL: n.ClientURL()}, quiet)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	cfg.JS, cfg.URL, cfg.Dir, cfg.Binary = js, n.ClientURL(), n.Dir, self
 	if !c.JSON {
 		cfg.Progress = inv.stdout
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/natsconn"
 	"github.com/jetledger/jetledger/node"
@@ -107,10 +108,10 @@ func (f *consumeFlags) config(stderr io.Writer, s sink) (service.Config, error) 
 	if err != nil {
 		return service.Config{}, err
 	}
-	cfg := service.Config{DB: f.DB, Logger: log, SQL: sql, Sink: s, Dial: f.dial(log), StartAttrs: []any{"names_from", f.from},
+	cfg := service.Config{DB: f.DB, Logger: log, SQL: sql, Sink: s, Dial: f.dial(log), StartAttrs: []any{"names_from", f.from}, Names: runNames,
 		Ledger: ledgerConfig(ledger.Config{Logger: log, MaxSizeBytes: int64(f.DBMaxSize)}),
 		Node:   f.Embedded.config(f.DB, log),
-		Stream: streamSpec{Name: f.Stream, Subjects: splitList(f.Subjects), Duplicates: duplicateWindow(f.DuplicateWindow, f.MemoryLimit),
+		Stream: streamSpec{Name: f.Stream, Subjects: kongx.SplitList(f.Subjects), Duplicates: duplicateWindow(f.DuplicateWindow, f.MemoryLimit),
 			Limits: f.streamLimitFlags}.config(log),
 		Consumer: consumer.Config{Stream: f.Stream, Durable: f.Durable, Plan: plan, MaxDeliver: f.MaxDeliver, AllowSequenceIDs: f.AllowSeqIDs,
 			Logger: log, FilterSubjects: f.filter, Metadata: map[string]string{consumer.MetadataVersion: version()}}}
@@ -125,6 +126,9 @@ func (f *consumeFlags) config(stderr io.Writer, s sink) (service.Config, error) 
 	}
 	return cfg, nil
 }
+
+// runNames are the flags (and the command) the service's log names.
+var runNames = service.Names{Schema: "--schema", MemoryLimit: "--memory-limit", Stream: "--stream", Program: "run"}
 
 // dial connects as the flags say (connect), or to the embedded server.
 func (f *consumeFlags) dial(log *slog.Logger) func(context.Context, natsconn.Config) (*nats.Conn, jetstream.JetStream, error) {

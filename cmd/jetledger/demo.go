@@ -70,7 +70,7 @@ func (c *demoCmd) Run(inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	defer c.close(n, out)
+	defer closeScratch(n, c.Keep, out)
 	dbPath := filepath.Join(n.Dir, "demo.db")
 	fmt.Fprintf(out, "1. Embedded JetStream server at %s, ledger %s\n", n.ClientURL(), dbPath)
 	js, err := n.JetStream()
@@ -99,16 +99,6 @@ func (c *demoCmd) Run(inv *invocation) error {
 		return err
 	}
 	return c.prove(ctx, st, totals, out)
-}
-
-// close removes the scratch node's directory, or with --keep says where it is.
-func (c *demoCmd) close(n *node.Scratch, out io.Writer) {
-	if !c.Keep {
-		n.Remove()
-		return
-	}
-	n.Close()
-	fmt.Fprintf(out, "kept %s\n", n.Dir)
 }
 
 // publish sends every event with an id, some twice, as a retrying publisher would.

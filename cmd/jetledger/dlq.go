@@ -120,7 +120,7 @@ func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
 			return err
 		}
 		if err := requeue.Check(d); err != nil {
-			return advised{err, fmt.Sprintf("dead letter %d has no Nats-Msg-Id, so a republish could not be deduplicated; publish its payload with 'jetledger publish --id ID' and discard it", c.ID)}
+			return reworded{err, fmt.Sprintf("dead letter %d has no Nats-Msg-Id, so a republish could not be deduplicated; publish its payload with 'jetledger publish --id ID' and discard it", c.ID)}
 		}
 		nc, js, err := connect(inv.ctx, c.NATS, quiet)
 		if err != nil {
@@ -147,15 +147,6 @@ func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
 	})
 }
 
-// advised is err said with the CLI's advice (its flags and commands).
-type advised struct {
-	err error
-	msg string
-}
-
-func (a advised) Error() string { return a.msg }
-func (a advised) Unwrap() error { return a.err }
-
 // requeueAdvice is a refused requeue's error with what to do about it in
 // the CLI's terms.
 func requeueAdvice(err error, d ledger.DeadLetter) error {
@@ -165,7 +156,7 @@ func requeueAdvice(err error, d ledger.DeadLetter) error {
 		if na.Behind > 0 {
 			why = fmt.Sprintf("%s is %d messages behind %s: try again with a longer --wait", na.Stream, na.Behind, na.Via.Stream)
 		}
-		return advised{err, fmt.Sprintf("requeue dead letter %d (id %s): %v: %s stored it as seq %d, but %s has not sourced it within --wait %s; it is kept: %s",
+		return reworded{err, fmt.Sprintf("requeue dead letter %d (id %s): %v: %s stored it as seq %d, but %s has not sourced it within --wait %s; it is kept: %s",
 			na.ID, na.MessageID, requeue.ErrNotArrived, na.Via.Stream, na.Via.Sequence, na.Stream, na.Wait, why)}
 	}
 	var re *requeue.Error
@@ -187,5 +178,5 @@ func requeueAdvice(err error, d ledger.DeadLetter) error {
 	default:
 		return err
 	}
-	return advised{err, err.Error() + ": " + advice}
+	return reworded{err, err.Error() + ": " + advice}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 
+	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/node"
 )
 
@@ -75,7 +76,7 @@ func (h hubFlags) leafUsage(err error) error {
 	var bad *node.HubURLError
 	switch {
 	case errors.As(err, &bad):
-		return usagef("--hub-url %q: want a URL such as nats-leaf://hub.example:7422", redactURL(splitList(h.Hub)[bad.Index]))
+		return usagef("--hub-url %q: want a URL such as nats-leaf://hub.example:7422", redactURL(kongx.SplitList(h.Hub)[bad.Index]))
 	case errors.Is(err, node.ErrHubURL):
 		return usagef("--hub-url %q: want a URL such as nats-leaf://hub.example:7422", redactURL(h.Hub))
 	}
@@ -84,6 +85,6 @@ func (h hubFlags) leafUsage(err error) error {
 
 // leaf is the embedded server's leaf connection to the hub.
 func (h hubFlags) leaf() *node.LeafConfig {
-	return &node.LeafConfig{URLs: splitList(h.Hub), Domain: h.Domain, HubDomain: h.HubDomain,
+	return &node.LeafConfig{URLs: kongx.SplitList(h.Hub), Domain: h.Domain, HubDomain: h.HubDomain,
 		Credentials: h.HubCreds, TLSCA: h.HubTLSCA, TLSCert: h.HubTLSCert, TLSKey: h.HubTLSKey}
 }

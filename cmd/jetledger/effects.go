@@ -11,6 +11,7 @@ import (
 	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/consumer/outbox/natssink"
 	"github.com/jetledger/jetledger/consumer/outbox/webhook"
+	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/service"
 )
@@ -160,7 +161,7 @@ func parseStatuses(s string) ([]int, error) {
 	if strings.EqualFold(strings.TrimSpace(s), "none") {
 		return []int{}, nil
 	}
-	items := splitList(s)
+	items := kongx.SplitList(s)
 	if len(items) == 0 {
 		return nil, errors.New("want comma-separated HTTP statuses, or none")
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,19 +12,7 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/node"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
-
-// startEmbedded starts the embedded server (node.Start), saying its
-// refusals in the command line's terms.
-func startEmbedded(ctx context.Context, cfg node.Config) (*node.Node, error) {
-	n, err := node.Start(ctx, cfg)
-	if err != nil {
-		return nil, nodeAdvice(err, cfg.Listen)
-	}
-	return n, nil
-}
 
 // nodeAdvice says node.Start's refusal of an embedded server listening on
 // listen in the flags' terms.
@@ -136,37 +123,13 @@ func (s syncInterval) String() string {
 	return s.interval.String()
 }
 
-// scratchNode is an embedded JetStream server in a temporary directory with
-// a client connected to it: where demo and bench run.
-type scratchNode struct {
-	*node.Scratch
-	nc *nats.Conn
-	js jetstream.JetStream
-}
-
-// newScratchNode starts a scratch node whose store syncs as sync says
-// (0: every write, as run's default).
-func newScratchNode(ctx context.Context, name string, sync time.Duration, log *slog.Logger) (*scratchNode, error) {
-	s, err := node.StartScratch(ctx, name, node.Config{SyncInterval: sync, Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	n := &scratchNode{Scratch: s}
-	if n.nc, n.js, err = connect(ctx, natsFlags{URL: s.ClientURL()}, log); err != nil {
-		s.Remove()
-		return nil, err
-	}
-	return n, nil
-}
-
-// Close stops the server and removes the directory, or with keep reports
-// where it is.
-func (n *scratchNode) Close(keep bool, report io.Writer) {
-	n.nc.Close()
-	if keep {
-		n.Scratch.Close()
-		fmt.Fprintf(report, "kept %s\n", n.Dir)
+// closeScratch stops the scratch node demo or bench ran on and removes its
+// directory, or with keep reports where it is.
+func closeScratch(n *node.Scratch, keep bool, report io.Writer) {
+	if !keep {
+		n.Remove()
 		return
 	}
-	n.Remove()
+	n.Close()
+	fmt.Fprintf(report, "kept %s\n", n.Dir)
 }

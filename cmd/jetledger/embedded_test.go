@@ -78,3 +78,14 @@ func TestRunSyncIntervalUsage(t *testing.T) {
 		}
 	}
 }
+
+// startEmbedded starts the embedded server (node.Start), saying its
+// refusals in the command line's terms (nodeAdvice), as run's start
+// through the service does.
+func startEmbedded(ctx context.Context, cfg node.Config) (*node.Node, error) {
+	n, err := node.Start(ctx, cfg)
+	if err != nil {
+		return nil, nodeAdvice(err, cfg.Listen)
+	}
+	return n, nil
+}

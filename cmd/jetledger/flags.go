@@ -169,14 +169,3 @@ func (l logFlags) logger(w io.Writer) (*slog.Logger, error) {
 
 // quiet is the logger of commands that tell their own story.
 var quiet = slog.New(slog.DiscardHandler)
-
-// splitList splits a comma-separated flag value, dropping empty items.
-func splitList(s string) []string {
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
-}

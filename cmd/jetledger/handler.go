@@ -25,7 +25,7 @@ func newEventsHandler(ctx context.Context, st *ledger.Store, schemaFile, apply s
 
 // handlerConfig reads the --schema file, if any.
 func handlerConfig(schemaFile, apply string) (sqlhandler.Config, error) {
-	cfg := sqlhandler.Config{SchemaName: schemaFile, Apply: apply}
+	cfg := sqlhandler.Config{SchemaName: schemaFile, Apply: apply, ApplyName: "--apply"}
 	if schemaFile != "" {
 		b, err := os.ReadFile(schemaFile)
 		if err != nil {
@@ -45,18 +45,3 @@ func sqlUsage(err error) error {
 	}
 	return err
 }
-
-// checkSQLFirst runs --schema and checks --apply on a scratch copy of the
-// ledger db's schema before anything starts (sqlhandler.Check): a bad one
-// exits 2 with nothing created.
-func checkSQLFirst(ctx context.Context, db, schemaFile, apply string) error {
-	cfg, err := handlerConfig(schemaFile, apply)
-	if err != nil {
-		return err
-	}
-	if err := sqlhandler.Check(ctx, db, cfg); err != nil {
-		return sqlUsage(err)
-	}
-	return nil
-}
-

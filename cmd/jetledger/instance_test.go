@@ -64,7 +64,7 @@ func TestReplayAndPruneRefuseAnotherInstanceOfTheStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := (&pruner{st: st, js: otherJS, streamFlags: streamFlags{Stream: "PAY", Durable: "jetledger"}}).options(context.Background()); !errors.Is(err, stream.ErrNotTheInstance) {
+	if _, err := pruner(st, otherJS, streamFlags{Stream: "PAY", Durable: "jetledger"}, retentionFlags{}, nil).Options(context.Background()); !errors.Is(err, stream.ErrNotTheInstance) {
 		t.Fatalf("prune options on another server's PAY: %v, want stream.ErrNotTheInstance", err)
 	}
 	st.Close()

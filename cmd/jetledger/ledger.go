@@ -120,11 +120,11 @@ func (c *ledgerPruneCmd) Run(inv *invocation, l *ledgerCmd) error {
 			return err
 		}
 		defer nc.Close()
-		p := &pruner{st: st, js: js, streamFlags: c.streamFlags, retentionFlags: c.retentionFlags, log: quiet}
-		if err := p.check(inv.ctx); err != nil {
+		p := pruner(st, js, c.streamFlags, c.retentionFlags, quiet)
+		if err := checkRetention(inv.ctx, p); err != nil {
 			return c.explain(err, l.DB)
 		}
-		res, err := p.once(inv.ctx)
+		res, err := p.Once(inv.ctx)
 		if err != nil {
 			return c.explain(err, l.DB)
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jetledger/jetledger/service"
@@ -26,7 +25,7 @@ func (f effectsFlags) validate(webhookURL string) error {
 		return nil
 	case webhookURL != "":
 		return usagef("--effects-subject and --webhook both name the sink of run's effects; give one")
-	case strings.ContainsAny(f.Subject, "*> \t") || strings.HasPrefix(f.Subject, ".") || strings.HasSuffix(f.Subject, ".") || strings.Contains(f.Subject, ".."):
+	case !stream.LiteralSubject(f.Subject):
 		return usagef("--effects-subject %q: want one subject without wildcards, such as effects.site1", f.Subject)
 	case f.Timeout <= 0:
 		return usagef("--effects-timeout %s: must be positive", f.Timeout)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/status"
 )
 
 // status fits a screen of 100 columns: long values (the outbox counts, a
@@ -38,7 +39,7 @@ func TestStatusFitsOneHundredColumns(t *testing.T) {
 	var out bytes.Buffer
 	printStatus(&out, rep)
 	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
-		if n := utf8.RuneCountInString(line); n > statusWidth {
+		if n := utf8.RuneCountInString(line); n > status.TextWidth {
 			t.Errorf("a line of %d columns:\n%s", n, line)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/partition"
+	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/service"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -26,13 +27,13 @@ func (p partitionFlags) validate(subjects string) error {
 		return usagef("--partitions %d: want a positive number", p.Partitions)
 	case p.Partitions == 1:
 		return usagef("--partitions 1 is no partitioning; leave the flag out, or give 2 or more")
-	case p.Partitions > 0 && len(splitList(subjects)) != 1:
+	case p.Partitions > 0 && len(kongx.SplitList(subjects)) != 1:
 		return usagef("--partitions needs --subjects with exactly one subject (the stream's partition mapping has one source)")
 	case p.Partitions > 0 && p.PartitionKey < 1:
 		return usagef("--partition-key %d: want the position of a '*' token, from 1", p.PartitionKey)
 	}
 	if p.Partitions > 0 {
-		if _, err := partitionTransform(splitList(subjects)[0], p.Partitions, p.PartitionKey); err != nil {
+		if _, err := partitionTransform(kongx.SplitList(subjects)[0], p.Partitions, p.PartitionKey); err != nil {
 			return err
 		}
 	}
@@ -78,14 +79,14 @@ func (c *runCmd) runPartitions(inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	spec := streamSpec{Name: c.Stream, Subjects: splitList(c.Subjects),
+	spec := streamSpec{Name: c.Stream, Subjects: kongx.SplitList(c.Subjects),
 		Duplicates: duplicateWindow(c.DuplicateWindow, c.MemoryLimit), Limits: c.streamLimitFlags}
 	if c.Partitions > 0 {
 		if spec.Transform, err = partitionTransform(spec.Subjects[0], c.Partitions, c.PartitionKey); err != nil {
 			return err
 		}
 	}
-	cfg := service.Config{DB: c.DB, Logger: log, SQL: sql, Node: c.Embedded.config(c.DB, log), Dial: c.dial(log), Stream: spec.config(log),
+	cfg := service.Config{DB: c.DB, Logger: log, SQL: sql, Node: c.Embedded.config(c.DB, log), Dial: c.dial(log), Stream: spec.config(log), Names: runNames,
 		Consumer: consumer.Config{Durable: c.Durable}}
 	if c.NATS.URL != "" {
 		n := c.NATS.config(log)
@@ -124,11 +125,3 @@ func (c *runCmd) partitionsAlone() error {
 	}
 	return nil
 }
-
-// The partition names are the library's (consumer/partition); the inverse
-// of a stream's mapping is consumer/requeue's business now.
-var (
-	partitionsOf     = partition.Count
-	partitionDB      = partition.Ledger
-	partitionDurable = partition.Durable
-)

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jetledger/jetledger/consumer/partition"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -45,15 +46,15 @@ func TestPartitionMapping(t *testing.T) {
 	if want := "{{partition(8,2)}}.orders.{{wildcard(1)}}.{{wildcard(2)}}.>"; tr.Destination != want || tr.Source != "orders.*.*.>" {
 		t.Fatalf("mapping %+v, want destination %s", tr, want)
 	}
-	if n := partitionsOf(jetstream.StreamConfig{SubjectTransform: tr}); n != 8 {
-		t.Fatalf("partitionsOf = %d, want 8", n)
+	if n := partition.Count(jetstream.StreamConfig{SubjectTransform: tr}); n != 8 {
+		t.Fatalf("partition.Count = %d, want 8", n)
 	}
-	if n := partitionsOf(jetstream.StreamConfig{}); n != 0 {
+	if n := partition.Count(jetstream.StreamConfig{}); n != 0 {
 		t.Fatalf("an unpartitioned stream has %d partitions", n)
 	}
 	for db, want := range map[string]string{"ledger.db": "ledger-p3.db", "/var/lib/j/pay.sqlite": "/var/lib/j/pay-p3.sqlite", "ledger": "ledger-p3"} {
-		if got := partitionDB(db, 3); got != want {
-			t.Errorf("partitionDB(%s) = %s, want %s", db, got, want)
+		if got := partition.Ledger(db, 3); got != want {
+			t.Errorf("partition.Ledger(%s) = %s, want %s", db, got, want)
 		}
 	}
 }

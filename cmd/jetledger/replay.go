@@ -126,9 +126,6 @@ func (c *replayCmd) replayFrom() (consumer.ReplayFrom, error) {
 	return consumer.ReplayFrom{Time: t}, nil
 }
 
-// replayResult is what --json prints.
-type replayResult = service.ReplayResult
-
 // replayProgress shows progress on out (standard error: standard output
 // carries the summary): a bar on a terminal, a line every 5s otherwise.
 func replayProgress(out io.Writer) func(handled int64, finished bool) {

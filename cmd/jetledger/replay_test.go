@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/service"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -38,7 +39,7 @@ func TestReplayJSONOutputIsJSON(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr.String())
 	}
-	var res replayResult
+	var res service.ReplayResult
 	dec := json.NewDecoder(&stdout)
 	if err := dec.Decode(&res); err != nil || dec.More() {
 		t.Fatalf("stdout is not one JSON object (%v):\n%s", err, stdout.String())

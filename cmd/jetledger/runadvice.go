@@ -42,8 +42,7 @@ func (f *consumeFlags) advise(err error) error {
 		return refusal(f.Stream, f.Durable, f.Plan.Batch, err)
 	case service.StepPrune:
 		if r := (*service.RetentionError)(nil); errors.As(err, &r) && errors.Is(err, prune.ErrRetentionShort) {
-			return usagef("--retention %s is shorter than stream %s's duplicate window %s: a republished id could be applied twice",
-				r.Retention, r.Stream, r.DuplicateWindow)
+			return retentionShort(r.Retention, r.Stream, r.DuplicateWindow)
 		}
 	case service.StepRun:
 		return explainRunError(err, f.DBMaxSize)

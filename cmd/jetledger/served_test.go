@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/service"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -71,7 +72,7 @@ func TestCommandsReadTheConsumerRunRecorded(t *testing.T) {
 	}
 
 	code, out, errOut = runMain("replay", "--db", db, "--nats", srv.ClientURL(), "--json", "--log-level", "error")
-	var rr replayResult
+	var rr service.ReplayResult
 	if err := json.Unmarshal([]byte(out), &rr); code != exitOK || err != nil || rr.UpTo != 3 || rr.Duplicates != 3 || rr.Applied != 0 {
 		t.Fatalf("replay without --stream: exit %d, %+v, %v\n%s%s", code, rr, err, out, errOut)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/sqlhandler"
 )
 
 // holdPort listens on a free loopback port for the test's life and returns
@@ -104,4 +105,19 @@ func openTestStore(tb testing.TB) *ledger.Store {
 		tb.Fatal(err)
 	}
 	return st
+}
+
+// checkSQLFirst runs --schema and checks --apply on a scratch copy of the
+// ledger db's schema before anything starts (sqlhandler.Check): a bad one
+// exits 2 with nothing created: what run does first (service.Start, its
+// refusal advised by sqlUsage).
+func checkSQLFirst(ctx context.Context, db, schemaFile, apply string) error {
+	cfg, err := handlerConfig(schemaFile, apply)
+	if err != nil {
+		return err
+	}
+	if err := sqlhandler.Check(ctx, db, cfg); err != nil {
+		return sqlUsage(err)
+	}
+	return nil
 }

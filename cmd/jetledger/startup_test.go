@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -84,11 +86,11 @@ func TestStartupWaitsForTheServer(t *testing.T) {
 	log := &consumertest.WaitLog{}
 	var info *jetstream.StreamInfo
 	err := o.during("look up stream EV", log, func() (err error) {
-		info, err = ensureStream(ctx, o.js, streamSpec{Name: "EV"}, slog.New(log))
+		info, err = stream.Ensure(ctx, o.js, streamSpec{Name: "EV"}.config(slog.New(log)))
 		return err
 	})
 	if err != nil || info.Config.Name != "EV" {
-		t.Fatalf("ensureStream after the outage: %+v, %v", info, err)
+		t.Fatalf("stream.Ensure after the outage: %+v, %v", info, err)
 	}
 
 	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
@@ -96,9 +98,8 @@ func TestStartupWaitsForTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	p := &pruner{st: st, js: o.js, streamFlags: streamFlags{Stream: "EV", Durable: "jetledger"},
-		retentionFlags: retentionFlags{Retention: time.Hour}, log: slog.New(log)}
-	if err := o.during("prune check of EV/jetledger", log, func() error { return p.check(ctx) }); err != nil {
+	p := pruner(st, o.js, streamFlags{Stream: "EV", Durable: "jetledger"}, retentionFlags{Retention: time.Hour}, slog.New(log))
+	if err := o.during("prune check of EV/jetledger", log, func() error { return checkRetention(ctx, p) }); err != nil {
 		t.Fatalf("prune check after the outage: %v", err)
 	}
 
@@ -108,11 +109,11 @@ func TestStartupWaitsForTheServer(t *testing.T) {
 	// Bounded, so that an answer waited for fails the test, not hangs it.
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := ensureStream(ctx, o.js, streamSpec{Name: "NONE"}, slog.New(quiet)); err == nil {
-		t.Fatal("ensureStream of a missing stream without subjects: no error")
+	if _, err := stream.Ensure(ctx, o.js, streamSpec{Name: "NONE"}.config(slog.New(quiet))); !errors.Is(err, stream.ErrNotFound) {
+		t.Fatalf("stream.Ensure of a missing stream without subjects: %v, want ErrNotFound", err)
 	}
-	p.Retention, p.log = time.Second, slog.New(quiet)
-	if err := p.check(ctx); err == nil {
+	p.Retention, p.Logger = time.Second, slog.New(quiet)
+	if err := checkRetention(ctx, p); err == nil {
 		t.Fatal("a retention shorter than the duplicate window passed the check")
 	}
 	if quiet.Waits() != 0 {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/partition"
@@ -78,10 +77,8 @@ func (c *statusCmd) Run(inv *invocation) error {
 	// here is read, and the names come from the first.
 	db := c.dbFlag
 	cfg := status.Config{Plan: plan, DB: c.DB, Logger: quiet}
-	if !fileExists(c.DB) {
-		if cfg.Partitions = status.LocalPartitions(c.DB); len(cfg.Partitions) > 0 {
-			db.DB = partition.Ledger(c.DB, cfg.Partitions[0])
-		}
+	if cfg.Partitions = status.LocalPartitions(c.DB); len(cfg.Partitions) > 0 {
+		db.DB = partition.Ledger(c.DB, cfg.Partitions[0])
 	}
 	st, err := db.openExisting()
 	if err != nil {
@@ -137,14 +134,6 @@ func (c *statusCmd) report(r status.Report, batch int, rep *statusReport) {
 		rep.Problems = append(rep.Problems, refusal(c.Stream, c.Durable, batch, c.explain(p, c.DB)).Error())
 	}
 }
-
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
-
-// statusWidth is the columns status fits in.
-const statusWidth = status.TextWidth
 
 // printStatus writes the status report as text, one labelled field a line:
 // the names read, the report's parts, then its problems.

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -34,7 +32,7 @@ func (f streamLimitFlags) validate(subjects string, dupWindow time.Duration) err
 		return usagef("--max-msgs %d: want a positive number (0: no limit)", f.MaxMsgs)
 	case f.Replicas < 0 || f.Replicas > 5:
 		return usagef("--replicas %d: want 1 to 5 (JetStream's limit)", f.Replicas)
-	case f.set() != "" && len(splitList(subjects)) == 0:
+	case f.set() != "" && len(kongx.SplitList(subjects)) == 0:
 		return usagef("--%s applies to the stream run creates (with --subjects or --hub-url); give one, or set an existing stream's limits with nats stream edit", f.set())
 	case f.MaxAge > 0 && f.MaxAge < dupWindow:
 		return usagef("--max-age %s is shorter than the duplicate window %s of the stream --subjects creates: raise --max-age or lower --duplicate-window",
@@ -71,14 +69,4 @@ type streamSpec struct {
 func (s streamSpec) config(log *slog.Logger) stream.Config {
 	return stream.Config{Name: s.Name, Subjects: s.Subjects, Transform: s.Transform, Duplicates: s.Duplicates, Version: version(), Logger: log,
 		Limits: stream.Limits{MaxAge: s.Limits.MaxAge, MaxBytes: int64(s.Limits.MaxBytes), MaxMsgs: s.Limits.MaxMsgs, Replicas: s.Limits.Replicas}}
-}
-
-// ensureStream creates the stream when subjects are given and it is
-// missing (stream.Ensure); without subjects it must exist.
-func ensureStream(ctx context.Context, js jetstream.JetStream, spec streamSpec, log *slog.Logger) (*jetstream.StreamInfo, error) {
-	info, err := stream.Ensure(ctx, js, spec.config(log))
-	if errors.Is(err, stream.ErrNotFound) {
-		return nil, fmt.Errorf("stream %s does not exist; pass --subjects to create it", spec.Name)
-	}
-	return info, err
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/jetledger/jetledger/internal/kongx"
+	"github.com/jetledger/jetledger/stream"
 )
 
 // popFlagValue reads the value of a flag of a custom type for kong,
@@ -66,16 +67,12 @@ type durationFlag struct {
 	v    time.Duration
 }
 
-// checkSubjects refuses a --subjects entry that is no NATS subject: an empty
-// token, whitespace, a wildcard inside a token, or '>' before the last token.
+// checkSubjects refuses a --subjects entry that is no NATS subject
+// (stream.ValidSubject).
 func checkSubjects(list string) error {
-	for _, subject := range splitList(list) {
-		tokens := strings.Split(subject, ".")
-		for i, t := range tokens {
-			if t == "" || strings.ContainsFunc(t, unicode.IsSpace) || len(t) > 1 && strings.ContainsAny(t, "*>") ||
-				t == ">" && i < len(tokens)-1 {
-				return usagef("--subjects %q: not a NATS subject (tokens separated by '.'; '*' stands for one token, a last '>' for the rest)", subject)
-			}
+	for _, subject := range kongx.SplitList(list) {
+		if !stream.ValidSubject(subject) {
+			return usagef("--subjects %q: not a NATS subject (tokens separated by '.'; '*' stands for one token, a last '>' for the rest)", subject)
 		}
 	}
 	return nil

@@ -188,9 +188,9 @@ func walk(root *kong.Node, words []string) place {
 // command checks itself.
 func ValuesOf(v *kong.Value) []string {
 	if v.Enum != "" {
-		return splitList(v.Enum)
+		return SplitList(v.Enum)
 	}
-	return splitList(v.Tag.Get("values"))
+	return SplitList(v.Tag.Get("values"))
 }
 
 // FindFlag is the flag of node or a parent that word (--name, --name=value
@@ -207,8 +207,9 @@ func FindFlag(node *kong.Node, word string) *kong.Flag {
 	return nil
 }
 
-// splitList splits a comma-separated list, dropping empty items.
-func splitList(s string) []string {
+// SplitList splits a comma-separated list (a flag value, an enum),
+// dropping empty items.
+func SplitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {
