@@ -119,7 +119,7 @@ type nemEdge struct {
 
 func (e *nemEdge) cur() *nemEdgeInst { return e.insts[len(e.insts)-1] }
 
-func (e *nemEdge) leafURL() string { return "nats-leaf://" + e.proxy.l.Addr().String() }
+func (e *nemEdge) leafURL() string { return "nats-leaf://" + e.proxy.Addr() }
 
 func init() {
 	nemTopologies[topoEdge] = &nemTopology{
@@ -163,10 +163,10 @@ func init() {
 		done := w.publishFreshAsync(max(st.Arg, 1))
 		for range 3 {
 			time.Sleep(time.Duration(100+w.rng.IntN(400)) * time.Millisecond) // the moment of the reset is the experiment's variable
-			if !poll(30*time.Second, func() bool { return w.edge.proxy.open() > 0 }) {
+			if !poll(30*time.Second, func() bool { return w.edge.proxy.Open() > 0 }) {
 				w.t.Logf("linkreset: the leaf link did not come back through the proxy within 30s: %s", lastLines(w.edge.hub.p.output(), 12))
 			}
-			w.t.Logf("linkreset: %d connections reset", w.edge.proxy.reset())
+			w.t.Logf("linkreset: %d connections reset", w.edge.proxy.Reset())
 		}
 		<-done
 	}
@@ -422,7 +422,7 @@ func (e *nemEdge) settle(w *nemWorld) {
 			continue
 		}
 		if time.Since(began) > nemCatchUp {
-			w.m.violate("edge: EV has not copied HUB message %d (%s) within %s; the link is %d connections", last.key.seq, last.subject, nemCatchUp, e.proxy.open())
+			w.m.violate("edge: EV has not copied HUB message %d (%s) within %s; the link is %d connections", last.key.seq, last.subject, nemCatchUp, e.proxy.Open())
 			break
 		}
 		time.Sleep(100 * time.Millisecond) // polling a condition with a deadline

@@ -121,7 +121,7 @@ func (w *nemWorld) netFault(st nemStep) {
 	switch st.Arg % 3 {
 	case 0:
 		for range 1 + w.rng.IntN(3) {
-			w.proxy.reset()
+			w.proxy.Reset()
 			time.Sleep(time.Duration(100+w.rng.IntN(400)) * time.Millisecond) // between resets: the experiment's variable
 		}
 	case 1:

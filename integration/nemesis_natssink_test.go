@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -59,90 +58,30 @@ type nemSinkState struct {
 // the server (stored, normally) and its acknowledgement never reaches run:
 // an unknown outcome, made at will.
 type sendProxy struct {
-	l      net.Listener
-	target string
+	*consumertest.Proxy
 	mu     sync.Mutex
-	conns  map[net.Conn]bool
 	trap   []byte
 	sprung chan struct{}
 	gate   chan struct{} // closed while the server's traffic flows
-	wg     sync.WaitGroup
 }
 
 func newSendProxy(t testing.TB, target string) *sendProxy {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &sendProxy{l: l, target: target, conns: map[net.Conn]bool{}, gate: make(chan struct{})}
+	p := &sendProxy{gate: make(chan struct{})}
 	close(p.gate)
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			s, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns[c], p.conns[s] = true, true
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go p.pipe(s, c, true)
-			go p.pipe(c, s, false)
-		}
-	}()
-	t.Cleanup(func() {
-		l.Close()
-		p.release()
-		p.mu.Lock()
-		for c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
+	p.Proxy = consumertest.NewProxy(t, target, consumertest.ProxyHooks{Before: p.answer, After: p.sprang})
+	t.Cleanup(p.release) // before the proxy closes (cleanups run last first): no answer waits on the gate then
 	return p
 }
 
-func (p *sendProxy) url() string { return "nats://" + p.l.Addr().String() }
-
-func (p *sendProxy) pipe(dst, src net.Conn, up bool) {
-	defer p.wg.Done()
-	defer func() {
+// answer holds the server's traffic while the gate is shut.
+func (p *sendProxy) answer(up bool, _ int64, _ []byte) consumertest.Verdict {
+	if !up {
 		p.mu.Lock()
-		delete(p.conns, src)
-		delete(p.conns, dst)
+		gate := p.gate
 		p.mu.Unlock()
-		src.Close()
-		dst.Close()
-	}()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			gate := p.gate
-			p.mu.Unlock()
-			if !up {
-				<-gate
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-			if up {
-				p.sprang(buf[:n])
-			}
-		}
-		if err != nil {
-			return
-		}
+		<-gate
 	}
+	return consumertest.Pass
 }
 
 // holdAnswerTo arms the trap; the channel closes once a send went through
@@ -154,15 +93,17 @@ func (p *sendProxy) holdAnswerTo(pattern string) <-chan struct{} {
 	return p.sprung
 }
 
-func (p *sendProxy) sprang(chunk []byte) {
+// sprang shuts the gate once the client's chunk carrying the trap went.
+func (p *sendProxy) sprang(up bool, _ int64, chunk []byte) consumertest.Verdict {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.trap == nil || !bytes.Contains(chunk, p.trap) {
-		return
+	if !up || p.trap == nil || !bytes.Contains(chunk, p.trap) {
+		return consumertest.Pass
 	}
 	p.trap = nil
 	p.gate = make(chan struct{})
 	close(p.sprung)
+	return consumertest.Pass
 }
 
 // release lets the server's traffic go again and disarms the trap.
@@ -220,7 +161,7 @@ func init() {
 		},
 		url: func(w *nemWorld) string { return w.b.url() },
 		// run connects through the proxy; operators and the publisher do not.
-		runArgs: func(w *nemWorld, _ string) []string { return []string{"--nats", nemSinkOf(w).proxy.url()} },
+		runArgs: func(w *nemWorld, _ string) []string { return []string{"--nats", nemSinkOf(w).proxy.URL()} },
 		sinkArgs: func(*nemWorld) []string {
 			return []string{"--effects-subject", nemEffSubject, "--effects-stream", nemEffStream, "--effects-timeout", nemEffTimeout.String()}
 		},

@@ -254,7 +254,7 @@ func init() {
 		url: func(w *nemWorld) string { return w.b.url() },
 		// run reaches the server through the proxy (the net step's
 		// faults); operators and the publisher go to it directly.
-		runArgs: func(w *nemWorld, _ string) []string { return []string{"--nats", w.proxy.url()} },
+		runArgs: func(w *nemWorld, _ string) []string { return []string{"--nats", w.proxy.URL()} },
 		extra:   nemExternalSteps,
 	}
 }

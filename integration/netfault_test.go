@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"sync"
@@ -24,92 +23,41 @@ import (
 // so the client works on messages it can no longer ack, or both ways, and
 // reset every connection.
 type faultProxy struct {
-	l      net.Listener
-	target string
+	*consumertest.Proxy
 	delay  atomic.Int64 // per chunk, each way
 	mu     sync.Mutex
-	conns  map[net.Conn]bool
 	held   bool
 	both   bool          // the hold stops the server's traffic too
 	heal   chan struct{} // closed when a hold ends
 	trap   []byte        // reset when the client sends this, dropping it
 	sprung chan struct{} // closed when the trap resets
-	wg     sync.WaitGroup
 }
 
 func newFaultProxy(t testing.TB, target string) *faultProxy {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &faultProxy{l: l, target: target, conns: map[net.Conn]bool{}, heal: make(chan struct{})}
+	p := &faultProxy{heal: make(chan struct{})}
 	close(p.heal)
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
+	p.Proxy = consumertest.NewProxy(t, target, consumertest.ProxyHooks{Before: p.chunk})
+	t.Cleanup(p.release) // before the proxy closes (cleanups run last first): no chunk waits on a hold then
 	return p
 }
 
-func (p *faultProxy) url() string { return "nats://" + p.l.Addr().String() }
-
-func (p *faultProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.l.Accept()
-		if err != nil {
-			return
-		}
-		s, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns[c], p.conns[s] = true, true
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(s, c, true)
-		go p.pipe(c, s, false)
+// chunk springs the trap, waits out holds if it carries the client's
+// traffic (up), and adds the delay.
+func (p *faultProxy) chunk(up bool, _ int64, data []byte) consumertest.Verdict {
+	if up && p.sprang(data) {
+		return consumertest.ResetAll
 	}
-}
-
-// pipe copies src to dst, adding the delay, and waits out holds if it
-// carries the client's traffic (up).
-func (p *faultProxy) pipe(dst, src net.Conn, up bool) {
-	defer p.wg.Done()
-	defer func() {
-		p.mu.Lock()
-		delete(p.conns, src)
-		delete(p.conns, dst)
-		p.mu.Unlock()
-		src.Close()
-		dst.Close()
-	}()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 && up && p.sprang(buf[:n]) {
-			return
-		}
-		if n > 0 {
-			p.mu.Lock()
-			heal, wait := p.heal, up || p.both
-			p.mu.Unlock()
-			if wait {
-				<-heal
-			}
-			if d := time.Duration(p.delay.Load()); d > 0 {
-				time.Sleep(d) // the fault itself: latency on the wire
-			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
+	p.mu.Lock()
+	heal, wait := p.heal, up || p.both
+	p.mu.Unlock()
+	if wait {
+		<-heal
 	}
+	if d := time.Duration(p.delay.Load()); d > 0 {
+		time.Sleep(d) // the fault itself: latency on the wire
+	}
+	return consumertest.Pass
 }
 
 // resetOn arms a reset for the moment the client sends pattern: the chunk
@@ -122,17 +70,16 @@ func (p *faultProxy) resetOn(pattern string) <-chan struct{} {
 	return p.sprung
 }
 
-// sprang resets every connection if chunk springs the trap.
+// sprang disarms the trap if chunk springs it: every connection is to be
+// reset.
 func (p *faultProxy) sprang(chunk []byte) bool {
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.trap == nil || !bytes.Contains(chunk, p.trap) {
-		p.mu.Unlock()
 		return false
 	}
 	p.trap = nil
 	close(p.sprung)
-	p.mu.Unlock()
-	p.reset()
 	return true
 }
 
@@ -153,33 +100,6 @@ func (p *faultProxy) release() {
 		p.held = false
 		close(p.heal)
 	}
-}
-
-// reset closes every connection with a TCP RST.
-func (p *faultProxy) reset() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
-		if tc, ok := c.(*net.TCPConn); ok {
-			tc.SetLinger(0) //nolint:errcheck // best effort: RST instead of FIN
-		}
-		c.Close()
-	}
-	return len(p.conns) / 2
-}
-
-// open counts the proxied connections.
-func (p *faultProxy) open() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.conns) / 2
-}
-
-func (p *faultProxy) close() {
-	p.l.Close()
-	p.release()
-	p.reset()
-	p.wg.Wait()
 }
 
 // waitSprung waits for an armed reset to fire.
@@ -231,7 +151,7 @@ func TestNetworkFaults(t *testing.T) {
 			"--apply", slowApply, "--log-format", "json", "--batch", "20", "--max-deliver", "-1"},
 			append(fastPlan, webhookArgs(dest)...)...), extra...)
 	}
-	primary := start(t, nil, args(proxy.url(), "--metrics", metrics)...)
+	primary := start(t, nil, args(proxy.URL(), "--metrics", metrics)...)
 	consumertest.Eventually(t, time.Minute, "run healthy", func() bool { return healthz(metrics) == http.StatusOK })
 
 	// Publish directly to the server all along, recording what it acked.
@@ -248,10 +168,10 @@ func TestNetworkFaults(t *testing.T) {
 	// request leaves (the fetch is lost mid-way).
 	for i := 0; i < resets; i++ {
 		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
-		consumertest.Eventually(t, 30*time.Second, "run reconnected through the proxy", func() bool { return proxy.open() > 0 })
+		consumertest.Eventually(t, 30*time.Second, "run reconnected through the proxy", func() bool { return proxy.Open() > 0 })
 		switch i % 3 {
 		case 0:
-			t.Logf("reset %d at random: %d connections", i+1, proxy.reset())
+			t.Logf("reset %d at random: %d connections", i+1, proxy.Reset())
 		case 1:
 			// "+ACK", not "$JS.ACK.": an in-progress "+WPI" goes there too.
 			waitSprung(t, proxy.resetOn("+ACK"), "acks")
