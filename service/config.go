@@ -196,9 +196,15 @@ func (c Config) validate() error {
 		why = "Effects.Subject is required"
 	case c.Prune.Interval < 0 || c.SummaryInterval < 0:
 		why = "Prune.Interval and SummaryInterval must not be negative"
+	case c.Outbox.Workers < 0 || c.Outbox.MaxAttempts < 0:
+		why = "Outbox.Workers and Outbox.MaxAttempts must not be negative"
 	}
 	if why != "" {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, why)
+	}
+	// The plan too, so that a refusal leaves no ledger or stream behind.
+	if err := c.Consumer.Plan.Check(); err != nil {
+		return fmt.Errorf("%w: Consumer.Plan: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/natsconn"
@@ -38,6 +39,8 @@ func TestConfigIsValidatedBeforeAnyIO(t *testing.T) {
 		{"two sinks", func(c *Config) { c.Effects, c.Sink = &Effects{Subject: "fx"}, RecordOnly("x") }, ErrInvalidConfig},
 		{"effects without subject", func(c *Config) { c.Effects = &Effects{} }, ErrInvalidConfig},
 		{"negative interval", func(c *Config) { c.Prune.Interval = -1 }, ErrInvalidConfig},
+		{"negative workers", func(c *Config) { c.Outbox.Workers = -1 }, ErrInvalidConfig},
+		{"batch past the plan's bound", func(c *Config) { c.Consumer.Plan.BatchSize = ackwait.MaxBatchSize + 1 }, ackwait.ErrInvalidPlan},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

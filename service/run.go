@@ -49,7 +49,7 @@ func (s *Service) Run(ctx context.Context) error {
 	if err := s.remember(ctx); err != nil {
 		return step(StepLedger, err)
 	}
-	plan := c.Consumer.Plan
+	plan := c.Consumer.Plan.WithDefaults() // what the consumer runs with
 	attrs := append([]any{"stream", c.Stream.Name, "durable", c.Consumer.Durable, "db", c.DB,
 		"batch", plan.BatchSize, "deadline", plan.Deadline, "ack_wait_needed", plan.AckWait()}, c.StartAttrs...)
 	s.log.InfoContext(ctx, "consuming", attrs...)

@@ -91,7 +91,7 @@ func (f limitFlag) validate() error {
 
 // retentionFlags say how long pruned rows are kept at least.
 type retentionFlags struct {
-	Retention       time.Duration `name:"retention" default:"${retention}" help:"keep processed_messages rows at least this long; older rows of messages gone from the stream are pruned"`
+	Retention       time.Duration `name:"retention" default:"${retention}" help:"keep processed_messages rows at least this long (0: the default); older rows of messages gone from the stream are pruned"`
 	OutboxRetention time.Duration `name:"outbox-retention" default:"${outbox_retention}" help:"keep sent and cancelled outbox rows at least this long"`
 }
 

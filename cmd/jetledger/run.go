@@ -115,7 +115,7 @@ func (c *runCmd) run(inv *invocation) error {
 	cfg.Shared, cfg.SummaryInterval = c.shared, c.SummaryInterval
 	cfg.Outbox = service.Outbox{Workers: c.Send.OutboxWorkers, MaxAttempts: c.Send.OutboxMaxAttempts}
 	cfg.Prune = service.Prune{Interval: c.PruneInterval, Retention: c.Retention, OutboxRetention: c.OutboxRetention}
-	cfg.StartAttrs = append(cfg.StartAttrs, "webhook", c.Webhook.URL)
+	cfg.StartAttrs = append(cfg.StartAttrs, "webhook", redactURL(c.Webhook.URL))
 	return c.adviseRun(service.Run(ctx, cfg))
 }
 
