@@ -349,7 +349,12 @@ func TestSequenceIDsSurviveStreamRecreation(t *testing.T) {
 	if err := e.js.DeleteStream(ctx, "EV"); err != nil {
 		t.Fatal(err)
 	}
-	consumertest.CreateStream(t, e.js, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}})
+	// Made again at once, the server can still be removing the old store
+	// (10049, "error creating store for stream", seen under load).
+	consumertest.Eventually(t, 10*time.Second, "the stream to be made again", func() bool {
+		_, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}})
+		return err == nil
+	})
 	e.publish(t, "", `{"n":1}`) // same payload as the old seq 1
 	e.publish(t, "", `{"n":3}`) // another payload at the old seq 2
 	if n := run(); n.Applied != 2 || n.Duplicates != 0 || n.Conflicts != 0 {
