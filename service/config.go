@@ -3,7 +3,6 @@ package service
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"time"
@@ -75,29 +74,38 @@ type Config struct {
 	SummaryInterval time.Duration
 	// StartAttrs are added to the "consuming" line Run logs at start.
 	StartAttrs []any
-	// Names are what the log calls the settings and the program its
-	// warnings name. Default: the Config's field names (SQL.Apply is
-	// SQL.ApplyName's).
+	// Names are what the refusals and the log call the settings, and the
+	// program its warnings name. Default: the settings' paths from Config
+	// (SQL.Apply is SQL.ApplyName's when that is set).
 	Names Names
 	// Logger receives every record. Default slog.Default().
 	Logger *slog.Logger
 }
 
-// Names are what Service's log calls the settings it names, so that a
-// command line can say its flags (SchemaName "--schema") where a Go
-// program reads its Config's fields. Each zero field is its default.
+// Names say the Config's settings in the caller's words, so that every
+// refusal and warning names what its user sets: a command line gives its
+// flags ("Consumer.Plan.Deadline": "--deadline") where a Go program reads
+// its Config's fields.
 type Names struct {
-	Schema      string // SQL.Schema. Default "SQL.Schema".
-	MemoryLimit string // Node.MemoryLimit. Default "Node.MemoryLimit".
-	Stream      string // the stream readers of a shared ledger name. Default "the stream's name".
-	Program     string // what is started again after the store fails. Default "the program".
+	// Settings maps a setting's path from Config, as Go writes it
+	// ("Stream.Limits.MaxAge"), to the caller's name for it. A path not in
+	// it is said as itself.
+	Settings map[string]string
+	// Program is what is started again after the store fails. Default
+	// "the program".
+	Program string
+}
+
+// Say is what the caller calls the setting at path.
+func (n Names) Say(path string) string {
+	if s, ok := n.Settings[path]; ok {
+		return s
+	}
+	return path
 }
 
 // withDefaults is n with each zero field its default.
 func (n Names) withDefaults() Names {
-	n.Schema = cmp.Or(n.Schema, "SQL.Schema")
-	n.MemoryLimit = cmp.Or(n.MemoryLimit, "Node.MemoryLimit")
-	n.Stream = cmp.Or(n.Stream, "the stream's name")
 	n.Program = cmp.Or(n.Program, "the program")
 	return n
 }
@@ -200,11 +208,11 @@ func (c Config) validate() error {
 		why = "Outbox.Workers and Outbox.MaxAttempts must not be negative"
 	}
 	if why != "" {
-		return fmt.Errorf("%w: %s", ErrInvalidConfig, why)
+		return &ConfigError{Reason: why}
 	}
 	// The plan too, so that a refusal leaves no ledger or stream behind.
 	if err := c.Consumer.Plan.Check(); err != nil {
-		return fmt.Errorf("%w: Consumer.Plan: %w", ErrInvalidConfig, err)
+		return &ConfigError{Reason: "Consumer.Plan: " + err.Error(), Err: err}
 	}
-	return nil
+	return c.checkEdge()
 }

@@ -59,15 +59,14 @@ func TestConfigIsValidatedBeforeAnyIO(t *testing.T) {
 	var _ outbox.Sink = RecordOnly("x")
 }
 
-// Names a program sets are kept; the zero ones are the Config's fields.
+// Names a program sets are kept; the others are said as their paths.
 func TestNamesDefaultToTheConfigFields(t *testing.T) {
 	t.Parallel()
-	got, err := Config{DB: "l.db", Stream: stream.Config{Name: "S"}, Names: Names{Schema: "--schema"}}.withDefaults()
+	got, err := Config{DB: "l.db", Stream: stream.Config{Name: "S"}, Names: Names{Settings: map[string]string{"SQL.Schema": "--schema"}}}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Names{Schema: "--schema", MemoryLimit: "Node.MemoryLimit", Stream: "the stream's name", Program: "the program"}
-	if got.Names != want {
-		t.Fatalf("Names %+v, want %+v", got.Names, want)
+	if s, m, p := got.Names.Say("SQL.Schema"), got.Names.Say("Node.MemoryLimit"), got.Names.Program; s != "--schema" || m != "Node.MemoryLimit" || p != "the program" {
+		t.Fatalf("Names say %q, %q, program %q; want --schema, Node.MemoryLimit, the program", s, m, p)
 	}
 }

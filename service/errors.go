@@ -27,6 +27,23 @@ var (
 	ErrPartitionCount = errors.New("service: the stream has another partition count")
 )
 
+// ConfigError is ErrInvalidConfig with what is wrong, said in Names'
+// words: a command line prints Reason as its usage error.
+type ConfigError struct {
+	Reason string
+	Err    error // the library's refusal it says, if any
+}
+
+func (e *ConfigError) Error() string { return ErrInvalidConfig.Error() + ": " + e.Reason }
+
+// Unwrap gives ErrInvalidConfig and the library's refusal, for errors.Is.
+func (e *ConfigError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalidConfig}
+	}
+	return []error{ErrInvalidConfig, e.Err}
+}
+
 // Step names the part of a run an error came from, so that a caller can
 // say it in its own terms (a command line names its flags) without
 // matching error text.

@@ -139,7 +139,7 @@ func (s *Service) remember(ctx context.Context) error {
 				others = append(others, o.Stream+"/"+o.Durable)
 			}
 		}
-		s.log.WarnContext(ctx, "this ledger has served other consumers too: status, replay and ledger prune will need "+s.cfg.Names.Stream+" to say which",
+		s.log.WarnContext(ctx, "this ledger has served other consumers too: status, replay and ledger prune will need "+s.cfg.Names.Say("Stream.Name")+" to say which",
 			"stream", name, "durable", durable, "others", others)
 	}
 	return nil

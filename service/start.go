@@ -118,7 +118,7 @@ func (s *Service) handler(ctx context.Context) (*sqlhandler.Handler, error) {
 			return h, err
 		}
 		if try == 1 {
-			s.log.WarnContext(ctx, "another process holds the ledger's writer: waiting for it before running "+s.cfg.Names.Schema+" and checking "+cmp.Or(cfg.ApplyName, "SQL.Apply"),
+			s.log.WarnContext(ctx, "another process holds the ledger's writer: waiting for it before running "+s.cfg.Names.Say("SQL.Schema")+" and checking "+cmp.Or(cfg.ApplyName, s.cfg.Names.Say("SQL.Apply")),
 				"db", s.cfg.DB, "err", err)
 		}
 		if !writerBackoff.Wait(ctx, try) {
@@ -152,7 +152,7 @@ func (s *Service) ensureStream(ctx context.Context) error {
 	}
 	if w := s.info.Config.Duplicates; c.Node.MemoryLimit > 0 && c.NATS == nil && w > node.LimitedDuplicateWindow {
 		// The id map grows with rate × window, which no cache limit bounds.
-		s.log.WarnContext(ctx, "the embedded server keeps every message id of the stream's duplicate window (about 100 B each), which "+c.Names.MemoryLimit+" does not bound; shorten the window (nats stream edit --dupe-window 30s) if the limit is exceeded",
+		s.log.WarnContext(ctx, "the embedded server keeps every message id of the stream's duplicate window (about 100 B each), which "+c.Names.Say("Node.MemoryLimit")+" does not bound; shorten the window (nats stream edit --dupe-window 30s) if the limit is exceeded",
 			"stream", c.Stream.Name, "duplicate_window", w, "memory_limit", c.Node.MemoryLimit)
 	}
 	return nil

@@ -128,7 +128,7 @@ func (f *consumeFlags) config(stderr io.Writer, s sink) (service.Config, error) 
 }
 
 // runNames are the flags (and the command) the service's log names.
-var runNames = service.Names{Schema: "--schema", MemoryLimit: "--memory-limit", Stream: "--stream", Program: "run"}
+var runNames = service.Names{Program: "run", Settings: map[string]string{"SQL.Schema": "--schema", "SQL.Apply": "--apply", "Node.MemoryLimit": "--memory-limit", "Stream.Name": "--stream"}}
 
 // dial connects as the flags say (connect), or to the embedded server.
 func (f *consumeFlags) dial(log *slog.Logger) func(context.Context, natsconn.Config) (*nats.Conn, jetstream.JetStream, error) {
