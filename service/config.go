@@ -9,6 +9,7 @@ import (
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/internal/say"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/natsconn"
 	"github.com/jetledger/jetledger/node"
@@ -97,12 +98,7 @@ type Names struct {
 }
 
 // Say is what the caller calls the setting at path.
-func (n Names) Say(path string) string {
-	if s, ok := n.Settings[path]; ok {
-		return s
-	}
-	return path
-}
+func (n Names) Say(path string) string { return say.Name(n.Settings, path) }
 
 // withDefaults is n with each zero field its default.
 func (n Names) withDefaults() Names {
