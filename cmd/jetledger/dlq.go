@@ -127,7 +127,7 @@ func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
 			return err
 		}
 		defer nc.Close()
-		r, err := requeue.Requeue(inv.ctx, js, st, d, requeue.Config{Wait: c.Wait, Logger: quiet})
+		r, err := requeue.Requeue(inv.ctx, js, st, d, requeue.Config{Wait: c.Wait, Logger: quiet, Names: requeueNames})
 		if err != nil {
 			return requeueAdvice(err, d)
 		}
@@ -147,18 +147,13 @@ func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
 	})
 }
 
+// requeueNames are what requeue's refusals call its settings.
+var requeueNames = map[string]string{"Wait": "--wait"}
+
 // requeueAdvice is a refused requeue's error with what to do about it in
-// the CLI's terms.
+// the CLI's terms (requeue.Error's remedy); a copy not sourced in time is
+// said by requeue itself, with --wait.
 func requeueAdvice(err error, d ledger.DeadLetter) error {
-	var na *requeue.NotArrivedError
-	if errors.As(err, &na) {
-		why := na.Why
-		if na.Behind > 0 {
-			why = fmt.Sprintf("%s is %d messages behind %s: try again with a longer --wait", na.Stream, na.Behind, na.Via.Stream)
-		}
-		return reworded{err, fmt.Sprintf("requeue dead letter %d (id %s): %v: %s stored it as seq %d, but %s has not sourced it within --wait %s; it is kept: %s",
-			na.ID, na.MessageID, requeue.ErrNotArrived, na.Via.Stream, na.Via.Sequence, na.Stream, na.Wait, why)}
-	}
 	var re *requeue.Error
 	if !errors.As(err, &re) {
 		return err

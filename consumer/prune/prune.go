@@ -109,6 +109,10 @@ type Pruner struct {
 	// Logger receives what Run pruned and its failures. Default
 	// slog.Default().
 	Logger *slog.Logger
+	// Names are what Check's refusal (*RetentionError) calls the settings,
+	// by their field names ("Retention"): a command line gives its flags.
+	// Default: the field names.
+	Names map[string]string
 }
 
 func (p *Pruner) validate() error {
@@ -152,17 +156,17 @@ func (p *Pruner) Options(ctx context.Context) (ledger.PruneOptions, error) {
 	return o, nil
 }
 
-// Check refuses (ErrRetentionShort) a Retention (ledger.RetentionDefault
-// if zero) shorter than the stream's duplicate window, waiting out a cluster that cannot answer yet (Run needs
-// no such wait: it tries again at its next tick). It returns the options
-// read.
+// Check refuses (*RetentionError, ErrRetentionShort) a Retention
+// (ledger.RetentionDefault if zero) shorter than the stream's duplicate
+// window, waiting out a cluster that cannot answer yet (Run needs no such
+// wait: it tries again at its next tick). It returns the options read.
 func (p *Pruner) Check(ctx context.Context) (ledger.PruneOptions, error) {
 	o, err := jsretry.Call(ctx, p.logger(), "prune check of "+p.Stream+"/"+p.Durable, p.Options)
 	if err != nil {
 		return o, err
 	}
 	if o.Retention < o.DuplicateWindow {
-		return o, fmt.Errorf("prune: check: %w: retention %s, stream %s's duplicate window %s", ErrRetentionShort, o.Retention, p.Stream, o.DuplicateWindow)
+		return o, &RetentionError{Stream: p.Stream, Retention: p.Retention, DuplicateWindow: o.DuplicateWindow, Names: p.Names}
 	}
 	return o, nil
 }

@@ -132,3 +132,22 @@ func TestZeroRetentionIsTheDefault(t *testing.T) {
 		}
 	}
 }
+
+// The refusal says Retention in the caller's words, and is
+// ErrRetentionShort.
+func TestRetentionErrorSaysTheCallersName(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name  string
+		names map[string]string
+		want  string
+	}{
+		{"a Go program's", nil, "Retention 1m0s is shorter than stream S's duplicate window 2m0s: a republished id could be applied twice"},
+		{"a flag", map[string]string{"Retention": "--retention"}, "--retention 1m0s is shorter than stream S's duplicate window 2m0s: a republished id could be applied twice"},
+	} {
+		var err error = &prune.RetentionError{Stream: "S", Retention: time.Minute, DuplicateWindow: 2 * time.Minute, Names: tt.names}
+		if !errors.Is(err, prune.ErrRetentionShort) || err.Error() != tt.want {
+			t.Errorf("%s: %q (ErrRetentionShort %t), want %q", tt.name, err, errors.Is(err, prune.ErrRetentionShort), tt.want)
+		}
+	}
+}

@@ -3,6 +3,8 @@ package replay
 import (
 	"errors"
 	"fmt"
+
+	"github.com/jetledger/jetledger/internal/say"
 )
 
 var (
@@ -16,6 +18,33 @@ var (
 	// which.
 	ErrEffectsUndecided = errors.New("the replay applies messages whose effects nobody records")
 )
+
+// The refusals' Say names what fixes them in the caller's words: names maps
+// "Durable" (the durable's name), "ToSeq" (the bound ReadBounds is given),
+// "Sink" (the durable consumer's sink for effects), "Decided" (it has
+// none) and "Consumer" (the program that runs the durable's consumer) to
+// the caller's. A name not in it is said as itself.
+
+// NoDurableError is ErrNoDurable: Stream has no durable Durable, and
+// ReadBounds was given no bound.
+type NoDurableError struct {
+	Stream, Durable string
+}
+
+func (e *NoDurableError) Error() string {
+	return fmt.Sprintf("replay: bounds: stream %s, durable %s: %v", e.Stream, e.Durable, ErrNoDurable)
+}
+
+// Unwrap makes errors.Is(err, ErrNoDurable) hold.
+func (e *NoDurableError) Unwrap() error { return ErrNoDurable }
+
+// Say is the refusal with what fixes it, in names' words.
+func (e *NoDurableError) Say(names map[string]string) string {
+	c := say.Name(names, "Consumer")
+	return fmt.Sprintf("stream %s has no durable %q, so replay cannot tell which messages %s has yet to handle; "+
+		"name %s's durable with %s, or give %s N: messages up to N then count as handled elsewhere and their effects are suppressed",
+		e.Stream, e.Durable, c, c, say.Name(names, "Durable"), say.Name(names, "ToSeq"))
+}
 
 // UndecidedError is ErrEffectsUndecided with where: past the ack floor
 // (DeadLetter 0), or at a dead letter.
@@ -34,3 +63,14 @@ func (e *UndecidedError) Error() string {
 
 // Is makes errors.Is(err, ErrEffectsUndecided) hold.
 func (e *UndecidedError) Is(target error) bool { return target == ErrEffectsUndecided }
+
+// Say is the refusal with what fixes it, in names' words.
+func (e *UndecidedError) Say(names map[string]string) string {
+	c, sink, decided := say.Name(names, "Consumer"), say.Name(names, "Sink"), say.Name(names, "Decided")
+	if e.DeadLetter != 0 {
+		return fmt.Sprintf("the replay reaches dead letter %d (seq %d), which %s never applied: give it %s's %s so its effect is recorded, or %s if %s has none",
+			e.DeadLetter, e.Sequence, c, c, sink, decided, c)
+	}
+	return fmt.Sprintf("the replay goes past %s's ack floor (seq %d, up to %d): give it %s's %s so their effects are recorded, or %s if %s has none",
+		c, e.Floor, e.UpTo, c, sink, decided, c)
+}

@@ -23,12 +23,12 @@ type Bounds struct {
 // message it was delivered (toSeq, when not 0, moves it), since its
 // consumer may have acked messages past its ack floor, which it will never
 // be given again. Without the durable, toSeq says how far messages count as
-// handled elsewhere; with neither, ErrNoDurable.
+// handled elsewhere; with neither, *NoDurableError (ErrNoDurable).
 func ReadBounds(ctx context.Context, js jetstream.JetStream, stream, durable string, toSeq uint64) (Bounds, error) {
 	cons, err := js.Consumer(ctx, stream, durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		if toSeq == 0 {
-			return Bounds{}, fmt.Errorf("replay: bounds: stream %s, durable %s: %w", stream, durable, ErrNoDurable)
+			return Bounds{}, &NoDurableError{Stream: stream, Durable: durable}
 		}
 		return Bounds{UpTo: toSeq, Floor: toSeq, Delivered: toSeq}, nil
 	}

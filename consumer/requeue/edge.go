@@ -38,8 +38,9 @@ const sourceHeartbeat = time.Second
 
 // whyNotSourced says why the dead letter's stream (s) may not have taken
 // in a copy from the stream into, from what s knows of that source, and
-// how many messages s is behind it (0: not behind, or not known).
-func whyNotSourced(ctx context.Context, s jetstream.Stream, into string) (string, uint64) {
+// how many messages s is behind it (0: not behind, or not known); wait is
+// what the caller calls Config.Wait.
+func whyNotSourced(ctx context.Context, s jetstream.Stream, into, wait string) (string, uint64) {
 	info, err := s.Info(ctx)
 	if err != nil {
 		return fmt.Sprintf("the link to the hub may be down (stream info: %v)", err), 0
@@ -54,7 +55,7 @@ func whyNotSourced(ctx context.Context, s jetstream.Stream, into string) (string
 		case src.Active < 0 || src.Active > 3*sourceHeartbeat:
 			return fmt.Sprintf("%s has not heard from %s for %s: the link to the hub is down; try again once it is up", name, into, src.Active.Round(time.Second)), 0
 		case src.Lag > 0:
-			return fmt.Sprintf("%s is %d messages behind %s: try again with a longer wait", name, src.Lag, into), src.Lag
+			return fmt.Sprintf("%s is %d messages behind %s: try again with a longer %s", name, src.Lag, into, wait), src.Lag
 		}
 		// Caught up yet without the copy: the stream dropped it (the server
 		// keeps an id past its window when it restarted inside it, by up

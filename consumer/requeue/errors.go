@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jetledger/jetledger/internal/say"
 	"github.com/jetledger/jetledger/publisher"
 )
 
@@ -102,11 +103,12 @@ type NotArrivedError struct {
 	Wait      time.Duration
 	Why       string
 	Behind    uint64
+	Names     map[string]string // Config.Names: what Error calls Wait
 }
 
 func (e *NotArrivedError) Error() string {
-	return fmt.Sprintf("requeue dead letter %d (id %s): %v: %s stored it as seq %d, but %s has not sourced it within %s; it is kept: %s",
-		e.ID, e.MessageID, ErrNotArrived, e.Via.Stream, e.Via.Sequence, e.Stream, e.Wait, e.Why)
+	return fmt.Sprintf("requeue dead letter %d (id %s): %v: %s stored it as seq %d, but %s has not sourced it within %s %s; it is kept: %s",
+		e.ID, e.MessageID, ErrNotArrived, e.Via.Stream, e.Via.Sequence, e.Stream, say.Name(e.Names, "Wait"), e.Wait, e.Why)
 }
 
 // Unwrap makes errors.Is(err, ErrNotArrived) hold.

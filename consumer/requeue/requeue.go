@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/partition"
+	"github.com/jetledger/jetledger/internal/say"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/publisher"
 	"github.com/nats-io/nats.go/jetstream"
@@ -34,6 +35,9 @@ type Config struct {
 	Wait time.Duration
 	// Logger is the publisher's. Default slog.Default().
 	Logger *slog.Logger
+	// Names are what the refusals call the settings, by their field names
+	// ("Wait"): a command line gives its flags. Default: the field names.
+	Names map[string]string
 }
 
 func (c Config) validate() error {
@@ -82,7 +86,7 @@ func Requeue(ctx context.Context, js jetstream.JetStream, l Ledger, d ledger.Dea
 	if err != nil {
 		return Result{}, fmt.Errorf("requeue: %w", err)
 	}
-	r := &requeuer{js: js, wait: cfg.Wait, pub: p}
+	r := &requeuer{js: js, wait: cfg.Wait, pub: p, names: cfg.Names}
 	res, err := r.republish(ctx, d)
 	if err != nil {
 		return res, err
@@ -95,9 +99,10 @@ func Requeue(ctx context.Context, js jetstream.JetStream, l Ledger, d ledger.Dea
 
 // requeuer is one Requeue's parts.
 type requeuer struct {
-	js   jetstream.JetStream
-	wait time.Duration
-	pub  *publisher.Publisher
+	js    jetstream.JetStream
+	wait  time.Duration
+	pub   *publisher.Publisher
+	names map[string]string // Config.Names
 }
 
 // target is where a copy of a dead letter is published: on subject, into
@@ -197,8 +202,8 @@ func (r *requeuer) sourced(ctx context.Context, t target, d ledger.DeadLetter, c
 	defer cancel()
 	seq, err := copies.await(wctx)
 	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		why, behind := whyNotSourced(ctx, t.s, t.into)
-		return Result{}, &NotArrivedError{ID: d.ID, MessageID: d.MessageID, Via: ack, Stream: d.Stream, Wait: r.wait, Why: why, Behind: behind}
+		why, behind := whyNotSourced(ctx, t.s, t.into, say.Name(r.names, "Wait"))
+		return Result{}, &NotArrivedError{ID: d.ID, MessageID: d.MessageID, Via: ack, Stream: d.Stream, Wait: r.wait, Why: why, Behind: behind, Names: r.names}
 	}
 	if err != nil {
 		return Result{}, fmt.Errorf("requeue dead letter %d: %s stored the copy as seq %d; waiting for %s to source it: %w; it is kept", d.ID, ack.Stream, ack.Sequence, d.Stream, err)
