@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"reflect"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -44,23 +43,17 @@ var natsNames = map[string]string{"URL": "--nats", "Creds": "--nats-creds", "NKe
 // only for the selected command's; not for the demo's hidden consumer,
 // which demo gives its own embedded server.
 func (c *natsContext) AfterApply(kctx *kong.Context) error {
-	flags := kongx.SelectedFlags(kctx)
-	self, urlFlag := flags["context"], flags["nats"]
-	if self == nil || urlFlag == nil || !self.Target.CanAddr() || self.Target.Addr().Interface() != any(c) {
-		return nil
-	}
-	if *c = (natsContext{name: c.name}); kctx.Selected() != nil && kctx.Selected().Hidden {
+	n, flags := selectedNATS(kctx), kongx.SelectedFlags(kctx)
+	if n == nil || &n.Context != c || kctx.Selected().Hidden {
 		return nil
 	}
 	for _, p := range kctx.Path {
-		if p.Flag == self && c.name == "" {
+		if p.Flag == flags["context"] && c.name == "" {
 			return &kongx.EmptyValueError{Flag: "--context", InFile: p.Resolved}
 		}
 	}
-	var own natsconn.Config
-	syncFlags(flags, &own, false)
-	cfg, origin, err := natsconn.Resolve(own, natsconn.Sources{Context: c.name, Names: natsNames,
-		OnlyNamed: urlFlag.Default == "" || flags["db"] != nil,
+	cfg, origin, err := natsconn.Resolve(n.config(nil), natsconn.Sources{Context: c.name, Names: natsNames,
+		OnlyNamed: flags["nats"].Default == "" || flags["db"] != nil, // run, replay; status, ledger prune
 		Given: func(path string) bool {
 			f := flags[strings.TrimPrefix(natsNames[path], "--")]
 			return f != nil && kongx.Given(kctx, f)
@@ -68,23 +61,23 @@ func (c *natsContext) AfterApply(kctx *kong.Context) error {
 	if err != nil {
 		return configUsage(err)
 	}
-	syncFlags(flags, &cfg, true)
-	c.origin, c.domain, c.apiPrefix, c.inboxPrefix, c.tlsFirst = origin, cfg.Domain, cfg.APIPrefix, cfg.InboxPrefix, cfg.TLSFirst
+	n.URL, n.Creds, n.NKey, n.User, n.Password, n.Token, n.TLSCA, n.TLSCert, n.TLSKey = cfg.URL, cfg.Creds, cfg.NKey, cfg.User, cfg.Password, cfg.Token, cfg.TLSCA, cfg.TLSCert, cfg.TLSKey
+	*c = natsContext{name: c.name, origin: origin, domain: cfg.Domain, apiPrefix: cfg.APIPrefix, inboxPrefix: cfg.InboxPrefix, tlsFirst: cfg.TLSFirst}
 	return nil
 }
 
-// syncFlags copies the connection flags to cfg's fields, or back.
-func syncFlags(flags map[string]*kong.Flag, cfg *natsconn.Config, toFlags bool) {
-	for path, name := range natsNames {
-		f, field := flags[strings.TrimPrefix(name, "--")], reflect.ValueOf(cfg).Elem().FieldByName(path)
-		switch {
-		case f == nil || !field.IsValid():
-		case toFlags:
-			f.Target.SetString(field.String())
-		default:
-			field.SetString(f.Target.String())
-		}
+// selectedNATS is the selected command's connection flags, its field NATS
+// (perhaps in an embedded struct), if it has them.
+func selectedNATS(kctx *kong.Context) *natsFlags {
+	if kctx.Selected() == nil {
+		return nil
 	}
+	v := kctx.Selected().Target.FieldByName("NATS")
+	if !v.CanAddr() {
+		return nil
+	}
+	n, _ := v.Addr().Interface().(*natsFlags)
+	return n
 }
 
 // configUsage is a setting natsconn refuses, as a usage error (exit 2).
