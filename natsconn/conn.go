@@ -3,6 +3,7 @@ package natsconn
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	neturl "net/url"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetledger/jetledger/internal/say"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -119,6 +121,29 @@ func (cfg Config) Options() ([]nats.Option, error) {
 		opts = append(opts, nats.TLSHandshakeFirst())
 	}
 	return opts, nil
+}
+
+// Check is Options' refusal of cfg said in names' words (a setting's
+// Config field, "Creds", to the caller's name for it; say.Name): a
+// *ConfigError, for a command line to print as its usage error. A refusal
+// that a Config from Resolve cannot have (Domain with APIPrefix, a
+// negative ReconnectWait) is returned as Options gives it.
+func (cfg Config) Check(names map[string]string) error {
+	_, err := cfg.Options()
+	var fe *FileError
+	var ke *NKeyError
+	var reason string
+	switch {
+	case errors.As(err, &fe):
+		reason = say.Name(names, fe.Setting) + ": " + fe.Err.Error()
+	case errors.As(err, &ke):
+		reason = say.Name(names, "NKey") + " " + ke.Path + ": " + ke.Err.Error()
+	case errors.Is(err, ErrCertWithoutKey):
+		reason = say.Name(names, "TLSCert") + " and " + say.Name(names, "TLSKey") + " go together"
+	default:
+		return err
+	}
+	return &ConfigError{Reason: reason, Err: err}
 }
 
 // Connect validates cfg, dials the server with reconnects forever (a

@@ -28,5 +28,14 @@
 //	}
 //	defer nc.Close()
 //
+// Resolve connects as the nats CLI does: a program's own settings, then
+// the NATS_* variables, then the context ($NATS_CONTEXT, else the selected
+// one), per group of settings:
+//
+//	cfg, origin, err := natsconn.Resolve(natsconn.Config{Logger: log}, natsconn.Sources{})
+//
+// Its refusals, and Check's, are a *ConfigError whose Reason names the
+// settings in the caller's words (Sources.Names).
+//
 // Server URLs may carry a password; RedactURL hides it for messages.
 package natsconn

@@ -88,3 +88,16 @@ type ContextError struct {
 func (e *ContextError) Error() string   { return "natsconn: " + e.detail }
 func (e *ContextError) Detail() string  { return e.detail }
 func (e *ContextError) Unwrap() []error { return []error{e.Kind, e.Err} }
+
+// ConfigError is a setting that Resolve or Check refuses before any I/O,
+// said in the caller's words (Sources.Names, Check's names): a command
+// line prints Reason as its usage error. errors.Is and errors.As reach the
+// refusal it says: a *ContextError, a *FileError, a *NKeyError,
+// ErrCertWithoutKey.
+type ConfigError struct {
+	Reason string
+	Err    error
+}
+
+func (e *ConfigError) Error() string { return "natsconn: " + e.Reason }
+func (e *ConfigError) Unwrap() error { return e.Err }

@@ -39,3 +39,19 @@ func ExampleContexts_Load() {
 	// nats://prod.example:4222 app hub
 	// nats://xxxxx@prod.example:4222
 }
+
+// A program connects as the nats CLI's user has set up: its own settings
+// first, then the NATS_* variables, then the context.
+func ExampleResolve() {
+	env := map[string]string{"NATS_URL": "nats://env.example:4222", "NATS_USER": "s3cret"}
+	cfg, origin, err := natsconn.Resolve(natsconn.Config{Name: "billing"}, natsconn.Sources{
+		Getenv:    func(k string) string { return env[k] },
+		OnlyNamed: true, // no context named: not the one 'nats context select' chose
+	})
+	if err != nil {
+		panic(err) // a *ConfigError
+	}
+	fmt.Println(cfg.URL, cfg.Token, cfg.Name, origin.URL)
+	// Output:
+	// nats://env.example:4222 s3cret billing $NATS_URL
+}

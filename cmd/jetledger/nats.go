@@ -35,32 +35,13 @@ type natsFlags struct {
 	TLSKey   string      `name:"tls-key" placeholder:"FILE" help:"client key file for NATS TLS"`
 }
 
-// config maps the flags, and what the context set that has no flag, to
-// the library's connection config.
+// config maps the flags, and what Resolve found that has no flag, to the
+// library's connection config.
 func (n natsFlags) config(log *slog.Logger) natsconn.Config {
-	cfg := natsconn.Config{URL: n.URL, Creds: n.Creds, NKey: n.NKey, User: n.User, Password: n.Password, Token: n.Token,
-		TLSCA: n.TLSCA, TLSCert: n.TLSCert, TLSKey: n.TLSKey, Logger: log}
-	n.Context.apply(&cfg)
-	return cfg
-}
-
-// settingFlags are the flags of the library's file settings.
-var settingFlags = map[string]string{"Creds": "--nats-creds", "NKey": "--nats-nkey", "TLSCA": "--tls-ca", "TLSCert": "--tls-cert", "TLSKey": "--tls-key"}
-
-// connUsage is a config the library refuses, in the flags' terms (exit 2):
-// a file that a typo names rather than the handshake failing.
-func connUsage(err error) error {
-	var fe *natsconn.FileError
-	var ke *natsconn.NKeyError
-	switch {
-	case errors.As(err, &fe):
-		return usagef("%s: %v", settingFlags[fe.Setting], fe.Err)
-	case errors.As(err, &ke):
-		return usagef("--nats-nkey %s: %v", ke.Path, ke.Err)
-	case errors.Is(err, natsconn.ErrCertWithoutKey):
-		return usagef("--tls-cert and --tls-key go together")
-	}
-	return err
+	c := n.Context
+	return natsconn.Config{URL: n.URL, Creds: n.Creds, NKey: n.NKey, User: n.User, Password: n.Password, Token: n.Token,
+		TLSCA: n.TLSCA, TLSCert: n.TLSCert, TLSKey: n.TLSKey, Logger: log,
+		Domain: c.domain, APIPrefix: c.apiPrefix, InboxPrefix: c.inboxPrefix, TLSFirst: c.tlsFirst}
 }
 
 // dial builds the command's logger and connects with it.
@@ -78,17 +59,17 @@ func dial(inv *invocation, n natsFlags, l logFlags) (*nats.Conn, jetstream.JetSt
 func connect(ctx context.Context, n natsFlags, log *slog.Logger) (*nats.Conn, jetstream.JetStream, error) {
 	cfg := n.config(log)
 	// Refused before the log line below, as a usage error naming the flag.
-	if _, err := cfg.Options(); err != nil {
-		return nil, nil, connUsage(err)
+	if err := cfg.Check(natsNames); err != nil {
+		return nil, nil, configUsage(err)
 	}
 	url := n.URL
 	hint := "is a server running there? 'jetledger run' without --nats starts one"
-	switch from := n.Context.from; {
-	case from != "":
-		hint = "the URL is from " + from
-		log.InfoContext(ctx, "NATS server from the nats CLI's settings", "url", redactURL(url), "from", from)
-	case n.Context.context != "":
-		hint = "with the settings of " + n.Context.context
+	switch o := n.Context.origin; {
+	case o.URL != "":
+		hint = "the URL is from " + o.URL
+		log.InfoContext(ctx, "NATS server from the nats CLI's settings", "url", redactURL(url), "from", o.URL)
+	case o.Context != "":
+		hint = "with the settings of " + o.Context
 	}
 	nc, js, err := natsconn.Connect(ctx, cfg)
 	var ce *natsconn.ConnectError
@@ -100,7 +81,7 @@ func connect(ctx context.Context, n natsFlags, log *slog.Logger) (*nats.Conn, je
 	case errors.As(err, &ce):
 		return nil, nil, fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(url), ce.Err, hint)
 	}
-	return nil, nil, connUsage(err)
+	return nil, nil, err // Check refused what Connect would
 }
 
 // redactURL hides a password in a list of server URLs (natsconn.RedactURL).

@@ -15,8 +15,8 @@
 //     candidates computed by the binary itself from the model (Complete).
 //   - WriteReference: a Markdown reference of every command and flag, for a
 //     golden test to keep beside --help.
-//   - Given and FillGroup: settings of another tool (its variables, a file
-//     of fields) under the program's own, group by group.
+//   - Given: whether the program's own settings set a flag, not its
+//     default, for settings of another tool to come under them.
 //
 // A program wires it in as:
 //

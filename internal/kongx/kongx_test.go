@@ -282,45 +282,37 @@ func TestWriteReference(t *testing.T) {
 	}
 }
 
-// The program's own settings win over the other tool's variables, and those
-// over its file's fields, group by group.
-func TestFillGroup(t *testing.T) {
-	group := []kongx.Setting{{Flag: "db", Env: "OTHER_DB", Field: "database"}, {Flag: "subjects", Field: "subjects"}}
-	fields := map[string]string{"database": "field.db", "subjects": "f.>"}
-	fill := func(args ...string) (*app, kongx.Source, map[string]string) {
-		t.Helper()
-		root, kctx, err := parse(t, args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var seen map[string]string
-		from, err := kongx.FillGroup(kctx, kongx.SelectedFlags(kctx), group, func(f string) string { return fields[f] },
-			func(_ kongx.Source, values map[string]string) error { seen = values; return nil })
-		if err != nil {
-			t.Fatal(err)
-		}
-		return root, from, seen
+// A flag is given by the command line, the config file or its variable,
+// even an empty one; not by its default.
+func TestGiven(t *testing.T) {
+	cfg := writeFile(t, "[run]\nsubjects = \"file.>\"\n")
+	tests := []struct {
+		name string
+		args []string
+		env  string // APP_DB's value, if set
+		want map[string]bool
+	}{
+		{name: "defaults", args: []string{"run"}, want: map[string]bool{"db": false, "deadline": false, "subjects": false}},
+		{name: "command line", args: []string{"--db", "x.db", "run", "--deadline", "5s"}, want: map[string]bool{"db": true, "deadline": true, "subjects": false}},
+		{name: "config file", args: []string{"--config", cfg, "run"}, want: map[string]bool{"db": false, "subjects": true}},
+		{name: "variable", args: []string{"run"}, env: "env.db", want: map[string]bool{"db": true}},
+		{name: "empty variable", args: []string{"run"}, env: "", want: map[string]bool{"db": true}},
 	}
-	if root, from, _ := fill("run"); from != kongx.FromFields || root.DB != "field.db" || root.Run.Subjects != "f.>" {
-		t.Fatalf("from the fields: %v %+v", from, root)
-	}
-	t.Setenv("OTHER_DB", "env.db")
-	if root, from, seen := fill("run"); from != kongx.FromEnv || root.DB != "env.db" || root.Run.Subjects != "" || seen["db"] != "env.db" {
-		t.Fatalf("from the variables: %v %+v", from, root)
-	}
-	root, kctx, _ := parse(t, "outbox", "list")
-	refused := errors.New("refused")
-	if _, err := kongx.FillGroup(kctx, kongx.SelectedFlags(kctx), group[:1], nil, func(kongx.Source, map[string]string) error { return refused }); !errors.Is(err, refused) {
-		t.Fatalf("check's error: %v", err)
-	}
-	if root.DB != "app.db" {
-		t.Fatalf("a refused group was set: db %s", root.DB)
-	}
-	if root, from, _ := fill("run", "--subjects", "own.>"); from != kongx.FromNone || root.DB != "app.db" || root.Run.Subjects != "own.>" {
-		t.Fatalf("one of the group given: %v %+v", from, root)
-	}
-	t.Setenv("APP_DB", "own.db")
-	if root, from, _ := fill("run"); from != kongx.FromNone || root.DB != "own.db" {
-		t.Fatalf("the program's own variable: %v %+v", from, root)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.env != "" || tt.name == "empty variable" {
+				t.Setenv("APP_DB", tt.env)
+			}
+			_, kctx, err := parse(t, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			flags := kongx.SelectedFlags(kctx)
+			for name, want := range tt.want {
+				if got := kongx.Given(kctx, flags[name]); got != want {
+					t.Errorf("%q: Given(--%s) = %t, want %t", tt.args, name, got, want)
+				}
+			}
+		})
 	}
 }
