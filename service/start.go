@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
@@ -44,6 +46,9 @@ type Service struct {
 // another process holds is waited for, logged once.
 func Start(ctx context.Context, cfg Config) (*Service, error) {
 	cfg, err := cfg.withDefaults()
+	if err == nil {
+		err = cfg.load()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -57,6 +62,13 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 
 func (s *Service) start(ctx context.Context) (err error) {
 	c := &s.cfg
+	if c.Metrics == nil && c.MetricsAddr != "" {
+		// Taken first: a port in use stops the run before it creates anything.
+		if c.Metrics, err = net.Listen("tcp", c.MetricsAddr); err != nil {
+			return step(StepMetrics, fmt.Errorf("%s %s: %w", c.Names.Say("MetricsAddr"), c.MetricsAddr, err))
+		}
+		s.closers = append(s.closers, func() { c.Metrics.Close() })
+	}
 	if err := sqlhandler.Check(ctx, c.DB, c.SQL); err != nil {
 		return step(StepSQL, err)
 	}

@@ -16,10 +16,10 @@ import (
 // flags' terms, with the exit code of a usage error where the flags are at
 // fault. Only a step error of the service itself is advised: a
 // partition's, inside RunPartitions' error, was advised by its own run.
-func (f *consumeFlags) advise(err error) error {
+func (f *consumeFlags) advise(cfg service.Config, err error) error {
 	st, ok := err.(*service.StepError) //nolint:errorlint // the service's own, not a wrapped one
 	if !ok {
-		return err
+		return configUsage(err)
 	}
 	switch st.Step {
 	case service.StepSQL:
@@ -30,34 +30,34 @@ func (f *consumeFlags) advise(err error) error {
 		return noJetStreamAdvice(err, f.NATS.URL)
 	case service.StepLedger:
 		if errors.Is(err, ledger.ErrInvalidConfig) {
-			return usagef("--db %q: %w", f.DB, err)
+			return usagef("--db %q: %w", cfg.DB, err)
 		}
 	case service.StepStream:
-		return f.streamAdvice(err)
+		return streamAdvice(cfg, err)
 	case service.StepOutbox:
 		if errors.Is(err, outbox.ErrInvalidConfig) {
 			return usageError{err}
 		}
 	case service.StepConsumer:
-		return refusal(f.Stream, f.Durable, f.Plan.Batch, err)
+		return refusal(cfg.Stream.Name, cfg.Consumer.Durable, cfg.Consumer.Plan.BatchSize, err)
 	case service.StepPrune:
 		if r := (*service.RetentionError)(nil); errors.As(err, &r) && errors.Is(err, prune.ErrRetentionShort) {
 			return retentionShort(r.Retention, r.Stream, r.DuplicateWindow)
 		}
 	case service.StepRun:
-		return explainRunError(err, f.DBMaxSize)
+		return explainRunError(err, byteSize(cfg.Ledger.MaxSizeBytes))
 	}
 	return err
 }
 
 // streamAdvice says the stream's refusals: missing, or partitioned
 // otherwise than the flags say.
-func (f *consumeFlags) streamAdvice(err error) error {
+func streamAdvice(cfg service.Config, err error) error {
 	var share *service.PartitionedError
 	var count *service.PartitionCountError
 	switch {
 	case errors.Is(err, service.ErrNoStream):
-		return fmt.Errorf("stream %s does not exist; pass --subjects to create it", f.Stream)
+		return fmt.Errorf("stream %s does not exist; pass --subjects to create it", cfg.Stream.Name)
 	case errors.As(err, &share):
 		return fmt.Errorf("stream %s is partitioned into %d: consume it with run --partition I (each partition into its own ledger), or name a partition's durable (--durable %s-p0); one consumer over every partition would apply them all into one ledger, beside the partitions' own",
 			share.Stream, share.Partitions, share.Durable)
