@@ -149,3 +149,8 @@ func (c *Config) load() error {
 func CheckPlan(p ackwait.Plan, explicit bool, n Names) error {
 	return Config{Consumer: consumer.Config{Plan: p}, Explicit: explicit, Names: n.withDefaults()}.checkPlan()
 }
+
+// noStream is ErrNoStream for err, stream.ErrNotFound of c.Stream.
+func (c Config) noStream(err error) error {
+	return &NoStreamError{Stream: c.Stream.Name, Subjects: c.Names.Say("Stream.Subjects"), Err: err}
+}

@@ -150,7 +150,7 @@ func partitionedStream(ctx context.Context, cfg Config, conn natsconn.Config, co
 	defer nc.Close()
 	info, err := stream.Ensure(ctx, js, cfg.Stream)
 	if errors.Is(err, stream.ErrNotFound) {
-		err = errors.Join(ErrNoStream, err)
+		err = cfg.noStream(err)
 	}
 	if err != nil {
 		return 0, step(StepStream, err)

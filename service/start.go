@@ -87,7 +87,9 @@ func (s *Service) start(ctx context.Context) (err error) {
 		return step(StepConnect, err)
 	}
 	s.closers = append(s.closers, s.nc.Close)
-	if err := stream.RequireJetStream(ctx, s.js); err != nil {
+	if err := stream.RequireJetStream(ctx, s.js); errors.Is(err, stream.ErrNoJetStream) {
+		return step(StepServer, &NoJetStreamError{URL: natsconn.RedactURL(conn.URL), NATS: c.Names.Say("NATS"), Err: err})
+	} else if err != nil {
 		return step(StepServer, err)
 	}
 	ledgerCfg := c.Ledger
@@ -95,7 +97,9 @@ func (s *Service) start(ctx context.Context) (err error) {
 		ledgerCfg.Sinks = []string{c.Sink.Name()}
 		s.fx.sink = c.Sink.Name()
 	}
-	if s.st, err = ledger.Open(c.DB, ledgerCfg); err != nil {
+	if s.st, err = ledger.Open(c.DB, ledgerCfg); errors.Is(err, ledger.ErrInvalidConfig) {
+		return step(StepLedger, &ConfigError{Reason: fmt.Sprintf("%s %q: %v", c.Names.Say("DB"), c.DB, err), Err: err})
+	} else if err != nil {
 		return step(StepLedger, err)
 	}
 	s.closers = append(s.closers, func() { s.st.Close() })
@@ -150,7 +154,7 @@ func (s *Service) ensureStream(ctx context.Context) error {
 		s.info, err = stream.EnsureSourced(ctx, s.js, stream.Sourced{Stream: c.Stream, Hub: c.Hub.Stream, Filter: c.Hub.Filter,
 			Domain: c.Hub.Domain, Start: c.Hub.Start, Ledger: s.st})
 	} else if s.info, err = stream.Ensure(ctx, s.js, c.Stream); errors.Is(err, stream.ErrNotFound) {
-		err = errors.Join(ErrNoStream, err)
+		err = c.noStream(err)
 	}
 	if err != nil {
 		return step(StepStream, err)

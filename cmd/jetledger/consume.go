@@ -52,7 +52,7 @@ var runNames = service.Names{Program: "run", Settings: map[string]string{
 	"Consumer.Durable": "--durable", "Consumer.MaxDeliver": "--max-deliver", "Consumer.Plan.Deadline": "--deadline", "Consumer.Plan.BatchSize": "--batch",
 	"Consumer.Plan.BufferWait": "--buffer-wait", "Consumer.Plan.CommitMargin": "--commit-margin", "Consumer.Plan.AckMargin": "--ack-margin",
 	"Prune.Retention": "--retention", "Prune.OutboxRetention": "--outbox-retention", "Prune.Interval": "--prune-interval",
-	"SummaryInterval": "--summary-interval", "MetricsAddr": "--metrics", "Hub": "--hub-url", "Hub.Filter": "--hub-filter",
+	"SummaryInterval": "--summary-interval", "MetricsAddr": "--metrics", "NATS": "--nats", "Hub": "--hub-url", "Hub.Filter": "--hub-filter",
 	"Partitions.Count": "--partitions", "Partitions.Key": "--partition-key", "Partitions.Named": "--partition",
 }}
 
