@@ -45,7 +45,8 @@ type Config struct {
 	// token. Default natsconn.Connect.
 	Dial func(ctx context.Context, cfg natsconn.Config) (*nats.Conn, jetstream.JetStream, error)
 	// Stream is the stream consumed, created if missing when it has
-	// Subjects (stream.Ensure). Name is required.
+	// Subjects (stream.Ensure). Name is required. Duplicates defaults to
+	// node.DuplicateWindow's under Node.MemoryLimit.
 	Stream stream.Config
 	// Hub, when set, creates Stream as a copy sourcing the hub's stream
 	// (stream.EnsureSourced): an edge. It needs Node.Leaf and no NATS.
@@ -180,6 +181,10 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Stream.Logger == nil {
 		c.Stream.Logger = c.Logger
+	}
+	if c.Stream.Duplicates == 0 {
+		// Short under a memory limit: the embedded server keeps every id of it.
+		c.Stream.Duplicates = node.DuplicateWindow(0, c.Node.MemoryLimit)
 	}
 	if c.Stream.Names == nil {
 		c.Stream.Names = say.Under(c.Names.Settings, "Stream")

@@ -65,7 +65,7 @@ func (f *consumeFlags) config(log *slog.Logger, s sink) service.Config {
 		Dial: f.dial(log), StartAttrs: []any{"names_from", f.from}, Names: runNames, Explicit: true,
 		Ledger: ledgerConfig(ledger.Config{MaxSizeBytes: int64(f.DBMaxSize)}),
 		Node:   f.Embedded.config(f.DB, log),
-		Stream: streamSpec{Name: f.Stream, Subjects: kongx.SplitList(f.Subjects), Duplicates: duplicateWindow(f.DuplicateWindow, f.MemoryLimit),
+		Stream: streamSpec{Name: f.Stream, Subjects: kongx.SplitList(f.Subjects), Duplicates: f.DuplicateWindow,
 			Limits: f.streamLimitFlags}.config(nil),
 		Consumer: consumer.Config{Stream: f.Stream, Durable: f.Durable, Plan: f.Plan.ackwait(), MaxDeliver: f.MaxDeliver, AllowSequenceIDs: f.AllowSeqIDs,
 			Metadata: map[string]string{consumer.MetadataVersion: version()}}}

@@ -50,13 +50,7 @@ func (f dbFlag) openExisting() (*ledger.Store, error) {
 
 // open opens the ledger; a path it refuses is the flag's usage error.
 func (f dbFlag) open(cfg ledger.Config) (*ledger.Store, error) {
-	if w := weakenedSynchronous(); w != "" {
-		cfg.Synchronous = w
-	}
-	if now := faultClock(); now != nil && cfg.Now == nil {
-		cfg.Now = now
-	}
-	st, err := ledger.Open(f.DB, cfg)
+	st, err := ledger.Open(f.DB, ledgerConfig(cfg))
 	if errors.Is(err, ledger.ErrInvalidConfig) {
 		return nil, usagef("--db %q: %w", f.DB, err)
 	}

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"time"
-
 	"github.com/alecthomas/kong"
 	"github.com/jetledger/jetledger/node"
 )
@@ -26,16 +24,6 @@ func (b *byteSize) Decode(ctx *kong.DecodeContext) error {
 }
 
 func (b byteSize) String() string { return node.ByteSize(b).String() }
-
-// duplicateWindow is the window of a stream run creates: --duplicate-window
-// when given (a negative one for the service to refuse), else NATS's
-// default, or a short one under --memory-limit.
-func duplicateWindow(given time.Duration, limit byteSize) time.Duration {
-	if given < 0 {
-		return given
-	}
-	return node.DuplicateWindow(given, node.ByteSize(limit))
-}
 
 // flag is the size as a flag value; empty for 0.
 func (b byteSize) flag() string {
