@@ -45,7 +45,8 @@ type Config struct {
 	// token. Default natsconn.Connect.
 	Dial func(ctx context.Context, cfg natsconn.Config) (*nats.Conn, jetstream.JetStream, error)
 	// Stream is the stream consumed, created if missing when it has
-	// Subjects (stream.Ensure). Name is required.
+	// Subjects (stream.Ensure). Name is required. Duplicates defaults to
+	// node.DuplicateWindow's under Node.MemoryLimit.
 	Stream stream.Config
 	// Hub, when set, creates Stream as a copy sourcing the hub's stream
 	// (stream.EnsureSourced): an edge. It needs Node.Leaf and no NATS.
@@ -57,6 +58,9 @@ type Config struct {
 	// SQL is the built-in handler (sqlhandler), checked on a scratch copy
 	// of the ledger's schema before anything starts.
 	SQL sqlhandler.Config
+	// SchemaFile, when set, is read as SQL.Schema (SQL.SchemaName defaults
+	// to it) before anything starts. Default "": SQL.Schema as given.
+	SchemaFile string
 	// Sink receives each applied message's payload through the outbox (a
 	// webhook sink, say). Default nil: none, unless Effects.
 	Sink outbox.Sink
@@ -68,8 +72,11 @@ type Config struct {
 	// Prune prunes the ledger while running.
 	Prune Prune
 	// Metrics, when set, serves Prometheus /metrics and /healthz on it
-	// until Run returns. Default nil: none.
+	// until Run returns. Default nil: none, unless MetricsAddr.
 	Metrics net.Listener
+	// MetricsAddr is the host:port Metrics listens on (port 0: a free
+	// one); with Metrics nil, Start listens there. Default "": none.
+	MetricsAddr string
 	// SummaryInterval is how often Run logs the counts at info. Default 0:
 	// never.
 	SummaryInterval time.Duration
@@ -79,6 +86,11 @@ type Config struct {
 	// program its warnings name. Default: the settings' paths from Config
 	// (SQL.Apply is SQL.ApplyName's when that is set).
 	Names Names
+	// Explicit says the caller sets Consumer.Plan's fields (but
+	// PerMessage), Consumer.MaxDeliver and Partitions.Key itself, as a
+	// command line whose flags have defaults does: a zero among them is
+	// refused, not taken as the default. Default false.
+	Explicit bool
 	// Logger receives every record. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -170,18 +182,31 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Stream.Logger == nil {
 		c.Stream.Logger = c.Logger
 	}
+	if c.Stream.Duplicates == 0 {
+		// Short under a memory limit: the embedded server keeps every id of it.
+		c.Stream.Duplicates = node.DuplicateWindow(0, c.Node.MemoryLimit)
+	}
+	if c.Stream.Names == nil {
+		c.Stream.Names = say.Under(c.Names.Settings, "Stream")
+	}
 	c.Names = c.Names.withDefaults()
 	return c, c.validate()
 }
 
+// Validate refuses, before any I/O, a Config that Start or Run would
+// refuse: a *ConfigError, naming the setting as Names says.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 // validate refuses a Config before any I/O, across fields too.
 func (c Config) validate() error {
+	if err := c.checkRun(); err != nil {
+		return err
+	}
 	var why string
 	switch {
-	case c.DB == "":
-		why = "DB is required"
-	case c.Stream.Name == "":
-		why = "Stream.Name is required"
 	case c.Consumer.Stream != c.Stream.Name:
 		why = "Consumer.Stream is another stream than Stream.Name"
 	case c.Consumer.Handler != nil:
@@ -198,17 +223,11 @@ func (c Config) validate() error {
 		why = "Sink and Effects both name the outbox's sink"
 	case c.Effects != nil && c.Effects.Subject == "":
 		why = "Effects.Subject is required"
-	case c.Prune.Interval < 0 || c.SummaryInterval < 0:
-		why = "Prune.Interval and SummaryInterval must not be negative"
 	case c.Outbox.Workers < 0 || c.Outbox.MaxAttempts < 0:
 		why = "Outbox.Workers and Outbox.MaxAttempts must not be negative"
 	}
 	if why != "" {
 		return &ConfigError{Reason: why}
-	}
-	// The plan too, so that a refusal leaves no ledger or stream behind.
-	if err := c.Consumer.Plan.Check(); err != nil {
-		return &ConfigError{Reason: "Consumer.Plan: " + err.Error(), Err: err}
 	}
 	return c.checkEdge()
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 var (
@@ -133,3 +135,32 @@ func (e *RetentionError) Error() string {
 	return fmt.Sprintf("service: prune: retention %s is shorter than stream %s's duplicate window %s", e.Retention, e.Stream, e.DuplicateWindow)
 }
 func (e *RetentionError) Unwrap() error { return e.Err }
+
+// NoStreamError is ErrNoStream for the stream, said in Names' words.
+type NoStreamError struct {
+	Stream   string
+	Subjects string // what the caller calls Stream.Subjects
+	Err      error  // stream.ErrNotFound's
+}
+
+func (e *NoStreamError) Error() string {
+	return fmt.Sprintf("stream %s does not exist; pass %s to create it", e.Stream, e.Subjects)
+}
+func (e *NoStreamError) Unwrap() []error { return []error{ErrNoStream, e.Err} }
+
+// NoJetStreamError is stream.ErrNoJetStream of the server at URL, said in
+// Names' words.
+type NoJetStreamError struct {
+	URL  string // redacted
+	NATS string // what the caller calls NATS
+	Err  error
+}
+
+func (e *NoJetStreamError) Error() string {
+	why := jetstream.ErrJetStreamNotEnabled
+	if errors.Is(e.Err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		why = jetstream.ErrJetStreamNotEnabledForAccount
+	}
+	return fmt.Sprintf("the server at %s has no JetStream for this account (%v): enable JetStream there, or leave out %s to use the embedded server", e.URL, why, e.NATS)
+}
+func (e *NoJetStreamError) Unwrap() error { return e.Err }

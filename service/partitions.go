@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jetledger/jetledger/consumer/partition"
 	"github.com/jetledger/jetledger/natsconn"
@@ -23,6 +22,11 @@ type Partitions struct {
 	// the stream is created with it if missing. Default 0: the stream must
 	// exist partitioned.
 	Count int
+	// Key, with Count, creates the stream partitioned by this '*' token of
+	// Config.Stream.Subjects' one subject, counting from 1
+	// (partition.Transform sets Stream.Transform). Default 0: the
+	// Stream.Transform given.
+	Key int
 	// Run runs one partition until ctx ends or it fails. Default: Run of
 	// the Config the partition makes of RunPartitions' (Partition.Config).
 	Run func(ctx context.Context, p Partition) error
@@ -58,14 +62,17 @@ func (p Partition) Config(base Config) Config {
 // fail stops the others.
 func RunPartitions(ctx context.Context, cfg Config, p Partitions) error {
 	cfg, err := cfg.withDefaults()
+	if err == nil {
+		err = p.Validate(cfg)
+	}
+	if err == nil {
+		err = cfg.load()
+	}
 	if err != nil {
 		return err
 	}
-	switch {
-	case cfg.Hub != nil:
-		return fmt.Errorf("%w: partitions and Hub do not go together: partition the hub's stream", ErrInvalidConfig)
-	case cfg.Metrics != nil:
-		return fmt.Errorf("%w: Metrics serves one consumer: give each partition's run its own (Partitions.Run)", ErrInvalidConfig)
+	if p.Count > 0 && p.creates(cfg) {
+		cfg.Stream.Transform, _ = p.transform(cfg) // checked by Validate
 	}
 	// Each partition's Start checks its SQL first too, but only after the
 	// server and the stream below: checked here, a bad one creates nothing.
@@ -143,7 +150,7 @@ func partitionedStream(ctx context.Context, cfg Config, conn natsconn.Config, co
 	defer nc.Close()
 	info, err := stream.Ensure(ctx, js, cfg.Stream)
 	if errors.Is(err, stream.ErrNotFound) {
-		err = errors.Join(ErrNoStream, err)
+		err = cfg.noStream(err)
 	}
 	if err != nil {
 		return 0, step(StepStream, err)

@@ -80,7 +80,9 @@ func (s *Service) dispatcher(ctx context.Context, batches *metrics.Batches) (*ou
 		var err error
 		d, err = outbox.New(s.st, outbox.Config{Sink: snk, Workers: c.Outbox.Workers, MaxAttempts: c.Outbox.MaxAttempts,
 			Lease: c.Consumer.Plan.ClaimLease(snk.Timeout()), Logger: s.log})
-		if err != nil {
+		if errors.Is(err, outbox.ErrInvalidConfig) {
+			return nil, step(StepOutbox, &ConfigError{Reason: err.Error(), Err: err})
+		} else if err != nil {
 			return nil, step(StepOutbox, err)
 		}
 	}

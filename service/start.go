@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
@@ -44,6 +46,9 @@ type Service struct {
 // another process holds is waited for, logged once.
 func Start(ctx context.Context, cfg Config) (*Service, error) {
 	cfg, err := cfg.withDefaults()
+	if err == nil {
+		err = cfg.load()
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -57,6 +62,13 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 
 func (s *Service) start(ctx context.Context) (err error) {
 	c := &s.cfg
+	if c.Metrics == nil && c.MetricsAddr != "" {
+		// Taken first: a port in use stops the run before it creates anything.
+		if c.Metrics, err = net.Listen("tcp", c.MetricsAddr); err != nil {
+			return step(StepMetrics, fmt.Errorf("%s %s: %w", c.Names.Say("MetricsAddr"), c.MetricsAddr, err))
+		}
+		s.closers = append(s.closers, func() { c.Metrics.Close() })
+	}
 	if err := sqlhandler.Check(ctx, c.DB, c.SQL); err != nil {
 		return step(StepSQL, err)
 	}
@@ -75,7 +87,9 @@ func (s *Service) start(ctx context.Context) (err error) {
 		return step(StepConnect, err)
 	}
 	s.closers = append(s.closers, s.nc.Close)
-	if err := stream.RequireJetStream(ctx, s.js); err != nil {
+	if err := stream.RequireJetStream(ctx, s.js); errors.Is(err, stream.ErrNoJetStream) {
+		return step(StepServer, &NoJetStreamError{URL: natsconn.RedactURL(conn.URL), NATS: c.Names.Say("NATS"), Err: err})
+	} else if err != nil {
 		return step(StepServer, err)
 	}
 	ledgerCfg := c.Ledger
@@ -83,7 +97,9 @@ func (s *Service) start(ctx context.Context) (err error) {
 		ledgerCfg.Sinks = []string{c.Sink.Name()}
 		s.fx.sink = c.Sink.Name()
 	}
-	if s.st, err = ledger.Open(c.DB, ledgerCfg); err != nil {
+	if s.st, err = ledger.Open(c.DB, ledgerCfg); errors.Is(err, ledger.ErrInvalidConfig) {
+		return step(StepLedger, &ConfigError{Reason: fmt.Sprintf("%s %q: %v", c.Names.Say("DB"), c.DB, err), Err: err})
+	} else if err != nil {
 		return step(StepLedger, err)
 	}
 	s.closers = append(s.closers, func() { s.st.Close() })
@@ -138,7 +154,7 @@ func (s *Service) ensureStream(ctx context.Context) error {
 		s.info, err = stream.EnsureSourced(ctx, s.js, stream.Sourced{Stream: c.Stream, Hub: c.Hub.Stream, Filter: c.Hub.Filter,
 			Domain: c.Hub.Domain, Start: c.Hub.Start, Ledger: s.st})
 	} else if s.info, err = stream.Ensure(ctx, s.js, c.Stream); errors.Is(err, stream.ErrNotFound) {
-		err = errors.Join(ErrNoStream, err)
+		err = c.noStream(err)
 	}
 	if err != nil {
 		return step(StepStream, err)

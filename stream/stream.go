@@ -53,6 +53,10 @@ type Config struct {
 	// Version is the jetledger release recorded in the stream's metadata.
 	// Default "": none recorded.
 	Version string
+	// Names are what Check's refusals call the settings: a setting's path
+	// in Config ("Limits.MaxAge") to the caller's name for it ("--max-age").
+	// Default: the paths.
+	Names map[string]string
 	// Logger receives the warnings and the waits. Default slog.Default().
 	Logger *slog.Logger
 
@@ -62,21 +66,6 @@ type Config struct {
 	// adopt, when set, is asked about a stream that exists (or was made
 	// meanwhile by someone else) before it is used; its error refuses it.
 	adopt func(context.Context, *jetstream.StreamInfo) error
-}
-
-// validate refuses, before any I/O, what the server would refuse later.
-func (c Config) validate() error {
-	switch {
-	case c.Name == "":
-		return fmt.Errorf("%w: no Name", ErrInvalidConfig)
-	case c.Limits.MaxAge < 0 || c.Limits.MaxBytes < 0 || c.Limits.MaxMsgs < 0:
-		return fmt.Errorf("%w: negative limit %+v", ErrInvalidConfig, c.Limits)
-	case c.Limits.Replicas < 0 || c.Limits.Replicas > 5:
-		return fmt.Errorf("%w: Replicas %d: want 1 to 5", ErrInvalidConfig, c.Limits.Replicas)
-	case c.Limits.MaxAge > 0 && c.Limits.MaxAge < c.Duplicates:
-		return fmt.Errorf("%w: MaxAge %s is shorter than the duplicate window %s", ErrInvalidConfig, c.Limits.MaxAge, c.Duplicates)
-	}
-	return nil
 }
 
 func (c Config) creates() bool { return len(c.Subjects) > 0 || len(c.Sources) > 0 }
@@ -131,7 +120,7 @@ const msgSourceStart = "the stream copies its source from start_seq: the ledger 
 // cannot answer yet (a stream leader being elected) is waited for until ctx
 // ends.
 func Ensure(ctx context.Context, js jetstream.JetStream, c Config) (*jetstream.StreamInfo, error) {
-	if err := c.validate(); err != nil {
+	if err := c.Check(); err != nil {
 		return nil, fmt.Errorf("stream: ensure: %w", err)
 	}
 	log := c.logger()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
@@ -14,6 +13,7 @@ import (
 	"github.com/jetledger/jetledger/natsconn"
 	"github.com/jetledger/jetledger/node"
 	"github.com/jetledger/jetledger/service"
+	"github.com/jetledger/jetledger/sqlhandler"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -41,80 +41,34 @@ type consumeFlags struct {
 	Plan            planFlags     `embed:"" group:"timing"`
 	Webhook         webhookURL    `embed:"" group:"webhook"`
 	Log             logFlags      `embed:"" group:"log"`
-
-	// Set by run for one partition of a partitioned stream.
-	filter   []string // the partition's subjects
-	logAttrs []any    // the partition, on every log line
 }
 
-// validate checks every flag, naming the first bad one, before anything is
-// started, and returns the timing plan.
-func (f *consumeFlags) validate() (ackwait.Plan, error) {
-	plan, err := f.Plan.plan()
-	if err == nil {
-		err = firstError(f.dbFlag.validate(), f.streamFlags.validate(), checkSubjects(f.Subjects),
-			checkDurations(durationFlag{"--duplicate-window", f.DuplicateWindow}), checkMemoryLimit(f.MemoryLimit),
-			f.streamLimitFlags.validate(f.Subjects+f.Embedded.HubStream, duplicateWindow(f.DuplicateWindow, f.MemoryLimit)),
-			f.Embedded.validate(f.NATS.URL != ""), f.Embedded.hubFlags.validate(f.NATS.URL != "", f.Subjects))
-	}
-	switch {
-	case err != nil:
-	case f.MaxDeliver == 0 || f.MaxDeliver < -1:
-		err = usagef("--max-deliver %d: want a positive number or -1", f.MaxDeliver)
-	case f.DBMaxSize > 0 && f.DBMaxSize < ledger.MinSizeBytes:
-		err = usagef("--db-max-size %s: want at least %s (a new ledger's schema with room for its first batches), or 0 for no cap",
-			f.DBMaxSize, byteSize(ledger.MinSizeBytes))
-	case f.Schema != "":
-		if _, serr := os.Stat(f.Schema); serr != nil {
-			err = usagef("--schema: %v", serr)
-		}
-	}
-	return plan, err
-}
+// runNames are what the service calls the settings the flags give: its
+// refusals and its log name the flags (and the command).
+var runNames = service.Names{Program: "run", Settings: map[string]string{
+	"DB": "--db", "SchemaFile": "--schema", "SQL.Schema": "--schema", "SQL.Apply": "--apply", "Ledger.MaxSizeBytes": "--db-max-size",
+	"Stream.Name": "--stream", "Stream.Subjects": "--subjects", "Stream.Duplicates": "--duplicate-window", "Node.MemoryLimit": "--memory-limit",
+	"Stream.Limits.MaxAge": "--max-age", "Stream.Limits.MaxBytes": "--max-bytes", "Stream.Limits.MaxMsgs": "--max-msgs", "Stream.Limits.Replicas": "--replicas",
+	"Consumer.Durable": "--durable", "Consumer.MaxDeliver": "--max-deliver", "Consumer.Plan.Deadline": "--deadline", "Consumer.Plan.BatchSize": "--batch",
+	"Consumer.Plan.BufferWait": "--buffer-wait", "Consumer.Plan.CommitMargin": "--commit-margin", "Consumer.Plan.AckMargin": "--ack-margin",
+	"Prune.Retention": "--retention", "Prune.OutboxRetention": "--outbox-retention", "Prune.Interval": "--prune-interval",
+	"SummaryInterval": "--summary-interval", "MetricsAddr": "--metrics", "NATS": "--nats", "Hub": "--hub-url", "Hub.Filter": "--hub-filter",
+	"Partitions.Count": "--partitions", "Partitions.Key": "--partition-key", "Partitions.Named": "--partition",
+}}
 
-// consumption is the service replay starts, as its flags say.
-type consumption struct {
-	*service.Service
-	js jetstream.JetStream
-}
-
-// setup checks the flags, then starts what run and replay consume with
-// (service.Start), effects going to s (nil: none); its refusals are said
-// in the flags' terms.
-func (f *consumeFlags) setup(ctx context.Context, stderr io.Writer, s sink) (*consumption, error) {
-	cfg, err := f.config(stderr, s)
-	if err != nil {
-		return nil, err
-	}
-	svc, err := service.Start(ctx, cfg)
-	if err != nil {
-		return nil, f.advise(err)
-	}
-	return &consumption{Service: svc, js: svc.JetStream()}, nil
-}
-
-// config checks the flags and maps them to the service's config.
-func (f *consumeFlags) config(stderr io.Writer, s sink) (service.Config, error) {
-	plan, err := f.validate()
-	if err != nil {
-		return service.Config{}, err
-	}
-	log, err := f.Log.logger(stderr)
-	if err != nil {
-		return service.Config{}, err
-	}
-	log = log.With(f.logAttrs...)
-	sql, err := handlerConfig(f.Schema, f.Apply)
-	if err != nil {
-		return service.Config{}, err
-	}
-	cfg := service.Config{DB: f.DB, Logger: log, SQL: sql, Sink: s, Dial: f.dial(log), StartAttrs: []any{"names_from", f.from}, Names: runNames,
-		Ledger: ledgerConfig(ledger.Config{Logger: log, MaxSizeBytes: int64(f.DBMaxSize)}),
+// config maps the flags to the service's config, which checks them
+// (check). The names left out are the defaults until resolveFrom reads
+// the ledger's.
+func (f *consumeFlags) config(log *slog.Logger, s sink) service.Config {
+	_ = f.streamFlags.validate() // fills in the defaults; the service checks the names
+	cfg := service.Config{DB: f.DB, Logger: log, SchemaFile: f.Schema, SQL: sqlhandler.Config{Apply: f.Apply, ApplyName: "--apply"}, Sink: s,
+		Dial: f.dial(log), StartAttrs: []any{"names_from", f.from}, Names: runNames, Explicit: true,
+		Ledger: ledgerConfig(ledger.Config{MaxSizeBytes: int64(f.DBMaxSize)}),
 		Node:   f.Embedded.config(f.DB, log),
-		Stream: streamSpec{Name: f.Stream, Subjects: kongx.SplitList(f.Subjects), Duplicates: duplicateWindow(f.DuplicateWindow, f.MemoryLimit),
-			Limits: f.streamLimitFlags}.config(log),
-		Consumer: consumer.Config{Stream: f.Stream, Durable: f.Durable, Plan: plan, MaxDeliver: f.MaxDeliver, AllowSequenceIDs: f.AllowSeqIDs,
-			Logger: log, FilterSubjects: f.filter, Metadata: map[string]string{consumer.MetadataVersion: version()}}}
+		Stream: streamSpec{Name: f.Stream, Subjects: kongx.SplitList(f.Subjects), Duplicates: f.DuplicateWindow,
+			Limits: f.streamLimitFlags}.config(nil),
+		Consumer: consumer.Config{Stream: f.Stream, Durable: f.Durable, Plan: f.Plan.ackwait(), MaxDeliver: f.MaxDeliver, AllowSequenceIDs: f.AllowSeqIDs,
+			Metadata: map[string]string{consumer.MetadataVersion: version()}}}
 	cfg.Node.MemoryLimit = node.ByteSize(f.MemoryLimit)
 	if f.NATS.URL != "" {
 		n := f.NATS.config(log)
@@ -124,11 +78,42 @@ func (f *consumeFlags) config(stderr io.Writer, s sink) (service.Config, error) 
 		cfg.Node.Leaf = h.leaf()
 		cfg.Hub = &service.Hub{Stream: h.HubStream, Filter: h.HubFilter, Domain: h.HubDomain, Start: h.HubStart}
 	}
-	return cfg, nil
+	return cfg
 }
 
-// runNames are the flags (and the command) the service's log names.
-var runNames = service.Names{Program: "run", Settings: map[string]string{"SQL.Schema": "--schema", "SQL.Apply": "--apply", "Node.MemoryLimit": "--memory-limit", "Stream.Name": "--stream"}}
+// check refuses cfg, the flags' config, before anything is started: the
+// embedded server's and the edge's flags, then the service's refusals.
+func (f *consumeFlags) check(cfg service.Config) error {
+	external := f.NATS.URL != ""
+	return firstError(f.Embedded.validate(external), f.Embedded.hubFlags.validate(external, f.Subjects), configUsage(cfg.Validate()))
+}
+
+// consumption is the service replay starts, as its flags say.
+type consumption struct {
+	*service.Service
+	js jetstream.JetStream
+}
+
+// validate checks every flag, naming the first bad one, before anything
+// is started (check), and returns the timing plan.
+func (f *consumeFlags) validate() (ackwait.Plan, error) {
+	return f.Plan.ackwait(), f.check(f.config(quiet, nil))
+}
+
+// setup starts what replay consumes with (service.Start), effects going
+// to s (nil: none); its refusals are said in the flags' terms.
+func (f *consumeFlags) setup(ctx context.Context, stderr io.Writer, s sink) (*consumption, error) {
+	log, err := f.Log.logger(stderr)
+	if err != nil {
+		return nil, err
+	}
+	cfg := f.config(log, s)
+	svc, err := service.Start(ctx, cfg)
+	if err != nil {
+		return nil, f.advise(cfg, err)
+	}
+	return &consumption{Service: svc, js: svc.JetStream()}, nil
+}
 
 // dial connects as the flags say (connect), or to the embedded server.
 func (f *consumeFlags) dial(log *slog.Logger) func(context.Context, natsconn.Config) (*nats.Conn, jetstream.JetStream, error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/service"
 	"github.com/lmittmann/tint"
 	"github.com/mattn/go-isatty"
 )
@@ -49,13 +50,7 @@ func (f dbFlag) openExisting() (*ledger.Store, error) {
 
 // open opens the ledger; a path it refuses is the flag's usage error.
 func (f dbFlag) open(cfg ledger.Config) (*ledger.Store, error) {
-	if w := weakenedSynchronous(); w != "" {
-		cfg.Synchronous = w
-	}
-	if now := faultClock(); now != nil && cfg.Now == nil {
-		cfg.Now = now
-	}
-	st, err := ledger.Open(f.DB, cfg)
+	st, err := ledger.Open(f.DB, ledgerConfig(cfg))
 	if errors.Is(err, ledger.ErrInvalidConfig) {
 		return nil, usagef("--db %q: %w", f.DB, err)
 	}
@@ -109,23 +104,18 @@ type planFlags struct {
 	AckMargin    time.Duration `name:"ack-margin" default:"${ack_margin}" help:"time allowed for the ack to reach the server"`
 }
 
-// plan checks each timing flag, naming it, and returns the plan they make.
+// ackwait is the plan the flags make.
+func (p planFlags) ackwait() ackwait.Plan {
+	return ackwait.Plan{Deadline: p.Deadline, BatchSize: p.Batch, BufferWait: p.BufferWait, CommitMargin: p.CommitMargin, AckMargin: p.AckMargin}
+}
+
+// plan checks the timing flags (service.CheckPlan), naming the first bad
+// one, and returns the plan they make.
 func (p planFlags) plan() (ackwait.Plan, error) {
-	for _, d := range []durationFlag{{"--deadline", p.Deadline}, {"--buffer-wait", p.BufferWait},
-		{"--commit-margin", p.CommitMargin}, {"--ack-margin", p.AckMargin}} {
-		if d.v <= 0 || d.v > ackwait.MaxDuration {
-			return ackwait.Plan{}, usagef("%s %s: want more than 0 and at most %s", d.name, d.v, ackwait.MaxDuration)
-		}
+	if err := service.CheckPlan(p.ackwait(), true, runNames); err != nil {
+		return ackwait.Plan{}, configUsage(err)
 	}
-	if p.Batch < 1 || p.Batch > ackwait.MaxBatchSize {
-		return ackwait.Plan{}, usagef("--batch %d: want 1 to %d", p.Batch, ackwait.MaxBatchSize)
-	}
-	plan := ackwait.Plan{Deadline: p.Deadline, BatchSize: p.Batch, BufferWait: p.BufferWait,
-		CommitMargin: p.CommitMargin, AckMargin: p.AckMargin}
-	if err := plan.Check(); err != nil {
-		return ackwait.Plan{}, usageError{err}
-	}
-	return plan, nil
+	return p.ackwait(), nil
 }
 
 // logFlags are the logging flags of the commands that log.

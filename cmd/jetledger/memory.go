@@ -1,9 +1,6 @@
 package main
 
 import (
-	"errors"
-	"time"
-
 	"github.com/alecthomas/kong"
 	"github.com/jetledger/jetledger/node"
 )
@@ -27,22 +24,6 @@ func (b *byteSize) Decode(ctx *kong.DecodeContext) error {
 }
 
 func (b byteSize) String() string { return node.ByteSize(b).String() }
-
-// checkMemoryLimit refuses a limit the process cannot live within
-// (node.CheckMemoryLimit), naming the flag.
-func checkMemoryLimit(limit byteSize) error {
-	if err := node.CheckMemoryLimit(node.ByteSize(limit)); errors.Is(err, node.ErrMemoryLimit) {
-		return usagef("--memory-limit %s: want at least %s (about %s is code and SQLite outside the Go runtime, and the embedded server needs the rest)",
-			limit, node.MemoryLimitMin, node.MemoryReserve)
-	}
-	return nil
-}
-
-// duplicateWindow is the window of a stream run creates: --duplicate-window
-// when given, else NATS's default, or a short one under --memory-limit.
-func duplicateWindow(given time.Duration, limit byteSize) time.Duration {
-	return node.DuplicateWindow(given, node.ByteSize(limit))
-}
 
 // flag is the size as a flag value; empty for 0.
 func (b byteSize) flag() string {

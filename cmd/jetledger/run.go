@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"time"
 
-	"github.com/jetledger/jetledger/node"
 	"github.com/jetledger/jetledger/service"
 )
 
@@ -63,8 +63,6 @@ type runCmd struct {
 	Metrics       string        `name:"metrics" placeholder:"ADDR" help:"serve Prometheus /metrics and /healthz on this address (127.0.0.1:9464, say)"`
 	// A summary line, so that a run with nothing to do is seen alive.
 	SummaryInterval time.Duration `name:"summary-interval" default:"1m" help:"log a summary at info this often: messages applied, duplicates, conflicts and dead letters since the start; with --webhook, outbox rows sent, queued and in review (0: never)"`
-
-	shared *node.Node // set by runPartitions: the embedded server the partitions share
 }
 
 func (runCmd) Help() string { return runHelp }
@@ -79,16 +77,22 @@ func (c *runCmd) Run(inv *invocation) error {
 	return err
 }
 
-// run consumes until ctx ends (service.Run), with the flags mapped to its
-// config and its refusals said in the flags' terms.
+// run consumes until ctx ends (service.Run, or service.RunPartitions),
+// with the flags mapped to its config and its refusals said in the flags'
+// terms. Every flag is checked before the --metrics port is taken or the
+// ledger read.
 func (c *runCmd) run(inv *invocation) error {
 	ctx := inv.ctx
 	snk, err := c.prepare()
 	if err != nil {
 		return err
 	}
-	if c.Partitions > 0 || len(c.Partition) > 0 {
-		return c.runPartitions(inv)
+	log, err := c.Log.logger(inv.stderr)
+	if err != nil {
+		return err
+	}
+	if c.partitioned() {
+		return c.runPartitions(ctx, c.config(log, snk), c.parts())
 	}
 	var l net.Listener
 	if c.Metrics != "" {
@@ -102,48 +106,46 @@ func (c *runCmd) run(inv *invocation) error {
 	if err := c.resolveFrom(ctx, c.dbFlag); err != nil {
 		return err
 	}
-	cfg, err := c.config(inv.stderr, snk)
-	if err != nil {
-		return err
-	}
-	if l != nil {
-		cfg.Metrics = l
-	}
-	if c.Effects.Subject != "" {
-		cfg.Effects = &service.Effects{Subject: c.Effects.Subject, Stream: c.Effects.Stream, Timeout: c.Effects.Timeout}
-	}
-	cfg.Shared, cfg.SummaryInterval = c.shared, c.SummaryInterval
-	cfg.Outbox = service.Outbox{Workers: c.Send.OutboxWorkers, MaxAttempts: c.Send.OutboxMaxAttempts}
-	cfg.Prune = service.Prune{Interval: c.PruneInterval, Retention: c.Retention, OutboxRetention: c.OutboxRetention}
-	cfg.StartAttrs = append(cfg.StartAttrs, "webhook", redactURL(c.Webhook.URL))
-	return c.adviseRun(service.Run(ctx, cfg))
+	cfg := c.config(log, snk)
+	cfg.Metrics = l
+	return c.adviseRun(cfg, service.Run(ctx, cfg))
 }
 
-// adviseRun is advise, with the NATS sink's refusals.
-func (c *runCmd) adviseRun(err error) error {
-	if st, ok := err.(*service.StepError); ok && st.Step == service.StepEffects { //nolint:errorlint // the service's own
-		return c.Effects.advise(err)
-	}
-	return c.advise(err)
-}
-
-// prepare checks every flag (setup checks the shared ones again, without
-// cost) and builds the sink, before the metrics port or anything else is
-// taken.
+// prepare checks every flag and builds the sink, before the metrics port
+// or anything else is taken: the NATS sink's and the webhook's flags, then
+// the config's (check, service.Partitions.Validate).
 func (c *runCmd) prepare() (sink, error) {
-	_, err := c.consumeFlags.validate()
-	if err == nil {
-		err = firstError(c.retentionFlags.validate(), checkDurations(durationFlag{"--prune-interval", c.PruneInterval},
-			durationFlag{"--summary-interval", c.SummaryInterval}))
+	if err := c.Effects.validate(c.Webhook.URL); err != nil {
+		return nil, err
 	}
-	if err == nil && c.Metrics != "" {
-		_, _, err = hostPort("--metrics", c.Metrics)
-	}
-	if err == nil {
-		err = firstError(c.Effects.validate(c.Webhook.URL), c.partitionFlags.validate(c.Subjects), c.partitionsAlone())
-	}
+	snk, err := runSink(c.Webhook, c.Delete, c.Send)
 	if err != nil {
 		return nil, err
 	}
-	return runSink(c.Webhook, c.Delete, c.Send)
+	cfg := c.config(quiet, snk)
+	if err = c.check(cfg); err == nil && c.partitioned() {
+		err = configUsage(c.parts().Validate(cfg))
+	}
+	return snk, err
+}
+
+// config is the consuming flags' config with run's own.
+func (c *runCmd) config(log *slog.Logger, snk sink) service.Config {
+	cfg := c.consumeFlags.config(log, snk)
+	if c.Effects.Subject != "" {
+		cfg.Effects = &service.Effects{Subject: c.Effects.Subject, Stream: c.Effects.Stream, Timeout: c.Effects.Timeout}
+	}
+	cfg.SummaryInterval, cfg.MetricsAddr = c.SummaryInterval, c.Metrics
+	cfg.Outbox = service.Outbox{Workers: c.Send.OutboxWorkers, MaxAttempts: c.Send.OutboxMaxAttempts}
+	cfg.Prune = service.Prune{Interval: c.PruneInterval, Retention: c.Retention, OutboxRetention: c.OutboxRetention}
+	cfg.StartAttrs = append(cfg.StartAttrs, "webhook", redactURL(c.Webhook.URL))
+	return cfg
+}
+
+// adviseRun is advise, with the NATS sink's refusals.
+func (c *runCmd) adviseRun(cfg service.Config, err error) error {
+	if st, ok := err.(*service.StepError); ok && st.Step == service.StepEffects { //nolint:errorlint // the service's own
+		return c.Effects.advise(err)
+	}
+	return c.advise(cfg, err)
 }

@@ -4,60 +4,46 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/consumer/prune"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/service"
-	"github.com/jetledger/jetledger/stream"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // advise says a refusal of the service (its *service.StepError) in the
-// flags' terms, with the exit code of a usage error where the flags are at
-// fault. Only a step error of the service itself is advised: a
-// partition's, inside RunPartitions' error, was advised by its own run.
-func (f *consumeFlags) advise(err error) error {
+// flags' terms where the service does not, with the exit code of a usage
+// error where the flags are at fault (a *service.ConfigError). Only a step
+// error of the service itself is advised: a partition's, inside
+// RunPartitions' error, was advised by its own run.
+func (f *consumeFlags) advise(cfg service.Config, err error) error {
 	st, ok := err.(*service.StepError) //nolint:errorlint // the service's own, not a wrapped one
 	if !ok {
-		return err
+		return configUsage(err)
 	}
 	switch st.Step {
 	case service.StepSQL:
 		return sqlUsage(err)
 	case service.StepNode:
 		return nodeAdvice(err, f.Embedded.Listen)
-	case service.StepServer:
-		return noJetStreamAdvice(err, f.NATS.URL)
-	case service.StepLedger:
-		if errors.Is(err, ledger.ErrInvalidConfig) {
-			return usagef("--db %q: %w", f.DB, err)
-		}
 	case service.StepStream:
-		return f.streamAdvice(err)
-	case service.StepOutbox:
-		if errors.Is(err, outbox.ErrInvalidConfig) {
-			return usageError{err}
-		}
+		return streamAdvice(cfg, err)
 	case service.StepConsumer:
-		return refusal(f.Stream, f.Durable, f.Plan.Batch, err)
+		return refusal(cfg.Stream.Name, cfg.Consumer.Durable, cfg.Consumer.Plan.BatchSize, err)
 	case service.StepPrune:
 		if r := (*service.RetentionError)(nil); errors.As(err, &r) && errors.Is(err, prune.ErrRetentionShort) {
 			return retentionShort(r.Retention, r.Stream, r.DuplicateWindow)
 		}
 	case service.StepRun:
-		return explainRunError(err, f.DBMaxSize)
+		return explainRunError(err, byteSize(cfg.Ledger.MaxSizeBytes))
 	}
-	return err
+	return configUsage(err)
 }
 
-// streamAdvice says the stream's refusals: missing, or partitioned
-// otherwise than the flags say.
-func (f *consumeFlags) streamAdvice(err error) error {
+// streamAdvice says the stream's refusals: partitioned otherwise than the
+// flags say.
+func streamAdvice(cfg service.Config, err error) error {
 	var share *service.PartitionedError
 	var count *service.PartitionCountError
 	switch {
-	case errors.Is(err, service.ErrNoStream):
-		return fmt.Errorf("stream %s does not exist; pass --subjects to create it", f.Stream)
 	case errors.As(err, &share):
 		return fmt.Errorf("stream %s is partitioned into %d: consume it with run --partition I (each partition into its own ledger), or name a partition's durable (--durable %s-p0); one consumer over every partition would apply them all into one ledger, beside the partitions' own",
 			share.Stream, share.Partitions, share.Durable)
@@ -69,18 +55,6 @@ func (f *consumeFlags) streamAdvice(err error) error {
 		return fmt.Errorf("stream %s has %d partitions, not --partitions %d; a partitioned stream keeps its count (leave out --partitions)", count.Stream, count.Have, count.Want)
 	}
 	return err
-}
-
-// noJetStreamAdvice refuses a server without JetStream for this account.
-func noJetStreamAdvice(err error, url string) error {
-	if !errors.Is(err, stream.ErrNoJetStream) {
-		return err
-	}
-	why := jetstream.ErrJetStreamNotEnabled
-	if errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-		why = jetstream.ErrJetStreamNotEnabledForAccount
-	}
-	return fmt.Errorf("the server at %s has no JetStream for this account (%v): enable JetStream there, or leave out --nats to use the embedded server", redactURL(url), why)
 }
 
 // explainRunError says a full database in the command line's terms: the

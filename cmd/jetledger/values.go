@@ -1,15 +1,13 @@
 package main
 
 import (
-	"net"
-	"strconv"
-	"strings"
+	"errors"
 	"time"
-	"unicode"
 
 	"github.com/alecthomas/kong"
 
 	"github.com/jetledger/jetledger/internal/kongx"
+	"github.com/jetledger/jetledger/service"
 	"github.com/jetledger/jetledger/stream"
 )
 
@@ -19,36 +17,38 @@ func popFlagValue(ctx *kong.DecodeContext, what string) (string, error) {
 	return kongx.PopFlagValue(ctx, what)
 }
 
-// maxNameLen is the longest stream or consumer name NATS accepts
-// (nats-server's JSMaxNameLen).
-const maxNameLen = 255
+// maxNameLen is the longest stream or consumer name NATS accepts.
+const maxNameLen = stream.MaxNameLen
 
-// checkName refuses a stream or consumer name that NATS would: empty, too
-// long, or with '.', '*', '>', '/', '\' or whitespace (nats-server's
-// isValidAssetName; nats.go's jetstream checks a subset of it).
+// checkName refuses a stream or consumer name that NATS would
+// (stream.CheckName), naming flag.
 func checkName(flag, name string) error {
-	switch {
-	case name == "":
-		return usagef("%s needs a name", flag)
-	case len(name) > maxNameLen:
-		return usagef("%s is %d bytes long; NATS allows at most %d", flag, len(name), maxNameLen)
-	case strings.ContainsAny(name, `.*>/\`) || strings.ContainsFunc(name, unicode.IsSpace):
-		return usagef(`%s %q: a NATS name may not contain '.', '*', '>', '/', '\' or whitespace`, flag, name)
+	if ce := (*stream.ConfigError)(nil); errors.As(stream.CheckName(flag, name), &ce) {
+		return usagef("%s", ce.Reason)
 	}
 	return nil
 }
 
-// hostPort reads the host:port of flag; port 0 picks a free port.
+// hostPort reads the host:port of flag (service.HostPort); port 0 picks a
+// free port.
 func hostPort(flag, addr string) (host string, port int, err error) {
-	host, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", 0, usagef("%s %q: want host:port", flag, addr)
+	host, port, err = service.HostPort(flag, addr)
+	return host, port, configUsage(err)
+}
+
+// reason is a refused config said as its Reason alone, in the flags' words.
+type reason struct{ *service.ConfigError }
+
+func (r reason) Error() string { return r.Reason }
+func (r reason) Unwrap() error { return r.ConfigError }
+
+// configUsage is err, if it is a *service.ConfigError, the usage error of
+// its Reason (exit 2).
+func configUsage(err error) error {
+	if ce := (*service.ConfigError)(nil); errors.As(err, &ce) {
+		return usageError{reason{ce}}
 	}
-	port, err = strconv.Atoi(portStr)
-	if err != nil || port < 0 || port > 65535 {
-		return "", 0, usagef("%s %q: the port must be a number from 0 to 65535", flag, addr)
-	}
-	return host, port, nil
+	return err
 }
 
 // checkDurations refuses a negative duration among flags (name to value).
@@ -65,17 +65,6 @@ func checkDurations(flags ...durationFlag) error {
 type durationFlag struct {
 	name string
 	v    time.Duration
-}
-
-// checkSubjects refuses a --subjects entry that is no NATS subject
-// (stream.ValidSubject).
-func checkSubjects(list string) error {
-	for _, subject := range kongx.SplitList(list) {
-		if !stream.ValidSubject(subject) {
-			return usagef("--subjects %q: not a NATS subject (tokens separated by '.'; '*' stands for one token, a last '>' for the rest)", subject)
-		}
-	}
-	return nil
 }
 
 // firstError is the first of errs that is not nil.
