@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"strings"
 
 	"github.com/alecthomas/kong"
@@ -78,12 +77,4 @@ func selectedNATS(kctx *kong.Context) *natsFlags {
 	}
 	n, _ := v.Addr().Interface().(*natsFlags)
 	return n
-}
-
-// configUsage is a setting natsconn refuses, as a usage error (exit 2).
-func configUsage(err error) error {
-	if ce := (*natsconn.ConfigError)(nil); errors.As(err, &ce) {
-		return usagef("%s", ce.Reason)
-	}
-	return err
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/alecthomas/kong"
 
 	"github.com/jetledger/jetledger/internal/kongx"
+	"github.com/jetledger/jetledger/natsconn"
 	"github.com/jetledger/jetledger/service"
 	"github.com/jetledger/jetledger/stream"
 )
@@ -42,11 +43,14 @@ type reason struct{ *service.ConfigError }
 func (r reason) Error() string { return r.Reason }
 func (r reason) Unwrap() error { return r.ConfigError }
 
-// configUsage is err, if it is a *service.ConfigError, the usage error of
-// its Reason (exit 2).
+// configUsage is err, if it is a refused config (*service.ConfigError,
+// *natsconn.ConfigError), the usage error of its Reason (exit 2).
 func configUsage(err error) error {
 	if ce := (*service.ConfigError)(nil); errors.As(err, &ce) {
 		return usageError{reason{ce}}
+	}
+	if ce := (*natsconn.ConfigError)(nil); errors.As(err, &ce) {
+		return usagef("%s", ce.Reason)
 	}
 	return err
 }
