@@ -1,8 +1,12 @@
 package node
 
 import (
+	"fmt"
 	"log/slog"
+	"strings"
 	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
 )
 
 // DefaultListen is the client address of a Config without one: NATS's own.
@@ -80,3 +84,17 @@ const DefaultHubDomain = "hub"
 // link drops: the hub's messages wait for it. A variable so that a test
 // can run many link drops quickly.
 var leafReconnect = time.Second
+
+// ParseSyncInterval reads a SyncInterval written as a command line or a
+// config file gives it: "always" (0, every write synced) or a positive
+// duration such as 2m (ackwait.ParseDuration).
+func ParseSyncInterval(s string) (time.Duration, error) {
+	if strings.EqualFold(s, "always") {
+		return 0, nil
+	}
+	d, err := ackwait.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q: want always or a positive duration such as 2m", s)
+	}
+	return d, nil
+}

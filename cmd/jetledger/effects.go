@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/outbox"
@@ -141,19 +139,10 @@ func newSink(cfg webhook.Config) (sink, error) {
 var webhookNames = map[string]string{"URL": "--webhook", "DeleteURL": "--webhook-delete-url", "LookupURL": "--webhook-lookup-url",
 	"Timeout": "--webhook-timeout", "RetryOn": "--webhook-retry-on"}
 
-// cancelOutbox cancels a row, deleting the item at the destination through
-// s when it may be there; without s, rows never sent can still be cancelled.
+// cancelOutbox cancels a row (webhook.Cancel), deleting the item at the
+// destination through s when it may be there.
 func cancelOutbox(ctx context.Context, st *ledger.Store, s sink, id string) (string, error) {
-	var del outbox.Deleter
-	if d, ok := s.(outbox.Deleter); ok {
-		del = d
-	}
-	out, err := outbox.Cancel(ctx, st, del, id)
-	switch {
-	case errors.Is(err, outbox.ErrDeleteUnconfirmed):
-		err = fmt.Errorf("%w (--webhook-delete-url must name a route that deletes; give --webhook-lookup-url to confirm an item is gone)", err)
-	case errors.Is(err, outbox.ErrStillAtDestination) && del == nil:
-		err = fmt.Errorf("%w (give --webhook-delete-url to delete it there)", err)
-	}
+	ws, _ := s.(*webhook.Sink)
+	out, err := webhook.Cancel(ctx, st, ws, id, webhookNames)
 	return string(out), err
 }

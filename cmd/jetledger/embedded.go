@@ -4,11 +4,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/alecthomas/kong"
-	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/node"
 	"github.com/jetledger/jetledger/service"
 )
@@ -40,14 +38,11 @@ func (e embeddedFlags) validate(external bool) error {
 	return checkEdge(service.Config{Node: e.config("", nil), NATS: externalNATS(external)})
 }
 
-// config is the embedded server's configuration for the ledger at db: its
-// store beside the database unless --store-dir says otherwise.
-func (e embeddedFlags) config(db string, log *slog.Logger) node.Config {
-	dir := e.StoreDir
-	if dir == "" {
-		dir = db + ".nats"
-	}
-	return node.Config{Listen: e.Listen, StoreDir: dir, Token: e.EmbeddedToken, SyncInterval: e.SyncInterval.interval, Logger: log}
+// config is the embedded server's configuration. The service puts its
+// store beside the database (the first argument, kept for the callers)
+// unless --store-dir says otherwise.
+func (e embeddedFlags) config(_ string, log *slog.Logger) node.Config {
+	return node.Config{Listen: e.Listen, StoreDir: e.StoreDir, Token: e.EmbeddedToken, SyncInterval: e.SyncInterval.interval, Logger: log}
 }
 
 // syncInterval is the value of --sync-interval: "always" (interval 0, the
@@ -58,22 +53,14 @@ type syncInterval struct {
 	set      bool
 }
 
-// Decode reads the flag's value for kong.
+// Decode reads the flag's value for kong (node.ParseSyncInterval).
 func (s *syncInterval) Decode(ctx *kong.DecodeContext) error {
 	v, err := popFlagValue(ctx, "always|duration")
-	if err != nil {
-		return err
+	if err == nil {
+		s.interval, err = node.ParseSyncInterval(v)
+		s.set = err == nil
 	}
-	if strings.EqualFold(v, "always") {
-		s.interval, s.set = 0, true
-		return nil
-	}
-	d, err := ackwait.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return fmt.Errorf("%q: want always or a positive duration such as 2m", v)
-	}
-	s.interval, s.set = d, true
-	return nil
+	return err
 }
 
 func (s syncInterval) String() string {
