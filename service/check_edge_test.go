@@ -24,7 +24,9 @@ var flagNames = Names{Program: "run", Settings: map[string]string{
 // says.
 func TestCheckEdgeSaysTheCallersNames(t *testing.T) {
 	t.Parallel()
-	leaf := func() *node.LeafConfig { return &node.LeafConfig{URLs: []string{"nats-leaf://h:7422"}, Domain: "site1"} }
+	leaf := func() *node.LeafConfig {
+		return &node.LeafConfig{URLs: []string{"nats-leaf://h:7422"}, Domain: "site1"}
+	}
 	ext := &natsconn.Config{}
 	tests := []struct {
 		name       string
