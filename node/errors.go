@@ -32,8 +32,9 @@ var (
 	// within (below MemoryLimitMin).
 	ErrMemoryLimit = errors.New("node: memory limit too low")
 
-	// ErrHubURL: a hub URL is missing, does not parse or has no host. The
-	// error of a bad one is a *HubURLError.
+	// ErrHubURL: a hub URL is missing (a leaf setting is given without
+	// one), does not parse or has no host. The error of a bad one is a
+	// *HubURLError.
 	ErrHubURL = errors.New("node: bad hub URL")
 
 	// ErrDomain: the leaf's JetStream domain is missing, or not made of
