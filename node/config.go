@@ -1,15 +1,12 @@
 package node
 
 import (
-	"cmp"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/url"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
 )
 
 // DefaultListen is the client address of a Config without one: NATS's own.
@@ -42,6 +39,11 @@ type Config struct {
 	Leaf *LeafConfig
 	// Logger receives the node's records. Default slog.Default().
 	Logger *slog.Logger
+	// Names say the settings in the caller's words in a refusal
+	// (*ConfigError): a setting's path in Config ("Listen") to the
+	// caller's name for it ("--listen"). A path not in it is said as
+	// itself. Leaf's are its own Names.
+	Names map[string]string
 }
 
 // LeafConfig joins a node to a hub as a leaf node: the edge mode. The node
@@ -69,6 +71,10 @@ type LeafConfig struct {
 	// TLSCert and TLSKey are the client certificate and key files (PEM) of
 	// the leaf connection; both or neither.
 	TLSCert, TLSKey string
+	// Names say the settings in the caller's words in a refusal, as
+	// Config.Names does: a path in LeafConfig ("Domain") to the caller's
+	// name ("--edge-domain").
+	Names map[string]string
 }
 
 // DefaultHubDomain is the hub's JetStream domain of a LeafConfig without one.
@@ -79,87 +85,16 @@ const DefaultHubDomain = "hub"
 // can run many link drops quickly.
 var leafReconnect = time.Second
 
-// domainName is what nats-server accepts as a JetStream domain.
-var domainName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
-
-// listenAddr is the validated client address.
-type listenAddr struct {
-	host string
-	port int
-}
-
-// validate checks cfg across its fields before any I/O.
-func (cfg Config) validate() (listenAddr, error) {
-	if cfg.StoreDir == "" {
-		return listenAddr{}, invalid("StoreDir is required")
+// ParseSyncInterval reads a SyncInterval written as a command line or a
+// config file gives it: "always" (0, every write synced) or a positive
+// duration such as 2m (ackwait.ParseDuration).
+func ParseSyncInterval(s string) (time.Duration, error) {
+	if strings.EqualFold(s, "always") {
+		return 0, nil
 	}
-	addr, err := parseListen(cmp.Or(cfg.Listen, DefaultListen))
-	if err != nil {
-		return listenAddr{}, err
+	d, err := ackwait.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%q: want always or a positive duration such as 2m", s)
 	}
-	switch {
-	case cfg.SyncInterval < 0:
-		return listenAddr{}, invalid("SyncInterval %s: want 0 (every write) or a positive duration", cfg.SyncInterval)
-	case cfg.Leaf != nil:
-		if err := cfg.Leaf.Validate(); err != nil {
-			return listenAddr{}, err
-		}
-	}
-	return addr, CheckMemoryLimit(cfg.MemoryLimit)
-}
-
-func parseListen(listen string) (listenAddr, error) {
-	host, portStr, err := net.SplitHostPort(listen)
-	if err != nil {
-		return listenAddr{}, invalid("Listen %q: want host:port", listen)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil || port < 0 || port > 65535 {
-		return listenAddr{}, invalid("Listen %q: the port must be a number from 0 to 65535", listen)
-	}
-	return listenAddr{host: host, port: port}, nil
-}
-
-// Validate checks the leaf's configuration without reading its files:
-// the domains (ErrDomain, ErrHubDomain), the TLS pair (ErrTLSPair), the
-// URLs (ErrHubURL). Start calls it; a program can call it early.
-func (l *LeafConfig) Validate() error {
-	hubDomain := cmp.Or(l.HubDomain, DefaultHubDomain)
-	switch {
-	case !domainName.MatchString(hubDomain):
-		return fmt.Errorf("%w: HubDomain %q: want letters, digits, '-' and '_'", ErrHubDomainName, hubDomain)
-	case l.Domain == "":
-		return fmt.Errorf("%w: Domain is required, unique to this site", ErrDomain)
-	case !domainName.MatchString(l.Domain):
-		return fmt.Errorf("%w: Domain %q: want letters, digits, '-' and '_'", ErrDomain, l.Domain)
-	case l.Domain == hubDomain:
-		return fmt.Errorf("%w: %q", ErrSameDomain, l.Domain)
-	case (l.TLSCert == "") != (l.TLSKey == ""):
-		return ErrTLSPair
-	case len(l.URLs) == 0:
-		return fmt.Errorf("%w: none given", ErrHubURL)
-	}
-	_, err := l.urls()
-	return err
-}
-
-func (l *LeafConfig) urls() ([]*url.URL, error) {
-	us := make([]*url.URL, 0, len(l.URLs))
-	for i, s := range l.URLs {
-		u, err := url.Parse(s)
-		if err != nil || u.Host == "" {
-			return nil, &HubURLError{Index: i, redacted: redact(s)}
-		}
-		us = append(us, u)
-	}
-	return us, nil
-}
-
-// redact hides the user and password of a URL that does not parse (or
-// parses as an opaque one, with no host).
-func redact(s string) string {
-	if i := strings.LastIndex(s, "@"); i >= 0 {
-		return "xxxxx@" + s[i+1:]
-	}
-	return s
+	return d, nil
 }

@@ -9,7 +9,7 @@ import (
 
 var (
 	// ErrInvalidConfig is returned by Start for a Config it cannot use; the
-	// error names the field. It is found before any I/O.
+	// error (a *ConfigError) names the field. It is found before any I/O.
 	ErrInvalidConfig = errors.New("node: invalid configuration")
 
 	// ErrStoreLocked is returned by Start when another process (or another
@@ -32,8 +32,9 @@ var (
 	// within (below MemoryLimitMin).
 	ErrMemoryLimit = errors.New("node: memory limit too low")
 
-	// ErrHubURL: a hub URL is missing, does not parse or has no host. The
-	// error of a bad one is a *HubURLError.
+	// ErrHubURL: a hub URL is missing (a leaf setting is given without
+	// one), does not parse or has no host. The error of a bad one is a
+	// *HubURLError.
 	ErrHubURL = errors.New("node: bad hub URL")
 
 	// ErrDomain: the leaf's JetStream domain is missing, or not made of
@@ -50,8 +51,8 @@ var (
 	// ErrNoPEM: a leaf's CA file holds no PEM certificate.
 	ErrNoPEM = errors.New("node: no PEM certificate in the file")
 
-	// ErrLeafTLS: a leaf's TLS file cannot be read or used. The error is a
-	// *LeafFileError.
+	// ErrLeafTLS: a leaf's TLS file is missing, or cannot be read or used.
+	// The error is a *LeafFileError.
 	ErrLeafTLS = errors.New("node: leaf TLS")
 
 	// ErrTLSPair: a client certificate without its key, or a key without
@@ -98,7 +99,8 @@ func (e *ListenError) Error() string {
 // Unwrap gives ErrListen and the network's error.
 func (e *ListenError) Unwrap() []error { return []error{ErrListen, e.Err} }
 
-// HubURLError is LeafConfig.Validate's refusal of URLs[Index]. It is
+// HubURLError is LeafConfig.Validate's refusal of URLs[Index] (inside a
+// *ConfigError). It is
 // ErrHubURL for errors.Is; its text hides the URL's password.
 type HubURLError struct {
 	Index    int
@@ -112,7 +114,8 @@ func (e *HubURLError) Error() string {
 // Is makes a HubURLError ErrHubURL.
 func (e *HubURLError) Is(target error) bool { return target == ErrHubURL }
 
-// LeafFileError is Start's refusal of a leaf's TLS file: File is the path
+// LeafFileError is Start's refusal of a leaf's TLS file (inside a
+// *ConfigError): File is the path
 // of the CA (CA true) or of the certificate and key. It is ErrLeafTLS for
 // errors.Is, and unwraps to the cause (ErrNoPEM, a read error, a bad pair).
 type LeafFileError struct {
@@ -128,6 +131,22 @@ func (e *LeafFileError) Error() string {
 // Unwrap gives ErrLeafTLS and the cause.
 func (e *LeafFileError) Unwrap() []error { return []error{ErrLeafTLS, e.Err} }
 
-func invalid(format string, a ...any) error {
-	return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, a...))
+// ConfigError is the refusal of a setting by Validate or Start: Reason
+// says what is wrong, naming the settings as Config.Names and
+// LeafConfig.Names say, so that a caller prints it as it is. Err is what
+// it is, for errors.Is and errors.As: ErrInvalidConfig, ErrDomain, a
+// *HubURLError, a *LeafFileError, the error of a stat.
+type ConfigError struct {
+	Reason string
+	Err    error
+}
+
+func (e *ConfigError) Error() string { return "node: " + e.Reason }
+
+// Unwrap gives what the refusal is.
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// refuse is a *ConfigError of sentinel.
+func refuse(sentinel error, format string, a ...any) error {
+	return &ConfigError{Reason: fmt.Sprintf(format, a...), Err: sentinel}
 }

@@ -151,11 +151,6 @@ func (l *LeafConfig) remote() (*server.RemoteLeafOpts, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l.Credentials != "" {
-		if _, err := os.Stat(l.Credentials); err != nil {
-			return nil, fmt.Errorf("node: leaf credentials: %w", err)
-		}
-	}
 	// S2 compression off: nats-server v2.15.2 negotiates it with an INFO
 	// written in place before the connection's write loop starts, and a
 	// write error there (the link reset at that moment) closes the
@@ -171,17 +166,17 @@ func (l *LeafConfig) remote() (*server.RemoteLeafOpts, error) {
 	if l.TLSCA != "" {
 		pem, err := os.ReadFile(l.TLSCA)
 		if err != nil {
-			return nil, &LeafFileError{File: l.TLSCA, CA: true, Err: err}
+			return nil, l.fileError(l.TLSCA, true, err)
 		}
 		tc.RootCAs = x509.NewCertPool()
 		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, &LeafFileError{File: l.TLSCA, CA: true, Err: ErrNoPEM}
+			return nil, l.fileError(l.TLSCA, true, ErrNoPEM)
 		}
 	}
 	if l.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(l.TLSCert, l.TLSKey)
 		if err != nil {
-			return nil, &LeafFileError{File: l.TLSCert, Err: err}
+			return nil, l.fileError(l.TLSCert, false, err)
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/jetledger/jetledger/internal/say"
 )
 
 // Scratch is a node in a temporary directory: a throwaway JetStream for a
@@ -20,7 +22,7 @@ type Scratch struct {
 // cfg.Listen says otherwise. cfg.StoreDir must be empty.
 func StartScratch(ctx context.Context, name string, cfg Config) (*Scratch, error) {
 	if cfg.StoreDir != "" {
-		return nil, invalid("StoreDir %q: a scratch node makes its own", cfg.StoreDir)
+		return nil, refuse(ErrInvalidConfig, "%s %q: a scratch node makes its own", say.Name(cfg.Names, "StoreDir"), cfg.StoreDir)
 	}
 	dir, err := os.MkdirTemp("", "jetledger-"+name+"-*")
 	if err != nil {

@@ -1,8 +1,200 @@
 package service
 
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/jetledger/jetledger/internal/say"
+	"github.com/jetledger/jetledger/node"
+	"github.com/jetledger/jetledger/stream"
+)
+
+// CheckEdge is the part of Start's check of c that concerns the embedded
+// node, the leaf link to a hub and the NATS sink, for a caller that checks
+// its settings a part at a time before it takes anything (a command line
+// refuses a bad flag before it listens on its metrics port). A refusal is
+// a *ConfigError in c.Names' words.
+func (c Config) CheckEdge() error {
+	c.Node.StoreDir = cmp.Or(c.Node.StoreDir, c.DB+".nats")
+	c.Names = c.Names.withDefaults()
+	return c.checkEdge()
+}
+
 // checkEdge refuses, before any I/O, an embedded node, a leaf link to a
 // hub or a NATS sink that the service would refuse later, each named as
 // Names says.
 func (c Config) checkEdge() error {
+	n := c.Names
+	switch {
+	case c.NATS != nil && c.Node.Token != "":
+		return refuse("%s is for the embedded server; with %s use %s", n.Say("Node.Token"), n.Say("NATS.URL"), n.Say("NATS.Token"))
+	case c.NATS != nil && c.Node.SyncInterval != 0:
+		return refuse("%s is for the embedded server; the server at %s syncs as its own sync_interval says", n.Say("Node.SyncInterval"), n.Say("NATS.URL"))
+	case c.NATS == nil:
+		// The leaf is checked below, after what the service says of it.
+		nc := c.Node
+		nc.Leaf, nc.Names = nil, namesOr(say.Under(n.Settings, "Node"), nc.Names)
+		if err := nodeRefusal(nc.Validate()); err != nil {
+			return err
+		}
+	}
+	if err := c.checkHub(); err != nil {
+		return err
+	}
+	return c.checkEffects()
+}
+
+// checkHub checks Hub and Node.Leaf together, then the leaf alone
+// (node.LeafConfig.Validate).
+func (c Config) checkHub() error {
+	n, leaf := c.Names, c.Node.Leaf
+	if leaf == nil && c.Hub == nil {
+		return nil
+	}
+	urls := n.Say("Node.Leaf.URLs")
+	var l node.LeafConfig
+	if leaf != nil {
+		l = *leaf
+		l.Names = namesOr(say.Under(n.Settings, "Node.Leaf"), l.Names)
+	}
+	if len(l.URLs) == 0 {
+		if leaf != nil {
+			return nodeRefusal(l.Validate()) // a leaf setting without URLs
+		}
+		return refuse("%s goes with %s", n.Say(c.Hub.given()), urls)
+	}
+	switch {
+	case c.NATS != nil:
+		return refuse("%s makes the embedded server a leaf node, and there is none with %s; make that server the leaf node instead", urls, n.Say("NATS"))
+	case c.Hub != nil && len(c.Stream.Subjects) > 0:
+		// The hub's messages would reach the stream twice: over the leaf
+		// connection by subject, and by sourcing.
+		return refuse("with %s, %s sources %s and takes no %s", urls, n.Say("Stream.Name"), n.Say("Hub.Stream"), n.Say("Stream.Subjects"))
+	case c.Hub != nil && c.Hub.Stream == "":
+		return refuse("%s needs %s, the hub's stream to source", urls, n.Say("Hub.Stream"))
+	}
+	return nodeRefusal(l.Validate())
+}
+
+// given is the path of the first field of h that is set, for a refusal
+// of h without a leaf.
+func (h *Hub) given() string {
+	switch {
+	case h.Stream != "":
+		return "Hub.Stream"
+	case h.Filter != "":
+		return "Hub.Filter"
+	case h.Start > 0:
+		return "Hub.Start"
+	}
+	return "Hub"
+}
+
+// checkEffects checks the NATS sink's settings.
+func (c Config) checkEffects() error {
+	n, e := c.Names, c.Effects
+	switch {
+	case e == nil:
+		return nil
+	case e.Subject == "" && e.Stream != "":
+		return refuse("%s goes with %s", n.Say("Effects.Stream"), n.Say("Effects.Subject"))
+	case e.Subject == "":
+		return refuse("%s is required", n.Say("Effects.Subject"))
+	case c.Sink != nil:
+		return refuse("%s and %s both name the sink of %s's effects; give one", n.Say("Effects.Subject"), n.Say("Sink"), n.Program)
+	case !stream.LiteralSubject(e.Subject):
+		return refuse("%s %q: want one subject without wildcards, such as effects.site1", n.Say("Effects.Subject"), e.Subject)
+	case e.Timeout < 0:
+		return refuse("%s %s: must not be negative", n.Say("Effects.Timeout"), e.Timeout)
+	}
 	return nil
 }
+
+// namesOr is the names the service passes down, or without any the
+// library Config's own.
+func namesOr(passed, own map[string]string) map[string]string {
+	if passed == nil {
+		return own
+	}
+	return passed
+}
+
+// refuse is a *ConfigError.
+func refuse(format string, a ...any) error {
+	return &ConfigError{Reason: fmt.Sprintf(format, a...)}
+}
+
+// nodeRefusal is node's *node.ConfigError as the service's; other errors
+// are node.Start's to return.
+func nodeRefusal(err error) error {
+	var ce *node.ConfigError
+	if !errors.As(err, &ce) {
+		return nil
+	}
+	return &ConfigError{Reason: ce.Reason, Err: err}
+}
+
+// Say is err, an error of Start or Run, with the refusals of the
+// libraries below said in c.Names' words: node.Start's of a store in use
+// (node.StoreInUseError), a client address it cannot listen on
+// (node.ListenError) and a setting (a *node.ConfigError, which becomes a
+// *ConfigError), and the NATS sink's stream missing (ErrNoEffectsStream)
+// or another than Effects.Stream (stream.SubjectTakenError). What err is
+// stays for errors.Is and errors.As, a *StepError outermost.
+func (c Config) Say(err error) error {
+	if st, ok := err.(*StepError); ok { //nolint:errorlint // the service's own, kept outermost
+		if said := c.say(st.Err); said != st.Err { //nolint:errorlint // said or not
+			return &StepError{Step: st.Step, Err: said}
+		}
+		return err
+	}
+	return c.say(err)
+}
+
+func (c Config) say(err error) error {
+	n := c.Names.withDefaults()
+	var (
+		inUse *node.StoreInUseError
+		le    *node.ListenError
+		ce    *node.ConfigError
+		taken *stream.SubjectTakenError
+	)
+	switch {
+	case errors.As(err, &inUse):
+		owner, url := "another process", "URL"
+		if inUse.PID > 0 {
+			owner = "pid " + strconv.Itoa(inUse.PID)
+		}
+		if inUse.URL != "" {
+			owner += ", serving " + inUse.URL
+			url = inUse.URL
+		}
+		return said(err, "embedded server store %s is in use by %s (lock %s): stop that process, or give this one another %s or %s, or connect to the running server with %s %s",
+			inUse.Dir, owner, inUse.LockFile(), n.Say("DB"), n.Say("Node.StoreDir"), n.Say("NATS.URL"), url)
+	case errors.As(err, &le):
+		return said(err, "embedded server cannot listen on %s: %v; pass %s URL to use the server already there, or %s to pick another address",
+			cmp.Or(c.Node.Listen, node.DefaultListen), le.Err, n.Say("NATS.URL"), n.Say("Node.Listen"))
+	case errors.As(err, &ce):
+		return &ConfigError{Reason: ce.Reason, Err: err}
+	case errors.As(err, &taken) && c.Effects != nil:
+		return said(err, "%s %s is captured by stream %s, not %s %s", n.Say("Effects.Subject"), taken.Subject, taken.By, n.Say("Effects.Stream"), c.Effects.Stream)
+	case errors.Is(err, ErrNoEffectsStream) && c.Effects != nil:
+		return said(err, "no stream captures %s %s: create one, or pass %s NAME to have %s create it", n.Say("Effects.Subject"), c.Effects.Subject, n.Say("Effects.Stream"), n.Program)
+	}
+	return err
+}
+
+// saidError is an error said in the caller's words (Config.Say).
+type saidError struct {
+	msg string
+	err error
+}
+
+func said(err error, format string, a ...any) error {
+	return &saidError{msg: fmt.Sprintf(format, a...), err: err}
+}
+
+func (e *saidError) Error() string { return e.msg }
+func (e *saidError) Unwrap() error { return e.err }

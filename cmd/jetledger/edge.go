@@ -2,10 +2,15 @@ package main
 
 import (
 	"errors"
-	"os"
+	"maps"
 
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/internal/kongx"
+	"github.com/jetledger/jetledger/internal/say"
+	"github.com/jetledger/jetledger/natsconn"
 	"github.com/jetledger/jetledger/node"
+	"github.com/jetledger/jetledger/service"
+	"github.com/jetledger/jetledger/stream"
 )
 
 // hubFlags make the embedded server a leaf node of a hub: the edge mode.
@@ -22,69 +27,87 @@ type hubFlags struct {
 	HubStart   uint64 `name:"hub-start-seq" placeholder:"SEQ" help:"with --hub-url: when run creates --stream and the ledger has recorded no start for it (a ledger pruned by an earlier jetledger, whose run then refuses to create it), copy --hub-stream from this sequence of it: the first not yet applied (1: its start)"`
 }
 
-// validate checks the edge flags; subjects is --subjects, which a sourced
-// stream does not take. The leaf node's own rules are node.LeafConfig's,
-// said here in the flags' terms.
+// validate checks the edge flags (service.Config.CheckEdge); subjects is
+// --subjects, which a sourced stream does not take.
 func (h hubFlags) validate(external bool, subjects string) error {
-	if h.Hub == "" {
-		for flag, v := range map[string]string{"--hub-stream": h.HubStream, "--hub-filter": h.HubFilter, "--edge-domain": h.Domain,
-			"--hub-creds": h.HubCreds, "--hub-tls-ca": h.HubTLSCA, "--hub-tls-cert": h.HubTLSCert, "--hub-tls-key": h.HubTLSKey} {
-			if v != "" {
-				return usagef("%s goes with --hub-url", flag)
-			}
-		}
-		if h.HubStart > 0 {
-			return usagef("--hub-start-seq goes with --hub-url")
-		}
+	cfg := service.Config{NATS: externalNATS(external), Stream: stream.Config{Subjects: kongx.SplitList(subjects)}, Hub: h.hub()}
+	cfg.Node.Leaf = h.leaf()
+	return checkEdge(cfg)
+}
+
+// leaf is the embedded server's leaf connection to the hub, or nil
+// without any of its flags.
+func (h hubFlags) leaf() *node.LeafConfig {
+	if h.Hub == "" && h.Domain == "" && h.HubCreds == "" && h.HubTLSCA == "" && h.HubTLSCert == "" && h.HubTLSKey == "" {
 		return nil
 	}
-	switch {
-	case external:
-		return usagef("--hub-url makes the embedded server a leaf node, and there is none with a server to connect to (--nats, $NATS_URL or a named context); make that server the leaf node instead")
-	case subjects != "":
-		// The hub's messages would reach the stream twice: over the leaf
-		// connection by subject, and by sourcing.
-		return usagef("with --hub-url, --stream sources --hub-stream and takes no --subjects")
-	case h.HubStream == "":
-		return usagef("--hub-url needs --hub-stream, the hub's stream to source")
+	urls := kongx.SplitList(h.Hub)
+	if len(urls) == 0 && h.Hub != "" {
+		urls = []string{h.Hub} // no URL in it: refused, as given
 	}
-	return h.leafUsage(h.leaf().Validate())
+	return &node.LeafConfig{URLs: urls, Domain: h.Domain, HubDomain: h.HubDomain, Credentials: h.HubCreds,
+		TLSCA: h.HubTLSCA, TLSCert: h.HubTLSCert, TLSKey: h.HubTLSKey, Names: say.Under(runNames.Settings, "Node.Leaf")}
 }
 
-// leafUsage says node.LeafConfig's refusal in the flags' terms; the files
-// are checked before the URLs, as they were named first.
-func (h hubFlags) leafUsage(err error) error {
-	switch {
-	case errors.Is(err, node.ErrHubDomainName):
-		return usagef("--hub-domain %q: want letters, digits, '-' and '_'", h.HubDomain)
-	case errors.Is(err, node.ErrDomain) && h.Domain == "":
-		// No default: cloned hosts share a host name, and two sites with one
-		// domain silently serve each other's streams to the hub.
-		return usagef("--hub-url needs --edge-domain, a JetStream domain unique to this site (such as site1)")
-	case errors.Is(err, node.ErrDomain):
-		return usagef("--edge-domain %q: want letters, digits, '-' and '_'", h.Domain)
-	case errors.Is(err, node.ErrSameDomain):
-		return usagef("--edge-domain %q is the hub's domain; each site needs its own", h.Domain)
-	case errors.Is(err, node.ErrTLSPair):
-		return usagef("--hub-tls-cert and --hub-tls-key go together")
+// hub is the hub's stream the edge's stream sources, or nil without any
+// of its flags.
+func (h hubFlags) hub() *service.Hub {
+	if h.Hub == "" && h.HubStream == "" && h.HubFilter == "" && h.HubStart == 0 {
+		return nil
 	}
-	for flag, path := range map[string]string{"--hub-creds": h.HubCreds, "--hub-tls-ca": h.HubTLSCA, "--hub-tls-cert": h.HubTLSCert, "--hub-tls-key": h.HubTLSKey} {
-		if _, err := os.Stat(path); path != "" && err != nil {
-			return usagef("%s: %v", flag, err)
-		}
+	return &service.Hub{Stream: h.HubStream, Filter: h.HubFilter, Domain: h.HubDomain, Start: h.HubStart}
+}
+
+// externalNATS is a server to connect to when external, for the
+// service's checks.
+func externalNATS(external bool) *natsconn.Config {
+	if !external {
+		return nil
 	}
-	var bad *node.HubURLError
+	return &natsconn.Config{}
+}
+
+// checkEdge is cfg's embedded node, edge and NATS sink checked by the
+// service, in the flags' words (edgeNames).
+func checkEdge(cfg service.Config) error {
+	cfg.Names = runNames
+	return settingUsage(cfg.CheckEdge())
+}
+
+// edgeNames are the flags that set the service's embedded node, edge and
+// NATS sink, and what its refusals call the server to connect to; they
+// join runNames.
+var edgeNames = map[string]string{
+	"DB": "--db", "NATS": "a server to connect to (--nats, $NATS_URL or a named context)", "NATS.URL": "--nats", "NATS.Token": "--nats-token",
+	"Node.Listen": "--listen", "Node.StoreDir": "--store-dir", "Node.Token": "--embedded-token", "Node.SyncInterval": "--sync-interval",
+	"Node.Leaf.URLs": "--hub-url", "Node.Leaf.Domain": "--edge-domain", "Node.Leaf.HubDomain": "--hub-domain", "Node.Leaf.Credentials": "--hub-creds",
+	"Node.Leaf.TLSCA": "--hub-tls-ca", "Node.Leaf.TLSCert": "--hub-tls-cert", "Node.Leaf.TLSKey": "--hub-tls-key",
+	"Hub.Stream": "--hub-stream", "Hub.Filter": "--hub-filter", "Hub.Start": "--hub-start-seq", "Stream.Subjects": "--subjects",
+	"Effects.Subject": "--effects-subject", "Effects.Stream": "--effects-stream", "Effects.Timeout": "--effects-timeout", "Sink": "--webhook",
+}
+
+func init() { maps.Copy(runNames.Settings, edgeNames) }
+
+// settingRefusal is a library's refusal of a setting, printed as its reason.
+type settingRefusal struct {
+	reason string
+	err    error
+}
+
+func (r settingRefusal) Error() string { return r.reason }
+func (r settingRefusal) Unwrap() error { return r.err }
+
+// settingUsage is err as a usage error when it is a refusal of a setting
+// (a *service.ConfigError or *webhook.ConfigError), said in the flags'
+// words as the library gives it.
+func settingUsage(err error) error {
+	var sc *service.ConfigError
+	var wc *webhook.ConfigError
 	switch {
-	case errors.As(err, &bad):
-		return usagef("--hub-url %q: want a URL such as nats-leaf://hub.example:7422", redactURL(kongx.SplitList(h.Hub)[bad.Index]))
-	case errors.Is(err, node.ErrHubURL):
-		return usagef("--hub-url %q: want a URL such as nats-leaf://hub.example:7422", redactURL(h.Hub))
+	case errors.As(err, &sc):
+		return usageError{settingRefusal{sc.Reason, err}}
+	case errors.As(err, &wc):
+		return usageError{settingRefusal{wc.Reason, err}}
 	}
 	return err
-}
-
-// leaf is the embedded server's leaf connection to the hub.
-func (h hubFlags) leaf() *node.LeafConfig {
-	return &node.LeafConfig{URLs: kongx.SplitList(h.Hub), Domain: h.Domain, HubDomain: h.HubDomain,
-		Credentials: h.HubCreds, TLSCA: h.HubTLSCA, TLSCert: h.HubTLSCert, TLSKey: h.HubTLSKey}
 }

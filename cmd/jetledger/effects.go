@@ -2,16 +2,11 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/consumer/outbox/natssink"
 	"github.com/jetledger/jetledger/consumer/outbox/webhook"
-	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/service"
 )
@@ -43,14 +38,11 @@ type webhookDelete struct {
 	Timeout   time.Duration `name:"webhook-timeout" default:"${webhook_timeout}" help:"timeout of one webhook request"`
 }
 
+// validate checks what the webhook sink cannot: the flag's default is
+// not 0, so a 0 was given.
 func (w webhookDelete) validate() error {
 	if w.Timeout <= 0 {
 		return usagef("--webhook-timeout %s: must be positive", w.Timeout)
-	}
-	// Without {key} every row would be asked about the same URL, and one
-	// answer would settle them all.
-	if w.LookupURL != "" && !strings.Contains(w.LookupURL, "{key}") {
-		return usagef("--webhook-lookup-url %q: want a template with {key}, which is replaced by the outbox row id", w.LookupURL)
 	}
 	return nil
 }
@@ -67,7 +59,8 @@ type webhookSend struct {
 	OutboxMaxAttempts int    `name:"outbox-max-attempts" default:"${outbox_max_attempts}" help:"sends of an outbox row that provably did not arrive (a refused connection, a --webhook-retry-on status: 429 by default) before it is failed; any other 5xx is an unknown outcome, which goes to review (see --webhook-idempotent)"`
 }
 
-// statuses checks the flags and reads --webhook-retry-on.
+// statuses checks the dispatcher's flags, whose 0 is given (their
+// defaults are not), and reads --webhook-retry-on.
 func (w webhookSend) statuses() ([]int, error) {
 	switch {
 	case w.OutboxWorkers < 1:
@@ -75,7 +68,7 @@ func (w webhookSend) statuses() ([]int, error) {
 	case w.OutboxMaxAttempts < 1:
 		return nil, usagef("--outbox-max-attempts %d: want at least 1", w.OutboxMaxAttempts)
 	}
-	codes, err := parseStatuses(w.RetryOn)
+	codes, err := webhook.ParseStatuses(w.RetryOn)
 	if err != nil {
 		return nil, usagef("--webhook-retry-on %q: %v", w.RetryOn, err)
 	}
@@ -132,67 +125,24 @@ func deleteSink(del webhookDelete) (sink, error) {
 	return newSink(webhook.Config{DeleteURL: del.DeleteURL, LookupURL: del.LookupURL, Timeout: del.Timeout})
 }
 
-// newSink builds the webhook sink of cfg, whose other fields the commands
-// have checked. Each URL is tried alone first, so a refusal names its flag
-// (the lookup template with the send URL, which New needs and which passed).
+// newSink is the webhook sink of cfg, its refusals naming the flags.
 func newSink(cfg webhook.Config) (sink, error) {
-	for _, u := range []struct {
-		flag, url string
-		alone     webhook.Config
-	}{{"--webhook", cfg.URL, webhook.Config{URL: cfg.URL}}, {"--webhook-delete-url", cfg.DeleteURL, webhook.Config{DeleteURL: cfg.DeleteURL}},
-		{"--webhook-lookup-url", cfg.LookupURL, webhook.Config{URL: cfg.URL, DeleteURL: cfg.DeleteURL, LookupURL: cfg.LookupURL}}} {
-		if u.url == "" {
-			continue
-		}
-		if _, err := webhook.New(u.alone); err != nil {
-			return nil, usagef("%s %q: %v", u.flag, u.url, err)
-		}
-	}
+	cfg.Names = webhookNames
 	s, err := webhook.New(cfg)
 	if err != nil {
-		return nil, usageError{err}
+		return nil, settingUsage(err)
 	}
 	return s, nil
 }
 
-// parseStatuses reads "429,503" or "none" (no status: an empty, non-nil
-// list, which webhook.Config reads as "retry none" rather than the default).
-func parseStatuses(s string) ([]int, error) {
-	if strings.EqualFold(strings.TrimSpace(s), "none") {
-		return []int{}, nil
-	}
-	items := kongx.SplitList(s)
-	if len(items) == 0 {
-		return nil, errors.New("want comma-separated HTTP statuses, or none")
-	}
-	codes := make([]int, 0, len(items))
-	for _, it := range items {
-		code, err := strconv.Atoi(it)
-		if err != nil {
-			return nil, fmt.Errorf("%q is not an HTTP status; want comma-separated statuses, or none", it)
-		}
-		// webhook.New refuses these too, naming its field, not the flag.
-		if code < 100 || code > 599 || code/100 == 2 {
-			return nil, fmt.Errorf("%d: want an HTTP failure status, 100-599 but not 2xx", code)
-		}
-		codes = append(codes, code)
-	}
-	return codes, nil
-}
+// webhookNames are the flags that set the webhook sink's fields.
+var webhookNames = map[string]string{"URL": "--webhook", "DeleteURL": "--webhook-delete-url", "LookupURL": "--webhook-lookup-url",
+	"Timeout": "--webhook-timeout", "RetryOn": "--webhook-retry-on"}
 
-// cancelOutbox cancels a row, deleting the item at the destination through
-// s when it may be there; without s, rows never sent can still be cancelled.
+// cancelOutbox cancels a row (webhook.Cancel), deleting the item at the
+// destination through s when it may be there.
 func cancelOutbox(ctx context.Context, st *ledger.Store, s sink, id string) (string, error) {
-	var del outbox.Deleter
-	if d, ok := s.(outbox.Deleter); ok {
-		del = d
-	}
-	out, err := outbox.Cancel(ctx, st, del, id)
-	switch {
-	case errors.Is(err, outbox.ErrDeleteUnconfirmed):
-		err = fmt.Errorf("%w (--webhook-delete-url must name a route that deletes; give --webhook-lookup-url to confirm an item is gone)", err)
-	case errors.Is(err, outbox.ErrStillAtDestination) && del == nil:
-		err = fmt.Errorf("%w (give --webhook-delete-url to delete it there)", err)
-	}
+	ws, _ := s.(*webhook.Sink)
+	out, err := webhook.Cancel(ctx, st, ws, id, webhookNames)
 	return string(out), err
 }

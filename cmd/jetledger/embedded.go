@@ -1,59 +1,21 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/alecthomas/kong"
-	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/node"
+	"github.com/jetledger/jetledger/service"
 )
 
 // nodeAdvice says node.Start's refusal of an embedded server listening on
-// listen in the flags' terms.
+// listen in the flags' terms (service.Config.Say).
 func nodeAdvice(err error, listen string) error {
-	var inUse *node.StoreInUseError
-	var le *node.ListenError
-	var file *node.LeafFileError
-	switch {
-	case errors.As(err, &inUse):
-		return storeInUseError{inUse}
-	case errors.As(err, &le):
-		return fmt.Errorf("embedded server cannot listen on %s: %w; pass --nats URL to use the server already there, or --listen to pick another address", listen, le.Err)
-	case errors.As(err, &file) && file.CA && errors.Is(err, node.ErrNoPEM):
-		return usagef("--hub-tls-ca %s: no PEM certificate in it", file.File)
-	case errors.As(err, &file) && file.CA:
-		return usagef("--hub-tls-ca: %v", file.Err)
-	case errors.As(err, &file):
-		return usagef("--hub-tls-cert/--hub-tls-key: %v", file.Err)
-	}
-	return err
+	return settingUsage(service.Config{Node: node.Config{Listen: listen}, Names: runNames}.Say(err))
 }
-
-// storeInUseError is the refusal of a store another process owns, with
-// what to do about it.
-type storeInUseError struct{ *node.StoreInUseError }
-
-func (e storeInUseError) Error() string {
-	owner, url := "another process", "URL"
-	if e.PID > 0 {
-		owner = "pid " + strconv.Itoa(e.PID)
-	}
-	if e.URL != "" {
-		owner += ", serving " + e.URL
-		url = e.URL
-	}
-	return fmt.Sprintf("embedded server store %s is in use by %s (lock %s): stop that process, "+
-		"or give this one another --db or --store-dir, or connect to the running server with --nats %s",
-		e.Dir, owner, e.LockFile(), url)
-}
-
-func (e storeInUseError) Unwrap() error { return e.StoreInUseError }
 
 // embeddedFlags configure the embedded server of run and replay.
 type embeddedFlags struct {
@@ -64,30 +26,23 @@ type embeddedFlags struct {
 	hubFlags      `group:"edge"`
 }
 
-// validate checks the embedded server's flags. With --nats (external) there
-// is no embedded server: the flags only it reads are refused rather than
-// silently ignored.
+// validate checks the embedded server's flags (service.Config.CheckEdge):
+// with --nats (external) there is no embedded server, and the flags only
+// it reads are refused rather than silently ignored.
 func (e embeddedFlags) validate(external bool) error {
-	switch {
-	case external && e.EmbeddedToken != "":
-		return usagef("--embedded-token is for the embedded server; with --nats use --nats-token")
-	case external && e.SyncInterval.set:
+	if external && e.SyncInterval.set && e.SyncInterval.interval == 0 {
+		// "always" is the zero value, which the service cannot tell from
+		// none given.
 		return usagef("--sync-interval is for the embedded server; the server at --nats syncs as its own sync_interval says")
-	case external:
-		return nil
 	}
-	_, _, err := hostPort("--listen", e.Listen)
-	return err
+	return checkEdge(service.Config{Node: e.config("", nil), NATS: externalNATS(external)})
 }
 
-// config is the embedded server's configuration for the ledger at db: its
-// store beside the database unless --store-dir says otherwise.
-func (e embeddedFlags) config(db string, log *slog.Logger) node.Config {
-	dir := e.StoreDir
-	if dir == "" {
-		dir = db + ".nats"
-	}
-	return node.Config{Listen: e.Listen, StoreDir: dir, Token: e.EmbeddedToken, SyncInterval: e.SyncInterval.interval, Logger: log}
+// config is the embedded server's configuration. The service puts its
+// store beside the database (the first argument, kept for the callers)
+// unless --store-dir says otherwise.
+func (e embeddedFlags) config(_ string, log *slog.Logger) node.Config {
+	return node.Config{Listen: e.Listen, StoreDir: e.StoreDir, Token: e.EmbeddedToken, SyncInterval: e.SyncInterval.interval, Logger: log}
 }
 
 // syncInterval is the value of --sync-interval: "always" (interval 0, the
@@ -98,22 +53,14 @@ type syncInterval struct {
 	set      bool
 }
 
-// Decode reads the flag's value for kong.
+// Decode reads the flag's value for kong (node.ParseSyncInterval).
 func (s *syncInterval) Decode(ctx *kong.DecodeContext) error {
 	v, err := popFlagValue(ctx, "always|duration")
-	if err != nil {
-		return err
+	if err == nil {
+		s.interval, err = node.ParseSyncInterval(v)
+		s.set = err == nil
 	}
-	if strings.EqualFold(v, "always") {
-		s.interval, s.set = 0, true
-		return nil
-	}
-	d, err := ackwait.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return fmt.Errorf("%q: want always or a positive duration such as 2m", v)
-	}
-	s.interval, s.set = d, true
-	return nil
+	return err
 }
 
 func (s syncInterval) String() string {

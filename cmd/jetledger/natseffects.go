@@ -1,12 +1,10 @@
 package main
 
 import (
-	"errors"
-	"fmt"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/service"
-	"github.com/jetledger/jetledger/stream"
 )
 
 // effectsFlags send run's effects to a JetStream subject instead of a
@@ -17,30 +15,30 @@ type effectsFlags struct {
 	Timeout time.Duration `name:"effects-timeout" default:"5s" help:"with --effects-subject: how long one publish waits for the stream's acknowledgement"`
 }
 
+// validate checks the NATS sink's flags (service.Config.CheckEdge);
+// webhookURL is --webhook, the other sink.
 func (f effectsFlags) validate(webhookURL string) error {
-	switch {
-	case f.Subject == "" && f.Stream != "":
-		return usagef("--effects-stream goes with --effects-subject")
-	case f.Subject == "":
-		return nil
-	case webhookURL != "":
-		return usagef("--effects-subject and --webhook both name the sink of run's effects; give one")
-	case !stream.LiteralSubject(f.Subject):
-		return usagef("--effects-subject %q: want one subject without wildcards, such as effects.site1", f.Subject)
-	case f.Timeout <= 0:
-		return usagef("--effects-timeout %s: must be positive", f.Timeout)
+	cfg := service.Config{Effects: f.effects()}
+	if webhookURL != "" {
+		cfg.Sink = service.RecordOnly(webhook.NameDefault) // only that there is one is checked
 	}
-	return nil
+	if err := checkEdge(cfg); err != nil || f.Subject == "" || f.Timeout > 0 {
+		return err
+	}
+	// The flag's default is not 0: a 0 was given, and 0 or less is refused.
+	return usagef("--effects-timeout %s: must be positive", f.Timeout)
+}
+
+// effects is the service's NATS sink, or nil without its flags.
+func (f effectsFlags) effects() *service.Effects {
+	if f.Subject == "" && f.Stream == "" {
+		return nil
+	}
+	return &service.Effects{Subject: f.Subject, Stream: f.Stream, Timeout: max(f.Timeout, 0)}
 }
 
 // advise says the NATS sink's refusals (service.StepEffects) in the flags'
-// terms.
+// terms (service.Config.Say).
 func (f effectsFlags) advise(err error) error {
-	if taken := (*stream.SubjectTakenError)(nil); errors.As(err, &taken) {
-		return fmt.Errorf("--effects-subject %s is captured by stream %s, not --effects-stream %s", f.Subject, taken.By, f.Stream)
-	}
-	if errors.Is(err, service.ErrNoEffectsStream) {
-		return fmt.Errorf("no stream captures --effects-subject %s: create one, or pass --effects-stream NAME to have run create it", f.Subject)
-	}
-	return err
+	return service.Config{Effects: f.effects(), Names: runNames}.Say(err)
 }

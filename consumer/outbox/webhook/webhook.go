@@ -1,26 +1,7 @@
-// Package webhook is the HTTP sink of jetledger's outbox: it POSTs each item
-// with its outbox id as the Idempotency-Key, signs the body when a secret is
-// set, and deletes sent items through a URL template when they are cancelled.
-//
-// A failed send is retried only when it provably did not arrive: the
-// connection was refused, the name did not resolve, the TLS handshake
-// rejected the certificate, or the status is one the destination documents as
-// "not processed" (Config.RetryOn, default 429). A 4xx fails. Any other
-// answer or failure after the request left, a 500 or a 303 included, is an
-// unknown outcome: the row goes to review, or is re-sent with the same key if
-// the destination is idempotent.
-//
-//	sink, err := webhook.New(webhook.Config{
-//		URL:       "https://api.example.com/hooks",
-//		Secret:    os.Getenv("HOOK_SECRET"),
-//		DeleteURL: "https://api.example.com/items/{external_id}", // a route that deletes, answering 2xx
-//	})
-//	d, err := outbox.New(store, outbox.Config{Sink: sink})
 package webhook
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -53,64 +34,6 @@ const (
 	HeaderSignature      = "Jetledger-Signature" // "v1=" + hex HMAC-SHA256(secret, timestamp + "." + body)
 )
 
-// Defaults for Config fields left at zero.
-const (
-	TimeoutDefault         = 10 * time.Second
-	NameDefault            = "webhook"
-	ExternalIDFieldDefault = "id"
-	maxBody                = 64 << 10
-	excerpt                = 256
-)
-
-// ErrInvalidConfig: a Config field is missing or malformed.
-var ErrInvalidConfig = errors.New("webhook: invalid configuration")
-
-// Config configures a Sink.
-type Config struct {
-	// URL receives a POST of each item's payload: http or https. Required
-	// unless the sink is only used to delete (DeleteURL).
-	URL string
-	// Secret, if set, signs each request (HeaderTimestamp, HeaderSignature).
-	Secret string
-	// Timeout bounds one request. Default 10s.
-	Timeout time.Duration
-	// DeleteURL is where a sent item is DELETEd when its row is cancelled;
-	// {external_id} is replaced by the destination's id, path-escaped. It
-	// must name a route that deletes and answers 2xx. Its 404 counts only
-	// once proved: after it deleted another item, or when LookupURL
-	// confirms the item is gone (see outbox.Cancel).
-	// Empty: sent items cannot be deleted, so cancelling them fails.
-	DeleteURL string
-	// LookupURL is where the destination answers whether it holds an item
-	// by its idempotency key: {key} is replaced by the outbox row id,
-	// path-escaped. GET answers 2xx (found; the external id as for a send)
-	// or 404/410 (never seen). Empty: rows in review wait for a person.
-	LookupURL string
-	// ExternalIDHeader, if set, is the response header holding the
-	// destination's id for the item. Otherwise the JSON body's
-	// ExternalIDField (default "id") is used. Failing both the item has no
-	// external id: it cannot be deleted from here, and cancelling it after
-	// it was sent needs a person.
-	ExternalIDHeader string
-	ExternalIDField  string
-	// Idempotent declares that the destination honours Idempotency-Key:
-	// sends with an unknown outcome are then repeated with the same key
-	// instead of going to review.
-	Idempotent bool
-	// RetryOn lists the HTTP statuses the destination documents as "not
-	// processed": a send answered with one is retried with backoff. List
-	// only statuses the destination promises mean that; any other 5xx is an
-	// unknown outcome (the application may have done the work before it
-	// failed) and goes to review unless Idempotent. Statuses 100-599, no 2xx.
-	// Default (nil): 429, which RFC 6585 defines as refused before processing.
-	// An empty, non-nil slice retries no status.
-	RetryOn []int
-	// Name is the sink's name in the outbox. Default "webhook".
-	Name string
-	// Client makes the requests. Default: a client that follows no redirects.
-	Client *http.Client
-}
-
 // Sink posts outbox items to a URL.
 type Sink struct {
 	cfg Config
@@ -121,57 +44,6 @@ var (
 	_ outbox.Deleter = (*Sink)(nil)
 	_ outbox.Looker  = (*Sink)(nil)
 )
-
-// New validates cfg.
-func New(cfg Config) (*Sink, error) {
-	if cfg.URL == "" && cfg.DeleteURL == "" {
-		return nil, fmt.Errorf("%w: URL is required", ErrInvalidConfig)
-	}
-	if cfg.URL != "" {
-		if err := checkURL(cfg.URL); err != nil {
-			return nil, fmt.Errorf("%w: URL %q: %v", ErrInvalidConfig, cfg.URL, err)
-		}
-	}
-	for name, tmpl := range map[string]string{"DeleteURL": cfg.DeleteURL, "LookupURL": cfg.LookupURL} {
-		if tmpl == "" {
-			continue
-		}
-		probe := strings.NewReplacer("{external_id}", "x", "{key}", "x").Replace(tmpl)
-		if err := checkURL(probe); err != nil {
-			return nil, fmt.Errorf("%w: %s %q: %v", ErrInvalidConfig, name, tmpl, err)
-		}
-	}
-	if cfg.Timeout < 0 {
-		return nil, fmt.Errorf("%w: Timeout must not be negative", ErrInvalidConfig)
-	}
-	for _, code := range cfg.RetryOn {
-		if code < 100 || code > 599 || code/100 == 2 {
-			return nil, fmt.Errorf("%w: RetryOn %d: want an HTTP failure status, 100-599 but not 2xx", ErrInvalidConfig, code)
-		}
-	}
-	if cfg.RetryOn == nil {
-		cfg.RetryOn = []int{http.StatusTooManyRequests}
-	}
-	cfg.RetryOn = slices.Clone(cfg.RetryOn) // the caller's slice may change
-	cfg.Timeout = cmp.Or(cfg.Timeout, TimeoutDefault)
-	cfg.Name = cmp.Or(cfg.Name, NameDefault)
-	cfg.ExternalIDField = cmp.Or(cfg.ExternalIDField, ExternalIDFieldDefault)
-	if cfg.Client == nil {
-		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	}
-	return &Sink{cfg: cfg}, nil
-}
-
-func checkURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return err
-	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return errors.New("want an absolute http or https URL")
-	}
-	return nil
-}
 
 // Name returns the sink's name.
 func (s *Sink) Name() string { return s.cfg.Name }
