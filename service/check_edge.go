@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/jetledger/jetledger/internal/say"
 	"github.com/jetledger/jetledger/node"
@@ -106,6 +105,8 @@ func (c Config) checkEffects() error {
 		return refuse("%s and %s both name the sink of %s's effects; give one", n.Say("Effects.Subject"), n.Say("Sink"), n.Program)
 	case !stream.LiteralSubject(e.Subject):
 		return refuse("%s %q: want one subject without wildcards, such as effects.site1", n.Say("Effects.Subject"), e.Subject)
+	case c.Explicit && e.Timeout <= 0:
+		return refuse("%s %s: must be positive", n.Say("Effects.Timeout"), e.Timeout)
 	case e.Timeout < 0:
 		return refuse("%s %s: must not be negative", n.Say("Effects.Timeout"), e.Timeout)
 	}
@@ -135,66 +136,3 @@ func nodeRefusal(err error) error {
 	}
 	return &ConfigError{Reason: ce.Reason, Err: err}
 }
-
-// Say is err, an error of Start or Run, with the refusals of the
-// libraries below said in c.Names' words: node.Start's of a store in use
-// (node.StoreInUseError), a client address it cannot listen on
-// (node.ListenError) and a setting (a *node.ConfigError, which becomes a
-// *ConfigError), and the NATS sink's stream missing (ErrNoEffectsStream)
-// or another than Effects.Stream (stream.SubjectTakenError). What err is
-// stays for errors.Is and errors.As, a *StepError outermost.
-func (c Config) Say(err error) error {
-	if st, ok := err.(*StepError); ok { //nolint:errorlint // the service's own, kept outermost
-		if said := c.say(st.Err); said != st.Err { //nolint:errorlint // said or not
-			return &StepError{Step: st.Step, Err: said}
-		}
-		return err
-	}
-	return c.say(err)
-}
-
-func (c Config) say(err error) error {
-	n := c.Names.withDefaults()
-	var (
-		inUse *node.StoreInUseError
-		le    *node.ListenError
-		ce    *node.ConfigError
-		taken *stream.SubjectTakenError
-	)
-	switch {
-	case errors.As(err, &inUse):
-		owner, url := "another process", "URL"
-		if inUse.PID > 0 {
-			owner = "pid " + strconv.Itoa(inUse.PID)
-		}
-		if inUse.URL != "" {
-			owner += ", serving " + inUse.URL
-			url = inUse.URL
-		}
-		return said(err, "embedded server store %s is in use by %s (lock %s): stop that process, or give this one another %s or %s, or connect to the running server with %s %s",
-			inUse.Dir, owner, inUse.LockFile(), n.Say("DB"), n.Say("Node.StoreDir"), n.Say("NATS.URL"), url)
-	case errors.As(err, &le):
-		return said(err, "embedded server cannot listen on %s: %v; pass %s URL to use the server already there, or %s to pick another address",
-			cmp.Or(c.Node.Listen, node.DefaultListen), le.Err, n.Say("NATS.URL"), n.Say("Node.Listen"))
-	case errors.As(err, &ce):
-		return &ConfigError{Reason: ce.Reason, Err: err}
-	case errors.As(err, &taken) && c.Effects != nil:
-		return said(err, "%s %s is captured by stream %s, not %s %s", n.Say("Effects.Subject"), taken.Subject, taken.By, n.Say("Effects.Stream"), c.Effects.Stream)
-	case errors.Is(err, ErrNoEffectsStream) && c.Effects != nil:
-		return said(err, "no stream captures %s %s: create one, or pass %s NAME to have %s create it", n.Say("Effects.Subject"), c.Effects.Subject, n.Say("Effects.Stream"), n.Program)
-	}
-	return err
-}
-
-// saidError is an error said in the caller's words (Config.Say).
-type saidError struct {
-	msg string
-	err error
-}
-
-func said(err error, format string, a ...any) error {
-	return &saidError{msg: fmt.Sprintf(format, a...), err: err}
-}
-
-func (e *saidError) Error() string { return e.msg }
-func (e *saidError) Unwrap() error { return e.err }

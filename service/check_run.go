@@ -48,14 +48,11 @@ func (c Config) checkRun() error {
 			return &ConfigError{Reason: n.Say("SchemaFile") + ": " + err.Error(), Err: err}
 		}
 	}
-	for _, d := range []struct {
-		path string
-		v    time.Duration
-	}{{"Prune.Retention", c.Prune.Retention}, {"Prune.OutboxRetention", c.Prune.OutboxRetention},
-		{"Prune.Interval", c.Prune.Interval}, {"SummaryInterval", c.SummaryInterval}} {
-		if d.v < 0 {
-			return refusef("%s %s: must not be negative", n.Say(d.path), d.v)
-		}
+	if err := CheckPrune(c.Prune, n); err != nil {
+		return err
+	}
+	if c.SummaryInterval < 0 {
+		return refusef("%s %s: must not be negative", n.Say("SummaryInterval"), c.SummaryInterval)
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := HostPort(n.Say("MetricsAddr"), c.MetricsAddr); err != nil {
@@ -148,6 +145,20 @@ func (c *Config) load() error {
 // out of its bounds, and with explicit a zero one, named as n says.
 func CheckPlan(p ackwait.Plan, explicit bool, n Names) error {
 	return Config{Consumer: consumer.Config{Plan: p}, Explicit: explicit, Names: n.withDefaults()}.checkPlan()
+}
+
+// CheckPrune refuses p as Validate refuses Config.Prune: a negative
+// duration, named as n says (Prune.Retention, say).
+func CheckPrune(p Prune, n Names) error {
+	for _, d := range []struct {
+		path string
+		v    time.Duration
+	}{{"Prune.Retention", p.Retention}, {"Prune.OutboxRetention", p.OutboxRetention}, {"Prune.Interval", p.Interval}} {
+		if d.v < 0 {
+			return refusef("%s %s: must not be negative", n.Say(d.path), d.v)
+		}
+	}
+	return nil
 }
 
 // noStream is ErrNoStream for err, stream.ErrNotFound of c.Stream.

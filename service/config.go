@@ -87,9 +87,9 @@ type Config struct {
 	// (SQL.Apply is SQL.ApplyName's when that is set).
 	Names Names
 	// Explicit says the caller sets Consumer.Plan's fields (but
-	// PerMessage), Consumer.MaxDeliver and Partitions.Key itself, as a
-	// command line whose flags have defaults does: a zero among them is
-	// refused, not taken as the default. Default false.
+	// PerMessage), Consumer.MaxDeliver, Partitions.Key and Effects.Timeout
+	// itself, as a command line whose flags have defaults does: a zero
+	// among them is refused, not taken as the default. Default false.
 	Explicit bool
 	// Logger receives every record. Default slog.Default().
 	Logger *slog.Logger
@@ -104,8 +104,9 @@ type Names struct {
 	// ("Stream.Limits.MaxAge"), to the caller's name for it. A path not in
 	// it is said as itself.
 	Settings map[string]string
-	// Program is what is started again after the store fails. Default
-	// "the program".
+	// Program is what is started again after the store fails, and what
+	// consumes a partitioned stream in the advice on one. Default "the
+	// program".
 	Program string
 }
 
@@ -186,8 +187,16 @@ func (c Config) withDefaults() (Config, error) {
 		// Short under a memory limit: the embedded server keeps every id of it.
 		c.Stream.Duplicates = node.DuplicateWindow(0, c.Node.MemoryLimit)
 	}
+	// The libraries below say their refusals in the caller's words too,
+	// the node and its leaf as checkEdge does.
 	if c.Stream.Names == nil {
 		c.Stream.Names = say.Under(c.Names.Settings, "Stream")
+	}
+	c.Node.Names = namesOr(say.Under(c.Names.Settings, "Node"), c.Node.Names)
+	if l := c.Node.Leaf; l != nil {
+		leaf := *l // the caller's stays as given
+		leaf.Names = namesOr(say.Under(c.Names.Settings, "Node.Leaf"), l.Names)
+		c.Node.Leaf = &leaf
 	}
 	c.Names = c.Names.withDefaults()
 	return c, c.validate()
@@ -200,8 +209,14 @@ func (c Config) Validate() error {
 	return err
 }
 
-// validate refuses a Config before any I/O, across fields too.
+// validate refuses a Config before any I/O, across fields too: the
+// embedded node, the edge and the NATS sink first (checkEdge), then the
+// consumer's settings (checkRun), in the order a command line's flags are
+// checked.
 func (c Config) validate() error {
+	if err := c.checkEdge(); err != nil {
+		return err
+	}
 	if err := c.checkRun(); err != nil {
 		return err
 	}
@@ -211,23 +226,11 @@ func (c Config) validate() error {
 		why = "Consumer.Stream is another stream than Stream.Name"
 	case c.Consumer.Handler != nil:
 		why = "Consumer.Handler is the SQL handler's: leave it nil"
-	case c.Hub != nil && (c.NATS != nil || c.Node.Leaf == nil):
-		why = "Hub needs the embedded node (no NATS) with Node.Leaf"
-	case c.Hub != nil && c.Hub.Stream == "":
-		why = "Hub.Stream is required"
-	case c.Hub != nil && len(c.Stream.Subjects) > 0:
-		// The hub's messages would reach the stream twice: over the leaf
-		// connection by subject, and by sourcing.
-		why = "a Stream sourcing Hub takes no Subjects"
-	case c.Effects != nil && c.Sink != nil:
-		why = "Sink and Effects both name the outbox's sink"
-	case c.Effects != nil && c.Effects.Subject == "":
-		why = "Effects.Subject is required"
 	case c.Outbox.Workers < 0 || c.Outbox.MaxAttempts < 0:
 		why = "Outbox.Workers and Outbox.MaxAttempts must not be negative"
 	}
 	if why != "" {
 		return &ConfigError{Reason: why}
 	}
-	return c.checkEdge()
+	return nil
 }

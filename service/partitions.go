@@ -59,7 +59,8 @@ func (p Partition) Config(base Config) Config {
 // its own durable and ledger, over one server: the embedded node started
 // here once, or NATS. The stream is made (or checked) partitioned first, so
 // no partition binds a stream of another shape. The first partition to
-// fail stops the others.
+// fail stops the others. Its own errors are said in cfg.Names' words
+// (Config.Say), a partition's by the partition's Run.
 func RunPartitions(ctx context.Context, cfg Config, p Partitions) error {
 	cfg, err := cfg.withDefaults()
 	if err == nil {
@@ -84,19 +85,19 @@ func RunPartitions(ctx context.Context, cfg Config, p Partitions) error {
 		nodeCfg := cfg.Node
 		nodeCfg.MemoryLimit, nodeCfg.Leaf = 0, nil // each partition's run applies the limit
 		if shared, err = node.Start(ctx, nodeCfg); err != nil {
-			return step(StepNode, err)
+			return cfg.Say(step(StepNode, err))
 		}
 		defer shared.Close()
 		conn = &natsconn.Config{URL: shared.ClientURL(), Token: cfg.Node.Token, Logger: cfg.Logger}
 	}
 	n, err := partitionedStream(ctx, cfg, *conn, p.Count)
 	if err != nil {
-		return err
+		return cfg.Say(err)
 	}
 	parts := partition.Here(p.Named, n)
 	for _, i := range parts {
 		if i >= n {
-			return step(StepStream, &PartitionCountError{Stream: cfg.Stream.Name, Have: n, Want: i, Named: true})
+			return cfg.Say(step(StepStream, &PartitionCountError{Stream: cfg.Stream.Name, Have: n, Want: i, Named: true}))
 		}
 	}
 	cfg.Logger.InfoContext(ctx, "consuming partitions", "stream", cfg.Stream.Name, "partitions", n, "here", parts)

@@ -16,6 +16,7 @@ import (
 )
 
 // Run starts the service (Start), consumes until ctx ends, and closes it.
+// Its errors are said in cfg.Names' words (Config.Say).
 func Run(ctx context.Context, cfg Config) error {
 	s, err := Start(ctx, cfg)
 	if err != nil {
@@ -28,8 +29,13 @@ func Run(ctx context.Context, cfg Config) error {
 // Run consumes until ctx ends (nil, after draining) or a part fails. The
 // consumer, the dispatcher, the pruner, the metrics and the embedded
 // node's store watch stop together: the consumer, the dispatcher or the
-// watch failing stops all.
+// watch failing stops all. Its errors are said in the Config's Names'
+// words (Config.Say).
 func (s *Service) Run(ctx context.Context) error {
+	return s.cfg.Say(s.run(ctx))
+}
+
+func (s *Service) run(ctx context.Context) error {
 	c := &s.cfg
 	var batches *metrics.Batches
 	if c.Metrics != nil {

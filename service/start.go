@@ -44,6 +44,7 @@ type Service struct {
 // creates nothing; the ledger is opened once the server answers, so that
 // an unreachable one leaves no new database behind. A ledger whose writer
 // another process holds is waited for, logged once.
+// Its errors are said in cfg.Names' words (Config.Say).
 func Start(ctx context.Context, cfg Config) (*Service, error) {
 	cfg, err := cfg.withDefaults()
 	if err == nil {
@@ -55,7 +56,7 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Logger}
 	if err := s.start(ctx); err != nil {
 		s.Close()
-		return nil, err
+		return nil, cfg.Say(err)
 	}
 	return s, nil
 }

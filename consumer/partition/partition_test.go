@@ -16,7 +16,7 @@ import (
 // checked by the server's own transform: republished, it is stored as it was.
 func TestPublishSubjectUndoesTheMapping(t *testing.T) {
 	t.Parallel()
-	// The mappings run --partitions makes (its partitionTransform).
+	// The mappings run --partitions makes (Transform, through service.Partitions).
 	tr := func(src, dest string) jetstream.StreamConfig {
 		return jetstream.StreamConfig{Name: "S", Subjects: []string{src},
 			SubjectTransform: &jetstream.SubjectTransformConfig{Source: src, Destination: dest}}
