@@ -14,6 +14,7 @@ import (
 	"github.com/jetledger/jetledger/node"
 	"github.com/jetledger/jetledger/service"
 	"github.com/jetledger/jetledger/sqlhandler"
+	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -43,8 +44,11 @@ type consumeFlags struct {
 	Log             logFlags      `embed:"" group:"log"`
 }
 
-// runNames are what the service calls the settings the flags give: its
-// refusals and its log name the flags (and the command).
+// runNames are what the service calls the settings the flags give, in
+// one table: its refusals and its log name the flags (and the command),
+// and so do the libraries it configures (the node, its leaf, the stream)
+// with the part of the table under their path. Webhook.* are the webhook
+// sink's (webhookNames), which the command line builds.
 var runNames = service.Names{Program: "run", Settings: map[string]string{
 	"DB": "--db", "SchemaFile": "--schema", "SQL.Schema": "--schema", "SQL.Apply": "--apply", "Ledger.MaxSizeBytes": "--db-max-size",
 	"Stream.Name": "--stream", "Stream.Subjects": "--subjects", "Stream.Duplicates": "--duplicate-window", "Node.MemoryLimit": "--memory-limit",
@@ -52,8 +56,15 @@ var runNames = service.Names{Program: "run", Settings: map[string]string{
 	"Consumer.Durable": "--durable", "Consumer.MaxDeliver": "--max-deliver", "Consumer.Plan.Deadline": "--deadline", "Consumer.Plan.BatchSize": "--batch",
 	"Consumer.Plan.BufferWait": "--buffer-wait", "Consumer.Plan.CommitMargin": "--commit-margin", "Consumer.Plan.AckMargin": "--ack-margin",
 	"Prune.Retention": "--retention", "Prune.OutboxRetention": "--outbox-retention", "Prune.Interval": "--prune-interval",
-	"SummaryInterval": "--summary-interval", "MetricsAddr": "--metrics", "NATS": "--nats", "Hub": "--hub-url", "Hub.Filter": "--hub-filter",
-	"Partitions.Count": "--partitions", "Partitions.Key": "--partition-key", "Partitions.Named": "--partition",
+	"SummaryInterval": "--summary-interval", "MetricsAddr": "--metrics", "Partitions.Count": "--partitions", "Partitions.Key": "--partition-key", "Partitions.Named": "--partition",
+	"NATS": "a server to connect to (--nats, $NATS_URL or a named context)", "NATS.URL": "--nats", "NATS.Token": "--nats-token",
+	"Node.Listen": "--listen", "Node.StoreDir": "--store-dir", "Node.Token": "--embedded-token", "Node.SyncInterval": "--sync-interval",
+	"Node.Leaf.URLs": "--hub-url", "Node.Leaf.Domain": "--edge-domain", "Node.Leaf.HubDomain": "--hub-domain", "Node.Leaf.Credentials": "--hub-creds",
+	"Node.Leaf.TLSCA": "--hub-tls-ca", "Node.Leaf.TLSCert": "--hub-tls-cert", "Node.Leaf.TLSKey": "--hub-tls-key",
+	"Hub": "--hub-url", "Hub.Stream": "--hub-stream", "Hub.Filter": "--hub-filter", "Hub.Start": "--hub-start-seq",
+	"Effects.Subject": "--effects-subject", "Effects.Stream": "--effects-stream", "Effects.Timeout": "--effects-timeout", "Sink": "--webhook",
+	"Webhook.URL": "--webhook", "Webhook.DeleteURL": "--webhook-delete-url", "Webhook.LookupURL": "--webhook-lookup-url",
+	"Webhook.Timeout": "--webhook-timeout", "Webhook.RetryOn": "--webhook-retry-on",
 }}
 
 // config maps the flags to the service's config, which checks them
@@ -61,31 +72,33 @@ var runNames = service.Names{Program: "run", Settings: map[string]string{
 // the ledger's.
 func (f *consumeFlags) config(log *slog.Logger, s sink) service.Config {
 	_ = f.streamFlags.validate() // fills in the defaults; the service checks the names
+	e, l := f.Embedded, f.streamLimitFlags
 	cfg := service.Config{DB: f.DB, Logger: log, SchemaFile: f.Schema, SQL: sqlhandler.Config{Apply: f.Apply, ApplyName: "--apply"}, Sink: s,
 		Dial: f.dial(log), StartAttrs: []any{"names_from", f.from}, Names: runNames, Explicit: true,
 		Ledger: ledgerConfig(ledger.Config{MaxSizeBytes: int64(f.DBMaxSize)}),
-		Node:   f.Embedded.config(f.DB, log),
-		Stream: streamSpec{Name: f.Stream, Subjects: kongx.SplitList(f.Subjects), Duplicates: f.DuplicateWindow,
-			Limits: f.streamLimitFlags}.config(nil),
+		Node: node.Config{Listen: e.Listen, StoreDir: e.StoreDir, Token: e.EmbeddedToken, SyncInterval: e.SyncInterval.interval,
+			MemoryLimit: node.ByteSize(f.MemoryLimit), Leaf: e.leaf(), Logger: log},
+		Hub: e.hub(),
+		Stream: stream.Config{Name: f.Stream, Subjects: kongx.SplitList(f.Subjects), Duplicates: f.DuplicateWindow, Version: version(),
+			Limits: stream.Limits{MaxAge: l.MaxAge, MaxBytes: int64(l.MaxBytes), MaxMsgs: l.MaxMsgs, Replicas: l.Replicas}},
 		Consumer: consumer.Config{Stream: f.Stream, Durable: f.Durable, Plan: f.Plan.ackwait(), MaxDeliver: f.MaxDeliver, AllowSequenceIDs: f.AllowSeqIDs,
 			Metadata: map[string]string{consumer.MetadataVersion: version()}}}
-	cfg.Node.MemoryLimit = node.ByteSize(f.MemoryLimit)
 	if f.NATS.URL != "" {
 		n := f.NATS.config(log)
 		cfg.NATS = &n
 	}
-	if h := f.Embedded.hubFlags; h.Hub != "" {
-		cfg.Node.Leaf = h.leaf()
-		cfg.Hub = &service.Hub{Stream: h.HubStream, Filter: h.HubFilter, Domain: h.HubDomain, Start: h.HubStart}
-	}
 	return cfg
 }
 
-// check refuses cfg, the flags' config, before anything is started: the
-// embedded server's and the edge's flags, then the service's refusals.
+// check refuses cfg, the flags' config, before anything is started
+// (service.Config.Validate).
 func (f *consumeFlags) check(cfg service.Config) error {
-	external := f.NATS.URL != ""
-	return firstError(f.Embedded.validate(external), f.Embedded.hubFlags.validate(external, f.Subjects), configUsage(cfg.Validate()))
+	if s := f.Embedded.SyncInterval; cfg.NATS != nil && s.set && s.interval == 0 {
+		// "always" is the zero value, which the service cannot tell from
+		// none given.
+		return usagef("--sync-interval is for the embedded server; the server at --nats syncs as its own sync_interval says")
+	}
+	return configUsage(cfg.Validate())
 }
 
 // consumption is the service replay starts, as its flags say.
@@ -101,7 +114,7 @@ func (f *consumeFlags) validate() (ackwait.Plan, error) {
 }
 
 // setup starts what replay consumes with (service.Start), effects going
-// to s (nil: none); its refusals are said in the flags' terms.
+// to s (nil: none).
 func (f *consumeFlags) setup(ctx context.Context, stderr io.Writer, s sink) (*consumption, error) {
 	log, err := f.Log.logger(stderr)
 	if err != nil {

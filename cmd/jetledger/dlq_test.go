@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/partition"
 	"github.com/jetledger/jetledger/consumer/requeue"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/publisher"
@@ -486,7 +487,7 @@ func TestRequeueIntoAnInterestStreamWithoutConsumersKeepsTheDeadLetter(t *testin
 // sources.
 func TestRequeueAtAnEdgeOfAPartitionedHub(t *testing.T) {
 	t.Parallel()
-	tr, err := partitionTransform("pay.*", 4, 1)
+	tr, err := partition.Transform("pay.*", 4, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,16 +1,9 @@
 package main
 
 import (
-	"errors"
-	"maps"
-
-	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/internal/kongx"
-	"github.com/jetledger/jetledger/internal/say"
-	"github.com/jetledger/jetledger/natsconn"
 	"github.com/jetledger/jetledger/node"
 	"github.com/jetledger/jetledger/service"
-	"github.com/jetledger/jetledger/stream"
 )
 
 // hubFlags make the embedded server a leaf node of a hub: the edge mode.
@@ -27,16 +20,8 @@ type hubFlags struct {
 	HubStart   uint64 `name:"hub-start-seq" placeholder:"SEQ" help:"with --hub-url: when run creates --stream and the ledger has recorded no start for it (a ledger pruned by an earlier jetledger, whose run then refuses to create it), copy --hub-stream from this sequence of it: the first not yet applied (1: its start)"`
 }
 
-// validate checks the edge flags (service.Config.CheckEdge); subjects is
-// --subjects, which a sourced stream does not take.
-func (h hubFlags) validate(external bool, subjects string) error {
-	cfg := service.Config{NATS: externalNATS(external), Stream: stream.Config{Subjects: kongx.SplitList(subjects)}, Hub: h.hub()}
-	cfg.Node.Leaf = h.leaf()
-	return checkEdge(cfg)
-}
-
 // leaf is the embedded server's leaf connection to the hub, or nil
-// without any of its flags.
+// without any of its flags; the service checks it (service.Config.CheckEdge).
 func (h hubFlags) leaf() *node.LeafConfig {
 	if h.Hub == "" && h.Domain == "" && h.HubCreds == "" && h.HubTLSCA == "" && h.HubTLSCert == "" && h.HubTLSKey == "" {
 		return nil
@@ -46,7 +31,7 @@ func (h hubFlags) leaf() *node.LeafConfig {
 		urls = []string{h.Hub} // no URL in it: refused, as given
 	}
 	return &node.LeafConfig{URLs: urls, Domain: h.Domain, HubDomain: h.HubDomain, Credentials: h.HubCreds,
-		TLSCA: h.HubTLSCA, TLSCert: h.HubTLSCert, TLSKey: h.HubTLSKey, Names: say.Under(runNames.Settings, "Node.Leaf")}
+		TLSCA: h.HubTLSCA, TLSCert: h.HubTLSCert, TLSKey: h.HubTLSKey}
 }
 
 // hub is the hub's stream the edge's stream sources, or nil without any
@@ -56,58 +41,4 @@ func (h hubFlags) hub() *service.Hub {
 		return nil
 	}
 	return &service.Hub{Stream: h.HubStream, Filter: h.HubFilter, Domain: h.HubDomain, Start: h.HubStart}
-}
-
-// externalNATS is a server to connect to when external, for the
-// service's checks.
-func externalNATS(external bool) *natsconn.Config {
-	if !external {
-		return nil
-	}
-	return &natsconn.Config{}
-}
-
-// checkEdge is cfg's embedded node, edge and NATS sink checked by the
-// service, in the flags' words (edgeNames).
-func checkEdge(cfg service.Config) error {
-	cfg.Names = runNames
-	return settingUsage(cfg.CheckEdge())
-}
-
-// edgeNames are the flags that set the service's embedded node, edge and
-// NATS sink, and what its refusals call the server to connect to; they
-// join runNames.
-var edgeNames = map[string]string{
-	"DB": "--db", "NATS": "a server to connect to (--nats, $NATS_URL or a named context)", "NATS.URL": "--nats", "NATS.Token": "--nats-token",
-	"Node.Listen": "--listen", "Node.StoreDir": "--store-dir", "Node.Token": "--embedded-token", "Node.SyncInterval": "--sync-interval",
-	"Node.Leaf.URLs": "--hub-url", "Node.Leaf.Domain": "--edge-domain", "Node.Leaf.HubDomain": "--hub-domain", "Node.Leaf.Credentials": "--hub-creds",
-	"Node.Leaf.TLSCA": "--hub-tls-ca", "Node.Leaf.TLSCert": "--hub-tls-cert", "Node.Leaf.TLSKey": "--hub-tls-key",
-	"Hub.Stream": "--hub-stream", "Hub.Filter": "--hub-filter", "Hub.Start": "--hub-start-seq", "Stream.Subjects": "--subjects",
-	"Effects.Subject": "--effects-subject", "Effects.Stream": "--effects-stream", "Effects.Timeout": "--effects-timeout", "Sink": "--webhook",
-}
-
-func init() { maps.Copy(runNames.Settings, edgeNames) }
-
-// settingRefusal is a library's refusal of a setting, printed as its reason.
-type settingRefusal struct {
-	reason string
-	err    error
-}
-
-func (r settingRefusal) Error() string { return r.reason }
-func (r settingRefusal) Unwrap() error { return r.err }
-
-// settingUsage is err as a usage error when it is a refusal of a setting
-// (a *service.ConfigError or *webhook.ConfigError), said in the flags'
-// words as the library gives it.
-func settingUsage(err error) error {
-	var sc *service.ConfigError
-	var wc *webhook.ConfigError
-	switch {
-	case errors.As(err, &sc):
-		return usageError{settingRefusal{sc.Reason, err}}
-	case errors.As(err, &wc):
-		return usageError{settingRefusal{wc.Reason, err}}
-	}
-	return err
 }

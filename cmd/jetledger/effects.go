@@ -7,6 +7,7 @@ import (
 	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/consumer/outbox/natssink"
 	"github.com/jetledger/jetledger/consumer/outbox/webhook"
+	"github.com/jetledger/jetledger/internal/say"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/service"
 )
@@ -130,14 +131,13 @@ func newSink(cfg webhook.Config) (sink, error) {
 	cfg.Names = webhookNames
 	s, err := webhook.New(cfg)
 	if err != nil {
-		return nil, settingUsage(err)
+		return nil, configUsage(err)
 	}
 	return s, nil
 }
 
 // webhookNames are the flags that set the webhook sink's fields.
-var webhookNames = map[string]string{"URL": "--webhook", "DeleteURL": "--webhook-delete-url", "LookupURL": "--webhook-lookup-url",
-	"Timeout": "--webhook-timeout", "RetryOn": "--webhook-retry-on"}
+var webhookNames = say.Under(runNames.Settings, "Webhook")
 
 // cancelOutbox cancels a row (webhook.Cancel), deleting the item at the
 // destination through s when it may be there.

@@ -3,19 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/alecthomas/kong"
 	"github.com/jetledger/jetledger/node"
-	"github.com/jetledger/jetledger/service"
 )
-
-// nodeAdvice says node.Start's refusal of an embedded server listening on
-// listen in the flags' terms (service.Config.Say).
-func nodeAdvice(err error, listen string) error {
-	return settingUsage(service.Config{Node: node.Config{Listen: listen}, Names: runNames}.Say(err))
-}
 
 // embeddedFlags configure the embedded server of run and replay.
 type embeddedFlags struct {
@@ -24,25 +16,6 @@ type embeddedFlags struct {
 	StoreDir      string       `name:"store-dir" placeholder:"DIR" help:"embedded server's JetStream store (default: <db>.nats beside the database)"`
 	SyncInterval  syncInterval `name:"sync-interval" placeholder:"always|DURATION" help:"how often the embedded server fsyncs its JetStream store: always (the default) syncs every write before the publish is acked (the embedded store is the system of record); a duration such as 2m is faster but loses up to that long of acked messages on power loss"`
 	hubFlags      `group:"edge"`
-}
-
-// validate checks the embedded server's flags (service.Config.CheckEdge):
-// with --nats (external) there is no embedded server, and the flags only
-// it reads are refused rather than silently ignored.
-func (e embeddedFlags) validate(external bool) error {
-	if external && e.SyncInterval.set && e.SyncInterval.interval == 0 {
-		// "always" is the zero value, which the service cannot tell from
-		// none given.
-		return usagef("--sync-interval is for the embedded server; the server at --nats syncs as its own sync_interval says")
-	}
-	return checkEdge(service.Config{Node: e.config("", nil), NATS: externalNATS(external)})
-}
-
-// config is the embedded server's configuration. The service puts its
-// store beside the database (the first argument, kept for the callers)
-// unless --store-dir says otherwise.
-func (e embeddedFlags) config(_ string, log *slog.Logger) node.Config {
-	return node.Config{Listen: e.Listen, StoreDir: e.StoreDir, Token: e.EmbeddedToken, SyncInterval: e.SyncInterval.interval, Logger: log}
 }
 
 // syncInterval is the value of --sync-interval: "always" (interval 0, the

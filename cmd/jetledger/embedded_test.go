@@ -10,6 +10,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/jetledger/jetledger/node"
+	"github.com/jetledger/jetledger/service"
 )
 
 // The embedded store is the system of record: by default it syncs every
@@ -80,12 +81,12 @@ func TestRunSyncIntervalUsage(t *testing.T) {
 }
 
 // startEmbedded starts the embedded server (node.Start), saying its
-// refusals in the command line's terms (nodeAdvice), as run's start
-// through the service does.
+// refusals in the command line's terms (service.Config.Say), as run's
+// start through the service does.
 func startEmbedded(ctx context.Context, cfg node.Config) (*node.Node, error) {
 	n, err := node.Start(ctx, cfg)
 	if err != nil {
-		return nil, nodeAdvice(err, cfg.Listen)
+		return nil, configUsage(service.Config{Node: node.Config{Listen: cfg.Listen}, Names: runNames}.Say(err))
 	}
 	return n, nil
 }

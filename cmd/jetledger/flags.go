@@ -90,8 +90,9 @@ type retentionFlags struct {
 	OutboxRetention time.Duration `name:"outbox-retention" default:"${outbox_retention}" help:"keep sent and cancelled outbox rows at least this long"`
 }
 
+// validate refuses what the service would (service.CheckPrune).
 func (f retentionFlags) validate() error {
-	return checkDurations(durationFlag{"--retention", f.Retention}, durationFlag{"--outbox-retention", f.OutboxRetention})
+	return configUsage(service.CheckPrune(service.Prune{Retention: f.Retention, OutboxRetention: f.OutboxRetention}, runNames))
 }
 
 // planFlags are the timing flags of run, replay, check and status: each

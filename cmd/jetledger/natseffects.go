@@ -3,7 +3,6 @@ package main
 import (
 	"time"
 
-	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/service"
 )
 
@@ -15,30 +14,10 @@ type effectsFlags struct {
 	Timeout time.Duration `name:"effects-timeout" default:"5s" help:"with --effects-subject: how long one publish waits for the stream's acknowledgement"`
 }
 
-// validate checks the NATS sink's flags (service.Config.CheckEdge);
-// webhookURL is --webhook, the other sink.
-func (f effectsFlags) validate(webhookURL string) error {
-	cfg := service.Config{Effects: f.effects()}
-	if webhookURL != "" {
-		cfg.Sink = service.RecordOnly(webhook.NameDefault) // only that there is one is checked
-	}
-	if err := checkEdge(cfg); err != nil || f.Subject == "" || f.Timeout > 0 {
-		return err
-	}
-	// The flag's default is not 0: a 0 was given, and 0 or less is refused.
-	return usagef("--effects-timeout %s: must be positive", f.Timeout)
-}
-
 // effects is the service's NATS sink, or nil without its flags.
 func (f effectsFlags) effects() *service.Effects {
 	if f.Subject == "" && f.Stream == "" {
 		return nil
 	}
-	return &service.Effects{Subject: f.Subject, Stream: f.Stream, Timeout: max(f.Timeout, 0)}
-}
-
-// advise says the NATS sink's refusals (service.StepEffects) in the flags'
-// terms (service.Config.Say).
-func (f effectsFlags) advise(err error) error {
-	return service.Config{Effects: f.effects(), Names: runNames}.Say(err)
+	return &service.Effects{Subject: f.Subject, Stream: f.Stream, Timeout: f.Timeout}
 }

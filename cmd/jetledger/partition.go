@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 
-	"github.com/jetledger/jetledger/consumer/partition"
 	"github.com/jetledger/jetledger/service"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // partitionFlags split a stream by a key token so that several ledgers,
@@ -24,19 +22,13 @@ func (p partitionFlags) parts() service.Partitions {
 	return service.Partitions{Named: p.Partition, Count: p.Partitions, Key: p.PartitionKey}
 }
 
-// partitionTransform is the stream's subject mapping for n partitions keyed
-// by the key-th '*' of subject (partition.Transform).
-func partitionTransform(subject string, n, key int) (*jetstream.SubjectTransformConfig, error) {
-	return partition.Transform(subject, n, key)
-}
-
 // runPartitions runs one consumer per partition (service.RunPartitions),
 // each on the config the service derives from cfg for it, its refusals
-// said in the flags' terms with its own ledger and durable.
+// advised with its own ledger and durable.
 func (c *runCmd) runPartitions(ctx context.Context, cfg service.Config, parts service.Partitions) error {
 	parts.Run = func(ctx context.Context, p service.Partition) error {
 		pc := p.Config(cfg)
-		return c.adviseRun(pc, service.Run(ctx, pc))
+		return c.advise(pc, service.Run(ctx, pc))
 	}
 	return c.advise(cfg, service.RunPartitions(ctx, cfg, parts))
 }

@@ -21,7 +21,7 @@ import (
 // letter in partition 1's: not the first, which status reads its names from.
 func partitionedLedgers(t *testing.T, js jetstream.JetStream, db string) {
 	t.Helper()
-	tr, err := partitionTransform("pay.*", 2, 1)
+	tr, err := partition.Transform("pay.*", 2, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

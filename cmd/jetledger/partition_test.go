@@ -39,7 +39,7 @@ func TestPartitionFlagsUsage(t *testing.T) {
 
 func TestPartitionMapping(t *testing.T) {
 	t.Parallel()
-	tr, err := partitionTransform("orders.*.*.>", 8, 2)
+	tr, err := partition.Transform("orders.*.*.>", 8, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

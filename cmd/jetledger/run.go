@@ -78,9 +78,9 @@ func (c *runCmd) Run(inv *invocation) error {
 }
 
 // run consumes until ctx ends (service.Run, or service.RunPartitions),
-// with the flags mapped to its config and its refusals said in the flags'
-// terms. Every flag is checked before the --metrics port is taken or the
-// ledger read.
+// with the flags mapped to its config, which names them in its refusals.
+// Every flag is checked before the --metrics port is taken or the ledger
+// read.
 func (c *runCmd) run(inv *invocation) error {
 	ctx := inv.ctx
 	snk, err := c.prepare()
@@ -108,16 +108,13 @@ func (c *runCmd) run(inv *invocation) error {
 	}
 	cfg := c.config(log, snk)
 	cfg.Metrics = l
-	return c.adviseRun(cfg, service.Run(ctx, cfg))
+	return c.advise(cfg, service.Run(ctx, cfg))
 }
 
 // prepare checks every flag and builds the sink, before the metrics port
-// or anything else is taken: the NATS sink's and the webhook's flags, then
-// the config's (check, service.Partitions.Validate).
+// or anything else is taken: the webhook's flags, then the config's
+// (check, service.Partitions.Validate).
 func (c *runCmd) prepare() (sink, error) {
-	if err := c.Effects.validate(c.Webhook.URL); err != nil {
-		return nil, err
-	}
 	snk, err := runSink(c.Webhook, c.Delete, c.Send)
 	if err != nil {
 		return nil, err
@@ -132,20 +129,10 @@ func (c *runCmd) prepare() (sink, error) {
 // config is the consuming flags' config with run's own.
 func (c *runCmd) config(log *slog.Logger, snk sink) service.Config {
 	cfg := c.consumeFlags.config(log, snk)
-	if c.Effects.Subject != "" {
-		cfg.Effects = &service.Effects{Subject: c.Effects.Subject, Stream: c.Effects.Stream, Timeout: c.Effects.Timeout}
-	}
+	cfg.Effects = c.Effects.effects()
 	cfg.SummaryInterval, cfg.MetricsAddr = c.SummaryInterval, c.Metrics
 	cfg.Outbox = service.Outbox{Workers: c.Send.OutboxWorkers, MaxAttempts: c.Send.OutboxMaxAttempts}
 	cfg.Prune = service.Prune{Interval: c.PruneInterval, Retention: c.Retention, OutboxRetention: c.OutboxRetention}
 	cfg.StartAttrs = append(cfg.StartAttrs, "webhook", redactURL(c.Webhook.URL))
 	return cfg
-}
-
-// adviseRun is advise, with the NATS sink's refusals.
-func (c *runCmd) adviseRun(cfg service.Config, err error) error {
-	if st, ok := err.(*service.StepError); ok && st.Step == service.StepEffects { //nolint:errorlint // the service's own
-		return c.Effects.advise(err)
-	}
-	return c.advise(cfg, err)
 }

@@ -9,11 +9,12 @@ import (
 	"github.com/jetledger/jetledger/service"
 )
 
-// advise says a refusal of the service (its *service.StepError) in the
-// flags' terms where the service does not, with the exit code of a usage
-// error where the flags are at fault (a *service.ConfigError). Only a step
-// error of the service itself is advised: a partition's, inside
-// RunPartitions' error, was advised by its own run.
+// advise says a refusal of the service (its *service.StepError) where the
+// service cannot, naming other commands, with the exit code of a usage
+// error where the flags are at fault (a *service.ConfigError, said in
+// runNames' words by the service). Only a step error of the service itself
+// is advised: a partition's, inside RunPartitions' error, was advised by
+// its own run.
 func (f *consumeFlags) advise(cfg service.Config, err error) error {
 	st, ok := err.(*service.StepError) //nolint:errorlint // the service's own, not a wrapped one
 	if !ok {
@@ -22,10 +23,6 @@ func (f *consumeFlags) advise(cfg service.Config, err error) error {
 	switch st.Step {
 	case service.StepSQL:
 		return sqlUsage(err)
-	case service.StepNode:
-		return nodeAdvice(err, f.Embedded.Listen)
-	case service.StepStream:
-		return streamAdvice(cfg, err)
 	case service.StepConsumer:
 		return refusal(cfg.Stream.Name, cfg.Consumer.Durable, cfg.Consumer.Plan.BatchSize, err)
 	case service.StepPrune:
@@ -36,25 +33,6 @@ func (f *consumeFlags) advise(cfg service.Config, err error) error {
 		return explainRunError(err, byteSize(cfg.Ledger.MaxSizeBytes))
 	}
 	return configUsage(err)
-}
-
-// streamAdvice says the stream's refusals: partitioned otherwise than the
-// flags say.
-func streamAdvice(cfg service.Config, err error) error {
-	var share *service.PartitionedError
-	var count *service.PartitionCountError
-	switch {
-	case errors.As(err, &share):
-		return fmt.Errorf("stream %s is partitioned into %d: consume it with run --partition I (each partition into its own ledger), or name a partition's durable (--durable %s-p0); one consumer over every partition would apply them all into one ledger, beside the partitions' own",
-			share.Stream, share.Partitions, share.Durable)
-	case errors.As(err, &count) && count.Have == 0:
-		return fmt.Errorf("stream %s is not partitioned (no {{partition(N,…)}} subject mapping): create it with run --subjects … --partitions N, or leave out --partition", count.Stream)
-	case errors.As(err, &count) && count.Named:
-		return usagef("--partition %d: stream %s has %d partitions, numbered 0 to %d", count.Want, count.Stream, count.Have, count.Have-1)
-	case errors.As(err, &count):
-		return fmt.Errorf("stream %s has %d partitions, not --partitions %d; a partitioned stream keeps its count (leave out --partitions)", count.Stream, count.Have, count.Want)
-	}
-	return err
 }
 
 // explainRunError says a full database in the command line's terms: the

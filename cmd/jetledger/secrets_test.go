@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/node"
+	"github.com/jetledger/jetledger/service"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -54,7 +56,8 @@ func TestRedactURLWithoutScheme(t *testing.T) {
 // password.
 func TestHubURLUsageErrorHidesThePassword(t *testing.T) {
 	for _, hub := range []string{"u:s3cretpw@hub.example:7422", "nats-leaf://u:s3cretpw@hub.example:7422/%zz"} {
-		err := hubFlags{Hub: hub, HubStream: "H", HubDomain: "hub", Domain: "e1"}.validate(false, "")
+		h := hubFlags{Hub: hub, HubStream: "H", HubDomain: "hub", Domain: "e1"}
+		err := configUsage(service.Config{Node: node.Config{Leaf: h.leaf()}, Hub: h.hub(), Names: runNames}.CheckEdge())
 		if err == nil {
 			t.Errorf("%q accepted", hub)
 			continue

@@ -86,7 +86,7 @@ func TestStartupWaitsForTheServer(t *testing.T) {
 	log := &consumertest.WaitLog{}
 	var info *jetstream.StreamInfo
 	err := o.during("look up stream EV", log, func() (err error) {
-		info, err = stream.Ensure(ctx, o.js, streamSpec{Name: "EV"}.config(slog.New(log)))
+		info, err = stream.Ensure(ctx, o.js, stream.Config{Name: "EV", Logger: slog.New(log)})
 		return err
 	})
 	if err != nil || info.Config.Name != "EV" {
@@ -109,7 +109,7 @@ func TestStartupWaitsForTheServer(t *testing.T) {
 	// Bounded, so that an answer waited for fails the test, not hangs it.
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if _, err := stream.Ensure(ctx, o.js, streamSpec{Name: "NONE"}.config(slog.New(quiet))); !errors.Is(err, stream.ErrNotFound) {
+	if _, err := stream.Ensure(ctx, o.js, stream.Config{Name: "NONE", Logger: slog.New(quiet)}); !errors.Is(err, stream.ErrNotFound) {
 		t.Fatalf("stream.Ensure of a missing stream without subjects: %v, want ErrNotFound", err)
 	}
 	p.Retention, p.Logger = time.Second, slog.New(quiet)

@@ -1,10 +1,7 @@
 package main
 
 import (
-	"log/slog"
 	"time"
-
-	"github.com/jetledger/jetledger/stream"
 )
 
 // streamLimitFlags are the limits of the stream --subjects creates. They
@@ -16,19 +13,4 @@ type streamLimitFlags struct {
 	MaxBytes byteSize      `name:"max-bytes" placeholder:"SIZE" help:"a stream created by --subjects drops its oldest messages past this size, such as 10GiB, consumed or not (default: none)"`
 	MaxMsgs  int64         `name:"max-msgs" placeholder:"N" help:"a stream created by --subjects drops its oldest messages past this many, consumed or not (default: none)"`
 	Replicas int           `name:"replicas" placeholder:"N" help:"copies of the stream --subjects creates, on as many servers of a cluster: 3 survives the loss of a node (default 1; at most 5)"`
-}
-
-// streamSpec is the stream run creates when it is missing (stream.Config,
-// whose Check checks it).
-type streamSpec struct {
-	Name       string
-	Subjects   []string // none: the stream must exist
-	Duplicates time.Duration
-	Limits     streamLimitFlags
-}
-
-// config maps the spec to the library's.
-func (s streamSpec) config(log *slog.Logger) stream.Config {
-	return stream.Config{Name: s.Name, Subjects: s.Subjects, Duplicates: s.Duplicates, Version: version(), Logger: log,
-		Limits: stream.Limits{MaxAge: s.Limits.MaxAge, MaxBytes: int64(s.Limits.MaxBytes), MaxMsgs: s.Limits.MaxMsgs, Replicas: s.Limits.Replicas}}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/stream"
 )
 
 // usageMessage runs args and wants a usage error in the one format of every
@@ -121,7 +122,7 @@ func TestBadValuesRefusedBeforeAnyIO(t *testing.T) {
 		{[]string{"run", "--stream", "a b"}, "--stream", nil},
 		{[]string{"run", "--stream", `a\b`}, "--stream", nil},
 		{[]string{"run", "--durable", "x.y"}, "--durable", nil},
-		{[]string{"run", "--durable", strings.Repeat("d", maxNameLen+1)}, "--durable", nil},
+		{[]string{"run", "--durable", strings.Repeat("d", stream.MaxNameLen+1)}, "--durable", nil},
 		{[]string{"run", "--subjects", "a..b"}, "--subjects", nil},
 		{[]string{"run", "--retention", "-1h"}, "--retention", []string{"--outbox-retention"}},
 		{[]string{"run", "--outbox-retention", "-1h"}, "--outbox-retention", nil},

@@ -2,10 +2,10 @@ package main
 
 import (
 	"errors"
-	"time"
 
 	"github.com/alecthomas/kong"
 
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/natsconn"
 	"github.com/jetledger/jetledger/service"
@@ -18,57 +18,40 @@ func popFlagValue(ctx *kong.DecodeContext, what string) (string, error) {
 	return kongx.PopFlagValue(ctx, what)
 }
 
-// maxNameLen is the longest stream or consumer name NATS accepts.
-const maxNameLen = stream.MaxNameLen
-
 // checkName refuses a stream or consumer name that NATS would
 // (stream.CheckName), naming flag.
-func checkName(flag, name string) error {
-	if ce := (*stream.ConfigError)(nil); errors.As(stream.CheckName(flag, name), &ce) {
-		return usagef("%s", ce.Reason)
-	}
-	return nil
+func checkName(flag, name string) error { return configUsage(stream.CheckName(flag, name)) }
+
+// refused is a library's refusal of a setting, said as its Reason alone.
+type refused struct {
+	reason string
+	err    error
 }
 
-// hostPort reads the host:port of flag (service.HostPort); port 0 picks a
-// free port.
-func hostPort(flag, addr string) (host string, port int, err error) {
-	host, port, err = service.HostPort(flag, addr)
-	return host, port, configUsage(err)
-}
+func (r refused) Error() string { return r.reason }
+func (r refused) Unwrap() error { return r.err }
 
-// reason is a refused config said as its Reason alone, in the flags' words.
-type reason struct{ *service.ConfigError }
-
-func (r reason) Error() string { return r.Reason }
-func (r reason) Unwrap() error { return r.ConfigError }
-
-// configUsage is err, if it is a refused config (*service.ConfigError,
-// *natsconn.ConfigError), the usage error of its Reason (exit 2).
+// configUsage is err, if it is a refused config (a *service.ConfigError,
+// or natsconn's, webhook's or stream's), the usage error of its Reason
+// (exit 2): the library said it in the flags' words.
 func configUsage(err error) error {
-	if ce := (*service.ConfigError)(nil); errors.As(err, &ce) {
-		return usageError{reason{ce}}
-	}
-	if ce := (*natsconn.ConfigError)(nil); errors.As(err, &ce) {
-		return usagef("%s", ce.Reason)
+	var (
+		sc *service.ConfigError
+		nc *natsconn.ConfigError
+		wc *webhook.ConfigError
+		tc *stream.ConfigError
+	)
+	switch {
+	case errors.As(err, &sc):
+		return usageError{refused{sc.Reason, err}}
+	case errors.As(err, &nc):
+		return usageError{refused{nc.Reason, err}}
+	case errors.As(err, &wc):
+		return usageError{refused{wc.Reason, err}}
+	case errors.As(err, &tc):
+		return usageError{refused{tc.Reason, err}}
 	}
 	return err
-}
-
-// checkDurations refuses a negative duration among flags (name to value).
-func checkDurations(flags ...durationFlag) error {
-	for _, f := range flags {
-		if f.v < 0 {
-			return usagef("%s %s: must not be negative", f.name, f.v)
-		}
-	}
-	return nil
-}
-
-// durationFlag is a duration flag's name and value, for checkDurations.
-type durationFlag struct {
-	name string
-	v    time.Duration
 }
 
 // firstError is the first of errs that is not nil.
