@@ -3,6 +3,7 @@ package sqlhandler
 import (
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/jetledger/jetledger/ledger"
 )
@@ -48,6 +49,19 @@ func (e *notJSONError) Unwrap() []error {
 		return []error{ErrNotJSON}
 	}
 	return []error{ErrNotJSON, e.err}
+}
+
+// names is Names with ApplyName.
+func (c Config) names() map[string]string {
+	if _, ok := c.Names["Apply"]; ok || c.ApplyName == "" {
+		return c.Names
+	}
+	names := maps.Clone(c.Names)
+	if names == nil {
+		names = map[string]string{}
+	}
+	names["Apply"] = c.ApplyName
+	return names
 }
 
 // name is what names (Config.Names) calls the Config setting at path:

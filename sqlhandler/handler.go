@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 
 	"github.com/jetledger/jetledger/consumer"
@@ -111,19 +110,6 @@ func New(ctx context.Context, st *ledger.Store, cfg Config) (*Handler, error) {
 // error), not the SQL's: not a *CheckError, and the SQL may be fine.
 func databaseCondition(err error) bool {
 	return errors.Is(err, ledger.ErrBusy) || errors.Is(err, ledger.ErrFull) || errors.Is(err, ledger.ErrReadOnly) || errors.Is(err, ledger.ErrIO)
-}
-
-// names is Names with ApplyName.
-func (c Config) names() map[string]string {
-	if _, ok := c.Names["Apply"]; ok || c.ApplyName == "" {
-		return c.Names
-	}
-	names := maps.Clone(c.Names)
-	if names == nil {
-		names = map[string]string{}
-	}
-	names["Apply"] = c.ApplyName
-	return names
 }
 
 // schemaError is cfg's Schema that failed on the ledger, a *CheckError
