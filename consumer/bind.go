@@ -262,7 +262,7 @@ func (c *Consumer) checkDurable(ctx context.Context, cfg jetstream.ConsumerConfi
 			ErrFilterMismatch, c.cfg.Stream, c.cfg.Durable, have, sortedCopy(c.cfg.FilterSubjects))
 	}
 	if err := c.plan.Validate(DurableOf(cfg)); err != nil {
-		return fmt.Errorf("consumer %s/%s: %w", c.cfg.Stream, c.cfg.Durable, err)
+		return c.refusal(err)
 	}
 	c.serverMax = cfg.MaxDeliver
 	if server := cfg.MaxDeliver; server > 0 {

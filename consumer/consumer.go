@@ -3,6 +3,7 @@ package consumer
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -90,6 +91,10 @@ type Config struct {
 	// MetadataPlan, MetadataMaxDeliver) are set over it; keys beginning
 	// with "_nats." are the server's and refused. Default: none.
 	Metadata map[string]string
+	// Names are what a refusal (*PlanError) calls the settings: a
+	// setting's path in Config ("Plan.Deadline") to the caller's name for
+	// it ("--deadline"). Default: the paths.
+	Names map[string]string
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -169,7 +174,8 @@ type Consumer struct {
 // New validates cfg, then binds to the durable consumer or creates it with
 // the plan's AckWait. An existing consumer that does not satisfy the plan is
 // refused with an error wrapping ackwait.ErrAckWaitTooShort (or another
-// ackwait sentinel) that names the durations and the fix.
+// ackwait sentinel) that names the durations and the fix: a *PlanError
+// where the durable or the plan can be changed to fit.
 func New(ctx context.Context, js JetStream, l Ledger, cfg Config) (*Consumer, error) {
 	if cfg.Stream == "" {
 		return nil, fmt.Errorf("%w: Stream is required", ErrInvalidConfig)
@@ -198,6 +204,15 @@ func New(ctx context.Context, js JetStream, l Ledger, cfg Config) (*Consumer, er
 	}
 	c.cons, c.consName = cons, cons.CachedInfo().Name
 	return c, nil
+}
+
+// refusal is err, the plan's refusal of the durable, as New returns it: a
+// *PlanError (PlanRefusal), or err after the consumer's name.
+func (c *Consumer) refusal(err error) error {
+	if err = PlanRefusal(c.cfg.Stream, c.cfg.Durable, c.plan.BatchSize, err, c.cfg.Names); errors.As(err, new(*PlanError)) {
+		return err
+	}
+	return fmt.Errorf("consumer %s/%s: %w", c.cfg.Stream, c.cfg.Durable, err)
 }
 
 // Info returns the server's view of the consumer: pending, redelivered,

@@ -61,10 +61,10 @@ func Check(ctx context.Context, db string, cfg Config) error {
 				// scratch disk may fail it: the copy cannot tell.
 				return ctx.Err()
 			}
-			return schemaError(cfg.SchemaName, err)
+			return schemaError(cfg, err)
 		}
 	}
-	_, err = New(cctx, st, Config{Apply: apply, ApplyName: cfg.ApplyName})
+	_, err = New(cctx, st, Config{Apply: apply, Names: cfg.names()})
 	if ctx.Err() != nil || !errors.As(err, new(*CheckError)) {
 		return ctx.Err()
 	}

@@ -10,10 +10,11 @@
 // *CheckError (ErrSchema, ErrApplyInvalid; an *UnboundParamError names
 // the parameter and the closest bound one), while the ledger file's own
 // condition (ledger.ErrBusy, ErrFull, ...) is a *ConditionError matching it.
-// The messages name the Config fields (Config.Apply, Config.Schema). Check does
+// The messages name the Config fields (Config.Apply, Config.Schema), or the
+// settings as Config.Names says (a command line's flags). Check does
 // the same on a scratch copy of a ledger file's schema, creating nothing.
 // A payload Apply reads that is not JSON is dead-lettered with ErrNotJSON,
-// its reason naming Apply as Config.ApplyName says (a command line's flag).
+// its reason naming Apply as Config.Names says.
 //
 //	h, err := sqlhandler.New(ctx, st, sqlhandler.Config{
 //		Schema: `CREATE TABLE IF NOT EXISTS balances (account TEXT PRIMARY KEY, amount INTEGER NOT NULL)`,

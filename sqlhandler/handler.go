@@ -2,7 +2,6 @@ package sqlhandler
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -21,17 +20,25 @@ type Config struct {
 	// (CREATE TABLE IF NOT EXISTS ...), so that Apply's tables exist.
 	// Default "": none.
 	Schema string
-	// SchemaName names Schema in error messages (CheckError.Name; run
-	// passes the file's path). Default "": unnamed.
+	// SchemaName is where Schema came from, said after its name in error
+	// messages (CheckError.Name; run passes the file's path). Default "":
+	// none.
 	SchemaName string
 	// Apply is SQL run for every message in the batch's transaction, with
 	// :msg_id, :subject, :seq (integer) and :data (the payload, as text)
 	// bound; @, $ and # work as the prefix too. Default "": none.
 	Apply string
-	// ApplyName names Apply in the dead-letter reason of a payload that is
-	// not JSON and in an *UnboundParamError (run passes "--apply").
-	// Default "": "Config.Apply".
+	// ApplyName is Names["Apply"], for a caller that names Apply alone;
+	// Names["Apply"] wins. Default "": none.
 	ApplyName string
+	// Names are what the errors (*CheckError, *ConditionError,
+	// *UnboundParamError) and the dead-letter reason of a payload that is
+	// not JSON call the settings: a setting's path in Config ("Schema",
+	// "Apply") to the caller's name for it (run: "--schema", "--apply").
+	// Given, a message is in the caller's words alone, without the
+	// package's name. Default: the fields ("Config.Apply"), after
+	// "sqlhandler: ".
+	Names map[string]string
 	// Effect, if set, runs for every message after its events row and
 	// before Apply, in the same savepoint (run enqueues the payload to its
 	// outbox here, so the outbox row exists if and only if the message is
@@ -46,7 +53,7 @@ type Config struct {
 // Handler). Safe for the consumer's use; not changed after New.
 type Handler struct {
 	apply     string
-	applyName string // Config.ApplyName, defaulted
+	applyName string // what Config.Names calls Apply
 	// later: the events row is queued for the batch's multi-row insert;
 	// only when nothing the handler runs reads the events table (see
 	// New), since a queued row is not visible until then.
@@ -78,15 +85,15 @@ func New(ctx context.Context, st *ledger.Store, cfg Config) (*Handler, error) {
 			if ctx.Err() != nil {
 				return nil, ctx.Err() // interrupted, not a bad schema
 			}
-			return nil, schemaError(cfg.SchemaName, err)
+			return nil, schemaError(cfg, err)
 		}
 	}
 	if _, err := st.Exec(ctx, eventsSchema); err != nil {
 		return nil, fmt.Errorf("create events table: %w", err)
 	}
-	apply, name := cfg.Apply, cmp.Or(cfg.ApplyName, "Config.Apply")
+	apply, names := cfg.Apply, cfg.names()
 	if apply != "" {
-		if err := checkApply(ctx, st, apply, name); err != nil {
+		if err := checkApply(ctx, st, apply, names); err != nil {
 			return nil, err
 		}
 	}
@@ -95,7 +102,7 @@ func New(ctx context.Context, st *ledger.Store, cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	params := usedParams(apply)
-	return &Handler{apply: apply, applyName: name, later: later, params: params, readsData: slices.Contains(params, "data"), effect: cfg.Effect}, nil
+	return &Handler{apply: apply, applyName: name(names, "Apply"), later: later, params: params, readsData: slices.Contains(params, "data"), effect: cfg.Effect}, nil
 }
 
 // databaseCondition reports an error that is the ledger file's condition
@@ -105,13 +112,13 @@ func databaseCondition(err error) bool {
 	return errors.Is(err, ledger.ErrBusy) || errors.Is(err, ledger.ErrFull) || errors.Is(err, ledger.ErrReadOnly) || errors.Is(err, ledger.ErrIO)
 }
 
-// schemaError is a Schema that failed on the ledger, a *CheckError unless
-// the ledger's condition failed it (a *ConditionError).
-func schemaError(name string, err error) error {
+// schemaError is cfg's Schema that failed on the ledger, a *CheckError
+// unless the ledger's condition failed it (a *ConditionError).
+func schemaError(cfg Config, err error) error {
 	if databaseCondition(err) {
-		return &ConditionError{Field: "Schema", Name: name, Err: err}
+		return &ConditionError{Field: "Schema", Name: cfg.SchemaName, Err: err, Names: cfg.names()}
 	}
-	return &CheckError{Kind: ErrSchema, Name: name, Err: err}
+	return &CheckError{Kind: ErrSchema, Name: cfg.SchemaName, Err: err, Names: cfg.names()}
 }
 
 // usedParams are the names of applyParams that apply uses: binding only
@@ -158,21 +165,21 @@ func eventsLater(ctx context.Context, st *ledger.Store, apply string) (bool, err
 
 // checkApply compiles every statement of Apply as a handler runs it, so a
 // typo or a statement a handler may not run (BEGIN, COMMIT, ...) fails New
-// instead of every message; and checks its parameters.
-// name is Config.ApplyName, for an *UnboundParamError.
-func checkApply(ctx context.Context, st *ledger.Store, apply, name string) error {
+// instead of every message; and checks its parameters. Its errors name
+// the settings as names (Config.Names) says.
+func checkApply(ctx context.Context, st *ledger.Store, apply string, names map[string]string) error {
 	err := st.CheckHandlerSQL(ctx, sqlStatements(apply))
 	switch {
 	case err != nil && ctx.Err() != nil:
 		return ctx.Err()
 	case databaseCondition(err):
-		return &ConditionError{Field: "Apply", Err: err}
+		return &ConditionError{Field: "Apply", Err: err, Names: names}
 	case err != nil:
-		return &CheckError{Kind: ErrApplyInvalid, Err: err}
+		return &CheckError{Kind: ErrApplyInvalid, Err: err, Names: names}
 	}
 	// SQLite compiles any parameter name; Handle binds only four.
-	if err := checkApplyParams(apply, name); err != nil {
-		return &CheckError{Kind: ErrApplyInvalid, Err: err}
+	if err := checkApplyParams(apply, name(names, "Apply")); err != nil {
+		return &CheckError{Kind: ErrApplyInvalid, Err: err, Names: names}
 	}
 	return nil
 }

@@ -176,20 +176,23 @@ func TestApplyNameNamesApply(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := openHandlerStore(t, demoSchema)
-	for _, tt := range []struct{ name, want string }{{"", "Config.Apply"}, {"--apply", "--apply"}} {
-		_, err := New(ctx, st, Config{Apply: `INSERT INTO balances VALUES (json_extract(:dta, '$.a'), 1)`, ApplyName: tt.name})
+	for _, tt := range []struct {
+		name, want string
+		names      map[string]string
+	}{{"", "Config.Apply", nil}, {"--apply", "--apply", nil}, {"", "APPLY", map[string]string{"Apply": "APPLY"}}} {
+		_, err := New(ctx, st, Config{Apply: `INSERT INTO balances VALUES (json_extract(:dta, '$.a'), 1)`, ApplyName: tt.name, Names: tt.names})
 		want := tt.want + " uses :dta (did you mean :data?), which is not bound: the parameters are :msg_id, :subject, :seq and :data"
 		var unbound *UnboundParamError
 		if !errors.As(err, &unbound) || unbound.Error() != want {
 			t.Errorf("ApplyName %q: unbound parameter %v, want %q", tt.name, err, want)
 		}
-		h, err := New(ctx, st, Config{Apply: demoApply, ApplyName: tt.name})
+		h, err := New(ctx, st, Config{Apply: demoApply, ApplyName: tt.name, Names: tt.names})
 		if err != nil {
 			t.Fatal(err)
 		}
 		res, err := st.ApplyBatch(ctx, []ledger.Delivery{
-			{MessageID: "nul" + tt.name, Stream: "S", Sequence: 1, Subject: "ev", Data: []byte("{}\x00"), Delivered: 1},
-			{MessageID: "bad" + tt.name, Stream: "S", Sequence: 2, Subject: "ev", Data: []byte("{"), Delivered: 1},
+			{MessageID: "nul" + tt.want, Stream: "S", Sequence: 1, Subject: "ev", Data: []byte("{}\x00"), Delivered: 1},
+			{MessageID: "bad" + tt.want, Stream: "S", Sequence: 2, Subject: "ev", Data: []byte("{"), Delivered: 1},
 		}, h.Handle, ledger.Budget{})
 		if err != nil {
 			t.Fatal(err)
@@ -207,35 +210,71 @@ func TestApplyNameNamesApply(t *testing.T) {
 	}
 }
 
-// Say names Schema and Apply as the caller does (run: --schema, --apply),
-// and Error is Say of the Config fields behind the package's name.
-func TestSayNamesTheFields(t *testing.T) {
+// Names name Schema and Apply as the caller does (run: --schema, --apply),
+// the message then the caller's own; without them the message names the
+// Config fields behind the package's name.
+func TestNamesNameTheFields(t *testing.T) {
 	t.Parallel()
 	busy := fmt.Errorf("locked: %w", ledger.ErrBusy)
 	bad := errors.New("no such table: nowhere")
+	flags := map[string]string{"Schema": "--schema", "Apply": "--apply"}
 	tests := []struct {
-		name string
-		err  interface {
-			error
-			Say(schema, apply string) string
-		}
-		want string
+		name       string
+		err        func(names map[string]string) error
+		want, bare string // with flags; without names
 	}{
-		{"schema", &CheckError{Kind: ErrSchema, Name: "s.sql", Err: bad}, "SCHEMA s.sql: no such table: nowhere"},
-		{"apply", &CheckError{Kind: ErrApplyInvalid, Err: bad}, "APPLY does not compile: no such table: nowhere (tables it uses must exist: create them with SCHEMA)"},
-		{"unbound", &CheckError{Kind: ErrApplyInvalid, Err: &UnboundParamError{Params: []string{"?1"}, Name: "--apply"}},
-			"APPLY uses ?1, which is not bound (positional parameters never are): the parameters are :msg_id, :subject, :seq and :data"},
-		{"schema condition", &ConditionError{Field: "Schema", Name: "s.sql", Err: busy},
-			"SCHEMA s.sql could not run: " + busy.Error() + " (the ledger, not the SQL: another process may hold its writer)"},
-		{"apply condition", &ConditionError{Field: "Apply", Err: busy},
-			"APPLY could not be checked: " + busy.Error() + " (the ledger, not the SQL: another process may hold its writer)"},
+		{"schema", func(n map[string]string) error {
+			return &CheckError{Kind: ErrSchema, Name: "s.sql", Err: bad, Names: n}
+		},
+			"--schema s.sql: no such table: nowhere", "sqlhandler: Config.Schema s.sql: no such table: nowhere"},
+		{"apply", func(n map[string]string) error { return &CheckError{Kind: ErrApplyInvalid, Err: bad, Names: n} },
+			"--apply does not compile: no such table: nowhere (tables it uses must exist: create them with --schema)",
+			"sqlhandler: Config.Apply does not compile: no such table: nowhere (tables it uses must exist: create them with Config.Schema)"},
+		{"unbound", func(n map[string]string) error {
+			return &CheckError{Kind: ErrApplyInvalid, Err: &UnboundParamError{Params: []string{"?1"}, Name: "--apply"}, Names: n}
+		},
+			"--apply uses ?1, which is not bound (positional parameters never are): the parameters are :msg_id, :subject, :seq and :data",
+			"sqlhandler: Config.Apply uses ?1, which is not bound (positional parameters never are): the parameters are :msg_id, :subject, :seq and :data"},
+		{"schema condition", func(n map[string]string) error {
+			return &ConditionError{Field: "Schema", Name: "s.sql", Err: busy, Names: n}
+		},
+			"--schema s.sql could not run: " + busy.Error() + " (the ledger, not the SQL: another process may hold its writer)",
+			"sqlhandler: Config.Schema s.sql could not run: " + busy.Error() + " (the ledger, not the SQL: another process may hold its writer)"},
+		{"apply condition", func(n map[string]string) error { return &ConditionError{Field: "Apply", Err: busy, Names: n} },
+			"--apply could not be checked: " + busy.Error() + " (the ledger, not the SQL: another process may hold its writer)",
+			"sqlhandler: Config.Apply could not be checked: " + busy.Error() + " (the ledger, not the SQL: another process may hold its writer)"},
 	}
 	for _, tt := range tests {
-		if got := tt.err.Say("SCHEMA", "APPLY"); got != tt.want {
-			t.Errorf("%s: Say\n got %q\nwant %q", tt.name, got, tt.want)
+		if got := tt.err(flags).Error(); got != tt.want {
+			t.Errorf("%s: with names\n got %q\nwant %q", tt.name, got, tt.want)
 		}
-		if got, want := tt.err.Error(), "sqlhandler: "+tt.err.Say("Config.Schema", "Config.Apply"); got != want {
-			t.Errorf("%s: Error %q, want %q", tt.name, got, want)
+		if got := tt.err(nil).Error(); got != tt.bare {
+			t.Errorf("%s: without names\n got %q\nwant %q", tt.name, got, tt.bare)
 		}
+	}
+}
+
+// New and Check say their refusals in Config.Names' words, and keep what
+// they are.
+func TestConfigNamesNameTheRefusals(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := openHandlerStore(t, demoSchema)
+	names := map[string]string{"Schema": "--schema", "Apply": "--apply"}
+	_, err := New(ctx, st, Config{Apply: "INSERT INTO nowhere VALUES (:data)", Names: names})
+	want := "--apply does not compile: "
+	if !errors.Is(err, ErrApplyInvalid) || !errors.As(err, new(*CheckError)) || !strings.HasPrefix(err.Error(), want) ||
+		!strings.HasSuffix(err.Error(), "create them with --schema)") {
+		t.Errorf("New: %v, want a *CheckError (ErrApplyInvalid) saying %q...--schema", err, want)
+	}
+	err = Check(ctx, filepath.Join(t.TempDir(), "l.db"), Config{Schema: "CREATE TABL x (y)", SchemaName: "s.sql", Names: names})
+	if !errors.Is(err, ErrSchema) || !strings.HasPrefix(err.Error(), "--schema s.sql: ") {
+		t.Errorf("Check: %v, want a *CheckError (ErrSchema) saying --schema s.sql", err)
+	}
+	// ApplyName alone names Apply; Names["Apply"] wins over it.
+	_, err = New(ctx, st, Config{Apply: "SELECT :dta", ApplyName: "APPLY", Names: names})
+	var unbound *UnboundParamError
+	if !errors.As(err, &unbound) || unbound.Name != "--apply" || !strings.HasPrefix(err.Error(), "--apply uses :dta") {
+		t.Errorf("New with Names and ApplyName: %v, want --apply named", err)
 	}
 }

@@ -45,7 +45,7 @@ func (e *UnboundParamError) say(apply string) string {
 
 // checkApplyParams returns an *UnboundParamError naming every parameter of
 // apply that is not one of applyParams, nil if there is none; name is
-// Config.ApplyName.
+// what Config.Names calls Apply.
 func checkApplyParams(apply, name string) error {
 	var bad []string
 	for _, p := range sqlParams(apply) {

@@ -45,6 +45,10 @@ type Config struct {
 	DB string
 	// Logger is given to the partitions' ledgers. Default slog.Default().
 	Logger *slog.Logger
+	// Names are what a consumer's Refusal (*consumer.PlanError) calls the
+	// settings: a setting's path in Config ("Plan.Deadline") to the
+	// caller's name for it ("--deadline"). Default: the paths.
+	Names map[string]string
 }
 
 func (c Config) validate(js JetStream, st *ledger.Store) error {
@@ -104,8 +108,9 @@ type Consumer struct {
 	AckFloorSeq      uint64        `json:"ack_floor_seq"`
 	ServerMaxDeliver int           `json:"server_max_deliver"`
 	// Refusal is why the plan refuses the consumer (wrapping
-	// ackwait.ErrAckWaitTooShort, ErrAckPolicy or ErrMaxAckPending); nil
-	// when Safe.
+	// ackwait.ErrAckWaitTooShort, ErrAckPolicy or ErrMaxAckPending): a
+	// *consumer.PlanError, saying the fix in Config.Names' words, where
+	// changing the durable or the plan fixes it. Nil when Safe.
 	Refusal error `json:"-"`
 }
 
@@ -178,13 +183,17 @@ func readServer(ctx context.Context, js JetStream, cfg Config, rep *Report) {
 // consumerOf is the consumer's part of a report, checked against cfg.Plan.
 func consumerOf(cfg Config, info *jetstream.ConsumerInfo) *Consumer {
 	verr := cfg.Plan.Validate(consumer.DurableOf(info.Config))
+	if verr != nil {
+		verr = consumer.PlanRefusal(cfg.Stream, cfg.Durable, cfg.Plan.WithDefaults().BatchSize, verr, cfg.Names)
+	}
 	return &Consumer{cfg.Durable, info.Config.AckWait, cfg.Plan.AckWait(), verr == nil, info.NumPending, info.NumAckPending,
 		info.NumRedelivered, info.AckFloor.Stream, info.Config.MaxDeliver, verr}
 }
 
 // Check looks up the durable cfg names and checks its configuration
 // against cfg.Plan, as run does before it consumes. A consumer the plan
-// refuses is no error: its Safe is false and its Refusal says why. The
+// refuses is no error: its Safe is false and its Refusal says why, as
+// consumer.New refuses it (naming the consumer). The
 // error is of an invalid cfg or of the lookup, wrapping
 // jetstream.ErrStreamNotFound or ErrConsumerNotFound when there is none.
 func Check(ctx context.Context, js JetStream, cfg Config) (*Consumer, error) {
@@ -198,5 +207,9 @@ func Check(ctx context.Context, js JetStream, cfg Config) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("look up consumer %s/%s: %w", cfg.Stream, cfg.Durable, err)
 	}
-	return consumerOf(cfg, cons.CachedInfo()), nil
+	c := consumerOf(cfg, cons.CachedInfo())
+	if c.Refusal != nil && !errors.As(c.Refusal, new(*consumer.PlanError)) {
+		c.Refusal = fmt.Errorf("consumer %s/%s: %w", cfg.Stream, cfg.Durable, c.Refusal)
+	}
+	return c, nil
 }

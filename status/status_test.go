@@ -6,10 +6,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/consumer/partition"
 	"github.com/jetledger/jetledger/ledger"
@@ -153,6 +155,23 @@ func TestCheck(t *testing.T) {
 	}
 	if _, err := status.Check(ctx(t), js, status.Config{Stream: "NONE", Durable: "d"}); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("Check of a stream not found: %v", err)
+	}
+	// The refusal says the fix in Names' words (a *consumer.PlanError),
+	// and one it has no fix for names the consumer, as consumer.New does.
+	if _, err := s.CreateConsumer(ctx(t), jetstream.ConsumerConfig{Durable: "noacks", AckPolicy: jetstream.AckNonePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{"Plan.BatchSize": "--batch"}
+	for _, tt := range []struct {
+		durable string
+		plan    bool
+		want    string
+	}{{"few", true, "consumer PAY/few: its MaxAckPending is below --batch 10; raise it: nats consumer edit PAY few --max-pending 10; or lower --batch"},
+		{"noacks", false, "consumer PAY/noacks: "}} {
+		c, err := status.Check(ctx(t), js, status.Config{Stream: "PAY", Durable: tt.durable, Plan: plan, Names: names})
+		if err != nil || c.Refusal == nil || errors.As(c.Refusal, new(*consumer.PlanError)) != tt.plan || !strings.HasPrefix(c.Refusal.Error(), tt.want) {
+			t.Errorf("Check %s with Names: %v, %v; want a refusal starting %q (a *consumer.PlanError: %t)", tt.durable, c, err, tt.want, tt.plan)
+		}
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/jetledger/jetledger/internal/say"
 )
 
 var (
@@ -52,12 +54,20 @@ type NotTheInstanceError struct {
 	Stream  string    // the stream's name
 	Created time.Time // the creation time of the stream found
 	Served  string    // the served instance's creation time (InstanceCreated)
+	// Names, when given, say the advice in the caller's words: "NATS" is
+	// what names the server read, "Run" what consumes the stream and
+	// records it (a command line: "--nats", "run"). Default: the Go API's.
+	Names map[string]string
 }
 
 func (e *NotTheInstanceError) Error() string {
-	return fmt.Sprintf("%v: stream %s here was created %s, the one this ledger served %s (another server's stream of that name, or one made again since): "+
-		"read the server whose stream this ledger served, or record this stream as the one it serves (ledger.Store.RememberConsumer, as jetledger run does)",
-		ErrNotTheInstance, e.Stream, e.Created.UTC().Format(time.RFC3339Nano), e.Served)
+	advice := "read the server whose stream this ledger served, or record this stream as the one it serves (ledger.Store.RememberConsumer, as jetledger run does)"
+	if len(e.Names) > 0 {
+		run := say.Name(e.Names, "Run")
+		advice = "point " + say.Name(e.Names, "NATS") + " at the server " + run + " consumes, or " + run + " on this stream first, which records it"
+	}
+	return fmt.Sprintf("%v: stream %s here was created %s, the one this ledger served %s (another server's stream of that name, or one made again since): %s",
+		ErrNotTheInstance, e.Stream, e.Created.UTC().Format(time.RFC3339Nano), e.Served, advice)
 }
 
 // Is makes errors.Is(err, ErrNotTheInstance) hold.
@@ -70,12 +80,15 @@ type NoFloorError struct {
 	Rows   int64  // the ledger's rows of it
 	Source string // its source as floors name it (name@domain)
 	Hub    string // the source stream's name
+	// Names are what the advice calls Sourced's settings: "Start" to the
+	// caller's name for it ("--hub-start-seq"). Default: "Sourced.Start".
+	Names map[string]string
 }
 
 func (e *NoFloorError) Error() string {
 	return fmt.Sprintf("%v: stream %s is missing, and this ledger holds %d rows of it but no record of where in %s the rows it pruned end (an earlier jetledger pruned it without one); copied from its start, %s would apply those messages a second time: "+
-		"give Sourced.Start as %s's sequence of the first message this ledger has not applied (1 if it never pruned this stream), or bring the stream's store back",
-		ErrNoFloor, e.Stream, e.Rows, e.Source, e.Stream, e.Hub)
+		"give %s with %s's sequence of the first message this ledger has not applied (1 if it never pruned this stream), or bring the stream's store back",
+		ErrNoFloor, e.Stream, e.Rows, e.Source, e.Stream, named(e.Names, "Start", "Sourced.Start"), e.Hub)
 }
 
 // Is makes errors.Is(err, ErrNoFloor) hold.
@@ -88,13 +101,30 @@ type EffectsError struct {
 	Subject string // Effects.Subject
 	Stream  string // Effects.Stream
 	Err     error  // JetStream's error
+	// Names are what the message calls Effects' settings: "Stream" and
+	// "Subject" to the caller's names ("--effects-stream"). Given, the
+	// message is the caller's own, without the package's name. Default:
+	// the fields ("Effects.Stream"), after "stream: ensure effects: ".
+	Names map[string]string
 }
 
 func (e *EffectsError) Error() string {
-	if e.Op == "create" {
-		return fmt.Sprintf("stream: ensure effects: create Effects.Stream %s: %v", e.Stream, e.Err)
+	prefix := "stream: ensure effects: "
+	if len(e.Names) > 0 {
+		prefix = ""
 	}
-	return fmt.Sprintf("stream: ensure effects: find the stream of Effects.Subject %s: %v", e.Subject, e.Err)
+	if e.Op == "create" {
+		return fmt.Sprintf("%screate %s %s: %v", prefix, named(e.Names, "Stream", "Effects.Stream"), e.Stream, e.Err)
+	}
+	return fmt.Sprintf("%sfind the stream for %s %s: %v", prefix, named(e.Names, "Subject", "Effects.Subject"), e.Subject, e.Err)
 }
 
 func (e *EffectsError) Unwrap() error { return e.Err }
+
+// named is what names calls the setting at path, or field.
+func named(names map[string]string, path, field string) string {
+	if n, ok := names[path]; ok {
+		return n
+	}
+	return field
+}

@@ -7,13 +7,16 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/service"
 	"github.com/jetledger/jetledger/sqlhandler"
 	"github.com/jetledger/jetledger/stream"
 )
 
-// The libraries' typed errors name Config fields; advise says them as run
-// said them before the libraries were split out, with the flags, inside
-// whatever the callers wrapped around them, and keeps what they are.
+// The stream package's typed errors name Config fields; advise says them
+// as run said them before the libraries were split out, with the flags,
+// inside whatever the callers wrapped around them, and keeps what they
+// are. (The SQL handler's say the flags themselves: sqlhandler's
+// TestNamesNameTheFields, and sqlUsage below.)
 func TestAdviseNamesTheFlags(t *testing.T) {
 	t.Parallel()
 	created := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
@@ -24,10 +27,6 @@ func TestAdviseNamesTheFlags(t *testing.T) {
 		is   error
 		want string
 	}{
-		{name: "schema could not run", err: &sqlhandler.ConditionError{Field: "Schema", Name: "s.sql", Err: busy}, is: ledger.ErrBusy,
-			want: "--schema s.sql could not run: database is locked: " + ledger.ErrBusy.Error() + " (the ledger, not the SQL: another process may hold its writer)"},
-		{name: "apply could not be checked", err: &sqlhandler.ConditionError{Field: "Apply", Err: busy}, is: ledger.ErrBusy,
-			want: "--apply could not be checked: database is locked: " + ledger.ErrBusy.Error() + " (the ledger, not the SQL: another process may hold its writer)"},
 		{name: "no floor", err: &stream.NoFloorError{Stream: "EV", Rows: 7, Source: "EV@hub", Hub: "EV"}, is: stream.ErrNoFloor,
 			want: stream.ErrNoFloor.Error() + ": stream EV is missing, and this ledger holds 7 rows of it but no record of where in EV@hub the rows it pruned end (an earlier jetledger pruned it without one); copied from its start, EV would apply those messages a second time: " +
 				"give --hub-start-seq with EV's sequence of the first message this ledger has not applied (1 if it never pruned this stream), or bring the stream's store back"},
@@ -52,5 +51,31 @@ func TestAdviseNamesTheFlags(t *testing.T) {
 	}
 	if err := errors.New("plain"); advise(err) != err || advise(nil) != nil {
 		t.Error("advise changed an error it has no advice for")
+	}
+}
+
+// sqlUsage says the SQL handler's errors, as the service returns them,
+// with the flags, bad SQL a usage error and the ledger's condition not.
+func TestSQLUsageNamesTheFlags(t *testing.T) {
+	t.Parallel()
+	busy := fmt.Errorf("database is locked: %w", ledger.ErrBusy)
+	tests := []struct {
+		name  string
+		err   error
+		usage bool
+		want  string
+	}{
+		{"schema could not run", &sqlhandler.ConditionError{Field: "Schema", Name: "s.sql", Err: busy}, false,
+			"--schema s.sql could not run: database is locked: " + ledger.ErrBusy.Error() + " (the ledger, not the SQL: another process may hold its writer)"},
+		{"apply could not be checked", &sqlhandler.ConditionError{Field: "Apply", Err: busy}, false,
+			"--apply could not be checked: database is locked: " + ledger.ErrBusy.Error() + " (the ledger, not the SQL: another process may hold its writer)"},
+		{"apply does not compile", &sqlhandler.CheckError{Kind: sqlhandler.ErrApplyInvalid, Err: busy, Names: map[string]string{"Apply": "--apply"}}, true,
+			"--apply does not compile: database is locked: " + ledger.ErrBusy.Error() + " (tables it uses must exist: create them with --schema)"},
+	}
+	for _, tt := range tests {
+		got := sqlUsage(&service.StepError{Step: service.StepSQL, Err: tt.err})
+		if got.Error() != tt.want || errors.As(got, new(usageError)) != tt.usage || !errors.Is(got, ledger.ErrBusy) {
+			t.Errorf("%s: sqlUsage\n got %q\nwant %q (usage error: %t)", tt.name, got, tt.want, tt.usage)
+		}
 	}
 }

@@ -5,9 +5,14 @@ import (
 	"errors"
 	"os"
 
+	"github.com/jetledger/jetledger/internal/say"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/sqlhandler"
 )
+
+// sqlNames are what the built-in handler's errors call its settings: the
+// flags (sqlhandler.Config.Names).
+var sqlNames = say.Under(runNames.Settings, "SQL")
 
 // newEventsHandler makes the built-in handler of run (sqlhandler) from
 // --schema (a file) and --apply, with no effects; bad SQL is a usage error.
@@ -17,15 +22,12 @@ func newEventsHandler(ctx context.Context, st *ledger.Store, schemaFile, apply s
 		return nil, err
 	}
 	h, err := sqlhandler.New(ctx, st, cfg)
-	if err != nil {
-		return nil, sqlUsage(err)
-	}
-	return h, nil
+	return h, sqlUsage(err)
 }
 
 // handlerConfig reads the --schema file, if any.
 func handlerConfig(schemaFile, apply string) (sqlhandler.Config, error) {
-	cfg := sqlhandler.Config{SchemaName: schemaFile, Apply: apply, ApplyName: "--apply"}
+	cfg := sqlhandler.Config{SchemaName: schemaFile, Apply: apply, Names: sqlNames}
 	if schemaFile != "" {
 		b, err := os.ReadFile(schemaFile)
 		if err != nil {
@@ -38,10 +40,17 @@ func handlerConfig(schemaFile, apply string) (sqlhandler.Config, error) {
 
 // sqlUsage is err a usage error (exit 2) if it is bad SQL: a
 // *sqlhandler.CheckError. Anything else (the ledger's condition, a stop)
-// stays a runtime error.
+// stays a runtime error. Both name the flags: the service's step errors
+// say their cause as it is, and it gives the SQL no Names yet.
 func sqlUsage(err error) error {
-	if errors.As(err, new(*sqlhandler.CheckError)) {
+	var check *sqlhandler.CheckError
+	var cond *sqlhandler.ConditionError
+	switch {
+	case errors.As(err, &check):
+		check.Names = sqlNames
 		return usageError{err}
+	case errors.As(err, &cond):
+		cond.Names = sqlNames
 	}
 	return err
 }

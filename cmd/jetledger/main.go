@@ -22,7 +22,7 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
-	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/internal/kongx"
 )
 
@@ -146,38 +146,8 @@ func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format
 
 func (e usageError) Unwrap() error { return e.error }
 
-// planRefusal is a live consumer that the timing plan refuses, said in the
-// command line's terms: the flags and the nats CLI command that fix it,
-// instead of the library's fields and advice.
-type planRefusal struct {
-	stream, durable string
-	batch           int
-	err             error
-}
-
-// refusal wraps err as a planRefusal of stream/durable when it is one, and
-// returns it unchanged otherwise.
+// refusal is err as a *consumer.PlanError of stream/durable when it is
+// one, said with the flags; the service gives the consumer no Names yet.
 func refusal(stream, durable string, batch int, err error) error {
-	if errors.As(err, new(*ackwait.TooShortError)) || errors.Is(err, ackwait.ErrMaxAckPending) {
-		return &planRefusal{stream: stream, durable: durable, batch: batch, err: err}
-	}
-	return err
+	return consumer.PlanRefusal(stream, durable, batch, err, consumerNames)
 }
-
-func (e *planRefusal) Error() string {
-	var short *ackwait.TooShortError
-	switch {
-	case errors.As(e.err, &short) && short.Field == "AckWait":
-		return fmt.Sprintf("consumer %s/%s: AckWait is %s but the plan needs at least %s (%s); "+
-			"raise it: nats consumer edit %s %s --wait %s; or shrink the plan: lower --deadline or --batch (or --buffer-wait, --commit-margin, --ack-margin)",
-			e.stream, e.durable, short.Have, short.Need, short.Plan, e.stream, e.durable, short.Need)
-	case short != nil:
-		return fmt.Sprintf("consumer %s/%s: %s is %s but the plan needs at least %s (%s), as every redelivery waits that long; "+
-			"recreate the consumer with BackOff steps of %s or more; or shrink the plan: lower --deadline or --batch (or --buffer-wait, --commit-margin, --ack-margin)",
-			e.stream, e.durable, short.Field, short.Have, short.Need, short.Plan, short.Need)
-	}
-	return fmt.Sprintf("consumer %s/%s: its MaxAckPending is below --batch %d; raise it: nats consumer edit %s %s --max-pending %d; or lower --batch",
-		e.stream, e.durable, e.batch, e.stream, e.durable, e.batch)
-}
-
-func (e *planRefusal) Unwrap() error { return e.err }

@@ -76,7 +76,7 @@ func (c *statusCmd) Run(inv *invocation) error {
 	// A partitioned run keeps a ledger per partition beside --db: every one
 	// here is read, and the names come from the first.
 	db := c.dbFlag
-	cfg := status.Config{Plan: plan, DB: c.DB, Logger: quiet}
+	cfg := status.Config{Plan: plan, DB: c.DB, Logger: quiet, Names: consumerNames}
 	if cfg.Partitions = status.LocalPartitions(c.DB); len(cfg.Partitions) > 0 {
 		db.DB = partition.Ledger(c.DB, cfg.Partitions[0])
 	}
@@ -108,7 +108,7 @@ func (c *statusCmd) Run(inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	c.report(r, plan.BatchSize, &rep)
+	c.report(r, &rep)
 	if cerr != nil {
 		rep.Problems = append(rep.Problems, cerr.Error())
 	}
@@ -126,12 +126,11 @@ func (c *statusCmd) Run(inv *invocation) error {
 }
 
 // report copies r into rep, its problems said as the command line does:
-// a stream or durable not found with where its name came from, a consumer
-// the plan refuses with the flags that fix it.
-func (c *statusCmd) report(r status.Report, batch int, rep *statusReport) {
+// a stream or durable not found with where its name came from.
+func (c *statusCmd) report(r status.Report, rep *statusReport) {
 	rep.Stream, rep.Consumer, rep.Ledger, rep.Outbox, rep.Partitions = r.Stream, r.Consumer, r.Ledger, r.Outbox, r.Partitions
 	for _, p := range r.Problems {
-		rep.Problems = append(rep.Problems, refusal(c.Stream, c.Durable, batch, c.explain(p, c.DB)).Error())
+		rep.Problems = append(rep.Problems, c.explain(p, c.DB).Error())
 	}
 }
 
