@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetledger/jetledger/internal/say"
 	"modernc.org/sqlite"
 )
 
@@ -35,6 +36,10 @@ type BackupOptions struct {
 	// Progress, if set, is called after every step with the pages copied so
 	// far and the pages of the snapshot being copied.
 	Progress func(copied, total int)
+	// Names say the fields in the caller's words in an error: "Force" in
+	// the ErrBackupExists of a file at the destination, which it replaces.
+	// A field not in it is said as itself.
+	Names map[string]string
 }
 
 // BackupResult says what a backup wrote. Its counts are read from the copy,
@@ -68,7 +73,7 @@ func (s *Store) Backup(ctx context.Context, to string, opt BackupOptions) (Backu
 	if step < 0 {
 		return BackupResult{}, fmt.Errorf("%w: backup step of %d pages", ErrInvalidConfig, opt.StepPages)
 	}
-	if err := s.checkBackupTarget(to, opt.Force); err != nil {
+	if err := s.checkBackupTarget(to, opt); err != nil {
 		return BackupResult{}, err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(to), "."+filepath.Base(to)+".backup-*") // mode 0600
@@ -107,7 +112,7 @@ func (s *Store) Backup(ctx context.Context, to string, opt BackupOptions) (Backu
 // ledger or one of its files, a directory, an existing file without force,
 // or one beside a -wal or -journal file: SQLite would replay that file onto
 // the copy the first time it is opened.
-func (s *Store) checkBackupTarget(to string, force bool) error {
+func (s *Store) checkBackupTarget(to string, opt BackupOptions) error {
 	if to == "" || strings.ContainsAny(to, "?#") {
 		return fmt.Errorf("%w: backup path %q must be a plain file path", ErrInvalidConfig, to)
 	}
@@ -139,8 +144,8 @@ func (s *Store) checkBackupTarget(to string, force bool) error {
 				return fmt.Errorf("%w: backup path %s is the ledger's own file", ErrInvalidConfig, to)
 			}
 		}
-		if !force {
-			return fmt.Errorf("%w: %s", ErrBackupExists, to)
+		if !opt.Force {
+			return fmt.Errorf("%w: %s (give %s to replace it)", ErrBackupExists, to, say.Name(opt.Names, "Force"))
 		}
 	}
 	for _, suffix := range []string{"-wal", "-journal"} {

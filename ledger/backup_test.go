@@ -425,3 +425,24 @@ func assertOnly(tb testing.TB, dir string, names ...string) {
 		}
 	}
 }
+
+// A file at the destination names what replaces it in the caller's words.
+func TestBackupExistsNamesForce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st := openBackupStore(t, filepath.Join(dir, "ledger.db"), ledger.Config{})
+	to := filepath.Join(dir, "copy.db")
+	writeFile(t, to, "old")
+	for _, tt := range []struct {
+		names map[string]string
+		want  string
+	}{
+		{nil, "(give Force to replace it)"},
+		{map[string]string{"Force": "--force"}, "(give --force to replace it)"},
+	} {
+		_, err := st.Backup(context.Background(), to, ledger.BackupOptions{Names: tt.names})
+		if !errors.Is(err, ledger.ErrBackupExists) || !strings.HasSuffix(err.Error(), tt.want) {
+			t.Errorf("names %v: err = %v, want ErrBackupExists ending %q", tt.names, err, tt.want)
+		}
+	}
+}

@@ -100,6 +100,9 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return ErrInvalidConfig.Error() + ": " + e.Reason }
 
+// Refusal is Reason.
+func (e *ConfigError) Refusal() string { return e.Reason }
+
 // Unwrap gives ErrInvalidConfig and Err.
 func (e *ConfigError) Unwrap() []error {
 	if e.Err == nil {

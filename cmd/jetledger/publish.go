@@ -54,13 +54,13 @@ func (c *publishCmd) Run(inv *invocation) error {
 	in := publisher.Input{Subject: c.Subject, Data: []byte(c.Data), ID: c.ID, IDField: c.IDField, Raw: c.Raw, Lines: os.Stdin, Names: publishNames}
 	cfg := publisher.Config{Attempts: c.Attempts, Timeout: c.Timeout, Explicit: true, Names: publishNames}
 	if err := firstError(in.Check(), cfg.Validate()); err != nil {
-		return publishUsage(err)
+		return refusedUsage(err)
 	}
 	msgs, err := in.Messages()
 	if err != nil && !errors.As(err, new(*publisher.ConfigError)) { // the reader's error, said as the command's
 		return fmt.Errorf("read standard input: %w", errors.Unwrap(err))
 	} else if err != nil {
-		return publishUsage(err)
+		return refusedUsage(err)
 	}
 	nc, js, log, err := dial(inv, c.NATS, c.Log)
 	if err != nil {
@@ -84,7 +84,7 @@ func (c *publishCmd) Run(inv *invocation) error {
 	cfg.Logger, cfg.OnAck = log, onAck
 	p, err := publisher.New(js, cfg)
 	if err != nil {
-		return publishUsage(err)
+		return refusedUsage(err)
 	}
 	if name, err := p.CheckStream(inv.ctx, js, c.Subject, c.Stream); errors.Is(err, publisher.ErrDuplicateWindowTooShort) {
 		log.WarnContext(inv.ctx, "retries may outlive the stream's duplicate window", "stream", name, "err", err)
@@ -103,13 +103,4 @@ func (c *publishCmd) Run(inv *invocation) error {
 		fmt.Fprintf(inv.stdout, "published %d messages (%d duplicates)\n", len(acks), dups)
 	}
 	return nil
-}
-
-// publishUsage is a refusal of publisher (*publisher.ConfigError) as the
-// usage error of its Reason.
-func publishUsage(err error) error {
-	if ce := (*publisher.ConfigError)(nil); errors.As(err, &ce) {
-		return usageError{reworded{err, ce.Reason}}
-	}
-	return err
 }

@@ -85,6 +85,9 @@ type ConfigError struct{ Reason string }
 
 func (e *ConfigError) Error() string { return ErrInvalidConfig.Error() + ": " + e.Reason }
 
+// Refusal is Reason.
+func (e *ConfigError) Refusal() string { return e.Reason }
+
 // Unwrap gives ErrInvalidConfig.
 func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 

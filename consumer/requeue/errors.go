@@ -10,8 +10,8 @@ import (
 )
 
 var (
-	// ErrInvalidConfig: a Config with a negative Wait, or Requeue called
-	// without a Ledger or a JetStream.
+	// ErrInvalidConfig: a Config with a negative Wait (*ConfigError), or
+	// Requeue called without a Ledger or a JetStream.
 	ErrInvalidConfig = errors.New("requeue: invalid config")
 	// ErrNoMsgID: the dead letter has no Nats-Msg-Id, so a copy could not
 	// be deduplicated; it is kept.
@@ -113,3 +113,16 @@ func (e *NotArrivedError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrNotArrived) hold.
 func (e *NotArrivedError) Unwrap() error { return ErrNotArrived }
+
+// ConfigError is a Config refused: Reason says what is wrong, naming the
+// fields as Config.Names says, so that a caller prints it as it is. It is
+// ErrInvalidConfig for errors.Is.
+type ConfigError struct{ Reason string }
+
+func (e *ConfigError) Error() string { return ErrInvalidConfig.Error() + ": " + e.Reason }
+
+// Unwrap gives ErrInvalidConfig.
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// Refusal is Reason.
+func (e *ConfigError) Refusal() string { return e.Reason }
