@@ -36,10 +36,18 @@ type BackupOptions struct {
 	// Progress, if set, is called after every step with the pages copied so
 	// far and the pages of the snapshot being copied.
 	Progress func(copied, total int)
-	// Names say the fields in the caller's words in an error: "Force" in
+	// Names say the settings in the caller's words in an error: "To" (the
+	// destination) and "StepPages" in a *ConfigError's Reason, "Force" in
 	// the ErrBackupExists of a file at the destination, which it replaces.
-	// A field not in it is said as itself.
+	// A setting not in it is said as itself.
 	Names map[string]string
+}
+
+// refuse is the *ConfigError of the setting at path with value v, what is
+// wrong with it said by format.
+func (opt BackupOptions) refuse(path string, v any, format string, a ...any) error {
+	err := fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, a...)...)
+	return &ConfigError{Reason: fmt.Sprintf("%s %v: %v", say.Name(opt.Names, path), v, err), Err: err}
 }
 
 // BackupResult says what a backup wrote. Its counts are read from the copy,
@@ -71,7 +79,7 @@ func (s *Store) Backup(ctx context.Context, to string, opt BackupOptions) (Backu
 	start := time.Now()
 	step := cmp.Or(opt.StepPages, BackupStepPagesDefault)
 	if step < 0 {
-		return BackupResult{}, fmt.Errorf("%w: backup step of %d pages", ErrInvalidConfig, opt.StepPages)
+		return BackupResult{}, opt.refuse("StepPages", opt.StepPages, "backup step of %d pages", opt.StepPages)
 	}
 	if err := s.checkBackupTarget(to, opt); err != nil {
 		return BackupResult{}, err
@@ -114,7 +122,7 @@ func (s *Store) Backup(ctx context.Context, to string, opt BackupOptions) (Backu
 // the copy the first time it is opened.
 func (s *Store) checkBackupTarget(to string, opt BackupOptions) error {
 	if to == "" || strings.ContainsAny(to, "?#") {
-		return fmt.Errorf("%w: backup path %q must be a plain file path", ErrInvalidConfig, to)
+		return opt.refuse("To", to, "backup path %q must be a plain file path", to)
 	}
 	src, err := filepath.Abs(s.path)
 	if err != nil {
@@ -126,7 +134,7 @@ func (s *Store) checkBackupTarget(to string, opt BackupOptions) error {
 	}
 	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
 		if dst == src+suffix {
-			return fmt.Errorf("%w: backup path %s is the ledger's own file", ErrInvalidConfig, to)
+			return opt.refuse("To", to, "backup path %s is the ledger's own file", to)
 		}
 	}
 	fi, err := os.Stat(to)
@@ -135,13 +143,13 @@ func (s *Store) checkBackupTarget(to string, opt BackupOptions) error {
 	case err != nil:
 		return fmt.Errorf("ledger: backup to %s: %w", to, err)
 	case fi.IsDir():
-		return fmt.Errorf("%w: backup path %s is a directory", ErrInvalidConfig, to)
+		return opt.refuse("To", to, "backup path %s is a directory", to)
 	default:
 		// By another name too (a link, a symlinked directory): the ledger
 		// or one of its side files, which the copy would replace.
 		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
 			if sfi, err := os.Stat(s.path + suffix); err == nil && os.SameFile(fi, sfi) {
-				return fmt.Errorf("%w: backup path %s is the ledger's own file", ErrInvalidConfig, to)
+				return opt.refuse("To", to, "backup path %s is the ledger's own file", to)
 			}
 		}
 		if !opt.Force {

@@ -446,3 +446,17 @@ func TestBackupExistsNamesForce(t *testing.T) {
 		}
 	}
 }
+
+// A destination Backup cannot use is a *ConfigError: its Reason names it
+// in the caller's words, its Error is the ledger's own.
+func TestBackupRefusalSaysTo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st := openBackupStore(t, filepath.Join(dir, "ledger.db"), ledger.Config{})
+	_, err := st.Backup(context.Background(), dir, ledger.BackupOptions{Names: map[string]string{"To": "--to"}})
+	var ce *ledger.ConfigError
+	if !errors.Is(err, ledger.ErrInvalidConfig) || !errors.As(err, &ce) ||
+		ce.Refusal() != "--to "+dir+": "+err.Error() || err.Error() != "ledger: invalid configuration: backup path "+dir+" is a directory" {
+		t.Fatalf("err = %v (%#v), want a *ConfigError naming --to", err, ce)
+	}
+}

@@ -126,15 +126,28 @@ func (e *MaxSizeError) Is(target error) bool { return target == ErrAtMaxSize || 
 func (e *MaxSizeError) Unwrap() error        { return e.Err }
 
 // ConfigError is a request refused before the ledger was asked (Listing,
-// Resolution): Reason says what is wrong, naming the fields as their
-// Names say, so that a caller prints it as it is. It is ErrInvalidConfig
-// for errors.Is.
-type ConfigError struct{ Reason string }
+// Resolution, Backup's destination): Reason says what is wrong, naming the
+// settings as their Names say, so that a caller prints it as it is. It is
+// ErrInvalidConfig for errors.Is.
+type ConfigError struct {
+	Reason string
+	Err    error // the refusal as a Go program reads it, wrapping ErrInvalidConfig, if any
+}
 
-func (e *ConfigError) Error() string { return ErrInvalidConfig.Error() + ": " + e.Reason }
+func (e *ConfigError) Error() string {
+	if e.Err != nil {
+		return e.Err.Error()
+	}
+	return ErrInvalidConfig.Error() + ": " + e.Reason
+}
 
-// Unwrap gives ErrInvalidConfig.
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+// Unwrap gives Err, else ErrInvalidConfig.
+func (e *ConfigError) Unwrap() error {
+	if e.Err != nil {
+		return e.Err
+	}
+	return ErrInvalidConfig
+}
 
 // Refusal is Reason.
 func (e *ConfigError) Refusal() string { return e.Reason }

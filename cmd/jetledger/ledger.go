@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -160,12 +159,9 @@ type backupResult struct {
 
 func (c *ledgerBackupCmd) Run(inv *invocation, l *ledgerCmd) error {
 	return l.withStore(func(st *ledger.Store) error {
-		res, err := st.Backup(inv.ctx, c.To, ledger.BackupOptions{Force: c.Force, Names: map[string]string{"Force": "--force"}})
-		switch {
-		case errors.Is(err, ledger.ErrInvalidConfig): // --to is the ledger, a directory, not a plain path
-			return usagef("--to %s: %w", c.To, err)
-		case err != nil:
-			return err
+		res, err := st.Backup(inv.ctx, c.To, ledger.BackupOptions{Force: c.Force, Names: map[string]string{"To": "--to", "Force": "--force"}})
+		if err != nil { // --to the ledger, a directory, not a plain path: a usage error
+			return refusedUsage(err)
 		}
 		if l.JSON {
 			return printJSON(inv.stdout, backupResult{l.DB, res})
