@@ -25,6 +25,9 @@ type Input struct {
 	// Raw takes the messages as they are, without checking that they are
 	// JSON. Default false.
 	Raw bool
+	// ExpectStream, if set, is every message's (Message.ExpectStream): the
+	// stream that must store them. Default "": whichever captures Subject.
+	ExpectStream string
 	// Lines is read when Data is empty, one message per non-empty line.
 	// Default nil: nothing.
 	Lines io.Reader
@@ -78,7 +81,7 @@ func (in Input) Messages() ([]Message, error) {
 		case len(msgs) == 0:
 			return nil, refuse(nil, "nothing to publish: give %s or JSON lines on %s", name("Data"), name("Lines"))
 		}
-		return msgs, nil
+		return in.expect(msgs), nil
 	}
 	if !in.Raw && !json.Valid(in.Data) {
 		return nil, refuse(ErrNotJSON, "%s is not valid JSON (use %s to publish it anyway)", name("Data"), name("Raw"))
@@ -90,5 +93,13 @@ func (in Input) Messages() ([]Message, error) {
 			return nil, refuse(err, "%s: %s", name("Data"), err.(*IDError).Say(in.Names)) //nolint:errorlint // FieldID's own
 		}
 	}
-	return []Message{m}, nil
+	return in.expect([]Message{m}), nil
+}
+
+// expect sets ExpectStream on msgs.
+func (in Input) expect(msgs []Message) []Message {
+	for i := range msgs {
+		msgs[i].ExpectStream = in.ExpectStream
+	}
+	return msgs
 }

@@ -55,8 +55,8 @@ func TestInputMessages(t *testing.T) {
 	if err != nil || len(msgs) != 1 || msgs[0].ID != "7" || msgs[0].Subject != "s" {
 		t.Fatalf("data: %+v, %v", msgs, err)
 	}
-	msgs, err = publisher.Input{Subject: "s", Lines: strings.NewReader("a\n\nb\n"), Raw: true}.Messages()
-	if err != nil || len(msgs) != 2 || string(msgs[1].Data) != "b" {
+	msgs, err = publisher.Input{Subject: "s", Lines: strings.NewReader("a\n\nb\n"), Raw: true, ExpectStream: "S"}.Messages()
+	if err != nil || len(msgs) != 2 || string(msgs[1].Data) != "b" || msgs[0].ExpectStream != "S" || msgs[1].ExpectStream != "S" {
 		t.Fatalf("lines: %+v, %v", msgs, err)
 	}
 }

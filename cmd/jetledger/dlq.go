@@ -146,29 +146,26 @@ func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
 }
 
 // requeueNames are what requeue's refusals call its settings.
-var requeueNames = map[string]string{"Wait": "--wait"}
+var requeueNames = map[string]string{"Wait": "--wait", "JetStream": "--nats (or the NATS context)", "Consumer": "run"}
 
-// requeueAdvice is a refused requeue's error with what to do about it in
-// the CLI's terms (requeue.Error's remedy); a copy not sourced in time is
-// said by requeue itself, with --wait.
+// requeueAdvice is a refused requeue's error with what to do about it
+// (requeue.Error.Say), publishing by hand said with 'jetledger publish'; a
+// copy not sourced in time is said by requeue itself, with --wait.
 func requeueAdvice(err error, d ledger.DeadLetter) error {
 	var re *requeue.Error
 	if !errors.As(err, &re) {
 		return err
 	}
-	var advice string
+	advice := re.Say(requeueNames)
 	switch re.Remedy {
-	case requeue.RemedyOtherServer:
-		advice = "point --nats (or the NATS context) at the server run consumes from"
 	case requeue.RemedyPublishBySubject:
 		advice = fmt.Sprintf("publish its payload with 'jetledger publish --stream %s --id %s' to the subject it was first published to, then discard it", re.Stream, d.MessageID)
 	case requeue.RemedyPublishAtHub:
 		advice = fmt.Sprintf("publish its payload with 'jetledger publish --stream %s --id %s' at the hub to the subject it was first published to, then discard it", re.Stream, d.MessageID)
 	case requeue.RemedyPublishIntoOrigin:
 		advice = fmt.Sprintf("publish its payload with 'jetledger publish --stream STREAM --id %s' into the stream it came from, then discard it", d.MessageID)
-	case requeue.RemedyHubLink:
-		advice = "try again once the link to the hub is up"
-	default:
+	}
+	if advice == "" {
 		return err
 	}
 	return reworded{err, err.Error() + ": " + advice}

@@ -51,7 +51,8 @@ var publishNames = map[string]string{"Subject": "--subject", "Data": "--data", "
 	"Raw": "--raw", "Lines": "standard input", "Attempts": "--attempts", "Timeout": "--timeout"}
 
 func (c *publishCmd) Run(inv *invocation) error {
-	in := publisher.Input{Subject: c.Subject, Data: []byte(c.Data), ID: c.ID, IDField: c.IDField, Raw: c.Raw, Lines: os.Stdin, Names: publishNames}
+	in := publisher.Input{Subject: c.Subject, Data: []byte(c.Data), ID: c.ID, IDField: c.IDField, Raw: c.Raw, Lines: os.Stdin,
+		ExpectStream: c.Stream, Names: publishNames}
 	cfg := publisher.Config{Attempts: c.Attempts, Timeout: c.Timeout, Explicit: true, Names: publishNames}
 	if err := firstError(in.Check(), cfg.Validate()); err != nil {
 		return refusedUsage(err)
@@ -88,9 +89,6 @@ func (c *publishCmd) Run(inv *invocation) error {
 	}
 	if name, err := p.CheckStream(inv.ctx, js, c.Subject, c.Stream); errors.Is(err, publisher.ErrDuplicateWindowTooShort) {
 		log.WarnContext(inv.ctx, "retries may outlive the stream's duplicate window", "stream", name, "err", err)
-	}
-	for i := range msgs {
-		msgs[i].ExpectStream = c.Stream
 	}
 	acks, err := p.PublishBatch(inv.ctx, msgs)
 	if errors.Is(err, publisher.ErrWrongStream) {
