@@ -35,6 +35,11 @@ type BackupOptions struct {
 	// Progress, if set, is called after every step with the pages copied so
 	// far and the pages of the snapshot being copied.
 	Progress func(copied, total int)
+	// Names say the settings in the caller's words in an error: "To" (the
+	// destination) and "StepPages" in a *ConfigError's Reason, "Force" in
+	// the ErrBackupExists of a file at the destination, which it replaces.
+	// A setting not in it is said as itself.
+	Names map[string]string
 }
 
 // BackupResult says what a backup wrote. Its counts are read from the copy,
@@ -66,9 +71,9 @@ func (s *Store) Backup(ctx context.Context, to string, opt BackupOptions) (Backu
 	start := time.Now()
 	step := cmp.Or(opt.StepPages, BackupStepPagesDefault)
 	if step < 0 {
-		return BackupResult{}, fmt.Errorf("%w: backup step of %d pages", ErrInvalidConfig, opt.StepPages)
+		return BackupResult{}, opt.refuse("StepPages", opt.StepPages, "backup step of %d pages", opt.StepPages)
 	}
-	if err := s.checkBackupTarget(to, opt.Force); err != nil {
+	if err := s.checkBackupTarget(to, opt); err != nil {
 		return BackupResult{}, err
 	}
 	tmp, err := os.CreateTemp(filepath.Dir(to), "."+filepath.Base(to)+".backup-*") // mode 0600
@@ -101,56 +106,6 @@ func (s *Store) Backup(ctx context.Context, to string, opt BackupOptions) (Backu
 	}
 	res.Path, res.Elapsed = to, time.Since(start)
 	return res, nil
-}
-
-// checkBackupTarget refuses, before any work, a destination that is the
-// ledger or one of its files, a directory, an existing file without force,
-// or one beside a -wal or -journal file: SQLite would replay that file onto
-// the copy the first time it is opened.
-func (s *Store) checkBackupTarget(to string, force bool) error {
-	if to == "" || strings.ContainsAny(to, "?#") {
-		return fmt.Errorf("%w: backup path %q must be a plain file path", ErrInvalidConfig, to)
-	}
-	src, err := filepath.Abs(s.path)
-	if err != nil {
-		return fmt.Errorf("ledger: backup to %s: %w", to, err)
-	}
-	dst, err := filepath.Abs(to)
-	if err != nil {
-		return fmt.Errorf("ledger: backup to %s: %w", to, err)
-	}
-	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
-		if dst == src+suffix {
-			return fmt.Errorf("%w: backup path %s is the ledger's own file", ErrInvalidConfig, to)
-		}
-	}
-	fi, err := os.Stat(to)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-	case err != nil:
-		return fmt.Errorf("ledger: backup to %s: %w", to, err)
-	case fi.IsDir():
-		return fmt.Errorf("%w: backup path %s is a directory", ErrInvalidConfig, to)
-	default:
-		// By another name too (a link, a symlinked directory): the ledger
-		// or one of its side files, which the copy would replace.
-		for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
-			if sfi, err := os.Stat(s.path + suffix); err == nil && os.SameFile(fi, sfi) {
-				return fmt.Errorf("%w: backup path %s is the ledger's own file", ErrInvalidConfig, to)
-			}
-		}
-		if !force {
-			return fmt.Errorf("%w: %s", ErrBackupExists, to)
-		}
-	}
-	for _, suffix := range []string{"-wal", "-journal"} {
-		if _, err := os.Lstat(to + suffix); err == nil {
-			return fmt.Errorf("%w: %s%s is beside it (the database there is open, or was not closed cleanly); remove it or choose another path", ErrBackupSideFile, to, suffix)
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("ledger: backup to %s: %w", to, err)
-		}
-	}
-	return nil
 }
 
 // copySnapshot copies the ledger into the empty file tmp with the online

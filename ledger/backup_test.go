@@ -425,3 +425,38 @@ func assertOnly(tb testing.TB, dir string, names ...string) {
 		}
 	}
 }
+
+// A file at the destination names what replaces it in the caller's words.
+func TestBackupExistsNamesForce(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st := openBackupStore(t, filepath.Join(dir, "ledger.db"), ledger.Config{})
+	to := filepath.Join(dir, "copy.db")
+	writeFile(t, to, "old")
+	for _, tt := range []struct {
+		names map[string]string
+		want  string
+	}{
+		{nil, "(give Force to replace it)"},
+		{map[string]string{"Force": "--force"}, "(give --force to replace it)"},
+	} {
+		_, err := st.Backup(context.Background(), to, ledger.BackupOptions{Names: tt.names})
+		if !errors.Is(err, ledger.ErrBackupExists) || !strings.HasSuffix(err.Error(), tt.want) {
+			t.Errorf("names %v: err = %v, want ErrBackupExists ending %q", tt.names, err, tt.want)
+		}
+	}
+}
+
+// A destination Backup cannot use is a *ConfigError: its Reason names it
+// in the caller's words, its Error is the ledger's own.
+func TestBackupRefusalSaysTo(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	st := openBackupStore(t, filepath.Join(dir, "ledger.db"), ledger.Config{})
+	_, err := st.Backup(context.Background(), dir, ledger.BackupOptions{Names: map[string]string{"To": "--to"}})
+	var ce *ledger.ConfigError
+	if !errors.Is(err, ledger.ErrInvalidConfig) || !errors.As(err, &ce) ||
+		ce.Refusal() != "--to "+dir+": "+err.Error() || err.Error() != "ledger: invalid configuration: backup path "+dir+" is a directory" {
+		t.Fatalf("err = %v (%#v), want a *ConfigError naming --to", err, ce)
+	}
+}

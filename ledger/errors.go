@@ -15,7 +15,8 @@ var (
 	// applied with a different payload. The handler was not run.
 	ErrConflict = errors.New("ledger: message id reused with a different payload")
 
-	// ErrInvalidConfig is returned by Open for a Config or path it cannot use.
+	// ErrInvalidConfig is returned by Open for a Config or path it cannot
+	// use, and by a request's Check (*ConfigError: Listing, Resolution).
 	ErrInvalidConfig = errors.New("ledger: invalid configuration")
 
 	// ErrEmptyMessageID is the error of a Result for a Delivery without an id;
@@ -123,3 +124,30 @@ func (e *MaxSizeError) Error() string {
 
 func (e *MaxSizeError) Is(target error) bool { return target == ErrAtMaxSize || target == ErrFull }
 func (e *MaxSizeError) Unwrap() error        { return e.Err }
+
+// ConfigError is a request refused before the ledger was asked (Listing,
+// Resolution, Backup's destination): Reason says what is wrong, naming the
+// settings as their Names say, so that a caller prints it as it is. It is
+// ErrInvalidConfig for errors.Is.
+type ConfigError struct {
+	Reason string
+	Err    error // the refusal as a Go program reads it, wrapping ErrInvalidConfig, if any
+}
+
+func (e *ConfigError) Error() string {
+	if e.Err != nil {
+		return e.Err.Error()
+	}
+	return ErrInvalidConfig.Error() + ": " + e.Reason
+}
+
+// Unwrap gives Err, else ErrInvalidConfig.
+func (e *ConfigError) Unwrap() error {
+	if e.Err != nil {
+		return e.Err
+	}
+	return ErrInvalidConfig
+}
+
+// Refusal is Reason.
+func (e *ConfigError) Refusal() string { return e.Reason }

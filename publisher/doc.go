@@ -17,4 +17,9 @@
 //
 //	msgs, err := publisher.ReadLines(os.Stdin, publisher.Lines{Subject: "payments.in", IDField: "event_id"})
 //	acks, err := p.PublishBatch(ctx, msgs)
+//
+// Input does the same for one message or lines, checking all of it and
+// saying a refusal (*ConfigError) in the caller's words (Input.Names):
+//
+//	msgs, err := publisher.Input{Subject: "payments.in", Lines: os.Stdin, Names: map[string]string{"Subject": "--subject"}}.Messages()
 package publisher

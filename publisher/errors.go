@@ -3,13 +3,16 @@ package publisher
 import (
 	"errors"
 	"fmt"
+
+	"github.com/jetledger/jetledger/internal/say"
 )
 
 var (
 	// ErrDuplicateWindowTooShort: the stream forgets ids sooner than the
 	// publisher may still retry, so a late retry would be stored twice.
 	ErrDuplicateWindowTooShort = errors.New("publisher: stream duplicate window is shorter than the retry horizon")
-	// ErrInvalidConfig: a Config field is out of range.
+	// ErrInvalidConfig: a Config field is out of range, or an Input cannot
+	// be published (*ConfigError).
 	ErrInvalidConfig = errors.New("publisher: invalid configuration")
 	// ErrNoSubject: a Message without a subject.
 	ErrNoSubject = errors.New("publisher: message has no subject")
@@ -61,3 +64,49 @@ func (e *IDError) Error() string {
 }
 
 func (e *IDError) Unwrap() error { return e.Err }
+
+// Say is the refusal in names' words: names maps "IDField" (the field
+// FieldID read) to the caller's name for it.
+func (e *IDError) Say(names map[string]string) string {
+	switch e.Err {
+	case ErrNotObject:
+		return fmt.Sprintf("%s needs a JSON object: %v", say.Name(names, "IDField"), e.Cause)
+	case ErrNoIDField:
+		return fmt.Sprintf("no field %q for the id", e.Field)
+	case ErrBadIDField:
+		return fmt.Sprintf("field %q must be a non-empty string or a number", e.Field)
+	}
+	return fmt.Sprintf("the id is %d bytes; a consumer dead-letters a Nats-Msg-Id over %d bytes, so nothing was published", e.Len, MaxIDLen)
+}
+
+// Say is the refusal in names' words: names maps "Lines" (what the lines
+// were read from) and "IDField" to the caller's names for them.
+func (e *LineError) Say(names map[string]string) string {
+	var ie *IDError
+	if errors.As(e.Err, &ie) {
+		return fmt.Sprintf("%s line %d: %s; nothing was published", say.Name(names, "Lines"), e.Line, ie.Say(names))
+	}
+	return fmt.Sprintf("%s line %d is not valid JSON; nothing was published", say.Name(names, "Lines"), e.Line)
+}
+
+// ConfigError is a Config or an Input refused: Reason says what is wrong,
+// naming the fields as their Names say, so that a caller prints it as it
+// is. It is ErrInvalidConfig for errors.Is, and Err, the refusal it says
+// (an *IDError, a *LineError, ErrNotJSON, ErrNoSubject), if any.
+type ConfigError struct {
+	Reason string
+	Err    error
+}
+
+func (e *ConfigError) Error() string { return ErrInvalidConfig.Error() + ": " + e.Reason }
+
+// Refusal is Reason.
+func (e *ConfigError) Refusal() string { return e.Reason }
+
+// Unwrap gives ErrInvalidConfig and Err.
+func (e *ConfigError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalidConfig}
+	}
+	return []error{ErrInvalidConfig, e.Err}
+}

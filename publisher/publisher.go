@@ -1,7 +1,6 @@
 package publisher
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -16,36 +15,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
 )
-
-// Defaults for Config fields left at zero.
-const (
-	AttemptsDefault  = 5
-	TimeoutDefault   = 5 * time.Second
-	RetryWaitDefault = 250 * time.Millisecond
-	WindowDefault    = 512
-)
-
-// Config configures a Publisher. The zero value is valid.
-type Config struct {
-	// Attempts is how many times a publish is tried, the first included,
-	// on timeouts and no-responders. Every attempt carries the same id.
-	// Default 5.
-	Attempts int
-	// Timeout bounds one attempt's wait for the stream's ack. Default 5s.
-	Timeout time.Duration
-	// RetryWait is the pause before the second attempt; it doubles after
-	// each further one. Default 250ms.
-	RetryWait time.Duration
-	// Window is how many asynchronous publishes PublishBatch keeps in
-	// flight. Default 512.
-	Window int
-	// Logger receives retry warnings. Default slog.Default().
-	Logger *slog.Logger
-	// OnAck, if set, is called by PublishBatch with each ack as it is
-	// confirmed, in order: a caller that dies mid-batch still knows which
-	// messages the stream has.
-	OnAck func(Ack)
-}
 
 // Message is one message to publish.
 type Message struct {
@@ -83,8 +52,8 @@ type Publisher struct {
 
 // New returns a Publisher over js.
 func New(js jetstream.Publisher, cfg Config) (*Publisher, error) {
-	if cfg.Attempts < 0 || cfg.Timeout < 0 || cfg.RetryWait < 0 || cfg.Window < 0 {
-		return nil, fmt.Errorf("%w: attempts, timeout, retry wait and window must not be negative", ErrInvalidConfig)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	cfg = cfg.withDefaults()
 	if cfg.Logger == nil {
@@ -98,15 +67,6 @@ func (p *Publisher) NewID() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return ulid.MustNew(ulid.Timestamp(time.Now()), p.entropy).String()
-}
-
-// withDefaults returns c with zero fields set to their defaults.
-func (c Config) withDefaults() Config {
-	c.Attempts = cmp.Or(c.Attempts, AttemptsDefault)
-	c.Timeout = cmp.Or(c.Timeout, TimeoutDefault)
-	c.RetryWait = cmp.Or(c.RetryWait, RetryWaitDefault)
-	c.Window = cmp.Or(c.Window, WindowDefault)
-	return c
 }
 
 // backoff spaces the attempts: RetryWait, doubling.

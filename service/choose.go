@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // StreamDefault is the stream of a Want that names none, whose ledger
@@ -69,6 +71,41 @@ func (w Want) Defaults() Chosen {
 		c.Durable = consumer.DurableDefault
 	}
 	return c
+}
+
+// Origin says where c's names came from, for output and for an error
+// about a stream or durable not found (Explain); "" when they were given.
+// db is the ledger asked. n names the setting "Stream", the program that
+// records the consumers (Program) and, as the setting "Run", how it is
+// started (default Program).
+func (c Chosen) Origin(db string, n Names) string {
+	n = n.withDefaults()
+	switch c.From {
+	case FromLedger:
+		return fmt.Sprintf("as %s recorded them in %s", n.Program, db)
+	case FromDefault:
+		stream := n.Say("Stream")
+		switch {
+		case !c.Read:
+			return fmt.Sprintf("the defaults: %s not given", stream)
+		case c.Recorded > 0:
+			return fmt.Sprintf("the defaults: %s not given, and no consumer %s recorded in %s has durable %s", stream, n.Program, db, c.Durable)
+		}
+		return fmt.Sprintf("the defaults: %s not given, and %s records no stream; %s records the one it consumes",
+			stream, db, cmp.Or(n.Settings["Run"], n.Program))
+	}
+	return ""
+}
+
+// Explain adds to err, a stream or durable not found
+// (jetstream.ErrStreamNotFound, ErrConsumerNotFound), where c's names came
+// from (Origin) when they were not given.
+func (c Chosen) Explain(err error, db string, n Names) error {
+	o := c.Origin(db, n)
+	if o == "" || !(errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound)) {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, o)
 }
 
 // Choose is w with the names left out taken from the consumers Run

@@ -44,11 +44,8 @@ type dlqListCmd struct {
 }
 
 func (c *dlqListCmd) Run(inv *invocation, q *dlqCmd) error {
-	if err := c.validate(); err != nil {
-		return err
-	}
 	fetch := func(st *ledger.Store) ([]ledger.DeadLetter, error) { return st.DeadLetters(inv.ctx, c.Limit) }
-	return listRows(inv, q.dbFlag, q.JSON, fetch, []string{"ID", "MESSAGE ID", "STREAM", "SEQ", "SUBJECT", "DELIVERIES", "WHEN", "REASON"},
+	return listRows(inv, q.dbFlag, q.JSON, ledger.Listing{Limit: c.Limit}, fetch, []string{"ID", "MESSAGE ID", "STREAM", "SEQ", "SUBJECT", "DELIVERIES", "WHEN", "REASON"},
 		func(d ledger.DeadLetter) []string {
 			return []string{fmt.Sprint(d.ID), d.MessageID, d.Stream, fmt.Sprint(d.Sequence), d.Subject,
 				fmt.Sprint(d.Deliveries), d.CreatedAt.Format(time.RFC3339), d.Reason}
@@ -111,8 +108,9 @@ to the hub is down) the dead letter is kept (exit 1).`
 }
 
 func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
-	if c.Wait <= 0 {
-		return usagef("--wait %s: want a positive duration (how long to wait at an edge for the copy to be sourced from the hub)", c.Wait)
+	cfg := requeue.Config{Wait: c.Wait, Explicit: true, Logger: quiet, Names: requeueNames}
+	if err := cfg.Validate(); err != nil {
+		return refusedUsage(err)
 	}
 	return c.dlqID.withStore(q, func(st *ledger.Store) error {
 		d, err := st.DeadLetter(inv.ctx, c.ID)
@@ -127,7 +125,7 @@ func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
 			return err
 		}
 		defer nc.Close()
-		r, err := requeue.Requeue(inv.ctx, js, st, d, requeue.Config{Wait: c.Wait, Logger: quiet, Names: requeueNames})
+		r, err := requeue.Requeue(inv.ctx, js, st, d, cfg)
 		if err != nil {
 			return requeueAdvice(err, d)
 		}
@@ -148,29 +146,26 @@ func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
 }
 
 // requeueNames are what requeue's refusals call its settings.
-var requeueNames = map[string]string{"Wait": "--wait"}
+var requeueNames = map[string]string{"Wait": "--wait", "JetStream": "--nats (or the NATS context)", "Consumer": "run"}
 
-// requeueAdvice is a refused requeue's error with what to do about it in
-// the CLI's terms (requeue.Error's remedy); a copy not sourced in time is
-// said by requeue itself, with --wait.
+// requeueAdvice is a refused requeue's error with what to do about it
+// (requeue.Error.Say), publishing by hand said with 'jetledger publish'; a
+// copy not sourced in time is said by requeue itself, with --wait.
 func requeueAdvice(err error, d ledger.DeadLetter) error {
 	var re *requeue.Error
 	if !errors.As(err, &re) {
 		return err
 	}
-	var advice string
+	advice := re.Say(requeueNames)
 	switch re.Remedy {
-	case requeue.RemedyOtherServer:
-		advice = "point --nats (or the NATS context) at the server run consumes from"
 	case requeue.RemedyPublishBySubject:
 		advice = fmt.Sprintf("publish its payload with 'jetledger publish --stream %s --id %s' to the subject it was first published to, then discard it", re.Stream, d.MessageID)
 	case requeue.RemedyPublishAtHub:
 		advice = fmt.Sprintf("publish its payload with 'jetledger publish --stream %s --id %s' at the hub to the subject it was first published to, then discard it", re.Stream, d.MessageID)
 	case requeue.RemedyPublishIntoOrigin:
 		advice = fmt.Sprintf("publish its payload with 'jetledger publish --stream STREAM --id %s' into the stream it came from, then discard it", d.MessageID)
-	case requeue.RemedyHubLink:
-		advice = "try again once the link to the hub is up"
-	default:
+	}
+	if advice == "" {
 		return err
 	}
 	return reworded{err, err.Error() + ": " + advice}

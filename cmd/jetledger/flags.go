@@ -72,16 +72,9 @@ type jsonFlag struct {
 	JSON bool `name:"json" help:"print JSON"`
 }
 
-// limitFlag bounds a listing.
+// limitFlag bounds a listing (ledger.Listing.Limit, checked by listRows).
 type limitFlag struct {
 	Limit int `name:"limit" default:"100" help:"most rows to list (0: all)"`
-}
-
-func (f limitFlag) validate() error {
-	if f.Limit < 0 {
-		return usagef("--limit %d: want 0 (all) or more", f.Limit)
-	}
-	return nil
 }
 
 // retentionFlags say how long pruned rows are kept at least.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -67,11 +66,8 @@ type ledgerConflictsCmd struct {
 }
 
 func (c *ledgerConflictsCmd) Run(inv *invocation, l *ledgerCmd) error {
-	if err := c.validate(); err != nil {
-		return err
-	}
 	fetch := func(st *ledger.Store) ([]ledger.ConflictRecord, error) { return st.Conflicts(inv.ctx, c.Limit) }
-	return listRows(inv, l.dbFlag, l.JSON, fetch, []string{"MESSAGE ID", "STREAM", "SEQ", "SUBJECT", "APPLIED SHA256", "NEW SHA256", "SEEN"},
+	return listRows(inv, l.dbFlag, l.JSON, ledger.Listing{Limit: c.Limit}, fetch, []string{"MESSAGE ID", "STREAM", "SEQ", "SUBJECT", "APPLIED SHA256", "NEW SHA256", "SEEN"},
 		func(c ledger.ConflictRecord) []string {
 			return []string{c.MessageID, c.Stream, fmt.Sprint(c.Sequence), c.Subject,
 				hex.EncodeToString(c.ExistingSHA256)[:16], hex.EncodeToString(c.NewSHA256)[:16], c.SeenAt.Format(time.RFC3339)}
@@ -163,14 +159,9 @@ type backupResult struct {
 
 func (c *ledgerBackupCmd) Run(inv *invocation, l *ledgerCmd) error {
 	return l.withStore(func(st *ledger.Store) error {
-		res, err := st.Backup(inv.ctx, c.To, ledger.BackupOptions{Force: c.Force})
-		switch {
-		case errors.Is(err, ledger.ErrInvalidConfig): // --to is the ledger, a directory, not a plain path
-			return usagef("--to %s: %w", c.To, err)
-		case errors.Is(err, ledger.ErrBackupExists) && !errors.Is(err, ledger.ErrBackupSideFile): // --force replaces it, not a -wal beside it
-			return fmt.Errorf("%w (give --force to replace it)", err)
-		case err != nil:
-			return err
+		res, err := st.Backup(inv.ctx, c.To, ledger.BackupOptions{Force: c.Force, Names: map[string]string{"To": "--to", "Force": "--force"}})
+		if err != nil { // --to the ledger, a directory, not a plain path: a usage error
+			return refusedUsage(err)
 		}
 		if l.JSON {
 			return printJSON(inv.stdout, backupResult{l.DB, res})

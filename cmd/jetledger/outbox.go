@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/jetledger/jetledger/ledger"
@@ -61,15 +59,10 @@ func (o *outboxCmd) change(inv *invocation, verb, id string, f func(*ledger.Stor
 	})
 }
 
-// list prints the rows in status (all with ""), oldest first.
-func (o *outboxCmd) list(inv *invocation, status ledger.Status, limit limitFlag) error {
-	if err := limit.validate(); err != nil {
-		return err
-	}
-	fetch := func(st *ledger.Store) ([]ledger.OutboxItem, error) {
-		return st.ListOutbox(inv.ctx, status, limit.Limit)
-	}
-	return listRows(inv, o.dbFlag, o.JSON, fetch, []string{"ID", "STATUS", "MESSAGE ID", "SINK", "ATTEMPTS", "EXTERNAL ID", "SENT TO", "UPDATED", "ERROR"},
+// list prints the rows l asks for, oldest first.
+func (o *outboxCmd) list(inv *invocation, l ledger.Listing) error {
+	fetch := func(st *ledger.Store) ([]ledger.OutboxItem, error) { return st.ListOutbox(inv.ctx, l.Status, l.Limit) }
+	return listRows(inv, o.dbFlag, o.JSON, l, fetch, []string{"ID", "STATUS", "MESSAGE ID", "SINK", "ATTEMPTS", "EXTERNAL ID", "SENT TO", "UPDATED", "ERROR"},
 		func(it ledger.OutboxItem) []string {
 			return []string{it.ID, string(it.Status), it.MessageID, it.Sink, fmt.Sprint(it.Attempts),
 				it.ExternalID, sentTo(it.SentTo), it.UpdatedAt.Format(time.RFC3339), it.Error}
@@ -91,14 +84,7 @@ type outboxListCmd struct {
 }
 
 func (c *outboxListCmd) Run(inv *invocation, o *outboxCmd) error {
-	if c.Status != "" && !slices.Contains(ledger.Statuses, ledger.Status(c.Status)) {
-		names := make([]string, len(ledger.Statuses))
-		for i, s := range ledger.Statuses {
-			names[i] = string(s)
-		}
-		return usagef("--status %q: want one of %s", c.Status, strings.Join(names, ", "))
-	}
-	return o.list(inv, ledger.Status(c.Status), c.limitFlag)
+	return o.list(inv, ledger.Listing{Status: ledger.Status(c.Status), Limit: c.Limit})
 }
 
 type outboxReviewCmd struct {
@@ -106,7 +92,7 @@ type outboxReviewCmd struct {
 }
 
 func (c *outboxReviewCmd) Run(inv *invocation, o *outboxCmd) error {
-	return o.list(inv, ledger.StatusReview, c.limitFlag)
+	return o.list(inv, ledger.Listing{Status: ledger.StatusReview, Limit: c.Limit})
 }
 
 // outboxRow is the argument of the commands that change one row.
@@ -147,14 +133,8 @@ type outboxResolveCmd struct {
 }
 
 func (c *outboxResolveCmd) Run(inv *invocation, o *outboxCmd) error {
-	switch {
-	case c.As == "":
-		return usagef("--as is required: sent or failed")
-	case c.As != string(ledger.StatusSent) && c.As != string(ledger.StatusFailed):
-		return usagef("--as %q: want sent or failed", c.As)
-	}
-	if c.As == string(ledger.StatusSent) && c.ExternalID == "" {
-		return usagef("--as sent needs --external-id: the destination's id for the item")
+	if err := (ledger.Resolution{As: ledger.Status(c.As), ExternalID: c.ExternalID, Names: ledgerNames}).Check(); err != nil {
+		return refusedUsage(err)
 	}
 	return o.change(inv, "resolve", c.ID, func(st *ledger.Store) (string, error) {
 		it, err := st.Resolve(inv.ctx, c.ID, ledger.Status(c.As), c.ExternalID)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -19,8 +20,16 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// listRows prints the rows fetch reads from the ledger of db as printList does.
-func listRows[T any](inv *invocation, db dbFlag, asJSON bool, fetch func(*ledger.Store) ([]T, error), header []string, row func(T) []string) error {
+// ledgerNames are what the ledger's refusals call the flags.
+var ledgerNames = map[string]string{"Status": "--status", "Limit": "--limit", "As": "--as", "ExternalID": "--external-id"}
+
+// listRows checks the listing l asks for (ledger.Listing.Check), then
+// prints the rows fetch reads from the ledger of db as printList does.
+func listRows[T any](inv *invocation, db dbFlag, asJSON bool, l ledger.Listing, fetch func(*ledger.Store) ([]T, error), header []string, row func(T) []string) error {
+	l.Names = ledgerNames
+	if err := l.Check(); err != nil {
+		return refusedUsage(err)
+	}
 	return db.withStore(func(st *ledger.Store) error {
 		items, err := fetch(st)
 		if err != nil {
@@ -77,4 +86,20 @@ func cell(s string, width int) string {
 		return s
 	}
 	return string([]rune(s)[:width-1]) + "…"
+}
+
+// refused is a library's refusal of a setting said in the caller's words
+// (a *ConfigError of publisher, consumer/replay, consumer/requeue, ledger).
+type refused interface {
+	error
+	Refusal() string
+}
+
+// refusedUsage is err, when it is refused, the usage error of its
+// Refusal (exit 2).
+func refusedUsage(err error) error {
+	if r := refused(nil); errors.As(err, &r) {
+		return usageError{reworded{err, r.Refusal()}}
+	}
+	return err
 }

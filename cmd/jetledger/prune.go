@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"time"
 
@@ -26,10 +25,7 @@ func pruner(st *ledger.Store, js jetstream.JetStream, s streamFlags, r retention
 // window (prune.Pruner.Check) as a usage error.
 func checkRetention(ctx context.Context, p *prune.Pruner) error {
 	_, err := p.Check(ctx)
-	if errors.Is(err, prune.ErrRetentionShort) {
-		return usageError{err}
-	}
-	return err
+	return refusedUsage(err)
 }
 
 // retentionShort is the usage error of a --retention shorter than the

@@ -46,30 +46,22 @@ type publishCmd struct {
 
 func (publishCmd) Help() string { return publishHelp }
 
-// Bounds of --attempts and --timeout: the retry horizon, which the stream's
-// duplicate window must cover, stays a sum of sane durations.
-const (
-	maxPublishAttempts = 100
-	maxPublishTimeout  = time.Hour
-)
+// publishNames are what publisher's refusals call its settings.
+var publishNames = map[string]string{"Subject": "--subject", "Data": "--data", "ID": "--id", "IDField": "--id-field",
+	"Raw": "--raw", "Lines": "standard input", "Attempts": "--attempts", "Timeout": "--timeout"}
 
 func (c *publishCmd) Run(inv *invocation) error {
-	switch {
-	case c.Subject == "":
-		return usagef("--subject is required")
-	case c.ID != "" && c.Data == "":
-		return usagef("--id needs --data; for standard input use --id-field")
-	case c.Attempts < 1 || c.Attempts > maxPublishAttempts:
-		return usagef("--attempts %d: want 1 to %d", c.Attempts, maxPublishAttempts)
-	case c.Timeout <= 0 || c.Timeout > maxPublishTimeout:
-		return usagef("--timeout %s: want more than 0 and at most %s", c.Timeout, maxPublishTimeout)
+	in := publisher.Input{Subject: c.Subject, Data: []byte(c.Data), ID: c.ID, IDField: c.IDField, Raw: c.Raw, Lines: os.Stdin,
+		ExpectStream: c.Stream, Names: publishNames}
+	cfg := publisher.Config{Attempts: c.Attempts, Timeout: c.Timeout, Explicit: true, Names: publishNames}
+	if err := firstError(in.Check(), cfg.Validate()); err != nil {
+		return refusedUsage(err)
 	}
-	if err := publisher.CheckID(c.ID); err != nil {
-		return usagef("--id: %v", idProblem(err))
-	}
-	msgs, err := c.messages()
-	if err != nil {
-		return err
+	msgs, err := in.Messages()
+	if err != nil && !errors.As(err, new(*publisher.ConfigError)) { // the reader's error, said as the command's
+		return fmt.Errorf("read standard input: %w", errors.Unwrap(err))
+	} else if err != nil {
+		return refusedUsage(err)
 	}
 	nc, js, log, err := dial(inv, c.NATS, c.Log)
 	if err != nil {
@@ -90,15 +82,13 @@ func (c *publishCmd) Run(inv *invocation) error {
 			fmt.Fprintf(inv.stdout, "seq=%d id=%s duplicate=%t\n", a.Sequence, a.ID, a.Duplicate)
 		}
 	}
-	p, err := publisher.New(js, publisher.Config{Attempts: c.Attempts, Timeout: c.Timeout, Logger: log, OnAck: onAck})
+	cfg.Logger, cfg.OnAck = log, onAck
+	p, err := publisher.New(js, cfg)
 	if err != nil {
-		return usageError{err}
+		return refusedUsage(err)
 	}
 	if name, err := p.CheckStream(inv.ctx, js, c.Subject, c.Stream); errors.Is(err, publisher.ErrDuplicateWindowTooShort) {
 		log.WarnContext(inv.ctx, "retries may outlive the stream's duplicate window", "stream", name, "err", err)
-	}
-	for i := range msgs {
-		msgs[i].ExpectStream = c.Stream
 	}
 	acks, err := p.PublishBatch(inv.ctx, msgs)
 	if errors.Is(err, publisher.ErrWrongStream) {
@@ -111,51 +101,4 @@ func (c *publishCmd) Run(inv *invocation) error {
 		fmt.Fprintf(inv.stdout, "published %d messages (%d duplicates)\n", len(acks), dups)
 	}
 	return nil
-}
-
-// messages reads and checks all input before anything is published.
-func (c *publishCmd) messages() ([]publisher.Message, error) {
-	if c.Data == "" {
-		msgs, err := publisher.ReadLines(os.Stdin, publisher.Lines{Subject: c.Subject, IDField: c.IDField, Raw: c.Raw})
-		var le *publisher.LineError
-		switch {
-		case errors.Is(err, publisher.ErrNotJSON) && errors.As(err, &le):
-			return nil, usagef("standard input line %d is not valid JSON; nothing was published", le.Line)
-		case errors.As(err, &le):
-			return nil, usagef("standard input line %d: %v; nothing was published", le.Line, idProblem(le.Err))
-		case err != nil: // the reader's error, said as the command's
-			return nil, fmt.Errorf("read standard input: %w", errors.Unwrap(err))
-		case len(msgs) == 0:
-			return nil, usagef("nothing to publish: give --data or JSON lines on standard input")
-		}
-		return msgs, nil
-	}
-	if !c.Raw && !json.Valid([]byte(c.Data)) {
-		return nil, usagef("--data is not valid JSON (use --raw to publish it anyway)")
-	}
-	m := publisher.Message{Subject: c.Subject, Data: []byte(c.Data), ID: c.ID}
-	if c.ID == "" && c.IDField != "" {
-		var err error
-		if m.ID, err = publisher.FieldID([]byte(c.Data), c.IDField); err != nil {
-			return nil, usagef("--data: %v", idProblem(err))
-		}
-	}
-	return []publisher.Message{m}, nil
-}
-
-// idProblem says a refused id (a *publisher.IDError) in the command's words.
-func idProblem(err error) error {
-	var ie *publisher.IDError
-	if !errors.As(err, &ie) {
-		return err
-	}
-	switch ie.Err {
-	case publisher.ErrNotObject:
-		return fmt.Errorf("--id-field needs a JSON object: %v", ie.Cause)
-	case publisher.ErrNoIDField:
-		return fmt.Errorf("no field %q for the id", ie.Field)
-	case publisher.ErrBadIDField:
-		return fmt.Errorf("field %q must be a non-empty string or a number", ie.Field)
-	}
-	return fmt.Errorf("the id is %d bytes; a consumer dead-letters a Nats-Msg-Id over %d bytes, so nothing was published", ie.Len, publisher.MaxIDLen)
 }

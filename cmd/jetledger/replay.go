@@ -7,8 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/jetledger/jetledger/ackwait"
-	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/replay"
 	"github.com/jetledger/jetledger/service"
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
@@ -64,9 +63,11 @@ func (replayCmd) Help() string { return replayHelp }
 
 func (c *replayCmd) Run(inv *invocation) error {
 	ctx := inv.ctx
-	from, err := c.replayFrom()
+	start := replay.Start{FromSeq: c.FromSeq, Since: c.Since, ToSeq: c.ToSeq, NoEffects: c.NoEffects,
+		HaveSink: c.Webhook.URL != "" || c.EffectsSubject != "", Names: replayNames}
+	from, err := start.From(time.Now())
 	if err != nil {
-		return err
+		return c.replayAdvice(err)
 	}
 	snk, err := replaySink(c.Webhook, c.EffectsSubject)
 	if err != nil {
@@ -85,7 +86,7 @@ func (c *replayCmd) Run(inv *invocation) error {
 	}
 	defer s.Close()
 	res, err := s.Replay(ctx, service.Replay{From: from, ToSeq: c.ToSeq, SendAll: c.SendEffects,
-		EffectsDecided: snk != nil || c.NoEffects, Progress: replayProgress(inv.stderr), Timeout: setupTimeout})
+		EffectsDecided: start.Decided(), Progress: replayProgress(inv.stderr), Timeout: setupTimeout})
 	if err != nil {
 		return c.replayAdvice(err)
 	}
@@ -98,32 +99,6 @@ func (c *replayCmd) Run(inv *invocation) error {
 	fmt.Fprintf(inv.stdout, "replay to seq %d done in %.1fs: %d applied, %d duplicates, %d conflicts, %d effects suppressed, %d queued for run, %d in review, %d dead letters\n",
 		res.UpTo, res.Seconds, res.Applied, res.Duplicates, res.Conflicts, res.Suppressed, res.Queued, res.Review, res.DeadLetters)
 	return nil
-}
-
-// replayFrom reads --from-seq and --since.
-func (c *replayCmd) replayFrom() (consumer.ReplayFrom, error) {
-	switch {
-	case c.FromSeq > 0 && c.Since != "":
-		return consumer.ReplayFrom{}, usagef("give --from-seq or --since, not both")
-	case c.NoEffects && (c.Webhook.URL != "" || c.EffectsSubject != ""):
-		return consumer.ReplayFrom{}, usagef("give --webhook (or --effects-subject) or --no-effects, not both: --no-effects says run has no effects")
-	case c.ToSeq > 0 && c.FromSeq > c.ToSeq:
-		return consumer.ReplayFrom{}, usagef("--from-seq %d is past --to-seq %d", c.FromSeq, c.ToSeq)
-	}
-	if c.Since == "" {
-		return consumer.ReplayFrom{Seq: c.FromSeq}, nil
-	}
-	if d, err := ackwait.ParseDuration(c.Since); err == nil {
-		if d <= 0 {
-			return consumer.ReplayFrom{}, usagef("--since %q: want a positive duration", c.Since)
-		}
-		return consumer.ReplayFrom{Time: time.Now().Add(-d)}, nil
-	}
-	t, err := time.Parse(time.RFC3339, c.Since)
-	if err != nil {
-		return consumer.ReplayFrom{}, usagef("--since %q: want a duration (24h) or an RFC 3339 time (2026-11-30T00:00:00Z)", c.Since)
-	}
-	return consumer.ReplayFrom{Time: t}, nil
 }
 
 // replayProgress shows progress on out (standard error: standard output

@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/service"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // streamDefault is the stream of a command told none, whose ledger names
@@ -37,7 +35,7 @@ const (
 )
 
 // streamNames are what the choice of a stream and durable calls them.
-var streamNames = service.Names{Program: "run", Settings: map[string]string{"Stream": "--stream", "Durable": "--durable"}}
+var streamNames = service.Names{Program: "run", Settings: map[string]string{"Stream": "--stream", "Durable": "--durable", "Run": "'jetledger run'"}}
 
 // validate checks the names given and fills in the defaults for those left
 // out; where a ledger can name them, resolve replaces the defaults next.
@@ -96,30 +94,12 @@ func (f *streamFlags) resolveFrom(ctx context.Context, db dbFlag) error {
 	return f.use(c, err)
 }
 
-// origin says where the names came from, for output and for an error about
-// a stream or durable not found; "" when they were given.
-func (f *streamFlags) origin(db string) string {
-	switch f.from {
-	case fromLedger:
-		return fmt.Sprintf("as run recorded them in %s", db)
-	case fromDefault:
-		switch {
-		case !f.chosen.Read:
-			return "the defaults: --stream not given"
-		case f.chosen.Recorded > 0:
-			return fmt.Sprintf("the defaults: --stream not given, and no consumer run recorded in %s has durable %s", db, f.Durable)
-		}
-		return fmt.Sprintf("the defaults: --stream not given, and %s records no stream; 'jetledger run' records the one it consumes", db)
-	}
-	return ""
-}
+// origin says where the names came from (service.Chosen.Origin); "" when
+// they were given.
+func (f *streamFlags) origin(db string) string { return f.chosen.Origin(db, streamNames) }
 
 // explain adds to err, a stream or durable not found, where the names came
-// from when they were not given.
+// from when they were not given (service.Chosen.Explain).
 func (f *streamFlags) explain(err error, db string) error {
-	o := f.origin(db)
-	if o == "" || !(errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound)) {
-		return err
-	}
-	return fmt.Errorf("%w (%s)", err, o)
+	return f.chosen.Explain(err, db, streamNames)
 }

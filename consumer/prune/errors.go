@@ -32,3 +32,6 @@ func (e *RetentionError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrRetentionShort) hold.
 func (e *RetentionError) Unwrap() error { return ErrRetentionShort }
+
+// Refusal is the refusal of Retention in Names' words: its Error.
+func (e *RetentionError) Refusal() string { return e.Error() }

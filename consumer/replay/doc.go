@@ -5,6 +5,7 @@
 // messages up to its ack floor, and puts the rest (delivered past the
 // floor, maybe sent) in review.
 //
+//	from, err := replay.Start{Since: "24h", Names: names}.From(time.Now()) // *ConfigError in names' words
 //	b, err := replay.ReadBounds(ctx, js, "ORDERS", "billing", 0)
 //	if errors.Is(err, replay.ErrNoDurable) { ... } // give a bound
 //	if err := replay.CheckEffects(ctx, st, "ORDERS", b, haveSink); err != nil { ... }

@@ -17,6 +17,9 @@ var (
 	// their effects, nor being told there are none. UndecidedError says
 	// which.
 	ErrEffectsUndecided = errors.New("the replay applies messages whose effects nobody records")
+	// ErrInvalidConfig: a Start whose fields contradict each other or
+	// cannot be read (*ConfigError).
+	ErrInvalidConfig = errors.New("replay: invalid configuration")
 )
 
 // The refusals' Say names what fixes them in the caller's words: names maps
@@ -73,4 +76,39 @@ func (e *UndecidedError) Say(names map[string]string) string {
 	}
 	return fmt.Sprintf("the replay goes past %s's ack floor (seq %d, up to %d): give it %s's %s so their effects are recorded, or %s if %s has none",
 		c, e.Floor, e.UpTo, c, sink, decided, c)
+}
+
+// ConfigError is a Start refused: Reason says what is wrong, naming the
+// fields as Start.Names says, so that a caller prints it as it is. It is
+// ErrInvalidConfig for errors.Is.
+type ConfigError struct{ Reason string }
+
+func (e *ConfigError) Error() string { return ErrInvalidConfig.Error() + ": " + e.Reason }
+
+// Refusal is Reason.
+func (e *ConfigError) Refusal() string { return e.Reason }
+
+// Unwrap gives ErrInvalidConfig.
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+func refuse(format string, a ...any) error {
+	return &ConfigError{Reason: fmt.Sprintf(format, a...)}
+}
+
+// Say is err, when it is a refusal of this package (*NoDurableError,
+// *UndecidedError, *ConfigError), said with what fixes it in names' words
+// (a ConfigError's Reason, in its Start's), and whether it is one.
+func Say(err error, names map[string]string) (string, bool) {
+	var none *NoDurableError
+	var undecided *UndecidedError
+	var ce *ConfigError
+	switch {
+	case errors.As(err, &none):
+		return none.Say(names), true
+	case errors.As(err, &undecided):
+		return undecided.Say(names), true
+	case errors.As(err, &ce):
+		return ce.Reason, true
+	}
+	return "", false
 }

@@ -10,8 +10,8 @@ import (
 )
 
 var (
-	// ErrInvalidConfig: a Config with a negative Wait, or Requeue called
-	// without a Ledger or a JetStream.
+	// ErrInvalidConfig: a Config with a negative Wait (*ConfigError), or
+	// Requeue called without a Ledger or a JetStream.
 	ErrInvalidConfig = errors.New("requeue: invalid config")
 	// ErrNoMsgID: the dead letter has no Nats-Msg-Id, so a copy could not
 	// be deduplicated; it is kept.
@@ -86,6 +86,25 @@ type Error struct {
 func (e *Error) Error() string { return e.Err.Error() }
 func (e *Error) Unwrap() error { return e.Err }
 
+// Say is the remedy, in names' words: names maps "JetStream" (how the
+// caller reaches the server Requeue was given) and "Consumer" (the program
+// that consumes the dead letter's stream) to the caller's. "" for
+// RemedyNone. A caller that publishes by hand in its own way (a command
+// line's publish command) says the Publish remedies itself.
+func (e *Error) Say(names map[string]string) string {
+	switch e.Remedy {
+	case RemedyOtherServer:
+		return fmt.Sprintf("point %s at the server %s consumes from", say.Name(names, "JetStream"), say.Name(names, "Consumer"))
+	case RemedyPublishBySubject, RemedyPublishAtHub:
+		return fmt.Sprintf("publish its payload with its Nats-Msg-Id into stream %s, to the subject it was first published to, then discard it", e.Stream)
+	case RemedyPublishIntoOrigin:
+		return "publish its payload with its Nats-Msg-Id into the stream it came from, then discard it"
+	case RemedyHubLink:
+		return "try again once the link to the hub is up"
+	}
+	return ""
+}
+
 // refused is an *Error with remedy r, its text format's.
 func refused(r Remedy, stream, format string, a ...any) error {
 	return &Error{Remedy: r, Stream: stream, Err: fmt.Errorf(format, a...)}
@@ -113,3 +132,16 @@ func (e *NotArrivedError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrNotArrived) hold.
 func (e *NotArrivedError) Unwrap() error { return ErrNotArrived }
+
+// ConfigError is a Config refused: Reason says what is wrong, naming the
+// fields as Config.Names says, so that a caller prints it as it is. It is
+// ErrInvalidConfig for errors.Is.
+type ConfigError struct{ Reason string }
+
+func (e *ConfigError) Error() string { return ErrInvalidConfig.Error() + ": " + e.Reason }
+
+// Unwrap gives ErrInvalidConfig.
+func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// Refusal is Reason.
+func (e *ConfigError) Refusal() string { return e.Reason }

@@ -25,3 +25,27 @@ func TestNotArrivedSaysWaitInTheCallersWords(t *testing.T) {
 		}
 	}
 }
+
+// Error.Say says each remedy in the caller's words.
+func TestErrorSaysTheRemedy(t *testing.T) {
+	t.Parallel()
+	names := map[string]string{"JetStream": "--nats", "Consumer": "run"}
+	for _, tt := range []struct {
+		name  string
+		err   *Error
+		names map[string]string
+		want  string
+	}{
+		{"none", &Error{}, names, ""},
+		{"other server", &Error{Remedy: RemedyOtherServer}, names, "point --nats at the server run consumes from"},
+		{"other server, a Go program's", &Error{Remedy: RemedyOtherServer}, nil, "point JetStream at the server Consumer consumes from"},
+		{"by subject", &Error{Remedy: RemedyPublishBySubject, Stream: "PAY"}, names,
+			"publish its payload with its Nats-Msg-Id into stream PAY, to the subject it was first published to, then discard it"},
+		{"into origin", &Error{Remedy: RemedyPublishIntoOrigin}, names, "publish its payload with its Nats-Msg-Id into the stream it came from, then discard it"},
+		{"hub link", &Error{Remedy: RemedyHubLink}, names, "try again once the link to the hub is up"},
+	} {
+		if got := tt.err.Say(tt.names); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}

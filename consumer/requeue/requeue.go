@@ -38,11 +38,18 @@ type Config struct {
 	// Names are what the refusals call the settings, by their field names
 	// ("Wait"): a command line gives its flags. Default: the field names.
 	Names map[string]string
+	// Explicit says the caller sets Wait itself, as a command line whose
+	// flag has a default does: a zero Wait is refused, not taken as the
+	// default. Default false.
+	Explicit bool
 }
 
-func (c Config) validate() error {
-	if c.Wait < 0 {
-		return fmt.Errorf("%w: Wait %s is negative", ErrInvalidConfig, c.Wait)
+// Validate refuses (*ConfigError) a negative Wait, and with Explicit a
+// zero one, naming it as Names says. Requeue validates its Config.
+func (c Config) Validate() error {
+	if c.Wait < 0 || c.Explicit && c.Wait == 0 {
+		return &ConfigError{Reason: fmt.Sprintf("%s %s: want a positive duration (how long to wait at an edge for the copy to be sourced from the hub)",
+			say.Name(c.Names, "Wait"), c.Wait)}
 	}
 	return nil
 }
@@ -74,7 +81,7 @@ func Check(d ledger.DeadLetter) error {
 // the dead letter; a failed delete comes with the Result of the requeue
 // that happened.
 func Requeue(ctx context.Context, js jetstream.JetStream, l Ledger, d ledger.DeadLetter, cfg Config) (Result, error) {
-	if err := cmp.Or(cfg.validate(), Check(d)); err != nil {
+	if err := cmp.Or(cfg.Validate(), Check(d)); err != nil {
 		return Result{}, err
 	}
 	if l == nil || js == nil {

@@ -80,3 +80,25 @@ func TestRequeueRefusesAnotherInstance(t *testing.T) {
 		t.Errorf("PAY holds %d messages, want only its own", n)
 	}
 }
+
+// A Wait the caller cannot mean is a *ConfigError in its words; with
+// Explicit a zero Wait is one too.
+func TestConfigValidate(t *testing.T) {
+	t.Parallel()
+	names := map[string]string{"Wait": "--wait"}
+	for _, tt := range []struct {
+		name string
+		cfg  requeue.Config
+		want string
+	}{
+		{"zero: the default", requeue.Config{}, ""},
+		{"negative", requeue.Config{Wait: -time.Second, Names: names}, "--wait -1s: want a positive duration (how long to wait at an edge for the copy to be sourced from the hub)"},
+		{"zero given", requeue.Config{Explicit: true}, "Wait 0s: want a positive duration (how long to wait at an edge for the copy to be sourced from the hub)"},
+	} {
+		err := tt.cfg.Validate()
+		var ce *requeue.ConfigError
+		if tt.want == "" && err != nil || tt.want != "" && (!errors.Is(err, requeue.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Refusal() != tt.want) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+}
