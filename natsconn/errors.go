@@ -100,4 +100,7 @@ type ConfigError struct {
 }
 
 func (e *ConfigError) Error() string { return "natsconn: " + e.Reason }
-func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Refusal is Reason: what a command line prints as its usage error.
+func (e *ConfigError) Refusal() string { return e.Reason }
+func (e *ConfigError) Unwrap() error   { return e.Err }

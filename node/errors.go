@@ -143,6 +143,9 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return "node: " + e.Reason }
 
+// Refusal is Reason: what a command line prints as its usage error.
+func (e *ConfigError) Refusal() string { return e.Reason }
+
 // Unwrap gives what the refusal is.
 func (e *ConfigError) Unwrap() error { return e.Err }
 

@@ -83,8 +83,7 @@ type Config struct {
 	// StartAttrs are added to the "consuming" line Run logs at start.
 	StartAttrs []any
 	// Names are what the refusals and the log call the settings, and the
-	// program its warnings name. Default: the settings' paths from Config
-	// (SQL.Apply is SQL.ApplyName's when that is set).
+	// program its warnings name. Default: the settings' paths from Config.
 	Names Names
 	// Explicit says the caller sets Consumer.Plan's fields (but
 	// PerMessage), Consumer.MaxDeliver, Partitions.Key and Effects.Timeout
@@ -191,6 +190,12 @@ func (c Config) withDefaults() (Config, error) {
 	// the node and its leaf as checkEdge does.
 	if c.Stream.Names == nil {
 		c.Stream.Names = say.Under(c.Names.Settings, "Stream")
+	}
+	if c.SQL.Names == nil {
+		c.SQL.Names = say.Under(c.Names.Settings, "SQL")
+	}
+	if c.Consumer.Names == nil {
+		c.Consumer.Names = say.Under(c.Names.Settings, "Consumer")
 	}
 	c.Node.Names = namesOr(say.Under(c.Names.Settings, "Node"), c.Node.Names)
 	if l := c.Node.Leaf; l != nil {

@@ -38,6 +38,9 @@ type ConfigError struct {
 
 func (e *ConfigError) Error() string { return ErrInvalidConfig.Error() + ": " + e.Reason }
 
+// Refusal is Reason: what a command line prints as its usage error.
+func (e *ConfigError) Refusal() string { return e.Reason }
+
 // Unwrap gives ErrInvalidConfig and the library's refusal, for errors.Is.
 func (e *ConfigError) Unwrap() []error {
 	if e.Err == nil {

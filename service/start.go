@@ -1,7 +1,6 @@
 package service
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -135,7 +134,7 @@ func (s *Service) handler(ctx context.Context) (*sqlhandler.Handler, error) {
 			return h, err
 		}
 		if try == 1 {
-			s.log.WarnContext(ctx, "another process holds the ledger's writer: waiting for it before running "+s.cfg.Names.Say("SQL.Schema")+" and checking "+cmp.Or(cfg.ApplyName, s.cfg.Names.Say("SQL.Apply")),
+			s.log.WarnContext(ctx, "another process holds the ledger's writer: waiting for it before running "+s.cfg.Names.Say("SQL.Schema")+" and checking "+s.cfg.Names.Say("SQL.Apply"),
 				"db", s.cfg.DB, "err", err)
 		}
 		if !writerBackoff.Wait(ctx, try) {

@@ -64,7 +64,7 @@ func Check(ctx context.Context, db string, cfg Config) error {
 			return schemaError(cfg, err)
 		}
 	}
-	_, err = New(cctx, st, Config{Apply: apply, Names: cfg.names()})
+	_, err = New(cctx, st, Config{Apply: apply, Names: cfg.Names})
 	if ctx.Err() != nil || !errors.As(err, new(*CheckError)) {
 		return ctx.Err()
 	}

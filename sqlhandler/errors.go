@@ -3,7 +3,6 @@ package sqlhandler
 import (
 	"errors"
 	"fmt"
-	"maps"
 
 	"github.com/jetledger/jetledger/ledger"
 )
@@ -51,19 +50,6 @@ func (e *notJSONError) Unwrap() []error {
 	return []error{ErrNotJSON, e.err}
 }
 
-// names is Names with ApplyName.
-func (c Config) names() map[string]string {
-	if _, ok := c.Names["Apply"]; ok || c.ApplyName == "" {
-		return c.Names
-	}
-	names := maps.Clone(c.Names)
-	if names == nil {
-		names = map[string]string{}
-	}
-	names["Apply"] = c.ApplyName
-	return names
-}
-
 // name is what names (Config.Names) calls the Config setting at path:
 // the caller's name, or the field ("Config.Apply").
 func name(names map[string]string, path string) string {
@@ -91,7 +77,7 @@ type CheckError struct {
 	Kind  error             // ErrSchema or ErrApplyInvalid
 	Name  string            // Config.SchemaName (ErrSchema only)
 	Err   error             // the cause: the ledger's error, or an *UnboundParamError
-	Names map[string]string // Config.Names (with ApplyName); nil: the fields, after "sqlhandler: "
+	Names map[string]string // Config.Names; nil: the fields, after "sqlhandler: "
 }
 
 func (e *CheckError) Error() string {
@@ -124,7 +110,7 @@ type ConditionError struct {
 	Field string            // "Schema" or "Apply": the Config field that was run
 	Name  string            // Config.SchemaName (Field "Schema" only)
 	Err   error             // the ledger's error
-	Names map[string]string // Config.Names (with ApplyName); nil: the fields, after "sqlhandler: "
+	Names map[string]string // Config.Names; nil: the fields, after "sqlhandler: "
 }
 
 func (e *ConditionError) Error() string {

@@ -28,9 +28,6 @@ type Config struct {
 	// :msg_id, :subject, :seq (integer) and :data (the payload, as text)
 	// bound; @, $ and # work as the prefix too. Default "": none.
 	Apply string
-	// ApplyName is Names["Apply"], for a caller that names Apply alone;
-	// Names["Apply"] wins. Default "": none.
-	ApplyName string
 	// Names are what the errors (*CheckError, *ConditionError,
 	// *UnboundParamError) and the dead-letter reason of a payload that is
 	// not JSON call the settings: a setting's path in Config ("Schema",
@@ -91,7 +88,7 @@ func New(ctx context.Context, st *ledger.Store, cfg Config) (*Handler, error) {
 	if _, err := st.Exec(ctx, eventsSchema); err != nil {
 		return nil, fmt.Errorf("create events table: %w", err)
 	}
-	apply, names := cfg.Apply, cfg.names()
+	apply, names := cfg.Apply, cfg.Names
 	if apply != "" {
 		if err := checkApply(ctx, st, apply, names); err != nil {
 			return nil, err
@@ -116,9 +113,9 @@ func databaseCondition(err error) bool {
 // unless the ledger's condition failed it (a *ConditionError).
 func schemaError(cfg Config, err error) error {
 	if databaseCondition(err) {
-		return &ConditionError{Field: "Schema", Name: cfg.SchemaName, Err: err, Names: cfg.names()}
+		return &ConditionError{Field: "Schema", Name: cfg.SchemaName, Err: err, Names: cfg.Names}
 	}
-	return &CheckError{Kind: ErrSchema, Name: cfg.SchemaName, Err: err, Names: cfg.names()}
+	return &CheckError{Kind: ErrSchema, Name: cfg.SchemaName, Err: err, Names: cfg.Names}
 }
 
 // usedParams are the names of applyParams that apply uses: binding only

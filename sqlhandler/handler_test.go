@@ -169,24 +169,24 @@ func TestSchemaBlockedByAWriterIsACondition(t *testing.T) {
 	}
 }
 
-// ApplyName is what the dead-letter reason of a payload that is not JSON
+// Names["Apply"] is what the dead-letter reason of a payload that is not JSON
 // and an unbound parameter call Apply (run says --apply), and each still
 // matches its sentinel; the default names the Config field.
-func TestApplyNameNamesApply(t *testing.T) {
+func TestNamesNameApply(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := openHandlerStore(t, demoSchema)
 	for _, tt := range []struct {
 		name, want string
 		names      map[string]string
-	}{{"", "Config.Apply", nil}, {"--apply", "--apply", nil}, {"", "APPLY", map[string]string{"Apply": "APPLY"}}} {
-		_, err := New(ctx, st, Config{Apply: `INSERT INTO balances VALUES (json_extract(:dta, '$.a'), 1)`, ApplyName: tt.name, Names: tt.names})
+	}{{"", "Config.Apply", nil}, {"--apply", "--apply", map[string]string{"Apply": "--apply"}}, {"APPLY", "APPLY", map[string]string{"Apply": "APPLY"}}} {
+		_, err := New(ctx, st, Config{Apply: `INSERT INTO balances VALUES (json_extract(:dta, '$.a'), 1)`, Names: tt.names})
 		want := tt.want + " uses :dta (did you mean :data?), which is not bound: the parameters are :msg_id, :subject, :seq and :data"
 		var unbound *UnboundParamError
 		if !errors.As(err, &unbound) || unbound.Error() != want {
-			t.Errorf("ApplyName %q: unbound parameter %v, want %q", tt.name, err, want)
+			t.Errorf("Names[Apply] %q: unbound parameter %v, want %q", tt.name, err, want)
 		}
-		h, err := New(ctx, st, Config{Apply: demoApply, ApplyName: tt.name, Names: tt.names})
+		h, err := New(ctx, st, Config{Apply: demoApply, Names: tt.names})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,11 +201,11 @@ func TestApplyNameNamesApply(t *testing.T) {
 		for _, r := range res {
 			var term *consumer.TermError
 			if !errors.As(r.Err, &term) || !errors.Is(r.Err, ErrNotJSON) || !strings.HasPrefix(term.Err.Error(), reason) {
-				t.Errorf("ApplyName %q: %v, want a Term failure matching ErrNotJSON, reason starting %q", tt.name, r.Err, reason)
+				t.Errorf("Names[Apply] %q: %v, want a Term failure matching ErrNotJSON, reason starting %q", tt.name, r.Err, reason)
 			}
 		}
 		if got := res[0].Err.(*consumer.TermError).Err.Error(); got != reason {
-			t.Errorf("ApplyName %q: reason of a payload with a NUL %q, want %q", tt.name, got, reason)
+			t.Errorf("Names[Apply] %q: reason of a payload with a NUL %q, want %q", tt.name, got, reason)
 		}
 	}
 }
@@ -271,10 +271,9 @@ func TestConfigNamesNameTheRefusals(t *testing.T) {
 	if !errors.Is(err, ErrSchema) || !strings.HasPrefix(err.Error(), "--schema s.sql: ") {
 		t.Errorf("Check: %v, want a *CheckError (ErrSchema) saying --schema s.sql", err)
 	}
-	// ApplyName alone names Apply; Names["Apply"] wins over it.
-	_, err = New(ctx, st, Config{Apply: "SELECT :dta", ApplyName: "APPLY", Names: names})
+	_, err = New(ctx, st, Config{Apply: "SELECT :dta", Names: names})
 	var unbound *UnboundParamError
 	if !errors.As(err, &unbound) || unbound.Name != "--apply" || !strings.HasPrefix(err.Error(), "--apply uses :dta") {
-		t.Errorf("New with Names and ApplyName: %v, want --apply named", err)
+		t.Errorf("New with Names: %v, want --apply named", err)
 	}
 }

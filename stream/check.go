@@ -17,7 +17,10 @@ const MaxNameLen = 255
 type ConfigError struct{ Reason string }
 
 func (e *ConfigError) Error() string { return ErrInvalidConfig.Error() + ": " + e.Reason }
-func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
+
+// Refusal is Reason: what a command line prints as its usage error.
+func (e *ConfigError) Refusal() string { return e.Reason }
+func (e *ConfigError) Unwrap() error   { return ErrInvalidConfig }
 
 func refusef(format string, a ...any) error { return &ConfigError{Reason: fmt.Sprintf(format, a...)} }
 

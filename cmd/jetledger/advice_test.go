@@ -65,11 +65,11 @@ func TestSQLUsageNamesTheFlags(t *testing.T) {
 		usage bool
 		want  string
 	}{
-		{"schema could not run", &sqlhandler.ConditionError{Field: "Schema", Name: "s.sql", Err: busy}, false,
+		{"schema could not run", &sqlhandler.ConditionError{Field: "Schema", Name: "s.sql", Err: busy, Names: sqlNames}, false,
 			"--schema s.sql could not run: database is locked: " + ledger.ErrBusy.Error() + " (the ledger, not the SQL: another process may hold its writer)"},
-		{"apply could not be checked", &sqlhandler.ConditionError{Field: "Apply", Err: busy}, false,
+		{"apply could not be checked", &sqlhandler.ConditionError{Field: "Apply", Err: busy, Names: sqlNames}, false,
 			"--apply could not be checked: database is locked: " + ledger.ErrBusy.Error() + " (the ledger, not the SQL: another process may hold its writer)"},
-		{"apply does not compile", &sqlhandler.CheckError{Kind: sqlhandler.ErrApplyInvalid, Err: busy, Names: map[string]string{"Apply": "--apply"}}, true,
+		{"apply does not compile", &sqlhandler.CheckError{Kind: sqlhandler.ErrApplyInvalid, Err: busy, Names: sqlNames}, true,
 			"--apply does not compile: database is locked: " + ledger.ErrBusy.Error() + " (tables it uses must exist: create them with --schema)"},
 	}
 	for _, tt := range tests {

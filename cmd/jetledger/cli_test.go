@@ -16,6 +16,7 @@ import (
 
 	"github.com/alecthomas/kong"
 	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/ledger"
 )
@@ -393,4 +394,10 @@ func TestReadmeAckWaitMessage(t *testing.T) {
 	if got := "consumer " + strings.Join(strings.Fields(block), " "); got != want.Error() {
 		t.Fatalf("README:\n%s\nrun prints:\n%s", got, want)
 	}
+}
+
+// refusal is what run, check and status print of a consumer the plan
+// refuses: the consumer's *PlanError with the flags' names.
+func refusal(stream, durable string, batch int, err error) error {
+	return consumer.PlanRefusal(stream, durable, batch, err, consumerNames)
 }

@@ -73,7 +73,7 @@ var runNames = service.Names{Program: "run", Settings: map[string]string{
 func (f *consumeFlags) config(log *slog.Logger, s sink) service.Config {
 	_ = f.streamFlags.validate() // fills in the defaults; the service checks the names
 	e, l := f.Embedded, f.streamLimitFlags
-	cfg := service.Config{DB: f.DB, Logger: log, SchemaFile: f.Schema, SQL: sqlhandler.Config{Apply: f.Apply, ApplyName: "--apply"}, Sink: s,
+	cfg := service.Config{DB: f.DB, Logger: log, SchemaFile: f.Schema, SQL: sqlhandler.Config{Apply: f.Apply}, Sink: s,
 		Dial: f.dial(log), StartAttrs: []any{"names_from", f.from}, Names: runNames, Explicit: true,
 		Ledger: ledgerConfig(ledger.Config{MaxSizeBytes: int64(f.DBMaxSize)}),
 		Node: node.Config{Listen: e.Listen, StoreDir: e.StoreDir, Token: e.EmbeddedToken, SyncInterval: e.SyncInterval.interval,

@@ -110,7 +110,7 @@ to the hub is down) the dead letter is kept (exit 1).`
 func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
 	cfg := requeue.Config{Wait: c.Wait, Explicit: true, Logger: quiet, Names: requeueNames}
 	if err := cfg.Validate(); err != nil {
-		return refusedUsage(err)
+		return configUsage(err)
 	}
 	return c.dlqID.withStore(q, func(st *ledger.Store) error {
 		d, err := st.DeadLetter(inv.ctx, c.ID)

@@ -40,17 +40,10 @@ func handlerConfig(schemaFile, apply string) (sqlhandler.Config, error) {
 
 // sqlUsage is err a usage error (exit 2) if it is bad SQL: a
 // *sqlhandler.CheckError. Anything else (the ledger's condition, a stop)
-// stays a runtime error. Both name the flags: the service's step errors
-// say their cause as it is, and it gives the SQL no Names yet.
+// stays a runtime error.
 func sqlUsage(err error) error {
-	var check *sqlhandler.CheckError
-	var cond *sqlhandler.ConditionError
-	switch {
-	case errors.As(err, &check):
-		check.Names = sqlNames
+	if errors.As(err, new(*sqlhandler.CheckError)) {
 		return usageError{err}
-	case errors.As(err, &cond):
-		cond.Names = sqlNames
 	}
 	return err
 }

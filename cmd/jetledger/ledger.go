@@ -161,7 +161,7 @@ func (c *ledgerBackupCmd) Run(inv *invocation, l *ledgerCmd) error {
 	return l.withStore(func(st *ledger.Store) error {
 		res, err := st.Backup(inv.ctx, c.To, ledger.BackupOptions{Force: c.Force, Names: map[string]string{"To": "--to", "Force": "--force"}})
 		if err != nil { // --to the ledger, a directory, not a plain path: a usage error
-			return refusedUsage(err)
+			return configUsage(err)
 		}
 		if l.JSON {
 			return printJSON(inv.stdout, backupResult{l.DB, res})

@@ -22,7 +22,6 @@ import (
 	"syscall"
 
 	"github.com/alecthomas/kong"
-	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/internal/kongx"
 )
 
@@ -145,9 +144,3 @@ type usageError struct{ error }
 func usagef(format string, a ...any) error { return usageError{fmt.Errorf(format, a...)} }
 
 func (e usageError) Unwrap() error { return e.error }
-
-// refusal is err as a *consumer.PlanError of stream/durable when it is
-// one, said with the flags; the service gives the consumer no Names yet.
-func refusal(stream, durable string, batch int, err error) error {
-	return consumer.PlanRefusal(stream, durable, batch, err, consumerNames)
-}

@@ -134,7 +134,7 @@ type outboxResolveCmd struct {
 
 func (c *outboxResolveCmd) Run(inv *invocation, o *outboxCmd) error {
 	if err := (ledger.Resolution{As: ledger.Status(c.As), ExternalID: c.ExternalID, Names: ledgerNames}).Check(); err != nil {
-		return refusedUsage(err)
+		return configUsage(err)
 	}
 	return o.change(inv, "resolve", c.ID, func(st *ledger.Store) (string, error) {
 		it, err := st.Resolve(inv.ctx, c.ID, ledger.Status(c.As), c.ExternalID)

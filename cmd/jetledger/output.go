@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -28,7 +27,7 @@ var ledgerNames = map[string]string{"Status": "--status", "Limit": "--limit", "A
 func listRows[T any](inv *invocation, db dbFlag, asJSON bool, l ledger.Listing, fetch func(*ledger.Store) ([]T, error), header []string, row func(T) []string) error {
 	l.Names = ledgerNames
 	if err := l.Check(); err != nil {
-		return refusedUsage(err)
+		return configUsage(err)
 	}
 	return db.withStore(func(st *ledger.Store) error {
 		items, err := fetch(st)
@@ -88,18 +87,9 @@ func cell(s string, width int) string {
 	return string([]rune(s)[:width-1]) + "…"
 }
 
-// refused is a library's refusal of a setting said in the caller's words
-// (a *ConfigError of publisher, consumer/replay, consumer/requeue, ledger).
+// refused is a library's refusal of a setting said in the caller's words:
+// the *ConfigError of each package that names settings.
 type refused interface {
 	error
 	Refusal() string
-}
-
-// refusedUsage is err, when it is refused, the usage error of its
-// Refusal (exit 2).
-func refusedUsage(err error) error {
-	if r := refused(nil); errors.As(err, &r) {
-		return usageError{reworded{err, r.Refusal()}}
-	}
-	return err
 }

@@ -25,7 +25,7 @@ func pruner(st *ledger.Store, js jetstream.JetStream, s streamFlags, r retention
 // window (prune.Pruner.Check) as a usage error.
 func checkRetention(ctx context.Context, p *prune.Pruner) error {
 	_, err := p.Check(ctx)
-	return refusedUsage(err)
+	return configUsage(err)
 }
 
 // retentionShort is the usage error of a --retention shorter than the

@@ -55,13 +55,13 @@ func (c *publishCmd) Run(inv *invocation) error {
 		ExpectStream: c.Stream, Names: publishNames}
 	cfg := publisher.Config{Attempts: c.Attempts, Timeout: c.Timeout, Explicit: true, Names: publishNames}
 	if err := firstError(in.Check(), cfg.Validate()); err != nil {
-		return refusedUsage(err)
+		return configUsage(err)
 	}
 	msgs, err := in.Messages()
 	if err != nil && !errors.As(err, new(*publisher.ConfigError)) { // the reader's error, said as the command's
 		return fmt.Errorf("read standard input: %w", errors.Unwrap(err))
 	} else if err != nil {
-		return refusedUsage(err)
+		return configUsage(err)
 	}
 	nc, js, log, err := dial(inv, c.NATS, c.Log)
 	if err != nil {
@@ -85,7 +85,7 @@ func (c *publishCmd) Run(inv *invocation) error {
 	cfg.Logger, cfg.OnAck = log, onAck
 	p, err := publisher.New(js, cfg)
 	if err != nil {
-		return refusedUsage(err)
+		return configUsage(err)
 	}
 	if name, err := p.CheckStream(inv.ctx, js, c.Subject, c.Stream); errors.Is(err, publisher.ErrDuplicateWindowTooShort) {
 		log.WarnContext(inv.ctx, "retries may outlive the stream's duplicate window", "stream", name, "err", err)

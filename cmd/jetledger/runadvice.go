@@ -23,8 +23,6 @@ func (f *consumeFlags) advise(cfg service.Config, err error) error {
 	switch st.Step {
 	case service.StepSQL:
 		return sqlUsage(err)
-	case service.StepConsumer:
-		return refusal(cfg.Stream.Name, cfg.Consumer.Durable, cfg.Consumer.Plan.BatchSize, err)
 	case service.StepPrune:
 		if r := (*service.RetentionError)(nil); errors.As(err, &r) && errors.Is(err, prune.ErrRetentionShort) {
 			return retentionShort(r.Retention, r.Stream, r.DuplicateWindow)

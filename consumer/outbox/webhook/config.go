@@ -174,6 +174,9 @@ type ConfigError struct{ Reason string }
 
 func (e *ConfigError) Error() string { return ErrInvalidConfig.Error() + ": " + e.Reason }
 
+// Refusal is Reason: what a command line prints as its usage error.
+func (e *ConfigError) Refusal() string { return e.Reason }
+
 // Unwrap gives ErrInvalidConfig.
 func (e *ConfigError) Unwrap() error { return ErrInvalidConfig }
 
