@@ -148,7 +148,7 @@ type Prune struct {
 	// Interval between prunes. Default 0: never.
 	Interval time.Duration
 	// Retention is the least time since a pruned id was last seen; it must
-	// cover the stream's duplicate window (RetentionError). Required with
+	// cover the stream's duplicate window (prune.RetentionError). Required with
 	// Interval.
 	Retention time.Duration
 	// OutboxRetention is the least age of a pruned sent or cancelled outbox
@@ -238,4 +238,19 @@ func (c Config) validate() error {
 		return &ConfigError{Reason: why}
 	}
 	return nil
+}
+
+// servedNames are names with what a stream found to be another instance
+// than the one the ledger served names (stream.NotTheInstanceError):
+// the server read and the program that records it. Without Settings,
+// the Go API's advice: nil when names is nil too.
+func (c Config) servedNames(names map[string]string) map[string]string {
+	if len(c.Names.Settings) == 0 {
+		return names
+	}
+	if names == nil {
+		names = map[string]string{}
+	}
+	names["NATS"], names["Run"] = c.Names.Say("NATS.URL"), c.Names.Program
+	return names
 }

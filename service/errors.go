@@ -3,7 +3,6 @@ package service
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -125,19 +124,6 @@ func (e *PartitionCountError) Unwrap() error {
 	}
 	return ErrPartitionCount
 }
-
-// RetentionError is prune.ErrRetentionShort with the bounds compared.
-type RetentionError struct {
-	Stream          string
-	Retention       time.Duration // Prune.Retention
-	DuplicateWindow time.Duration // the stream's
-	Err             error
-}
-
-func (e *RetentionError) Error() string {
-	return fmt.Sprintf("service: prune: retention %s is shorter than stream %s's duplicate window %s", e.Retention, e.Stream, e.DuplicateWindow)
-}
-func (e *RetentionError) Unwrap() error { return e.Err }
 
 // NoStreamError is ErrNoStream for the stream, said in Names' words.
 type NoStreamError struct {

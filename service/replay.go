@@ -60,7 +60,7 @@ type ReplayResult struct {
 // the ledger (stream.ErrNotTheInstance).
 func (s *Service) Replay(ctx context.Context, r Replay) (ReplayResult, error) {
 	name, durable := s.cfg.Stream.Name, s.cfg.Consumer.Durable
-	if err := stream.CheckServed(ctx, s.st, name, s.info.Created); err != nil {
+	if err := stream.CheckServed(ctx, s.st, name, s.info.Created, s.cfg.servedNames(nil)); err != nil {
 		return ReplayResult{}, err
 	}
 	s.log.InfoContext(ctx, "replaying", append([]any{"stream", name, "durable", durable, "db", s.cfg.DB}, s.cfg.StartAttrs...)...)

@@ -10,6 +10,7 @@ import (
 	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/consumer/outbox/natssink"
 	"github.com/jetledger/jetledger/consumer/prune"
+	"github.com/jetledger/jetledger/internal/say"
 	"github.com/jetledger/jetledger/metrics"
 	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats.go/jetstream"
@@ -115,7 +116,7 @@ func (s *Service) natsSink(ctx context.Context) (*natssink.Sink, error) {
 	e.Timeout = cmp.Or(e.Timeout, natssink.TimeoutDefault)
 	if e.Stream != "" {
 		err := stream.EnsureEffects(ctx, s.js, stream.Effects{Stream: e.Stream, Subject: e.Subject, Timeout: e.Timeout,
-			MaxAttempts: s.cfg.Outbox.MaxAttempts, Plan: s.cfg.Consumer.Plan, Logger: s.log})
+			MaxAttempts: s.cfg.Outbox.MaxAttempts, Plan: s.cfg.Consumer.Plan, Logger: s.log, Names: say.Under(s.cfg.Names.Settings, "Effects")})
 		if err != nil {
 			return nil, err
 		}
@@ -172,9 +173,10 @@ func (s *Service) consume(ctx context.Context, batches *metrics.Batches, cons *c
 	}
 	if c.Prune.Interval > 0 {
 		p := &prune.Pruner{Ledger: s.st, JetStream: s.js, Stream: c.Stream.Name, Durable: c.Consumer.Durable, Retention: c.Prune.Retention,
-			OutboxRetention: c.Prune.OutboxRetention, Hold: c.Consumer.Plan.PruneHold(), Interval: c.Prune.Interval, Logger: s.log}
-		if o, err := p.Check(ctx); errors.Is(err, prune.ErrRetentionShort) {
-			return step(StepPrune, &RetentionError{Stream: c.Stream.Name, Retention: c.Prune.Retention, DuplicateWindow: o.DuplicateWindow, Err: err})
+			OutboxRetention: c.Prune.OutboxRetention, Hold: c.Consumer.Plan.PruneHold(), Interval: c.Prune.Interval, Logger: s.log,
+			Names: c.servedNames(map[string]string{"Retention": c.Names.Say("Prune.Retention")})}
+		if _, err := p.Check(ctx); errors.Is(err, prune.ErrRetentionShort) {
+			return step(StepPrune, err) // a *prune.RetentionError, said in Names' words
 		} else if err != nil {
 			return step(StepPrune, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer/partition"
 	"github.com/jetledger/jetledger/consumer/replay"
+	"github.com/jetledger/jetledger/internal/say"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/natsconn"
 	"github.com/jetledger/jetledger/node"
@@ -152,7 +153,7 @@ func (s *Service) ensureStream(ctx context.Context) error {
 	var err error
 	if c.Hub != nil {
 		s.info, err = stream.EnsureSourced(ctx, s.js, stream.Sourced{Stream: c.Stream, Hub: c.Hub.Stream, Filter: c.Hub.Filter,
-			Domain: c.Hub.Domain, Start: c.Hub.Start, Ledger: s.st})
+			Domain: c.Hub.Domain, Start: c.Hub.Start, Ledger: s.st, Names: say.Under(c.Names.Settings, "Hub")})
 	} else if s.info, err = stream.Ensure(ctx, s.js, c.Stream); errors.Is(err, stream.ErrNotFound) {
 		err = c.noStream(err)
 	}

@@ -33,6 +33,9 @@ type Effects struct {
 	Plan        ackwait.Plan
 	// Logger receives the waits. Default slog.Default().
 	Logger *slog.Logger
+	// Names are what the refusals call Effects' settings
+	// (EffectsError.Names). Default: their paths.
+	Names map[string]string
 }
 
 func (e Effects) validate() error {
@@ -75,7 +78,7 @@ func EnsureEffects(ctx context.Context, js jetstream.JetStream, e Effects) error
 	case err == nil:
 		return nil
 	case !errors.Is(err, jetstream.ErrStreamNotFound):
-		return &EffectsError{Op: "find", Subject: e.Subject, Stream: e.Stream, Err: err}
+		return &EffectsError{Op: "find", Subject: e.Subject, Stream: e.Stream, Err: err, Names: e.Names}
 	}
 	window := e.Window()
 	err = jsretry.Do(ctx, log, "create effects stream "+e.Stream, func(ctx context.Context) error {
@@ -87,7 +90,7 @@ func EnsureEffects(ctx context.Context, js jetstream.JetStream, e Effects) error
 		return err
 	})
 	if err != nil {
-		return &EffectsError{Op: "create", Subject: e.Subject, Stream: e.Stream, Err: err}
+		return &EffectsError{Op: "create", Subject: e.Subject, Stream: e.Stream, Err: err, Names: e.Names}
 	}
 	log.InfoContext(ctx, "created the effects stream", "stream", e.Stream, "subject", e.Subject, "duplicate_window", window)
 	return nil

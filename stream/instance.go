@@ -33,13 +33,13 @@ func ServedInstance(ctx context.Context, st *ledger.Store, stream string) (strin
 // stream of the same name, or one deleted and made again since. Replay
 // would apply its messages into the ledger, and prune would go by its
 // sequences, which say nothing of the ledger's rows. A ledger that names no
-// instance passes.
-func CheckServed(ctx context.Context, st *ledger.Store, stream string, created time.Time) error {
+// instance passes. names are the error's (NotTheInstanceError.Names).
+func CheckServed(ctx context.Context, st *ledger.Store, stream string, created time.Time, names map[string]string) error {
 	have, err := ServedInstance(ctx, st, stream)
 	if err != nil || have == "" || have == consumer.StreamInstance(stream, created) {
 		return err
 	}
-	return &NotTheInstanceError{Stream: stream, Created: created, Served: InstanceCreated(have)}
+	return &NotTheInstanceError{Stream: stream, Created: created, Served: InstanceCreated(have), Names: names}
 }
 
 // WarnNewInstance says, at start, that stream is another instance than the

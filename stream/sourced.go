@@ -27,6 +27,9 @@ type Sourced struct {
 	Start uint64
 	// Ledger records the floors and the instances served. Required.
 	Ledger *ledger.Store
+	// Names are what the refusals call Sourced's settings
+	// (NoFloorError.Names). Default: their paths.
+	Names map[string]string
 }
 
 func (s Sourced) validate() error {
@@ -56,7 +59,7 @@ func EnsureSourced(ctx context.Context, js jetstream.JetStream, s Sourced) (*jet
 	src := &jetstream.StreamSource{Name: s.Hub, FilterSubject: s.Filter, Domain: s.Domain}
 	c.Subjects, c.Sources = nil, []*jetstream.StreamSource{src}
 	c.sourceStart = func(ctx context.Context) (uint64, error) {
-		return sourceStart(ctx, js, c.Name, src, s.Start, st, log)
+		return sourceStart(ctx, js, c.Name, src, s.Start, st, log, s.Names)
 	}
 	c.adopt = func(ctx context.Context, info *jetstream.StreamInfo) error {
 		return adoptSourced(ctx, js, st, info, log)

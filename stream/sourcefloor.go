@@ -295,7 +295,7 @@ func copies(src *jetstream.StreamInfo, start uint64) uint64 {
 // waits for the hub (hubStream): a guess would either apply pruned messages
 // again or skip a new instance's first ones, and until the copy exists
 // there is nothing to process. A new site asks nothing and starts offline.
-func sourceStart(ctx context.Context, js jetstream.JetStream, stream string, src *jetstream.StreamSource, startSeq uint64, st *ledger.Store, log *slog.Logger) (uint64, error) {
+func sourceStart(ctx context.Context, js jetstream.JetStream, stream string, src *jetstream.StreamSource, startSeq uint64, st *ledger.Store, log *slog.Logger, names map[string]string) (uint64, error) {
 	f, err := st.SourceFloor(ctx, stream, sourceKey(src))
 	floored := err == nil
 	if err != nil && !errors.Is(err, ledger.ErrNotFound) {
@@ -306,7 +306,7 @@ func sourceStart(ctx context.Context, js jetstream.JetStream, stream string, src
 		return 0, err
 	}
 	if !floored {
-		if err := requireFloors(ctx, st, stream, src, rows, startSeq); err != nil {
+		if err := requireFloors(ctx, st, stream, src, rows, startSeq, names); err != nil {
 			return 0, err
 		}
 	}
@@ -354,7 +354,7 @@ func sourceStart(ctx context.Context, js jetstream.JetStream, stream string, src
 // startSeq says where to start: this release records a floor when it
 // creates a copy, at every start and before every prune, so only a ledger
 // pruned by an earlier release has none, and what it pruned is unknown.
-func requireFloors(ctx context.Context, st *ledger.Store, stream string, src *jetstream.StreamSource, rows int64, startSeq uint64) error {
+func requireFloors(ctx context.Context, st *ledger.Store, stream string, src *jetstream.StreamSource, rows int64, startSeq uint64, names map[string]string) error {
 	if startSeq > 0 {
 		return nil
 	}
@@ -373,7 +373,7 @@ func requireFloors(ctx context.Context, st *ledger.Store, stream string, src *je
 	if !served {
 		return nil
 	}
-	return &NoFloorError{Stream: stream, Rows: rows, Source: sourceKey(src), Hub: src.Name}
+	return &NoFloorError{Stream: stream, Rows: rows, Source: sourceKey(src), Hub: src.Name, Names: names}
 }
 
 // adoptSourced checks a copy that exists when run starts (info): one run

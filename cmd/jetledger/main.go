@@ -91,7 +91,7 @@ func mainExit(ctx context.Context, args []string, stdout, stderr io.Writer) (cod
 	if err := kongx.CheckNotEmpty(kctx); err != nil {
 		return usage(stderr, name, err)
 	}
-	err = advise(kctx.Run(&invocation{ctx: ctx, stdout: stdout, stderr: stderr}))
+	err = kctx.Run(&invocation{ctx: ctx, stdout: stdout, stderr: stderr})
 	switch {
 	case err == nil:
 		return exitOK

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"log/slog"
-	"time"
 
 	"github.com/jetledger/jetledger/consumer/prune"
 	"github.com/jetledger/jetledger/ledger"
@@ -11,7 +10,7 @@ import (
 )
 
 // pruneNames are what the pruner's refusal calls its settings.
-var pruneNames = map[string]string{"Retention": "--retention"}
+var pruneNames = map[string]string{"Retention": "--retention", "NATS": "--nats", "Run": "run"}
 
 // pruner is the prune.Pruner of ledger prune's flags, which reads the
 // bounds from the live stream each time; the durable's unhandled messages
@@ -26,10 +25,4 @@ func pruner(st *ledger.Store, js jetstream.JetStream, s streamFlags, r retention
 func checkRetention(ctx context.Context, p *prune.Pruner) error {
 	_, err := p.Check(ctx)
 	return configUsage(err)
-}
-
-// retentionShort is the usage error of a --retention shorter than the
-// stream's duplicate window, as run says it (prune.RetentionError).
-func retentionShort(retention time.Duration, stream string, window time.Duration) error {
-	return usageError{&prune.RetentionError{Stream: stream, Retention: retention, DuplicateWindow: window, Names: pruneNames}}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jetledger/jetledger/consumer/prune"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/service"
 )
@@ -23,10 +22,6 @@ func (f *consumeFlags) advise(cfg service.Config, err error) error {
 	switch st.Step {
 	case service.StepSQL:
 		return sqlUsage(err)
-	case service.StepPrune:
-		if r := (*service.RetentionError)(nil); errors.As(err, &r) && errors.Is(err, prune.ErrRetentionShort) {
-			return retentionShort(r.Retention, r.Stream, r.DuplicateWindow)
-		}
 	case service.StepRun:
 		return explainRunError(err, byteSize(cfg.Ledger.MaxSizeBytes))
 	}

@@ -22,6 +22,11 @@ import (
 // Retention, OutboxRetention and Hold are left zero (the ledger's
 // defaults) for the caller to set.
 func Options(ctx context.Context, js jetstream.JetStream, st *ledger.Store, name, durable string) (ledger.PruneOptions, error) {
+	return options(ctx, js, st, name, durable, nil)
+}
+
+// options is Options with the refusals' names (Pruner.Names).
+func options(ctx context.Context, js jetstream.JetStream, st *ledger.Store, name, durable string, names map[string]string) (ledger.PruneOptions, error) {
 	s, err := js.Stream(ctx, name)
 	if err != nil {
 		return ledger.PruneOptions{}, fmt.Errorf("prune: stream %s: %w", name, err)
@@ -30,7 +35,7 @@ func Options(ctx context.Context, js jetstream.JetStream, st *ledger.Store, name
 	if err != nil {
 		return ledger.PruneOptions{}, fmt.Errorf("prune: stream %s: %w", name, err)
 	}
-	if err := stream.CheckServed(ctx, st, name, info.Created); err != nil {
+	if err := stream.CheckServed(ctx, st, name, info.Created, names); err != nil {
 		return ledger.PruneOptions{}, fmt.Errorf("prune: %w", err)
 	}
 	// A copy of another stream records first where in the source its
@@ -147,7 +152,7 @@ func (p *Pruner) Options(ctx context.Context) (ledger.PruneOptions, error) {
 	if err := p.validate(); err != nil {
 		return ledger.PruneOptions{}, fmt.Errorf("prune: %w", err)
 	}
-	o, err := Options(ctx, p.JetStream, p.Ledger, p.Stream, p.Durable)
+	o, err := options(ctx, p.JetStream, p.Ledger, p.Stream, p.Durable, p.Names)
 	if err != nil {
 		return ledger.PruneOptions{}, err
 	}
