@@ -2,10 +2,12 @@ package service
 
 import (
 	"errors"
+	"fmt"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/natsconn"
 	"github.com/jetledger/jetledger/node"
 	"github.com/jetledger/jetledger/stream"
@@ -96,9 +98,12 @@ func TestCheckEdgeNamesThePathsByDefault(t *testing.T) {
 // Say words the libraries' refusals as Names says, keeping what they are.
 func TestSaySaysTheLibrariesRefusals(t *testing.T) {
 	t.Parallel()
-	cfg := Config{Names: flagNames, Node: node.Config{Listen: "127.0.0.1:4222"}, Effects: &Effects{Subject: "fx", Stream: "FX"}}
-	inUse := &node.StoreInUseError{Dir: "/d", PID: 7, URL: "nats://127.0.0.1:4222"}
-	listen := &node.ListenError{Addr: "127.0.0.1:4222", Err: syscall.EADDRINUSE}
+	// A free port: nothing listens here, but no address of the test is
+	// one a user's server may hold.
+	addr := fmt.Sprintf("127.0.0.1:%d", consumertest.FreePort(t))
+	cfg := Config{Names: flagNames, Node: node.Config{Listen: addr}, Effects: &Effects{Subject: "fx", Stream: "FX"}}
+	inUse := &node.StoreInUseError{Dir: "/d", PID: 7, URL: "nats://" + addr}
+	listen := &node.ListenError{Addr: addr, Err: syscall.EADDRINUSE}
 	taken := &stream.SubjectTakenError{Subject: "fx", By: "OTHER", Want: "FX"}
 	leafErr := (&node.LeafConfig{URLs: []string{"nats-leaf://h:7422"}}).Validate()
 	tests := []struct {
@@ -108,9 +113,9 @@ func TestSaySaysTheLibrariesRefusals(t *testing.T) {
 		want    string
 	}{
 		{"store in use", &StepError{Step: StepNode, Err: inUse}, node.ErrStoreLocked,
-			"embedded server store /d is in use by pid 7, serving nats://127.0.0.1:4222 (lock /d/" + node.LockFile + "): stop that process, or give this one another --db or --store-dir, or connect to the running server with --nats nats://127.0.0.1:4222"},
+			"embedded server store /d is in use by pid 7, serving nats://" + addr + " (lock /d/" + node.LockFile + "): stop that process, or give this one another --db or --store-dir, or connect to the running server with --nats nats://" + addr},
 		{"listen", listen, node.ErrListen,
-			"embedded server cannot listen on 127.0.0.1:4222: address already in use; pass --nats URL to use the server already there, or --listen to pick another address"},
+			"embedded server cannot listen on " + addr + ": address already in use; pass --nats URL to use the server already there, or --listen to pick another address"},
 		// A node refusal is the service's, its Reason the one node said.
 		{"a leaf setting", leafErr, node.ErrDomain, "service: invalid config: URLs needs Domain, a JetStream domain unique to this site (such as site1)"},
 		{"effects stream taken", &StepError{Step: StepEffects, Err: taken}, nil, "--effects-subject fx is captured by stream OTHER, not --effects-stream FX"},
