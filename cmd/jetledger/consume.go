@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/ledger"
@@ -108,10 +107,8 @@ type consumption struct {
 }
 
 // validate checks every flag, naming the first bad one, before anything
-// is started (check), and returns the timing plan.
-func (f *consumeFlags) validate() (ackwait.Plan, error) {
-	return f.Plan.ackwait(), f.check(f.config(quiet, nil))
-}
+// is started (check).
+func (f *consumeFlags) validate() error { return f.check(f.config(quiet, nil)) }
 
 // setup starts what replay consumes with (service.Start), effects going
 // to s (nil: none).

@@ -86,10 +86,3 @@ func cell(s string, width int) string {
 	}
 	return string([]rune(s)[:width-1]) + "…"
 }
-
-// refused is a library's refusal of a setting said in the caller's words:
-// the *ConfigError of each package that names settings.
-type refused interface {
-	error
-	Refusal() string
-}

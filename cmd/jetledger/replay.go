@@ -74,7 +74,7 @@ func (c *replayCmd) Run(inv *invocation) error {
 		return err
 	}
 	// Every flag is checked before the ledger is read for the names left out.
-	if _, err := c.consumeFlags.validate(); err != nil {
+	if err := c.consumeFlags.validate(); err != nil {
 		return err
 	}
 	if err := c.resolveFrom(ctx, c.dbFlag); err != nil {

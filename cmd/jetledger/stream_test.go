@@ -46,7 +46,7 @@ func TestStreamLimitFlagsUsage(t *testing.T) {
 	// Within the window set by --memory-limit (30s), a minute is enough.
 	if root, err := parseArgs("run", "--subjects", "ev.>", "--memory-limit", "96MiB", "--max-age", "1m"); err != nil {
 		t.Fatal(err)
-	} else if _, err := root.Run.consumeFlags.validate(); err != nil {
+	} else if err := root.Run.consumeFlags.validate(); err != nil {
 		t.Fatalf("--max-age 1m with --memory-limit: %v", err)
 	}
 }

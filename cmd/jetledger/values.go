@@ -19,6 +19,13 @@ func popFlagValue(ctx *kong.DecodeContext, what string) (string, error) {
 // (stream.CheckName), naming flag.
 func checkName(flag, name string) error { return configUsage(stream.CheckName(flag, name)) }
 
+// refused is a library's refusal of a setting said in the caller's words:
+// the *ConfigError of each package that names settings.
+type refused interface {
+	error
+	Refusal() string
+}
+
 // configUsage is err, if it is a library's refused config (any
 // *ConfigError, which says its Refusal in the flags' words), the usage
 // error of its Refusal (exit 2).
