@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/internal/say"
 	"github.com/jetledger/jetledger/node"
 	"github.com/jetledger/jetledger/stream"
@@ -42,7 +43,33 @@ func (c Config) checkEdge() error {
 	if err := c.checkHub(); err != nil {
 		return err
 	}
+	if err := c.checkWebhook(); err != nil {
+		return err
+	}
 	return c.checkEffects()
+}
+
+// checkWebhook checks the webhook sink's settings: with each other, then
+// as the sink does (webhook.New).
+func (c Config) checkWebhook() error {
+	n, w := c.Names, c.Webhook
+	switch {
+	case w == nil:
+		return nil
+	case c.Sink != nil:
+		return refuse("%s and Sink both name the sink; give one", n.Say("Webhook.URL"))
+	case w.URL == "" && w.DeleteURL != "":
+		return refuse("%s needs %s", n.Say("Webhook.DeleteURL"), n.Say("Webhook.URL"))
+	case w.URL == "" && w.LookupURL != "":
+		return refuse("%s needs %s", n.Say("Webhook.LookupURL"), n.Say("Webhook.URL"))
+	}
+	hook := *w
+	hook.Names = namesOr(say.Under(n.Settings, "Webhook"), w.Names)
+	_, err := webhook.New(hook)
+	if ce := (*webhook.ConfigError)(nil); errors.As(err, &ce) {
+		return &ConfigError{Reason: ce.Reason, Err: err}
+	}
+	return err
 }
 
 // checkHub checks Hub and Node.Leaf together, then the leaf alone
@@ -101,7 +128,7 @@ func (c Config) checkEffects() error {
 		return refuse("%s goes with %s", n.Say("Effects.Stream"), n.Say("Effects.Subject"))
 	case e.Subject == "":
 		return refuse("%s is required", n.Say("Effects.Subject"))
-	case c.Sink != nil:
+	case c.Sink != nil || c.Webhook != nil:
 		return refuse("%s and %s both name the sink of %s's effects; give one", n.Say("Effects.Subject"), n.Say("Sink"), n.Program)
 	case !stream.LiteralSubject(e.Subject):
 		return refuse("%s %q: want one subject without wildcards, such as effects.site1", n.Say("Effects.Subject"), e.Subject)

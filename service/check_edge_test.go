@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/natsconn"
 	"github.com/jetledger/jetledger/node"
 	"github.com/jetledger/jetledger/stream"
@@ -19,7 +20,8 @@ var flagNames = Names{Program: "run", Settings: map[string]string{
 	"Node.Listen": "--listen", "Node.StoreDir": "--store-dir", "Node.Token": "--embedded-token", "Node.SyncInterval": "--sync-interval",
 	"Node.Leaf.URLs": "--hub-url", "Node.Leaf.Domain": "--edge-domain", "Hub.Stream": "--hub-stream", "Hub.Filter": "--hub-filter",
 	"Hub.Start": "--hub-start-seq", "Effects.Subject": "--effects-subject", "Effects.Stream": "--effects-stream",
-	"Effects.Timeout": "--effects-timeout", "Sink": "--webhook",
+	"Effects.Timeout": "--effects-timeout", "Sink": "--webhook", "Webhook.URL": "--webhook", "Webhook.DeleteURL": "--webhook-delete-url",
+	"Webhook.LookupURL": "--webhook-lookup-url",
 }}
 
 // The edge's settings are refused before any I/O, each named as Names
@@ -57,6 +59,17 @@ func TestCheckEdgeSaysTheCallersNames(t *testing.T) {
 		{name: "effects stream without subject", cfg: Config{Effects: &Effects{Stream: "FX"}}, wantReason: "--effects-stream goes with --effects-subject"},
 		{name: "two sinks", cfg: Config{Effects: &Effects{Subject: "fx"}, Sink: RecordOnly("webhook")},
 			wantReason: "--effects-subject and --webhook both name the sink of run's effects; give one"},
+		{name: "effects and webhook", cfg: Config{Effects: &Effects{Subject: "fx"}, Webhook: &webhook.Config{URL: "http://h/"}},
+			wantReason: "--effects-subject and --webhook both name the sink of run's effects; give one"},
+		{name: "webhook", cfg: Config{Webhook: &webhook.Config{URL: "http://h/", DeleteURL: "http://h/{external_id}"}}},
+		{name: "webhook and sink", cfg: Config{Webhook: &webhook.Config{URL: "http://h/"}, Sink: RecordOnly("x")},
+			wantReason: "--webhook and Sink both name the sink; give one"},
+		{name: "webhook delete without URL", cfg: Config{Webhook: &webhook.Config{DeleteURL: "http://h/{external_id}"}},
+			wantReason: "--webhook-delete-url needs --webhook"},
+		{name: "webhook lookup without URL", cfg: Config{Webhook: &webhook.Config{LookupURL: "http://h/{key}"}},
+			wantReason: "--webhook-lookup-url needs --webhook"},
+		{name: "webhook refused by the sink", cfg: Config{Webhook: &webhook.Config{URL: "ftp://h/"}},
+			wantReason: `--webhook "ftp://h/": want an absolute http or https URL`},
 		{name: "effects wildcard", cfg: Config{Effects: &Effects{Subject: "fx.>"}},
 			wantReason: `--effects-subject "fx.>": want one subject without wildcards, such as effects.site1`},
 		{name: "effects negative timeout", cfg: Config{Effects: &Effects{Subject: "fx", Timeout: -time.Second}}, wantReason: "--effects-timeout -1s: must not be negative"},

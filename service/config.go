@@ -9,6 +9,7 @@ import (
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/internal/say"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/natsconn"
@@ -61,9 +62,14 @@ type Config struct {
 	// SchemaFile, when set, is read as SQL.Schema (SQL.SchemaName defaults
 	// to it) before anything starts. Default "": SQL.Schema as given.
 	SchemaFile string
-	// Sink receives each applied message's payload through the outbox (a
-	// webhook sink, say). Default nil: none, unless Effects.
+	// Sink receives each applied message's payload through the outbox.
+	// Default nil: none, unless Webhook or Effects.
 	Sink outbox.Sink
+	// Webhook, when set, is the Sink: a webhook sink (webhook.New), its
+	// refusals naming its fields under "Webhook" in Names. Without URL it
+	// may not have DeleteURL or LookupURL: a run deletes what it sent.
+	// Default nil.
+	Webhook *webhook.Config
 	// Effects sends the payloads to a JetStream subject instead: the NATS
 	// sink. Default nil.
 	Effects *Effects

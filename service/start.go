@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/consumer/partition"
 	"github.com/jetledger/jetledger/consumer/replay"
 	"github.com/jetledger/jetledger/internal/say"
@@ -94,6 +95,11 @@ func (s *Service) start(ctx context.Context) (err error) {
 		return step(StepServer, err)
 	}
 	ledgerCfg := c.Ledger
+	if c.Webhook != nil {
+		if c.Sink, err = webhook.New(*c.Webhook); err != nil { // refused by validate already
+			return step(StepOutbox, err)
+		}
+	}
 	if c.Sink != nil {
 		ledgerCfg.Sinks = []string{c.Sink.Name()}
 		s.fx.sink = c.Sink.Name()

@@ -39,15 +39,6 @@ type webhookDelete struct {
 	Timeout   time.Duration `name:"webhook-timeout" default:"${webhook_timeout}" help:"timeout of one webhook request"`
 }
 
-// validate checks what the webhook sink cannot: the flag's default is
-// not 0, so a 0 was given.
-func (w webhookDelete) validate() error {
-	if w.Timeout <= 0 {
-		return usagef("--webhook-timeout %s: must be positive", w.Timeout)
-	}
-	return nil
-}
-
 // webhookSend are the flags of run's sending: the webhook sink's and the
 // dispatcher's.
 type webhookSend struct {
@@ -60,40 +51,28 @@ type webhookSend struct {
 	OutboxMaxAttempts int    `name:"outbox-max-attempts" default:"${outbox_max_attempts}" help:"sends of an outbox row that provably did not arrive (a refused connection, a --webhook-retry-on status: 429 by default) before it is failed; any other 5xx is an unknown outcome, which goes to review (see --webhook-idempotent)"`
 }
 
-// statuses checks the dispatcher's flags, whose 0 is given (their
-// defaults are not), and reads --webhook-retry-on.
-func (w webhookSend) statuses() ([]int, error) {
+// webhook is run's webhook sink (service.Config.Webhook), nil without
+// its URLs, once the flags the service cannot check are checked: their
+// defaults are not 0, so a 0 was given.
+func (c *runCmd) webhook() (*webhook.Config, error) {
+	send, del := c.Send, c.Delete
 	switch {
-	case w.OutboxWorkers < 1:
-		return nil, usagef("--outbox-workers %d: want at least 1", w.OutboxWorkers)
-	case w.OutboxMaxAttempts < 1:
-		return nil, usagef("--outbox-max-attempts %d: want at least 1", w.OutboxMaxAttempts)
+	case send.OutboxWorkers < 1:
+		return nil, usagef("--outbox-workers %d: want at least 1", send.OutboxWorkers)
+	case send.OutboxMaxAttempts < 1:
+		return nil, usagef("--outbox-max-attempts %d: want at least 1", send.OutboxMaxAttempts)
+	case del.Timeout <= 0:
+		return nil, usagef("--webhook-timeout %s: must be positive", del.Timeout)
 	}
-	codes, err := webhook.ParseStatuses(w.RetryOn)
-	if err != nil {
-		return nil, usagef("--webhook-retry-on %q: %v", w.RetryOn, err)
-	}
-	return codes, nil
-}
-
-// runSink is run's webhook sink, or nil without --webhook.
-func runSink(u webhookURL, del webhookDelete, send webhookSend) (sink, error) {
-	retryOn, err := send.statuses()
-	if err == nil {
-		err = del.validate()
-	}
+	retryOn, err := webhook.ParseStatuses(send.RetryOn)
 	switch {
 	case err != nil:
-		return nil, err
-	case u.URL == "" && del.DeleteURL != "":
-		return nil, usagef("--webhook-delete-url needs --webhook")
-	case u.URL == "" && del.LookupURL != "":
-		return nil, usagef("--webhook-lookup-url needs --webhook")
-	case u.URL == "":
+		return nil, usagef("--webhook-retry-on %q: %v", send.RetryOn, err)
+	case c.Webhook.URL == "" && del.DeleteURL == "" && del.LookupURL == "":
 		return nil, nil
 	}
-	return newSink(webhook.Config{URL: u.URL, Secret: send.Secret, Timeout: del.Timeout, DeleteURL: del.DeleteURL,
-		LookupURL: del.LookupURL, ExternalIDHeader: send.IDHeader, ExternalIDField: send.IDField, Idempotent: send.Idempotent, RetryOn: retryOn})
+	return &webhook.Config{URL: c.Webhook.URL, Secret: send.Secret, Timeout: del.Timeout, DeleteURL: del.DeleteURL, LookupURL: del.LookupURL,
+		ExternalIDHeader: send.IDHeader, ExternalIDField: send.IDField, Idempotent: send.Idempotent, RetryOn: retryOn}, nil
 }
 
 // replaySink is the sink replay records effects for, or nil without
@@ -115,9 +94,9 @@ func replaySink(u webhookURL, effectsSubject string) (sink, error) {
 
 // deleteSink is outbox cancel's sink, or nil without --webhook-delete-url.
 func deleteSink(del webhookDelete) (sink, error) {
-	switch err := del.validate(); {
-	case err != nil:
-		return nil, err
+	switch {
+	case del.Timeout <= 0:
+		return nil, usagef("--webhook-timeout %s: must be positive", del.Timeout)
 	case del.DeleteURL == "" && del.LookupURL != "":
 		return nil, usagef("--webhook-lookup-url needs --webhook-delete-url: it confirms a delete's 404")
 	case del.DeleteURL == "":

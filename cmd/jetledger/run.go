@@ -8,6 +8,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/service"
 )
 
@@ -83,7 +84,7 @@ func (c *runCmd) Run(inv *invocation) error {
 // read.
 func (c *runCmd) run(inv *invocation) error {
 	ctx := inv.ctx
-	snk, err := c.prepare()
+	hook, err := c.prepare()
 	if err != nil {
 		return err
 	}
@@ -92,7 +93,7 @@ func (c *runCmd) run(inv *invocation) error {
 		return err
 	}
 	if c.partitioned() {
-		return c.runPartitions(ctx, c.config(log, snk), c.parts())
+		return c.runPartitions(ctx, c.config(log, hook), c.parts())
 	}
 	var l net.Listener
 	if c.Metrics != "" {
@@ -106,29 +107,30 @@ func (c *runCmd) run(inv *invocation) error {
 	if err := c.resolveFrom(ctx, c.dbFlag); err != nil {
 		return err
 	}
-	cfg := c.config(log, snk)
+	cfg := c.config(log, hook)
 	cfg.Metrics = l
 	return c.advise(cfg, service.Run(ctx, cfg))
 }
 
-// prepare checks every flag and builds the sink, before the metrics port
-// or anything else is taken: the webhook's flags, then the config's
-// (check, service.Partitions.Validate).
-func (c *runCmd) prepare() (sink, error) {
-	snk, err := runSink(c.Webhook, c.Delete, c.Send)
+// prepare checks every flag, before the metrics port or anything else is
+// taken: the webhook's flags, then the config's (check,
+// service.Partitions.Validate).
+func (c *runCmd) prepare() (*webhook.Config, error) {
+	hook, err := c.webhook()
 	if err != nil {
 		return nil, err
 	}
-	cfg := c.config(quiet, snk)
+	cfg := c.config(quiet, hook)
 	if err = c.check(cfg); err == nil && c.partitioned() {
 		err = configUsage(c.parts().Validate(cfg))
 	}
-	return snk, err
+	return hook, err
 }
 
 // config is the consuming flags' config with run's own.
-func (c *runCmd) config(log *slog.Logger, snk sink) service.Config {
-	cfg := c.consumeFlags.config(log, snk)
+func (c *runCmd) config(log *slog.Logger, hook *webhook.Config) service.Config {
+	cfg := c.consumeFlags.config(log, nil)
+	cfg.Webhook = hook
 	cfg.Effects = c.Effects.effects()
 	cfg.SummaryInterval, cfg.MetricsAddr = c.SummaryInterval, c.Metrics
 	cfg.Outbox = service.Outbox{Workers: c.Send.OutboxWorkers, MaxAttempts: c.Send.OutboxMaxAttempts}
