@@ -103,6 +103,16 @@ type checkpointState struct {
 //go:embed migrations/*.sql
 var migrationFS embed.FS
 
+// OpenExisting is Open of a ledger that must exist already: a tool that
+// inspects one never creates an empty database by mistake. No file is the
+// stat's error (fs.ErrNotExist) with the path.
+func OpenExisting(file string, cfg Config) (*Store, error) {
+	if _, err := os.Stat(file); err != nil {
+		return nil, fmt.Errorf("ledger %s: %w", file, err)
+	}
+	return Open(file, cfg)
+}
+
 // Open opens (creating if needed) the ledger database at path and brings its
 // schema up to date. The file is created with mode 0600.
 func Open(file string, cfg Config) (*Store, error) {
@@ -138,11 +148,28 @@ func Open(file string, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// CheckPath refuses, before any I/O, a database path Open refuses: empty,
+// or with '?' or '#', which SQLite would read as a URI's parts. The
+// *ConfigError's Reason names the path as name, the caller's word for it
+// ("--db").
+func CheckPath(file, name string) error {
+	var why string
+	switch {
+	case file == "":
+		why = name + " needs a file path"
+	case strings.ContainsAny(file, "?#"):
+		why = fmt.Sprintf("%s %q: the path of a database file may not contain '?' or '#'", name, file)
+	default:
+		return nil
+	}
+	return &ConfigError{Reason: why, Err: fmt.Errorf("%w: database path %q must be a plain file path", ErrInvalidConfig, file)}
+}
+
 // withDefaults validates cfg and the path of the database file, before any
 // I/O, and fills in the defaults of the fields left zero.
 func (cfg Config) withDefaults(file string) (Config, error) {
-	if file == "" || strings.ContainsAny(file, "?#") {
-		return cfg, fmt.Errorf("%w: database path %q must be a plain file path", ErrInvalidConfig, file)
+	if err := CheckPath(file, "the path"); err != nil {
+		return cfg, err
 	}
 	cfg.BusyTimeout = cmp.Or(cfg.BusyTimeout, BusyTimeoutDefault)
 	cfg.CheckpointInterval = cmp.Or(cfg.CheckpointInterval, CheckpointIntervalDefault)

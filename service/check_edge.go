@@ -66,8 +66,16 @@ func (c Config) checkWebhook() error {
 	hook := *w
 	hook.Names = namesOr(say.Under(n.Settings, "Webhook"), w.Names)
 	_, err := webhook.New(hook)
-	if ce := (*webhook.ConfigError)(nil); errors.As(err, &ce) {
-		return &ConfigError{Reason: ce.Reason, Err: err}
+	return asRefusal(err)
+}
+
+// asRefusal is a library's refusal of a setting (its package's
+// *ConfigError, which says its Refusal in Names' words) as the service's;
+// other errors as they are.
+func asRefusal(err error) error {
+	var r interface{ Refusal() string }
+	if errors.As(err, &r) {
+		return &ConfigError{Reason: r.Refusal(), Err: err}
 	}
 	return err
 }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
@@ -27,11 +26,9 @@ func (c Config) checkRun() error {
 	if err := c.checkPlan(); err != nil {
 		return err
 	}
-	switch {
-	case c.DB == "":
-		return refusef("%s needs a file path", n.Say("DB"))
-	case strings.ContainsAny(c.DB, "?#"): // ledger.Open refuses it too, but only once a server may be running
-		return refusef("%s %q: the path of a database file may not contain '?' or '#'", n.Say("DB"), c.DB)
+	// ledger.Open refuses it too, but only once a server may be running.
+	if err := ledger.CheckPath(c.DB, n.Say("DB")); err != nil {
+		return asRefusal(err)
 	}
 	if err := c.checkStream(); err != nil {
 		return err

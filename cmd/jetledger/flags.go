@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
@@ -24,37 +24,26 @@ type dbFlag struct {
 	DB string `name:"db" default:"jetledger.db" placeholder:"FILE" help:"SQLite ledger file (run creates it with mode 0600)"`
 }
 
-// validate refuses a path the ledger cannot open, before anything is done.
-func (f dbFlag) validate() error {
-	if f.DB == "" {
-		return usagef("--db needs a file path")
-	}
-	// ledger.Open refuses these too, but only once a server may be running.
-	if strings.ContainsAny(f.DB, "?#") {
-		return usagef("--db %q: the path of a database file may not contain '?' or '#'", f.DB)
-	}
-	return nil
-}
+// validate refuses a path the ledger cannot open, before anything is done
+// (ledger.CheckPath).
+func (f dbFlag) validate() error { return configUsage(ledger.CheckPath(f.DB, "--db")) }
 
-// openExisting opens a ledger that must already exist: inspecting commands
-// never create an empty database by mistake.
+// openExisting opens a ledger that must already exist
+// (ledger.OpenExisting): inspecting commands never create one.
 func (f dbFlag) openExisting() (*ledger.Store, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(f.DB); err != nil {
-		return nil, fmt.Errorf("ledger %s: %w (give the database with --db)", f.DB, err)
-	}
-	return f.open(ledger.Config{})
+	st, err := ledger.OpenExisting(f.DB, ledgerConfig(ledger.Config{}))
+	return st, dbHint(err)
 }
 
-// open opens the ledger; a path it refuses is the flag's usage error.
-func (f dbFlag) open(cfg ledger.Config) (*ledger.Store, error) {
-	st, err := ledger.Open(f.DB, ledgerConfig(cfg))
-	if errors.Is(err, ledger.ErrInvalidConfig) {
-		return nil, usagef("--db %q: %w", f.DB, err)
+// dbHint is err, with the flag to give when it is a ledger not found.
+func dbHint(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w (give the database with --db)", err)
 	}
-	return st, err
+	return err
 }
 
 // withStore runs f with the ledger, which must exist.

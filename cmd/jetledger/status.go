@@ -7,8 +7,8 @@ import (
 	"io"
 	"time"
 
-	"github.com/jetledger/jetledger/consumer/partition"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/service"
 	"github.com/jetledger/jetledger/status"
 )
 
@@ -70,47 +70,26 @@ func (c *statusCmd) Run(inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	var rep statusReport
 	ctx, cancel := context.WithTimeout(inv.ctx, 10*time.Second)
 	defer cancel()
-	// A partitioned run keeps a ledger per partition beside --db: every one
-	// here is read, and the names come from the first.
-	db := c.dbFlag
-	cfg := status.Config{Plan: plan, DB: c.DB, Logger: quiet, Names: consumerNames}
-	if cfg.Partitions = status.LocalPartitions(c.DB); len(cfg.Partitions) > 0 {
-		db.DB = partition.Ledger(c.DB, cfg.Partitions[0])
-	}
-	st, err := db.openExisting()
-	if err != nil {
-		rep.Problems = append(rep.Problems, err.Error())
-	} else {
-		defer st.Close()
-		// Which consumer to read is settled before anything is printed:
-		// several recorded in the ledger are the user's to choose from.
-		if err := c.resolve(ctx, st); errors.As(err, new(usageError)) {
-			return err
-		} else if err != nil {
-			rep.Problems = append(rep.Problems, err.Error())
-		}
-	}
-	if len(cfg.Partitions) > 0 {
-		st = nil // the partitions' ledgers are read instead
-	}
-	rep.Serves = &servesStatus{c.Stream, c.Durable, c.from, c.origin(db.DB)}
 	// Connected first, as its problem is said after the ledger's: with no
-	// server, Read has no problems of a server to say after it.
+	// server, the report has no problems of a server to say after it.
 	nc, js, cerr := connect(ctx, c.NATS, quiet)
 	if cerr == nil {
 		defer nc.Close()
 	}
-	cfg.Stream, cfg.Durable = c.Stream, c.Durable
-	r, err := status.Read(ctx, js, st, cfg)
-	if err != nil {
+	r, err := service.ReadStatus(ctx, js, c.DB, *c.given, status.Config{Plan: plan, Logger: quiet, Names: consumerNames})
+	if errors.As(err, new(*service.AmbiguousError)) {
+		return usageError{err} // several recorded consumers: the user's to choose from
+	} else if err != nil {
 		return err
 	}
-	c.report(r, &rep)
-	if cerr != nil {
-		rep.Problems = append(rep.Problems, cerr.Error())
+	rep := statusReport{Serves: &servesStatus{r.Chosen.Stream, r.Chosen.Durable, r.Chosen.From, r.Chosen.Origin(r.NamesLedger, streamNames)},
+		Stream: r.Stream, Consumer: r.Consumer, Ledger: r.Report.Ledger, Outbox: r.Outbox, Partitions: r.Partitions}
+	for _, p := range append(r.Problems, cerr) {
+		if p != nil {
+			rep.Problems = append(rep.Problems, dbHint(p).Error())
+		}
 	}
 	if c.JSON {
 		if err := printJSON(inv.stdout, rep); err != nil {
@@ -123,15 +102,6 @@ func (c *statusCmd) Run(inv *invocation) error {
 		return fmt.Errorf("%d problem(s): %s", len(rep.Problems), rep.Problems[0])
 	}
 	return nil
-}
-
-// report copies r into rep, its problems said as the command line does:
-// a stream or durable not found with where its name came from.
-func (c *statusCmd) report(r status.Report, rep *statusReport) {
-	rep.Stream, rep.Consumer, rep.Ledger, rep.Outbox, rep.Partitions = r.Stream, r.Consumer, r.Ledger, r.Outbox, r.Partitions
-	for _, p := range r.Problems {
-		rep.Problems = append(rep.Problems, c.explain(p, c.DB).Error())
-	}
 }
 
 // printStatus writes the status report as text, one labelled field a line:

@@ -20,9 +20,9 @@ type streamFlags struct {
 	Stream  string `name:"stream" placeholder:"NAME" help:"stream (default: the one run recorded in the ledger, or EVENTS)"`
 	Durable string `name:"durable" placeholder:"NAME" help:"${durable_help} (default: the one run recorded with the stream, or ${durable_default})"`
 
-	defaulted struct{ stream, durable bool } // filled in by validate, so resolve may replace them
-	from      namesFrom
-	chosen    service.Chosen
+	given  *service.Want // the names given, kept by validate, so resolve may replace the defaults
+	from   namesFrom
+	chosen service.Chosen
 }
 
 // namesFrom is where the stream and durable a command uses came from.
@@ -40,26 +40,14 @@ var streamNames = service.Names{Program: "run", Settings: map[string]string{"Str
 // validate checks the names given and fills in the defaults for those left
 // out; where a ledger can name them, resolve replaces the defaults next.
 func (f *streamFlags) validate() error {
-	if f.from == "" {
-		f.defaulted.stream, f.defaulted.durable = f.Stream == "", f.Durable == ""
-		f.take(f.want().Defaults())
+	if f.given == nil {
+		f.given = &service.Want{Stream: f.Stream, Durable: f.Durable, Names: streamNames}
+		f.take(f.given.Defaults())
 	}
 	if err := checkName("--stream", f.Stream); err != nil {
 		return err
 	}
 	return checkName("--durable", f.Durable)
-}
-
-// want is the names given, those validate defaulted left out.
-func (f *streamFlags) want() service.Want {
-	w := service.Want{Stream: f.Stream, Durable: f.Durable, Names: streamNames}
-	if f.defaulted.stream {
-		w.Stream = ""
-	}
-	if f.defaulted.durable {
-		w.Durable = ""
-	}
-	return w
 }
 
 // use takes the names chosen; several recorded pairs that fit are a usage
@@ -81,13 +69,13 @@ func (f *streamFlags) take(c service.Chosen) {
 // resolve replaces the names validate defaulted with the pair run recorded
 // in st that matches the names given.
 func (f *streamFlags) resolve(ctx context.Context, st *ledger.Store) error {
-	return f.use(service.Choose(ctx, st, f.want()))
+	return f.use(service.Choose(ctx, st, *f.given))
 }
 
 // resolveFrom is resolve for run and replay, whose ledger may not exist
 // yet: a new one names nothing, and is not created here.
 func (f *streamFlags) resolveFrom(ctx context.Context, db dbFlag) error {
-	c, err := service.ChooseAt(ctx, db.DB, ledgerConfig(ledger.Config{Logger: quiet}), f.want())
+	c, err := service.ChooseAt(ctx, db.DB, ledgerConfig(ledger.Config{Logger: quiet}), *f.given)
 	if errors.Is(err, ledger.ErrInvalidConfig) {
 		return usagef("--db %q: %w", db.DB, err)
 	}

@@ -272,7 +272,7 @@ func TestEachCommandTakesOnlyTheWebhookFlagsItUses(t *testing.T) {
 // opened.
 func TestLedgerInvalidConfigIsUsage(t *testing.T) {
 	t.Parallel()
-	_, err := dbFlag{DB: "a?b.db"}.open(ledger.Config{})
+	_, err := dbFlag{DB: "a?b.db"}.openExisting()
 	if !errors.As(err, new(usageError)) || !errors.Is(err, ledger.ErrInvalidConfig) || !strings.HasPrefix(err.Error(), "--db ") {
 		t.Fatalf("err = %v, want a usage error of --db wrapping ledger.ErrInvalidConfig", err)
 	}
