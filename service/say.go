@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/node"
 	"github.com/jetledger/jetledger/stream"
 )
@@ -14,7 +15,8 @@ import (
 // libraries below said in c.Names' words: node.Start's of a store in use
 // (node.StoreInUseError), a client address it cannot listen on
 // (node.ListenError) and a setting (a *node.ConfigError, which becomes a
-// *ConfigError), and the NATS sink's stream missing (ErrNoEffectsStream)
+// *ConfigError), the ledger at Ledger.MaxSizeBytes (ledger.MaxSizeError),
+// and the NATS sink's stream missing (ErrNoEffectsStream)
 // or another than Effects.Stream (stream.SubjectTakenError), and a stream
 // partitioned otherwise than Partitions says (PartitionedError,
 // PartitionCountError; a partition named past the count becomes a
@@ -37,6 +39,7 @@ func (c Config) say(err error) error {
 		le    *node.ListenError
 		ce    *node.ConfigError
 		taken *stream.SubjectTakenError
+		full  *ledger.MaxSizeError
 	)
 	switch {
 	case errors.As(err, &inUse):
@@ -57,6 +60,10 @@ func (c Config) say(err error) error {
 		return &ConfigError{Reason: ce.Reason, Err: err}
 	case errors.As(err, &taken) && c.Effects != nil:
 		return said(err, "%s %s is captured by stream %s, not %s %s", n.Say("Effects.Subject"), taken.Subject, taken.By, n.Say("Effects.Stream"), c.Effects.Stream)
+	case errors.As(err, &full) && c.Ledger.MaxSizeBytes > 0:
+		// Not a full disk: the cap, which the user set and may raise.
+		return said(err, "the database reached %s %s while its disk has room: raise %s, or prune it (%s); nothing of the failed batch was acked, so it is applied after the restart (%v)",
+			n.Say("Ledger.MaxSizeBytes"), node.ByteSize(c.Ledger.MaxSizeBytes), n.Say("Ledger.MaxSizeBytes"), n.Say("Prune"), err)
 	case errors.Is(err, ErrNoEffectsStream) && c.Effects != nil:
 		return said(err, "no stream captures %s %s: create one, or pass %s NAME to have %s create it", n.Say("Effects.Subject"), c.Effects.Subject, n.Say("Effects.Stream"), n.Program)
 	}

@@ -2,11 +2,14 @@ package service
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/node"
 )
 
@@ -45,6 +48,24 @@ func TestSaySaysThePartitionRefusals(t *testing.T) {
 		if !errors.Is(err, tt.wantErr) || !errors.Is(err, tt.err) || !errors.As(err, &st) || st.Step != StepStream {
 			t.Errorf("%s: %v, want %v and %v in a *StepError of %s", tt.name, err, tt.wantErr, tt.err, StepStream)
 		}
+	}
+}
+
+// A ledger at its size cap is said with the setting that raises it and
+// what prunes it, and stays ledger.ErrAtMaxSize; without a cap set, it is
+// not this service's to say.
+func TestSaySaysTheLedgerAtItsCap(t *testing.T) {
+	t.Parallel()
+	full := &StepError{Step: StepRun, Err: fmt.Errorf("commit: %w", &ledger.MaxSizeError{MaxSizeBytes: 1 << 20})}
+	names := Names{Settings: map[string]string{"Ledger.MaxSizeBytes": "--db-max-size", "Prune": "jetledger ledger prune"}}
+	err := Config{Names: names, Ledger: ledger.Config{MaxSizeBytes: 1 << 20}}.Say(full)
+	var st *StepError
+	if !errors.Is(err, ledger.ErrAtMaxSize) || !errors.As(err, &st) || st.Step != StepRun ||
+		!strings.HasPrefix(err.Error(), "the database reached --db-max-size 1MiB while its disk has room: raise --db-max-size, or prune it (jetledger ledger prune); nothing of the failed batch was acked") {
+		t.Fatalf("Say = %v, want the cap's advice in a *StepError of %s, wrapping ledger.ErrAtMaxSize", err, StepRun)
+	}
+	if err := (Config{Names: names}).Say(full); err != full { //nolint:errorlint // the same error, unsaid
+		t.Fatalf("Say without a cap = %v, want the error as it was", err)
 	}
 }
 

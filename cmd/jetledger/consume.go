@@ -49,7 +49,7 @@ type consumeFlags struct {
 // with the part of the table under their path. Webhook.* are the webhook
 // sink's (webhookNames), which the command line builds.
 var runNames = service.Names{Program: "run", Settings: map[string]string{
-	"DB": "--db", "SchemaFile": "--schema", "SQL.Schema": "--schema", "SQL.Apply": "--apply", "Ledger.MaxSizeBytes": "--db-max-size",
+	"DB": "--db", "SchemaFile": "--schema", "SQL.Schema": "--schema", "SQL.Apply": "--apply", "Ledger.MaxSizeBytes": "--db-max-size", "Prune": "jetledger ledger prune",
 	"Stream.Name": "--stream", "Stream.Subjects": "--subjects", "Stream.Duplicates": "--duplicate-window", "Node.MemoryLimit": "--memory-limit",
 	"Stream.Limits.MaxAge": "--max-age", "Stream.Limits.MaxBytes": "--max-bytes", "Stream.Limits.MaxMsgs": "--max-msgs", "Stream.Limits.Replicas": "--replicas",
 	"Consumer.Durable": "--durable", "Consumer.MaxDeliver": "--max-deliver", "Consumer.Plan.Deadline": "--deadline", "Consumer.Plan.BatchSize": "--batch",
@@ -120,7 +120,7 @@ func (f *consumeFlags) setup(ctx context.Context, stderr io.Writer, s sink) (*co
 	cfg := f.config(log, s)
 	svc, err := service.Start(ctx, cfg)
 	if err != nil {
-		return nil, f.advise(cfg, err)
+		return nil, advise(err)
 	}
 	return &consumption{Service: svc, js: svc.JetStream()}, nil
 }

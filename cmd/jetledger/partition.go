@@ -28,7 +28,7 @@ func (p partitionFlags) parts() service.Partitions {
 func (c *runCmd) runPartitions(ctx context.Context, cfg service.Config, parts service.Partitions) error {
 	parts.Run = func(ctx context.Context, p service.Partition) error {
 		pc := p.Config(cfg)
-		return c.advise(pc, service.Run(ctx, pc))
+		return advise(service.Run(ctx, pc))
 	}
-	return c.advise(cfg, service.RunPartitions(ctx, cfg, parts))
+	return advise(service.RunPartitions(ctx, cfg, parts))
 }

@@ -109,7 +109,7 @@ func (c *runCmd) run(inv *invocation) error {
 	}
 	cfg := c.config(log, hook)
 	cfg.Metrics = l
-	return c.advise(cfg, service.Run(ctx, cfg))
+	return advise(service.Run(ctx, cfg))
 }
 
 // prepare checks every flag, before the metrics port or anything else is
