@@ -101,7 +101,7 @@ func (configFlag) BeforeResolve(kctx *kong.Context, trace *kong.Path) error {
 }
 
 // newParser builds the parser of root. Exits (after --help, --version)
-// panic with an exitRequest for mainExit to recover.
+// return their code from mainExit (kongx.Exit).
 func newParser(root *cli, stdout, stderr io.Writer) (*kong.Kong, error) {
 	opts, err := kongx.Options(kongx.Config{Name: "jetledger", EnvPrefix: "JETLEDGER"})
 	if err != nil {
@@ -110,7 +110,7 @@ func newParser(root *cli, stdout, stderr io.Writer) (*kong.Kong, error) {
 	return kong.New(root, append(opts,
 		kong.Description(description),
 		kong.Writers(stdout, stderr),
-		kong.Exit(func(code int) { panic(exitRequest(code)) }),
+		kong.Exit(kongx.Exit),
 		kong.Vars(defaults()),
 		kong.ExplicitGroups(flagGroups),
 		kong.ConfigureHelp(kong.HelpOptions{Compact: true, NoExpandSubcommands: true}),

@@ -7,7 +7,8 @@
 // image needs without hand-written parsing: per-command help, "did you mean"
 // on unknown flags and commands, JETLEDGER_* environment variables
 // (kong.DefaultEnvars) and a config file (configFlag); internal/kongx adds
-// strict values, the config file's resolver, completion and the reference.
+// strict values, the config file's resolver, completion, the reference and
+// Main, which maps each outcome to an exit code.
 // Flag groups shared by several commands are embedded structs, declared once.
 package main
 
@@ -25,11 +26,11 @@ import (
 	"github.com/jetledger/jetledger/internal/kongx"
 )
 
-// Exit codes, as documented in --help and README.md.
+// Exit codes, as documented in --help and README.md (kongx.Main's).
 const (
-	exitOK      = 0
-	exitFailure = 1 // runtime failure
-	exitUsage   = 2 // bad flags, arguments or input format
+	exitOK      = kongx.ExitOK
+	exitFailure = kongx.ExitFailure // runtime failure
+	exitUsage   = kongx.ExitUsage   // bad flags, arguments or input format
 )
 
 // gcPercent is the collector's target unless GOGC says otherwise: a
@@ -55,87 +56,15 @@ type invocation struct {
 	stdout, stderr io.Writer
 }
 
-// exitRequest carries kong's exit (after --help or --version) out of Parse
-// as a panic, so that mainExit returns the code instead of exiting.
-type exitRequest int
+// program is the command line for kongx.Main: a usageError is exit 2.
+var program = kongx.Program{Name: "jetledger",
+	Parser: func(stdout, stderr io.Writer) (*kong.Kong, error) { return newParser(&cli{}, stdout, stderr) },
+	Usage:  func(err error) bool { return errors.As(err, new(usageError)) }}
 
 // mainExit parses args, runs the command and maps its outcome to an exit
 // code: 0 ok, 1 runtime failure, 2 bad usage.
-func mainExit(ctx context.Context, args []string, stdout, stderr io.Writer) (code int) {
-	defer func() {
-		if r := recover(); r != nil {
-			e, ok := r.(exitRequest)
-			if !ok {
-				panic(r)
-			}
-			code = int(e)
-		}
-	}()
-	if len(args) == 0 {
-		return noArguments(stderr)
-	}
-	parser, err := newParser(&cli{}, stdout, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "jetledger: %v\n", err)
-		return exitFailure
-	}
-	kctx, err := parser.Parse(args)
-	if err != nil {
-		var perr *kong.ParseError
-		if errors.As(err, &perr) {
-			return usage(stderr, commandName(perr.Context), err)
-		}
-		return usage(stderr, "jetledger", err)
-	}
-	name := commandName(kctx)
-	if err := kongx.CheckNotEmpty(kctx); err != nil {
-		return usage(stderr, name, err)
-	}
-	err = kctx.Run(&invocation{ctx: ctx, stdout: stdout, stderr: stderr})
-	switch {
-	case err == nil:
-		return exitOK
-	case errors.As(err, new(usageError)):
-		return usage(stderr, name, err)
-	default:
-		fmt.Fprintf(stderr, "%s: %v\n", name, err)
-		return exitFailure
-	}
-}
-
-// noArguments prints the usage, asked for by mistake, where errors go.
-func noArguments(stderr io.Writer) int {
-	parser, err := newParser(&cli{}, stderr, stderr)
-	var kctx *kong.Context
-	if err == nil {
-		kctx, err = kong.Trace(parser, nil)
-	}
-	if err == nil {
-		err = kctx.PrintUsage(false)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "jetledger: %v\n", err)
-	}
-	return exitUsage
-}
-
-// commandName is "jetledger" and the command kctx selected so far.
-func commandName(kctx *kong.Context) string {
-	if kctx == nil || kctx.Selected() == nil {
-		return "jetledger"
-	}
-	return kctx.Selected().FullPath()
-}
-
-// usage reports a usage error, the parser's or a command's, in one format:
-// the command, the error, and where its help is. Exit 2.
-func usage(stderr io.Writer, name string, err error) int {
-	var missing *kongx.MissingValueError
-	if errors.As(err, &missing) {
-		err = missing // kong's prefix would name the flag twice
-	}
-	fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", name, err, name)
-	return exitUsage
+func mainExit(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return program.Main(args, stdout, stderr, &invocation{ctx: ctx, stdout: stdout, stderr: stderr})
 }
 
 // usageError marks an error as the caller's: exit code 2.

@@ -15,6 +15,9 @@
 //     candidates computed by the binary itself from the model (Complete).
 //   - WriteReference: a Markdown reference of every command and flag, for a
 //     golden test to keep beside --help.
+//   - Program.Main: parse, run, and one exit code and message format for
+//     each outcome (0; 1 a runtime failure; 2 the caller's error, with where
+//     the command's help is), kong's exits (--help) returned, not taken.
 //   - Given: whether the program's own settings set a flag, not its
 //     default, for settings of another tool to come under them.
 //
