@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/cmd/jetledger/internal/bench"
+	"github.com/jetledger/jetledger/internal/say"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/node"
+	"github.com/jetledger/jetledger/sqlhandler"
 )
 
 const benchHelp = `
@@ -119,11 +121,15 @@ func (c *benchCmd) print(inv *invocation, res interface{ WriteText(io.Writer) },
 	return nil
 }
 
+// sqlNames are what the built-in handler's errors call its settings: the
+// flags (sqlhandler.Config.Names).
+var sqlNames = say.Under(runNames.Settings, "SQL")
+
 // builtinHandler is run's built-in handler with --apply apply, for the bench.
 func builtinHandler(ctx context.Context, st *ledger.Store, apply string) (ledger.Handler, error) {
-	h, err := newEventsHandler(ctx, st, "", apply)
+	h, err := sqlhandler.New(ctx, st, sqlhandler.Config{Apply: apply, Names: sqlNames})
 	if err != nil {
-		return nil, err
+		return nil, sqlUsage(err)
 	}
 	return h.Handle, nil
 }

@@ -65,3 +65,39 @@ func TestNoFunctionOver80Lines(t *testing.T) {
 		t.Fatalf("functions over %d lines:\n%s", maxFuncLines, strings.Join(offenders, "\n"))
 	}
 }
+
+// The command line's measured shape: a thin shell over the library.
+const (
+	maxShellLines    = 3000 // non-test lines of cmd/jetledger, internal/bench aside
+	maxShellFileLine = 250  // non-test lines of one file there
+)
+
+// TestCommandLineIsAThinShell: cmd/jetledger's non-test files, its bench
+// aside, hold at most 3 000 lines, none more than 250.
+func TestCommandLineIsAThinShell(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, shell := 0, 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		shell++
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := strings.Count(string(src), "\n")
+		if n > maxShellFileLine {
+			t.Errorf("%s: %d lines, over %d", f, n, maxShellFileLine)
+		}
+		total += n
+	}
+	if total > maxShellLines {
+		t.Errorf("cmd/jetledger: %d non-test lines, over %d: move what is not the command line into a package", total, maxShellLines)
+	}
+	t.Logf("cmd/jetledger: %d non-test lines in %d files", total, shell)
+}

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
+
 	"github.com/jetledger/jetledger/service"
+	"github.com/jetledger/jetledger/sqlhandler"
 )
 
 // advise says a refusal of the service (its *service.StepError) with the
@@ -14,4 +17,14 @@ func advise(err error) error {
 		return sqlUsage(err)
 	}
 	return configUsage(err)
+}
+
+// sqlUsage is err a usage error (exit 2) if it is bad SQL: a
+// *sqlhandler.CheckError. Anything else (the ledger's condition, a stop)
+// stays a runtime error.
+func sqlUsage(err error) error {
+	if errors.As(err, new(*sqlhandler.CheckError)) {
+		return usageError{err}
+	}
+	return err
 }
