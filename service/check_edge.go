@@ -137,7 +137,11 @@ func (c Config) checkEffects() error {
 	case e.Subject == "":
 		return refuse("%s is required", n.Say("Effects.Subject"))
 	case c.Sink != nil || c.Webhook != nil:
-		return refuse("%s and %s both name the sink of %s's effects; give one", n.Say("Effects.Subject"), n.Say("Sink"), n.Program)
+		other := "Sink"
+		if c.Webhook != nil {
+			other = "Webhook.URL"
+		}
+		return refuse("%s and %s both name the sink of %s's effects; give one", n.Say("Effects.Subject"), n.Say(other), n.Program)
 	case !stream.LiteralSubject(e.Subject):
 		return refuse("%s %q: want one subject without wildcards, such as effects.site1", n.Say("Effects.Subject"), e.Subject)
 	case c.Explicit && e.Timeout <= 0:

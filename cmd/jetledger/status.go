@@ -86,10 +86,11 @@ func (c *statusCmd) Run(inv *invocation) error {
 	}
 	rep := statusReport{Serves: &servesStatus{r.Chosen.Stream, r.Chosen.Durable, r.Chosen.From, r.Chosen.Origin(r.NamesLedger, streamNames)},
 		Stream: r.Stream, Consumer: r.Consumer, Ledger: r.Report.Ledger, Outbox: r.Outbox, Partitions: r.Partitions}
-	for _, p := range append(r.Problems, cerr) {
-		if p != nil {
-			rep.Problems = append(rep.Problems, dbHint(p).Error())
-		}
+	for _, p := range r.Problems {
+		rep.Problems = append(rep.Problems, dbHint(p).Error())
+	}
+	if cerr != nil { // a file of the connection's is not the ledger's
+		rep.Problems = append(rep.Problems, cerr.Error())
 	}
 	if c.JSON {
 		if err := printJSON(inv.stdout, rep); err != nil {
