@@ -58,6 +58,10 @@ type Config struct {
 	ReconnectWait time.Duration
 	// Logger gets the disconnects and reconnects. Default slog.Default().
 	Logger *slog.Logger
+	// InProcess, when set, is a server in this process to connect to
+	// without a socket (nats.InProcessServer): an embedded node's
+	// (node.Node.Conn). URL then only names it in messages. Default nil.
+	InProcess nats.InProcessConnProvider
 }
 
 // Validate checks cfg before any I/O but stat: the files it names exist
@@ -116,6 +120,9 @@ func (cfg Config) Options() ([]nats.Option, error) {
 	}
 	if cfg.InboxPrefix != "" {
 		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
+	}
+	if cfg.InProcess != nil {
+		opts = append(opts, nats.InProcessServer(cfg.InProcess))
 	}
 	if cfg.TLSFirst {
 		opts = append(opts, nats.TLSHandshakeFirst())

@@ -41,6 +41,9 @@ func (cfg Config) validate() (listenAddr, error) {
 	if err != nil {
 		return listenAddr{}, err
 	}
+	if err := cfg.checkAuth(addr); err != nil {
+		return listenAddr{}, err
+	}
 	switch {
 	case cfg.SyncInterval < 0:
 		return listenAddr{}, refuse(ErrInvalidConfig, "%s %s: want 0 (every write) or a positive duration", say.Name(cfg.Names, "SyncInterval"), cfg.SyncInterval)

@@ -21,8 +21,23 @@ type Config struct {
 	// Listen is the client address, "host:port"; port 0 picks a free one.
 	// Default DefaultListen.
 	Listen string
-	// Token, when set, is required of every client. Default: none.
+	// Token, when set, is the admin's credential: a client that gives it
+	// (nats.Token) may do anything, delete the stream included. With
+	// Token or Publishers.Tokens set, every client needs a token; the
+	// program's own connection (Conn, JetStream) is in-process with one of
+	// its own. Default: none.
 	Token string
+	// Publishers are the clients that may only publish to the stream.
+	// Default: none.
+	Publishers PublishRole
+	// TLS, when it names a file, serves the client listener with TLS.
+	// Default: plain TCP, a token in clear text.
+	TLS TLSConfig
+	// Insecure lets a Listen that is not a loopback address take clients
+	// that give no credential: for a network you trust. Start warns of it
+	// every time. Default false: such a Listen needs Token,
+	// Publishers.Tokens or TLS.ClientCA (ErrUnauthenticated).
+	Insecure bool
 	// SyncInterval is how often the store is fsynced. Zero, the default,
 	// syncs every write before the publish is acked (nats-server's
 	// sync_interval: always): the store is the system of record. A positive

@@ -12,6 +12,11 @@ var (
 	// error (a *ConfigError) names the field. It is found before any I/O.
 	ErrInvalidConfig = errors.New("node: invalid configuration")
 
+	// ErrUnauthenticated: a Listen that is not a loopback address with no
+	// client authentication (Token, Publishers.Tokens, TLS.ClientCA) and
+	// not Insecure. The error is a *ConfigError.
+	ErrUnauthenticated = errors.New("node: a network address without client authentication")
+
 	// ErrStoreLocked is returned by Start when another process (or another
 	// Node of this one) owns the store: two servers on one store lose
 	// messages each acked as stored. The error is a *StoreInUseError.

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jetledger/jetledger/natsconn"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,7 +31,7 @@ type Node struct {
 	dir  string // the store, absolute
 	log  *slog.Logger
 
-	token string
+	token string // the in-process connection's (authenticator.internal)
 
 	mu      sync.Mutex
 	depends map[string]bool // the streams the program uses (DependOn)
@@ -70,14 +71,22 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if !LockSupported {
 		log.Warn("this OS has no flock: the embedded server's store is not locked against a second owner", "store", opts.StoreDir)
 	}
-	n, err := start(ctx, opts, lock)
+	auth, _ := opts.CustomClientAuthentication.(*authenticator)
+	n, err := start(ctx, opts, lock, auth)
 	if err != nil {
 		lock.Close()
 		return nil, err
 	}
-	n.log, n.token = log, cfg.Token
+	n.log = log
+	if auth != nil {
+		n.token = auth.internal
+	}
 	lock.serving(n.srv.ClientURL())
-	log.Info("embedded JetStream server started", "url", n.srv.ClientURL(), "store", n.dir, "sync_interval", syncName(cfg.SyncInterval))
+	log.Info("embedded JetStream server started", "url", n.srv.ClientURL(), "store", n.dir, "sync_interval", syncName(cfg.SyncInterval),
+		"auth", authName(cfg), "tls", cfg.TLS.set())
+	if cfg.Insecure && authName(cfg) == "none" {
+		log.Warn("INSECURE: the embedded server takes clients with no credential: anyone who can reach it may delete the stream", "listen", n.srv.ClientURL())
+	}
 	if cfg.Leaf != nil {
 		hub := make([]string, len(opts.LeafNode.Remotes[0].URLs))
 		for i, u := range opts.LeafNode.Remotes[0].URLs {
@@ -89,7 +98,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 }
 
 // start checks the port, then starts the server and waits for it.
-func start(ctx context.Context, opts *server.Options, lock *storeLock) (*Node, error) {
+func start(ctx context.Context, opts *server.Options, lock *storeLock, auth *authenticator) (*Node, error) {
 	// Fail early and clearly when the port is taken: the server would only log it.
 	if opts.Port != server.RANDOM_PORT {
 		addr := net.JoinHostPort(opts.Host, fmt.Sprint(opts.Port))
@@ -102,6 +111,9 @@ func start(ctx context.Context, opts *server.Options, lock *storeLock) (*Node, e
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("node: start: %w", err)
+	}
+	if auth != nil {
+		auth.srv = srv
 	}
 	srv.Start()
 	if !srv.ReadyForConnections(readyTimeout) {
@@ -118,17 +130,29 @@ func (cfg Config) options(addr listenAddr) (*server.Options, error) {
 		addr.port = server.RANDOM_PORT
 	}
 	opts := &server.Options{
-		ServerName:    "jetledger-embedded",
-		Host:          addr.host,
-		Port:          addr.port,
-		JetStream:     true,
-		NoSigs:        true, // signals belong to the program's own shutdown
-		NoLog:         true,
-		Authorization: cfg.Token,
+		ServerName: "jetledger-embedded",
+		Host:       addr.host,
+		Port:       addr.port,
+		JetStream:  true,
+		NoSigs:     true, // signals belong to the program's own shutdown
+		NoLog:      true,
 		// As the config file's sync_interval: always, which keeps the
 		// background interval at its default as well.
 		SyncAlways:   cfg.SyncInterval == 0,
 		SyncInterval: cfg.SyncInterval,
+	}
+	auth, err := newAuthenticator(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if auth != nil {
+		opts.CustomClientAuthentication = auth
+	}
+	if cfg.TLS.set() {
+		if opts.TLSConfig, err = cfg.TLS.serverTLS(cfg.Names); err != nil {
+			return nil, err
+		}
+		opts.TLS, opts.TLSVerify = true, cfg.TLS.ClientCA != ""
 	}
 	if cfg.Leaf == nil {
 		return opts, nil
@@ -201,6 +225,29 @@ func (n *Node) StoreDir() string { return n.dir }
 // (its JetStream config, Healthz, Leafz).
 func (n *Node) Server() *server.Server { return n.srv }
 
+// Conn is the program's own connection to the node: in-process, with
+// the token of this start (every role's rights), whatever the roles and
+// TLS of the listener. natsconn.Connect dials it.
+func (n *Node) Conn() natsconn.Config {
+	return natsconn.Config{URL: n.srv.ClientURL(), InProcess: n.srv, Token: n.token, InboxPrefix: privateInbox, Logger: n.log}
+}
+
+// privateInbox is the inbox prefix of the program's own connections: a
+// publisher may subscribe to _INBOX.> for its acks, and must not read
+// the replies to run's requests there.
+const privateInbox = "_JETLEDGER_INBOX"
+
+// authName says which clients the node lets in, for its start's log line.
+func authName(cfg Config) string {
+	switch {
+	case cfg.Token != "" || len(cfg.Publishers.Tokens) > 0:
+		return "tokens"
+	case cfg.TLS.ClientCA != "":
+		return "client certificates"
+	}
+	return "none"
+}
+
 // JetStream is a JetStream client of the node, connected in-process on
 // first use and closed by Close.
 func (n *Node) JetStream() (jetstream.JetStream, error) {
@@ -209,7 +256,7 @@ func (n *Node) JetStream() (jetstream.JetStream, error) {
 	if n.js != nil {
 		return n.js, nil
 	}
-	nc, err := nats.Connect("", nats.InProcessServer(n.srv), nats.Token(n.token), nats.Name("jetledger-node"))
+	nc, err := nats.Connect("", nats.InProcessServer(n.srv), nats.Token(n.token), nats.CustomInboxPrefix(privateInbox), nats.Name("jetledger-node"))
 	if err != nil {
 		return nil, fmt.Errorf("node: connect: %w", err)
 	}

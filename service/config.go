@@ -176,6 +176,15 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Node.StoreDir == "" {
 		c.Node.StoreDir = c.DB + ".nats"
 	}
+	if p := &c.Node.Publishers; len(p.Tokens) > 0 {
+		// Publishers publish to the stream consumed (node.PublishRole).
+		if p.Stream == "" {
+			p.Stream = c.Stream.Name
+		}
+		if len(p.Subjects) == 0 {
+			p.Subjects = c.Stream.Subjects
+		}
+	}
 	if c.Dial == nil {
 		c.Dial = natsconn.Connect
 	}

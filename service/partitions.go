@@ -88,7 +88,9 @@ func RunPartitions(ctx context.Context, cfg Config, p Partitions) error {
 			return cfg.Say(step(StepNode, err))
 		}
 		defer shared.Close()
-		conn = &natsconn.Config{URL: shared.ClientURL(), Token: cfg.Node.Token, Logger: cfg.Logger}
+		own := shared.Conn() // in-process: whatever the listener's roles and TLS
+		own.Logger = cfg.Logger
+		conn = &own
 	}
 	n, err := partitionedStream(ctx, cfg, *conn, p.Count)
 	if err != nil {

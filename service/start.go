@@ -83,7 +83,8 @@ func (s *Service) start(ctx context.Context) (err error) {
 			return step(StepNode, err)
 		}
 		s.closers = append(s.closers, s.node.Close)
-		conn = natsconn.Config{URL: s.node.ClientURL(), Token: c.Node.Token, Logger: s.log}
+		conn = s.node.Conn() // in-process: whatever the listener's roles and TLS
+		conn.Logger = s.log
 	}
 	if s.nc, s.js, err = c.Dial(ctx, conn); err != nil {
 		return step(StepConnect, err)

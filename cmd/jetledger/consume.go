@@ -57,7 +57,9 @@ var runNames = service.Names{Program: "run", Settings: map[string]string{
 	"Prune.Retention": "--retention", "Prune.OutboxRetention": "--outbox-retention", "Prune.Interval": "--prune-interval",
 	"SummaryInterval": "--summary-interval", "MetricsAddr": "--metrics", "Partitions.Count": "--partitions", "Partitions.Key": "--partition-key", "Partitions.Named": "--partition",
 	"NATS": "a server to connect to (--nats, $NATS_URL or a named context)", "NATS.URL": "--nats", "NATS.Token": "--nats-token",
-	"Node.Listen": "--listen", "Node.StoreDir": "--store-dir", "Node.Token": "--embedded-token", "Node.SyncInterval": "--sync-interval",
+	"Node.Listen": "--listen", "Node.StoreDir": "--store-dir", "Node.Token": "--embedded-token", "Node.Publishers.Tokens": "--publisher-token-file",
+	"Node.Publishers.Stream": "--stream", "Node.Publishers.Subjects": "--subjects", "Node.Insecure": "--insecure-listen",
+	"Node.TLS.Cert": "--listen-tls-cert", "Node.TLS.Key": "--listen-tls-key", "Node.TLS.ClientCA": "--listen-tls-client-ca", "Node.SyncInterval": "--sync-interval",
 	"Node.Leaf.URLs": "--hub-url", "Node.Leaf.Domain": "--edge-domain", "Node.Leaf.HubDomain": "--hub-domain", "Node.Leaf.Credentials": "--hub-creds",
 	"Node.Leaf.TLSCA": "--hub-tls-ca", "Node.Leaf.TLSCert": "--hub-tls-cert", "Node.Leaf.TLSKey": "--hub-tls-key",
 	"Hub": "--hub-url", "Hub.Stream": "--hub-stream", "Hub.Filter": "--hub-filter", "Hub.Start": "--hub-start-seq",
@@ -75,13 +77,13 @@ func (f *consumeFlags) config(log *slog.Logger, s sink) service.Config {
 	cfg := service.Config{DB: f.DB, Logger: log, SchemaFile: f.Schema, SQL: sqlhandler.Config{Apply: f.Apply}, Sink: s,
 		Dial: f.dial(log), StartAttrs: []any{"names_from", f.from}, Names: runNames, Explicit: true,
 		Ledger: ledgerConfig(ledger.Config{MaxSizeBytes: int64(f.DBMaxSize)}),
-		Node: node.Config{Listen: e.Listen, StoreDir: e.StoreDir, Token: e.EmbeddedToken, SyncInterval: e.SyncInterval.interval,
-			MemoryLimit: node.ByteSize(f.MemoryLimit), Leaf: e.leaf(), Logger: log},
-		Hub: e.hub(),
+		Node:   e.node(),
+		Hub:    e.hub(),
 		Stream: stream.Config{Name: f.Stream, Subjects: kongx.SplitList(f.Subjects), Duplicates: f.DuplicateWindow, Version: version(),
 			Limits: stream.Limits{MaxAge: l.MaxAge, MaxBytes: int64(l.MaxBytes), MaxMsgs: l.MaxMsgs, Replicas: l.Replicas}},
 		Consumer: consumer.Config{Stream: f.Stream, Durable: f.Durable, Plan: f.Plan.ackwait(), MaxDeliver: f.MaxDeliver, AllowSequenceIDs: f.AllowSeqIDs,
 			Metadata: map[string]string{consumer.MetadataVersion: version()}}}
+	cfg.Node.MemoryLimit, cfg.Node.Logger = node.ByteSize(f.MemoryLimit), log
 	if f.NATS.URL != "" {
 		n := f.NATS.config(log)
 		cfg.NATS = &n
@@ -129,6 +131,9 @@ func (f *consumeFlags) setup(ctx context.Context, stderr io.Writer, s sink) (*co
 func (f *consumeFlags) dial(log *slog.Logger) func(context.Context, natsconn.Config) (*nats.Conn, jetstream.JetStream, error) {
 	return func(ctx context.Context, cfg natsconn.Config) (*nats.Conn, jetstream.JetStream, error) {
 		n := f.NATS
+		if cfg.InProcess != nil {
+			return natsconn.Connect(ctx, cfg) // the embedded node's own connection
+		}
 		if cfg.URL != n.URL {
 			n = natsFlags{URL: cfg.URL, Token: cfg.Token}
 		}

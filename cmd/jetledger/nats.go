@@ -28,8 +28,10 @@ type natsFlags struct {
 	Creds    string      `name:"nats-creds" placeholder:"FILE" help:"NATS user credentials file (JWT and seed)"`
 	NKey     string      `name:"nats-nkey" placeholder:"FILE" help:"NATS user NKey seed file"`
 	User     string      `name:"nats-user" help:"NATS user name"`
-	Password string      `name:"nats-password" help:"NATS password"`
-	Token    string      `name:"nats-token" help:"NATS authentication token"`
+	Password string      `name:"nats-password" help:"NATS password: better --nats-password-file, or the environment; a command line is seen by every local user"`
+	PassFile string      `name:"nats-password-file" secret:"nats-password" placeholder:"FILE" help:"read --nats-password from this file (default under systemd: $CREDENTIALS_DIRECTORY/nats-password, if there)"`
+	Token    string      `name:"nats-token" help:"NATS authentication token: better --nats-token-file, or the environment"`
+	TokFile  string      `name:"nats-token-file" secret:"nats-token" placeholder:"FILE" help:"read --nats-token from this file (default under systemd: $CREDENTIALS_DIRECTORY/nats-token, if there)"`
 	TLSCA    string      `name:"tls-ca" placeholder:"FILE" help:"CA certificate file to verify the NATS server"`
 	TLSCert  string      `name:"tls-cert" placeholder:"FILE" help:"client certificate file for NATS TLS"`
 	TLSKey   string      `name:"tls-key" placeholder:"FILE" help:"client key file for NATS TLS"`

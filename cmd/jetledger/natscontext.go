@@ -51,11 +51,16 @@ func (c *natsContext) AfterApply(kctx *kong.Context) error {
 			return &kongx.EmptyValueError{Flag: "--context", InFile: p.Resolved}
 		}
 	}
+	// Before the nats CLI's settings: a secret's file is jetledger's own.
+	fromFile, err := kongx.ReadSecrets(kctx)
+	if err != nil {
+		return usageError{err}
+	}
 	cfg, origin, err := natsconn.Resolve(n.config(nil), natsconn.Sources{Context: c.name, Names: natsNames,
 		OnlyNamed: flags["nats"].Default == "" || flags["db"] != nil, // run, replay; status, ledger prune
 		Given: func(path string) bool {
 			f := flags[strings.TrimPrefix(natsNames[path], "--")]
-			return f != nil && kongx.Given(kctx, f)
+			return f != nil && (kongx.Given(kctx, f) || fromFile[f.Name])
 		}})
 	if err != nil {
 		return configUsage(err)

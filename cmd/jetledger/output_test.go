@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/internal/table"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/status"
 )
@@ -76,7 +77,7 @@ func TestDeadLetterWithLongIDKeepsTheTableReadable(t *testing.T) {
 	if code != exitOK || len(lines) != 2 || strings.Contains(out, id) || !strings.Contains(lines[1], `line one\n\tline two`) {
 		t.Fatalf("dlq list: exit %d (%s)\n%s", code, errOut, out)
 	}
-	if n := utf8.RuneCountInString(lines[1]); n > 7*(maxCell+2)+maxLastCell {
+	if n := utf8.RuneCountInString(lines[1]); n > 7*(table.MaxCell+2)+table.MaxLastCell {
 		t.Fatalf("a row of %d columns", n)
 	}
 	var listed []ledger.DeadLetter
@@ -98,13 +99,13 @@ func TestCell(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ in, want string }{
 		{in: "short", want: "short"},
-		{in: strings.Repeat("é", maxCell), want: strings.Repeat("é", maxCell)},
-		{in: strings.Repeat("é", maxCell+1), want: strings.Repeat("é", maxCell-1) + "…"},
+		{in: strings.Repeat("é", table.MaxCell), want: strings.Repeat("é", table.MaxCell)},
+		{in: strings.Repeat("é", table.MaxCell+1), want: strings.Repeat("é", table.MaxCell-1) + "…"},
 		{in: "a\tb\nc", want: `a\tb\nc`},
 		{in: "\xff", want: `\xff`},
 	}
 	for _, tt := range tests {
-		if got := cell(tt.in, maxCell); got != tt.want {
+		if got := table.Cell(tt.in, table.MaxCell); got != tt.want {
 			t.Errorf("cell(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}

@@ -1,0 +1,93 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// run with its secrets in files: the admin's token and the publishers'
+// are in no command line (/proc/PID/cmdline); a publisher's token
+// publishes through `jetledger publish --nats-token-file` and is refused
+// the stream's deletion, which the admin's token may do; a --listen that
+// is not loopback without a token is refused before anything starts.
+func TestRolesAndSecretFilesOfRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, v string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	adminFile, pubFile := write("admin", "admin-s3cret\n"), write("publishers", "pub-one\npub-two\n")
+	pubTokenFile := write("pub-token", "pub-two\n")
+
+	if out, code := cli(t, "run", "--db", filepath.Join(dir, "x.db"), "--stream", "SEC", "--subjects", "sec.>", "--listen", "0.0.0.0:0"); code != 2 ||
+		!strings.Contains(out, "--embedded-token") || !strings.Contains(out, "--insecure-listen") {
+		t.Fatalf("non-loopback --listen without a token: exit %d\n%s", code, out)
+	}
+
+	db := filepath.Join(dir, "l.db")
+	port := freePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	run := start(t, nil, "run", "--db", db, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--embedded-token-file", adminFile,
+		"--publisher-token-file", pubFile, "--stream", "SEC", "--subjects", "sec.>", "--log-format", "json")
+	cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(run.cmd.Process.Pid) + "/cmdline")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, secret := range []string{"admin-s3cret", "pub-one", "pub-two"} {
+		if strings.Contains(string(cmdline), secret) {
+			t.Fatalf("%s is in run's command line", secret)
+		}
+	}
+	consumertest.Eventually(t, 30*time.Second, "published with the publisher's token", func() bool {
+		_, code := cli(t, "publish", "--nats", url, "--nats-token-file", pubTokenFile, "--subject", "sec.x", "--data", `{"a":1}`, "--id", "p1")
+		return code == 0
+	})
+	consumertest.Eventually(t, 30*time.Second, "applied", func() bool {
+		o, c := cli(t, "ledger", "stats", "--db", db, "--json")
+		return c == 0 && strings.Contains(o, `"processed": 1`)
+	})
+
+	// The publisher may not delete a durable; the admin may (its own
+	// here: run's stays, for run to stop cleanly).
+	for _, tt := range []struct {
+		token, durable string
+		delete         bool
+	}{{"pub-one", "jetledger", false}, {"admin-s3cret", "other", true}} {
+		nc, err := nats.Connect(url, nats.Token(tt.token), nats.MaxReconnects(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		js, _ := jetstream.New(nc)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second) // a refusal is no reply: the wait
+		if tt.delete {
+			if _, err := js.CreateOrUpdateConsumer(ctx, "SEC", jetstream.ConsumerConfig{Durable: tt.durable}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err = js.DeleteConsumer(ctx, "SEC", tt.durable)
+		cancel()
+		nc.Close()
+		if (err == nil) != tt.delete {
+			t.Fatalf("%s deleting durable %s: %v", tt.token, tt.durable, err)
+		}
+	}
+	run.signal(syscall.SIGTERM)
+	if code := run.wait(30 * time.Second); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, tail(run.output()))
+	}
+}

@@ -1,0 +1,180 @@
+package node
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"net"
+	"os"
+	"slices"
+	"strconv"
+
+	"github.com/jetledger/jetledger/internal/say"
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// PublishRole is the publishers' access: they may publish to the stream's
+// subjects and receive their acks, and nothing else. No stream or consumer
+// API but the two a publisher reads (the stream's info and the name
+// lookup by subject); no subscription but the replies to their own
+// requests (_INBOX.>).
+type PublishRole struct {
+	// Tokens are the publishers' credentials: a client giving one of them
+	// (nats.Token) has this role. Several, so that one can be replaced
+	// while the old is still in use. Default: none (no publisher role).
+	Tokens []string
+	// Stream is the stream's name, whose info a publisher may read.
+	// Required with Tokens.
+	Stream string
+	// Subjects are the subjects a publisher may publish to: the stream's.
+	// Required with Tokens.
+	Subjects []string
+}
+
+// TLSConfig serves the client listener with TLS: every client but the
+// program's own, in-process one, connects with TLS. The zero value: none.
+type TLSConfig struct {
+	// Cert and Key are the server's certificate and key files (PEM).
+	// Required.
+	Cert, Key string
+	// ClientCA, when set, is a CA file (PEM): every client must present a
+	// certificate it signed. Without tokens, such a client may do
+	// anything. Default: no client certificates asked for.
+	ClientCA string
+}
+
+// Roles, as the server reports a client's user name (Connz).
+const (
+	roleInternal  = "jetledger-internal"
+	roleAdmin     = "admin"
+	rolePublisher = "publisher"
+)
+
+// authenticator gives each client its role by the token it presents
+// (server.Authentication). The program's own connection is in-process
+// with a token made for this start, which no other process can know.
+type authenticator struct {
+	srv        *server.Server // set after server.NewServer, before Start
+	internal   string
+	admin      string
+	publishers []string
+	publish    *server.Permissions
+}
+
+// newAuthenticator is cfg's, or nil when cfg asks for no token: no client
+// then needs one.
+func newAuthenticator(cfg Config) (*authenticator, error) {
+	if cfg.Token == "" && len(cfg.Publishers.Tokens) == 0 {
+		return nil, nil
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	p := cfg.Publishers
+	return &authenticator{internal: hex.EncodeToString(b), admin: cfg.Token, publishers: p.Tokens,
+		publish: &server.Permissions{
+			Publish: &server.SubjectPermission{Allow: append(slices.Clone(p.Subjects),
+				"$JS.API.STREAM.INFO."+p.Stream, "$JS.API.STREAM.NAMES")},
+			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+		}}, nil
+}
+
+// Check admits a client that gives a role's token, with that role.
+func (a *authenticator) Check(c server.ClientAuthentication) bool {
+	tok := c.GetOpts().Token
+	switch {
+	case equal(tok, a.internal) && inProcess(c):
+		return a.register(c, roleInternal, nil)
+	case a.admin != "" && equal(tok, a.admin):
+		return a.register(c, roleAdmin, nil)
+	}
+	for _, p := range a.publishers {
+		if equal(tok, p) {
+			return a.register(c, rolePublisher, a.publish)
+		}
+	}
+	return false
+}
+
+func (a *authenticator) register(c server.ClientAuthentication, role string, p *server.Permissions) bool {
+	c.RegisterUser(&server.User{Username: role, Account: a.srv.GlobalAccount(), Permissions: p})
+	return true
+}
+
+// inProcess reports a connection made by nats.InProcessServer: a pipe.
+func inProcess(c server.ClientAuthentication) bool {
+	addr := c.RemoteAddress()
+	return addr != nil && addr.Network() == "pipe"
+}
+
+// equal compares tokens in constant time.
+func equal(got, want string) bool {
+	return want != "" && subtle.ConstantTimeCompare([]byte(got), []byte(want)) == 1
+}
+
+// checkAuth refuses what the roles and TLS need and lack, and a Listen
+// that is not loopback with no client authentication (ErrUnauthenticated)
+// unless Insecure.
+func (cfg Config) checkAuth(addr listenAddr) error {
+	name := func(path string) string { return say.Name(cfg.Names, path) }
+	p := cfg.Publishers
+	switch {
+	case slices.Contains(p.Tokens, ""):
+		return refuse(ErrInvalidConfig, "%s: a token is empty", name("Publishers.Tokens"))
+	case cfg.Token != "" && slices.Contains(p.Tokens, cfg.Token):
+		return refuse(ErrInvalidConfig, "%s and %s share a token: a client's token is its role", name("Token"), name("Publishers.Tokens"))
+	case len(p.Tokens) > 0 && (p.Stream == "" || len(p.Subjects) == 0):
+		return refuse(ErrInvalidConfig, "%s needs %s and %s: what publishers may publish to", name("Publishers.Tokens"), name("Publishers.Stream"), name("Publishers.Subjects"))
+	case cfg.TLS.set() && (cfg.TLS.Cert == "" || cfg.TLS.Key == ""):
+		return refuse(ErrTLSPair, "%s and %s go together", name("TLS.Cert"), name("TLS.Key"))
+	}
+	if cfg.TLS.set() {
+		for _, f := range []struct{ path, file string }{{"TLS.Cert", cfg.TLS.Cert}, {"TLS.Key", cfg.TLS.Key}, {"TLS.ClientCA", cfg.TLS.ClientCA}} {
+			if _, err := os.Stat(f.file); f.file != "" && err != nil {
+				return refuse(ErrInvalidConfig, "%s %s: %v", name(f.path), f.file, err)
+			}
+		}
+	}
+	authenticated := cfg.Token != "" || len(p.Tokens) > 0 || cfg.TLS.ClientCA != ""
+	if !authenticated && !cfg.Insecure && !loopback(addr.host) {
+		return refuse(ErrUnauthenticated, "%s %s is not a loopback address, and a client there would need no credential: anyone who can reach it could delete the stream; give %s (and %s for publishers), or %s on a network you trust",
+			name("Listen"), net.JoinHostPort(addr.host, strconv.Itoa(addr.port)), name("Token"), name("Publishers.Tokens"), name("Insecure"))
+	}
+	return nil
+}
+
+// loopback reports a host only this machine can reach.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// set reports a TLS config that asks for TLS: it names a file.
+func (t TLSConfig) set() bool { return t.Cert != "" || t.Key != "" || t.ClientCA != "" }
+
+// serverTLS is the client listener's TLS, its files read.
+func (t TLSConfig) serverTLS(names map[string]string) (*tls.Config, error) {
+	cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
+	if err != nil {
+		return nil, refuse(ErrInvalidConfig, "%s %s: %v", say.Name(names, "TLS.Cert"), t.Cert, err)
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
+	if t.ClientCA != "" {
+		pem, err := os.ReadFile(t.ClientCA)
+		if err != nil {
+			return nil, refuse(ErrInvalidConfig, "%s %s: %v", say.Name(names, "TLS.ClientCA"), t.ClientCA, err)
+		}
+		tc.ClientCAs = x509.NewCertPool()
+		if !tc.ClientCAs.AppendCertsFromPEM(pem) {
+			return nil, refuse(ErrNoPEM, "%s %s: no PEM certificate in it", say.Name(names, "TLS.ClientCA"), t.ClientCA)
+		}
+		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return tc, nil
+}
