@@ -2,7 +2,13 @@ package integration
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -89,5 +95,57 @@ func TestRolesAndSecretFilesOfRun(t *testing.T) {
 	run.signal(syscall.SIGTERM)
 	if code := run.wait(30 * time.Second); code != 0 {
 		t.Fatalf("run: exit %d\n%s", code, tail(run.output()))
+	}
+}
+
+// --metrics on an address that is not loopback is warned of, and with
+// --metrics-tls-cert/-key it is served with TLS only: a client that
+// trusts the CA reads /healthz, a plain HTTP one gets no report.
+func TestMetricsWithTLSAndTheirWarning(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	caFile, srvTLS := testTLS(t, dir)
+	cert, key := filepath.Join(dir, "metrics.pem"), filepath.Join(dir, "metrics-key.pem")
+	k, err := x509.MarshalECPrivateKey(srvTLS.Certificates[0].PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.WriteFile(cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srvTLS.Certificates[0].Certificate[0]}), 0o600) != nil ||
+		os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: k}), 0o600) != nil {
+		t.Fatal("write the metrics certificate")
+	}
+	port := freePort(t)
+	run := start(t, nil, "run", "--db", filepath.Join(dir, "l.db"), "--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--stream", "MT", "--subjects", "mt.>",
+		"--metrics", fmt.Sprintf("0.0.0.0:%d", port), "--metrics-tls-cert", cert, "--metrics-tls-key", key, "--log-format", "json")
+	pool := x509.NewCertPool()
+	ca, _ := os.ReadFile(caFile)
+	pool.AppendCertsFromPEM(ca)
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	var body []byte
+	consumertest.Eventually(t, 30*time.Second, "/healthz over TLS", func() bool {
+		resp, err := client.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK
+	})
+	if !strings.Contains(string(body), `"database":"ok"`) {
+		t.Fatalf("/healthz: %s", body)
+	}
+	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port)); err == nil {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), "healthy") {
+			t.Fatalf("plain HTTP was served the report: %s", b)
+		}
+	}
+	run.signal(syscall.SIGTERM)
+	if code := run.wait(30 * time.Second); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, tail(run.output()))
+	}
+	if !strings.Contains(run.output(), "served to anyone who can reach this address") {
+		t.Fatalf("no warning for --metrics on 0.0.0.0:\n%s", tail(run.output()))
 	}
 }

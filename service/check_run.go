@@ -56,6 +56,24 @@ func (c Config) checkRun() error {
 			return err
 		}
 	}
+	return c.checkMetricsTLS()
+}
+
+// checkMetricsTLS refuses half a TLS pair for the metrics, or a file
+// that is not there.
+func (c *Config) checkMetricsTLS() error {
+	n := c.Names
+	switch {
+	case (c.MetricsCert == "") != (c.MetricsKey == ""):
+		return refusef("%s and %s go together", n.Say("MetricsCert"), n.Say("MetricsKey"))
+	case c.MetricsCert != "" && c.Metrics == nil && c.MetricsAddr == "":
+		return refusef("%s needs %s", n.Say("MetricsCert"), n.Say("MetricsAddr"))
+	}
+	for _, f := range []struct{ name, file string }{{"MetricsCert", c.MetricsCert}, {"MetricsKey", c.MetricsKey}} {
+		if _, err := os.Stat(f.file); f.file != "" && err != nil {
+			return &ConfigError{Reason: n.Say(f.name) + ": " + err.Error(), Err: err}
+		}
+	}
 	return nil
 }
 

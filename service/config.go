@@ -83,6 +83,10 @@ type Config struct {
 	// MetricsAddr is the host:port Metrics listens on (port 0: a free
 	// one); with Metrics nil, Start listens there. Default "": none.
 	MetricsAddr string
+	// MetricsCert and MetricsKey, when set, serve Metrics with TLS: the
+	// certificate and key files (PEM), both or neither. Default: plain
+	// HTTP.
+	MetricsCert, MetricsKey string
 	// SummaryInterval is how often Run logs the counts at info. Default 0:
 	// never.
 	SummaryInterval time.Duration

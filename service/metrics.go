@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -48,12 +49,22 @@ func (s *Service) serveMetrics(ctx context.Context, wg *sync.WaitGroup, batches 
 		defer cancel()
 		srv.Shutdown(sctx) //nolint:errcheck // best effort on exit
 	})
-	l := s.cfg.Metrics
+	l, cert, key := s.cfg.Metrics, s.cfg.MetricsCert, s.cfg.MetricsKey
 	wg.Go(func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		var err error
+		if cert != "" {
+			err = srv.ServeTLS(l, cert, key)
+		} else {
+			err = srv.Serve(l)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("metrics server stopped", "err", err)
 		}
 	})
-	s.log.Info("serving metrics", "addr", l.Addr().String())
+	s.log.Info("serving metrics", "addr", l.Addr().String(), "tls", cert != "")
+	if a, ok := l.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() {
+		s.log.Warn("metrics and /healthz are served to anyone who can reach this address: counts and health states, no paths or errors; put it on a loopback or private address, behind a firewall, or give it TLS",
+			"addr", a.String(), "tls", cert != "")
+	}
 	return nil
 }

@@ -61,7 +61,9 @@ type runCmd struct {
 	partitionFlags `group:"partitions"`
 	retentionFlags
 	PruneInterval time.Duration `name:"prune-interval" default:"1h" help:"how often to prune the ledger while running (0: never)"`
-	Metrics       string        `name:"metrics" placeholder:"ADDR" help:"serve Prometheus /metrics and /healthz on this address (127.0.0.1:9464, say)"`
+	Metrics       string        `name:"metrics" placeholder:"ADDR" help:"serve Prometheus /metrics and /healthz on this address (127.0.0.1:9464, say); one that is not loopback is warned of"`
+	MetricsCert   string        `name:"metrics-tls-cert" placeholder:"FILE" help:"serve --metrics with TLS: the certificate (PEM), with --metrics-tls-key"`
+	MetricsKey    string        `name:"metrics-tls-key" placeholder:"FILE" help:"the key of --metrics-tls-cert (PEM)"`
 	// A summary line, so that a run with nothing to do is seen alive.
 	SummaryInterval time.Duration `name:"summary-interval" default:"1m" help:"log a summary at info this often: messages applied, duplicates, conflicts and dead letters since the start; with --webhook, outbox rows sent, queued and in review (0: never)"`
 }
@@ -132,7 +134,7 @@ func (c *runCmd) config(log *slog.Logger, hook *webhook.Config) service.Config {
 	cfg := c.consumeFlags.config(log, nil)
 	cfg.Webhook = hook
 	cfg.Effects = c.Effects.effects()
-	cfg.SummaryInterval, cfg.MetricsAddr = c.SummaryInterval, c.Metrics
+	cfg.SummaryInterval, cfg.MetricsAddr, cfg.MetricsCert, cfg.MetricsKey = c.SummaryInterval, c.Metrics, c.MetricsCert, c.MetricsKey
 	cfg.Outbox = service.Outbox{Workers: c.Send.OutboxWorkers, MaxAttempts: c.Send.OutboxMaxAttempts}
 	cfg.Prune = service.Prune{Interval: c.PruneInterval, Retention: c.Retention, OutboxRetention: c.OutboxRetention}
 	cfg.StartAttrs = append(cfg.StartAttrs, "webhook", redactURL(c.Webhook.URL))
