@@ -134,6 +134,13 @@ func TestMetricsWithTLSAndTheirWarning(t *testing.T) {
 	if !strings.Contains(string(body), `"database":"ok"`) {
 		t.Fatalf("/healthz: %s", body)
 	}
+	healthURL := fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
+	if out, code := cli(t, "health", "--url", healthURL, "--tls-ca", caFile); code != 0 || !strings.Contains(out, "database") {
+		t.Fatalf("jetledger health: exit %d\n%s", code, out)
+	}
+	if out, code := cli(t, "health", "--url", healthURL); code != 1 {
+		t.Fatalf("jetledger health without the CA: exit %d\n%s", code, out)
+	}
 	if resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port)); err == nil {
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()

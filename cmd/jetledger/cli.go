@@ -26,6 +26,7 @@ type cli struct {
 	DLQ          dlqCmd          `cmd:"" name:"dlq" help:"dead letters: list, show, requeue with the original id, discard"`
 	Status       statusCmd       `cmd:"" help:"one screen: stream, consumer vs plan, ledger, outbox, dead letters, conflicts"`
 	Check        checkCmd        `cmd:"" help:"verify a live consumer's AckWait against the timing plan"`
+	Health       healthCmd       `cmd:"" help:"ask a running run for its health (/healthz of --metrics): exit 1 unless healthy; a container's health check"`
 	Bench        benchCmd        `cmd:"" help:"measure throughput, latency, ledger size and memory against raw JetStream"`
 	Demo         demoCmd         `cmd:"" help:"publish, consume, crash between commit and ack, restart: exactly once, shown"`
 	DemoConsumer demoConsumerCmd `cmd:"" name:"demo-consumer" hidden:"" help:"the demo's crashing consumer"`

@@ -35,7 +35,7 @@ var ErrEmptySecret = errors.New("the file is empty")
 // newline) is the value of the flag --NAME, so that the secret is in no
 // process's command line. Giving both is refused. Without either, under
 // systemd, the credential NAME in $CREDENTIALS_DIRECTORY is read if it is
-// there (LoadCredential=NAME:/path). It returns the names of the flags it
+// there (LoadCredential=NAME:/path) and not empty. It returns the names of the flags it
 // set, which count as given. Call it in an AfterApply hook; it may run
 // more than once.
 func ReadSecrets(kctx *kong.Context) (map[string]bool, error) {
@@ -63,6 +63,9 @@ func ReadSecrets(kctx *kong.Context) (map[string]bool, error) {
 			}
 		}
 		v, err := readSecret(path)
+		if errors.Is(err, ErrEmptySecret) && f.Target.String() == "" {
+			continue // an empty credential is none: a unit lists every one
+		}
 		if err != nil {
 			from := "--" + f.Name
 			if f.Target.String() == "" {

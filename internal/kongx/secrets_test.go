@@ -71,8 +71,14 @@ func TestReadSecrets(t *testing.T) {
 	if c, _, err := parseSecrets(t, "--token", "given"); err != nil || c.Token != "given" {
 		t.Fatalf("given beside $CREDENTIALS_DIRECTORY: %+v %v", c, err)
 	}
-	t.Setenv(kongx.CredentialsDirEnv, t.TempDir())
-	if c, set, err := parseSecrets(t); err != nil || c.Token != "" || set["token"] {
-		t.Fatalf("credential absent: %+v %v %v", c, set, err)
+	for _, content := range []string{"", "\n"} {
+		creds := t.TempDir()
+		if content != "" {
+			os.WriteFile(filepath.Join(creds, "token"), []byte(content), 0o600)
+		}
+		t.Setenv(kongx.CredentialsDirEnv, creds)
+		if c, set, err := parseSecrets(t); err != nil || c.Token != "" || set["token"] {
+			t.Fatalf("credential absent or empty (%q): %+v %v %v", content, c, set, err)
+		}
 	}
 }
