@@ -42,7 +42,8 @@ type webhookDelete struct {
 // webhookSend are the flags of run's sending: the webhook sink's and the
 // dispatcher's.
 type webhookSend struct {
-	Secret            string `name:"webhook-secret" help:"sign webhook requests: Jetledger-Signature: v1=HMAC-SHA256(secret, timestamp + \".\" + body)"`
+	Secret            string `name:"webhook-secret" help:"sign webhook requests: Jetledger-Signature: v1=HMAC-SHA256(secret, timestamp + \".\" + body): better --webhook-secret-file; a command line is seen by every local user"`
+	SecretFile        string `name:"webhook-secret-file" secret:"webhook-secret" placeholder:"FILE" help:"read --webhook-secret from this file (default under systemd: $CREDENTIALS_DIRECTORY/webhook-secret, if there)"`
 	IDHeader          string `name:"webhook-id-header" help:"response header holding the destination's id for an item"`
 	IDField           string `name:"webhook-id-field" default:"${webhook_id_field}" help:"response JSON field holding the destination's id (used when the header is absent)"`
 	Idempotent        bool   `name:"webhook-idempotent" help:"the destination honours Idempotency-Key: re-send sends whose outcome is unknown instead of moving them to review"`
