@@ -2,11 +2,35 @@ package health
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"time"
 )
+
+// ErrNoPEM: a CA file holds no PEM certificate.
+var ErrNoPEM = errors.New("health: no PEM certificate in the file")
+
+// NewClient is a client for Ask that trusts the CA in caFile (PEM), for
+// an https /healthz; caFile "": the system's roots.
+func NewClient(caFile string, timeout time.Duration) (*http.Client, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, err
+		}
+		if tc.RootCAs = x509.NewCertPool(); !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s: %w", caFile, ErrNoPEM)
+		}
+	}
+	return &http.Client{Timeout: timeout, Transport: &http.Transport{TLSClientConfig: tc}}, nil
+}
 
 // Ask reads the report a Handler serves at url (http or https) with
 // client (nil: http.DefaultClient): a container's health check, which

@@ -1,13 +1,9 @@
 package main
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
-	"os"
 	"slices"
 	"time"
 
@@ -22,17 +18,10 @@ type healthCmd struct {
 }
 
 func (c *healthCmd) Run(inv *invocation) error {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if c.TLSCA != "" {
-		pem, err := os.ReadFile(c.TLSCA)
-		if err != nil {
-			return usagef("--tls-ca: %v", err)
-		}
-		if tc.RootCAs = x509.NewCertPool(); !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return usagef("--tls-ca %s: no PEM certificate in it", c.TLSCA)
-		}
+	client, err := health.NewClient(c.TLSCA, 10*time.Second)
+	if err != nil {
+		return usagef("--tls-ca: %v", err)
 	}
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tc}}
 	rep, err := health.Ask(inv.ctx, client, c.URL)
 	if err != nil {
 		return err

@@ -69,7 +69,7 @@ func connect(ctx context.Context, n natsFlags, log *slog.Logger) (*nats.Conn, je
 	switch o := n.Context.origin; {
 	case o.URL != "":
 		hint = "the URL is from " + o.URL
-		log.InfoContext(ctx, "NATS server from the nats CLI's settings", "url", redactURL(url), "from", o.URL)
+		log.InfoContext(ctx, "NATS server from the nats CLI's settings", "url", natsconn.RedactURL(url), "from", o.URL)
 	case o.Context != "":
 		hint = "with the settings of " + o.Context
 	}
@@ -81,10 +81,7 @@ func connect(ctx context.Context, n natsFlags, log *slog.Logger) (*nats.Conn, je
 	case errors.As(err, &ce) && ce.Op == "jetstream":
 		return nil, nil, fmt.Errorf("jetstream: %w", ce.Err)
 	case errors.As(err, &ce):
-		return nil, nil, fmt.Errorf("connect to NATS at %s: %w (%s)", redactURL(url), ce.Err, hint)
+		return nil, nil, fmt.Errorf("connect to NATS at %s: %w (%s)", natsconn.RedactURL(url), ce.Err, hint)
 	}
 	return nil, nil, err // Check refused what Connect would
 }
-
-// redactURL hides a password in a list of server URLs (natsconn.RedactURL).
-func redactURL(list string) string { return natsconn.RedactURL(list) }

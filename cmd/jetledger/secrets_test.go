@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/jetledger/jetledger/natsconn"
+
 	"encoding/json"
 	"log/slog"
 	"path/filepath"
@@ -41,7 +43,7 @@ func TestReconnectLogHidesThePassword(t *testing.T) {
 // is, that is scheme "u" with an opaque part, so redactURL adds one.
 func TestRedactURLWithoutScheme(t *testing.T) {
 	for _, in := range []string{"u:s3cretpw@127.0.0.1:1", "nats://a:b@127.0.0.1:2,u:s3cretpw@127.0.0.1:1"} {
-		if out := redactURL(in); strings.Contains(out, "s3cretpw") {
+		if out := natsconn.RedactURL(in); strings.Contains(out, "s3cretpw") {
 			t.Errorf("redactURL(%q) = %q", in, out)
 		}
 	}
