@@ -3,13 +3,12 @@
 // sends it, by its Idempotency-Key.
 //
 //	go run ./examples/webhook-receiver -listen 127.0.0.1:8080 -secret s3cret
+//
+// While the sender rotates its secret, give the old one too (-old-secret).
 package main
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -24,14 +23,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jetledger/jetledger/consumer/outbox/webhook"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/signature"
 )
 
 // Config is what run needs; main fills it from flags.
 type Config struct {
 	Listen    string        // address to serve, host:port
-	Secret    string        // the sink's webhook.Config.Secret
-	Tolerance time.Duration // how old a signed timestamp may be; 0: 5 minutes
+	Secrets   []string      // the sink's secrets (webhook.Config.Secret, Secrets): two while it rotates
+	Tolerance time.Duration // how far a signed timestamp may be from now, either way; 0: 5 minutes
 	Logger    *slog.Logger
 	// Listener, if set, is served instead of listening on Listen (tests).
 	Listener net.Listener
@@ -42,8 +41,14 @@ type Config struct {
 func main() {
 	var cfg Config
 	flag.StringVar(&cfg.Listen, "listen", "127.0.0.1:8080", "address to serve")
-	flag.StringVar(&cfg.Secret, "secret", os.Getenv("HOOK_SECRET"), "webhook signing secret")
+	secret := flag.String("secret", os.Getenv("HOOK_SECRET"), "webhook signing secret")
+	old := flag.String("old-secret", os.Getenv("HOOK_SECRET_OLD"), "the secret being rotated out, accepted beside -secret")
 	flag.Parse()
+	for _, s := range []string{*secret, *old} {
+		if s != "" {
+			cfg.Secrets = append(cfg.Secrets, s)
+		}
+	}
 	cfg.Logger = slog.Default()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -54,7 +59,7 @@ func main() {
 }
 
 func run(ctx context.Context, cfg Config) error {
-	if cfg.Secret == "" {
+	if len(cfg.Secrets) == 0 {
 		return errors.New("a secret is required: unsigned webhooks cannot be trusted")
 	}
 	if cfg.Tolerance == 0 {
@@ -83,42 +88,26 @@ func run(ctx context.Context, cfg Config) error {
 	return nil
 }
 
-// snippet:receiver-verify
-// verify checks a request as webhook.Sink signs it: Jetledger-Timestamp is
-// the Unix time in seconds, Jetledger-Signature is "v1=" followed by the hex
-// HMAC-SHA256, keyed with the secret, of the timestamp, ".", and the body.
-// A timestamp older than tolerance is refused, so a captured request cannot
-// be replayed later.
-func verify(secret string, h http.Header, body []byte, tolerance time.Duration, now time.Time) error {
-	ts := h.Get(webhook.HeaderTimestamp)
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil {
-		return fmt.Errorf("bad %s %q", webhook.HeaderTimestamp, ts)
-	}
-	if age := now.Sub(time.Unix(sec, 0)); age > tolerance || age < -tolerance {
-		return fmt.Errorf("timestamp %s off by %s", ts, age)
-	}
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(ts + "."))
-	m.Write(body)
-	want := "v1=" + hex.EncodeToString(m.Sum(nil))
-	if !hmac.Equal([]byte(h.Get(webhook.HeaderSignature)), []byte(want)) {
-		return errors.New("bad signature")
-	}
-	return nil
-}
-
-// end snippet
-
 // receiver applies each Idempotency-Key once. A real one keeps the keys in
 // its database, in the transaction that applies the item.
 type receiver struct {
-	cfg  Config
-	mu   sync.Mutex
-	seen map[string]string // Idempotency-Key → our id for the item
+	cfg      Config
+	verifier signature.Verifier
+	mu       sync.Mutex
+	seen     map[string]string // Idempotency-Key → our id for the item
 }
 
-func newReceiver(cfg Config) *receiver { return &receiver{cfg: cfg, seen: map[string]string{}} }
+func newReceiver(cfg Config) *receiver {
+	// snippet:receiver-verify
+	// The verifier checks a request as webhook.Sink signs it: v2 is an
+	// HMAC-SHA256 of Jetledger-Timestamp, the Idempotency-Key,
+	// Jetledger-Message-Id and the body; any of the secrets matching passes.
+	// A timestamp further than Tolerance from now, either way, is refused, so
+	// a captured request can be replayed neither later nor under another key.
+	verifier := signature.Verifier{Secrets: cfg.Secrets, Tolerance: cfg.Tolerance}
+	// end snippet
+	return &receiver{cfg: cfg, verifier: verifier, seen: map[string]string{}}
+}
 
 // snippet:receiver-dedupe
 func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -127,14 +116,14 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "body too large", http.StatusRequestEntityTooLarge)
 		return
 	}
-	if err := verify(rc.cfg.Secret, r.Header, body, rc.cfg.Tolerance, time.Now()); err != nil {
+	if err := rc.verifier.Verify(r.Header, body); err != nil {
 		rc.cfg.Logger.Warn("webhook refused", "err", err)
 		http.Error(w, err.Error(), http.StatusUnauthorized) // a 4xx: the outbox fails the row, no retry
 		return
 	}
-	key := r.Header.Get(webhook.HeaderIdempotencyKey) // the outbox row's id: the same on every resend
+	key := r.Header.Get(signature.HeaderIdempotencyKey) // the outbox row's id: the same on every resend
 	if key == "" {
-		http.Error(w, "no "+webhook.HeaderIdempotencyKey, http.StatusBadRequest)
+		http.Error(w, "no "+signature.HeaderIdempotencyKey, http.StatusBadRequest)
 		return
 	}
 	rc.mu.Lock()

@@ -7,19 +7,20 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strconv"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/consumer/outbox/webhook"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/signature"
 	"github.com/jetledger/jetledger/ledger"
 )
 
 // start runs the example on a free port and returns its URL and the items
 // it applied.
-func start(t *testing.T, secret string) (string, func() map[string]int) {
+func start(t *testing.T, secrets ...string) (string, func() map[string]int) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -30,7 +31,7 @@ func start(t *testing.T, secret string) (string, func() map[string]int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, Config{Secret: secret, Listener: ln, Logger: slog.New(slog.DiscardHandler),
+		done <- run(ctx, Config{Secrets: secrets, Listener: ln, Logger: slog.New(slog.DiscardHandler),
 			Received: func(key string, _ []byte) { mu.Lock(); applied[key]++; mu.Unlock() }})
 	}()
 	t.Cleanup(func() {
@@ -72,9 +73,10 @@ func TestReceiverVerifiesAndDedupes(t *testing.T) {
 	}
 }
 
-// A wrong secret, a missing signature and a stale timestamp are refused
-// with 401, which the sink takes as a rejection (no retry), and nothing is
-// applied.
+// A wrong secret, a missing signature, a stale timestamp, a v1-only
+// signature and a captured request replayed under another Idempotency-Key
+// are refused with 401, which the sink takes as a rejection (no retry), and
+// nothing is applied.
 func TestReceiverRefusesBadSignatures(t *testing.T) {
 	t.Parallel()
 	url, applied := start(t, "s3cret")
@@ -86,12 +88,20 @@ func TestReceiverRefusesBadSignatures(t *testing.T) {
 	if !errors.Is(err, outbox.ErrRejected) {
 		t.Fatalf("wrong secret: %v, want outbox.ErrRejected", err)
 	}
+	captured := capture(t, webhook.Config{Secret: "s3cret"}, ledger.OutboxItem{ID: "o1", MessageID: "m1", Payload: []byte(`{"id":"a"}`)})
 	body := []byte(`{"id":"a"}`)
-	stale := strconv.FormatInt(time.Now().Add(-time.Hour).Unix(), 10)
+	stale := signature.Timestamp(time.Now().Add(-time.Hour))
 	for name, h := range map[string]http.Header{
 		"unsigned": {webhook.HeaderIdempotencyKey: {"o2"}},
 		"stale": {webhook.HeaderIdempotencyKey: {"o2"}, webhook.HeaderTimestamp: {stale},
-			webhook.HeaderSignature: {webhook.Sign("s3cret", stale, body)}},
+			webhook.HeaderSignature: {signature.Sign([]string{"s3cret"}, stale, "o2", "", body)}},
+		"v1 only": {webhook.HeaderIdempotencyKey: {"o2"}, webhook.HeaderTimestamp: {captured.Get(webhook.HeaderTimestamp)},
+			webhook.HeaderSignature: {signature.SignV1([]string{"s3cret"}, captured.Get(webhook.HeaderTimestamp), body)}},
+		"replayed under another key": func() http.Header {
+			h := captured.Clone()
+			h.Set(webhook.HeaderIdempotencyKey, "o2") // the message id kept: the key alone is signed
+			return h
+		}(),
 	} {
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, bytes.NewReader(body))
 		if err != nil {
@@ -109,6 +119,44 @@ func TestReceiverRefusesBadSignatures(t *testing.T) {
 	}
 	if got := applied(); got["keys"] != 0 {
 		t.Fatalf("applied %v after refused requests, want none", got)
+	}
+}
+
+// capture is the headers of the request a sink with cfg sends for it.
+func capture(t *testing.T, cfg webhook.Config, it ledger.OutboxItem) http.Header {
+	t.Helper()
+	got := make(chan http.Header, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Clone()
+	}))
+	t.Cleanup(srv.Close)
+	cfg.URL = srv.URL
+	sink, err := webhook.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sink.Send(t.Context(), it); err != nil {
+		t.Fatal(err)
+	}
+	return <-got
+}
+
+// While the sender rotates, it signs with the old and the new secret: a
+// receiver holding only the new one, or only the old one, accepts.
+func TestReceiverAcceptsARotatingSender(t *testing.T) {
+	t.Parallel()
+	for _, secrets := range [][]string{{"new"}, {"old"}, {"new", "old"}} {
+		url, applied := start(t, secrets...)
+		sink, err := webhook.New(webhook.Config{URL: url, Secret: "old", Secrets: []string{"new"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := sink.Send(t.Context(), ledger.OutboxItem{ID: "o1", MessageID: "m1", Payload: []byte(`{}`)}); err != nil {
+			t.Fatalf("receiver with %q: %v", secrets, err)
+		}
+		if got := applied(); got["o1"] != 1 {
+			t.Fatalf("receiver with %q applied %v, want o1 once", secrets, got)
+		}
 	}
 }
 

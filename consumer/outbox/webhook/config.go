@@ -31,8 +31,19 @@ type Config struct {
 	// URL receives a POST of each item's payload: http or https. Required
 	// unless the sink is only used to delete (DeleteURL).
 	URL string
-	// Secret, if set, signs each request (HeaderTimestamp, HeaderSignature).
+	// Secret, if set, signs each request (HeaderTimestamp, HeaderSignature;
+	// package signature verifies it).
 	Secret string
+	// Secrets are secrets each request is also signed with, after Secret:
+	// to rotate, sign with the old and the new, one signature of each, so
+	// that a receiver holding either accepts the request; then move the
+	// receivers to the new one and drop the old. At most two secrets in
+	// all (Secret and Secrets), none empty, none repeated. Default none.
+	Secrets []string
+	// OmitV1 stops sending the deprecated v1 signatures (timestamp and
+	// body only, not the Idempotency-Key) beside the v2 ones. Set it once
+	// every receiver verifies v2. Default false: both are sent.
+	OmitV1 bool
 	// Timeout bounds one request. Default 10s.
 	Timeout time.Duration
 	// DeleteURL is where a sent item is DELETEd when its row is cancelled;
@@ -86,13 +97,26 @@ func New(cfg Config) (*Sink, error) {
 		cfg.RetryOn = []int{http.StatusTooManyRequests}
 	}
 	cfg.RetryOn = slices.Clone(cfg.RetryOn) // the caller's slice may change
+	cfg.Secrets = slices.Clone(cfg.Secrets)
 	cfg.Timeout = cmp.Or(cfg.Timeout, TimeoutDefault)
 	cfg.Name = cmp.Or(cfg.Name, NameDefault)
 	cfg.ExternalIDField = cmp.Or(cfg.ExternalIDField, ExternalIDFieldDefault)
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
-	return &Sink{cfg: cfg}, nil
+	return &Sink{cfg: cfg, secrets: cfg.signingSecrets()}, nil
+}
+
+// MaxSecrets is how many secrets a Sink signs with at most: the old and
+// the new while one is rotated.
+const MaxSecrets = 2
+
+// signingSecrets is Secret, if set, then Secrets.
+func (cfg Config) signingSecrets() []string {
+	if cfg.Secret == "" {
+		return slices.Clone(cfg.Secrets)
+	}
+	return append([]string{cfg.Secret}, cfg.Secrets...)
 }
 
 // validate checks cfg's fields in the order a command line names them.
@@ -113,6 +137,9 @@ func (cfg Config) validate() error {
 	case cfg.URL == "" && cfg.DeleteURL == "":
 		return refuse("%s is required", name("URL"))
 	}
+	if err := cfg.checkSecrets(); err != nil {
+		return err
+	}
 	for _, u := range []struct{ path, url string }{{"URL", cfg.URL}, {"DeleteURL", cfg.DeleteURL}, {"LookupURL", cfg.LookupURL}} {
 		probe := strings.NewReplacer("{external_id}", "x", "{key}", "x").Replace(u.url)
 		if err := checkURL(probe); u.url != "" && err != nil {
@@ -129,6 +156,27 @@ func checkURL(raw string) error {
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return errors.New("want an absolute http or https URL")
+	}
+	return nil
+}
+
+// checkSecrets refuses an empty secret in Secrets (an HMAC key anyone can
+// guess), a repeated one, and more than MaxSecrets with Secret.
+func (cfg Config) checkSecrets() error {
+	name := func(path string) string { return say.Name(cfg.Names, path) }
+	all := cfg.signingSecrets()
+	for i, s := range cfg.Secrets {
+		if s == "" {
+			return refuse("%s: secret %d is empty; an empty secret signs nothing a receiver can trust", name("Secrets"), i+1)
+		}
+	}
+	for i, s := range all {
+		if slices.Contains(all[i+1:], s) {
+			return refuse("%s: a secret is given twice", name("Secrets"))
+		}
+	}
+	if len(all) > MaxSecrets {
+		return refuse("%s and %s: %d secrets, want at most %d (the old and the new while one is rotated)", name("Secret"), name("Secrets"), len(all), MaxSecrets)
 	}
 	return nil
 }

@@ -18,7 +18,8 @@ import (
 // A refusal names the field as Config.Names says, or as itself.
 func TestNewSaysTheCallersNames(t *testing.T) {
 	t.Parallel()
-	names := map[string]string{"URL": "--webhook", "DeleteURL": "--webhook-delete-url", "LookupURL": "--webhook-lookup-url", "Timeout": "--webhook-timeout"}
+	names := map[string]string{"URL": "--webhook", "DeleteURL": "--webhook-delete-url", "LookupURL": "--webhook-lookup-url", "Timeout": "--webhook-timeout",
+		"Secret": "--webhook-secret", "Secrets": "--webhook-secret-next"}
 	tests := []struct {
 		name       string
 		cfg        webhook.Config
@@ -34,6 +35,12 @@ func TestNewSaysTheCallersNames(t *testing.T) {
 			wantReason: `--webhook-lookup-url "http://ok/items": want a template with {key}, which is replaced by the outbox row id`},
 		{name: "negative timeout", cfg: webhook.Config{URL: "http://ok", Timeout: -time.Second}, names: names, wantReason: "--webhook-timeout -1s: must not be negative"},
 		{name: "RetryOn a success", cfg: webhook.Config{URL: "http://ok", RetryOn: []int{200}}, wantReason: "RetryOn 200: want an HTTP failure status, 100-599 but not 2xx"},
+		{name: "an empty secret", cfg: webhook.Config{URL: "http://ok", Secret: "a", Secrets: []string{""}}, names: names,
+			wantReason: "--webhook-secret-next: secret 1 is empty; an empty secret signs nothing a receiver can trust"},
+		{name: "a secret twice", cfg: webhook.Config{URL: "http://ok", Secret: "a", Secrets: []string{"a"}}, names: names,
+			wantReason: "--webhook-secret-next: a secret is given twice"},
+		{name: "three secrets", cfg: webhook.Config{URL: "http://ok", Secret: "a", Secrets: []string{"b", "c"}}, names: names,
+			wantReason: "--webhook-secret and --webhook-secret-next: 3 secrets, want at most 2 (the old and the new while one is rotated)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

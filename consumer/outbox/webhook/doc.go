@@ -1,6 +1,8 @@
 // Package webhook is the HTTP sink of jetledger's outbox: it POSTs each item
-// with its outbox id as the Idempotency-Key, signs the body when a secret is
-// set, and deletes sent items through a URL template when they are cancelled.
+// with its outbox id as the Idempotency-Key, signs the request when a secret
+// is set (the timestamp, the key, the message id and the body; two secrets
+// while one is rotated; package signature verifies it), and deletes sent
+// items through a URL template when they are cancelled.
 //
 // A failed send is retried only when it provably did not arrive: the
 // connection was refused, the name did not resolve, the TLS handshake

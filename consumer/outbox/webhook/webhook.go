@@ -3,11 +3,8 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,27 +13,32 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/signature"
 
 	"github.com/jetledger/jetledger/ledger"
 )
 
-// Header names sent with every item.
+// Header names sent with every item; package signature verifies them.
 const (
-	HeaderIdempotencyKey = "Idempotency-Key"
-	HeaderMessageID      = "Jetledger-Message-Id"
-	HeaderTimestamp      = "Jetledger-Timestamp" // unix seconds, signed with the body
-	HeaderSignature      = "Jetledger-Signature" // "v1=" + hex HMAC-SHA256(secret, timestamp + "." + body)
+	HeaderIdempotencyKey = signature.HeaderIdempotencyKey // the outbox row's id; signed by v2
+	HeaderMessageID      = signature.HeaderMessageID      // the consumed message's id; signed by v2
+	HeaderTimestamp      = signature.HeaderTimestamp      // Unix seconds; signed by v2 and v1
+	// HeaderSignature holds "v2=" + hex HMAC-SHA256 of "v2\n" timestamp "\n"
+	// key "\n" message id "\n" body, one per secret, then the deprecated
+	// "v1=" + hex HMAC-SHA256 of timestamp "." body, one per secret, unless
+	// Config.OmitV1; comma-separated.
+	HeaderSignature = signature.HeaderSignature
 )
 
 // Sink posts outbox items to a URL.
 type Sink struct {
-	cfg Config
+	cfg     Config
+	secrets []string // Secret then Secrets: every request is signed with each
 }
 
 var (
@@ -54,14 +56,14 @@ func (s *Sink) Idempotent() bool { return s.cfg.Idempotent }
 // Timeout is the per-request timeout.
 func (s *Sink) Timeout() time.Duration { return s.cfg.Timeout }
 
-// Sign returns the signature header value for body at timestamp ts, as a
-// receiver should compute it to verify a request.
+// Sign returns the v1 entry of the signature header for body at timestamp
+// ts: "v1=" + hex HMAC-SHA256(secret, ts + "." + body).
+//
+// Deprecated: v1 signs neither the Idempotency-Key nor the message id, so
+// a captured request can be replayed under another key. Verify with
+// signature.Verify, which checks v2; signature.SignV1 is this.
 func Sign(secret, ts string, body []byte) string {
-	m := hmac.New(sha256.New, []byte(secret))
-	m.Write([]byte(ts))
-	m.Write([]byte("."))
-	m.Write(body)
-	return "v1=" + hex.EncodeToString(m.Sum(nil))
+	return signature.SignV1([]string{secret}, ts, body)
 }
 
 // Send POSTs the item once. 2xx: sent, with the external id from the
@@ -91,10 +93,14 @@ func (s *Sink) Send(ctx context.Context, it ledger.OutboxItem) (string, error) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(HeaderIdempotencyKey, it.ID)
 	req.Header.Set(HeaderMessageID, it.MessageID)
-	if s.cfg.Secret != "" {
-		ts := strconv.FormatInt(time.Now().Unix(), 10)
+	if len(s.secrets) > 0 {
+		ts := signature.Timestamp(time.Now())
+		sig := signature.Sign(s.secrets, ts, it.ID, it.MessageID, it.Payload)
+		if !s.cfg.OmitV1 {
+			sig += ", " + signature.SignV1(s.secrets, ts, it.Payload)
+		}
 		req.Header.Set(HeaderTimestamp, ts)
-		req.Header.Set(HeaderSignature, Sign(s.cfg.Secret, ts, it.Payload))
+		req.Header.Set(HeaderSignature, sig)
 	}
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {

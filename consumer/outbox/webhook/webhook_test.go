@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/signature"
 	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
 
 	"github.com/jetledger/jetledger/consumer/outbox/webhook"
@@ -45,7 +46,9 @@ func TestSendHeadersAndSignature(t *testing.T) {
 	if got.Get(webhook.HeaderIdempotencyKey) != item.ID || got.Get(webhook.HeaderMessageID) != item.MessageID || string(body) != string(item.Payload) {
 		t.Fatalf("headers %v body %s", got, body)
 	}
-	if want := webhook.Sign("s3cret", got.Get(webhook.HeaderTimestamp), body); got.Get(webhook.HeaderSignature) != want {
+	// v2, then the deprecated v1 that webhook.Sign still computes.
+	ts := got.Get(webhook.HeaderTimestamp)
+	if want := signature.Sign([]string{"s3cret"}, ts, item.ID, item.MessageID, body) + ", " + webhook.Sign("s3cret", ts, body); got.Get(webhook.HeaderSignature) != want {
 		t.Fatalf("signature %q, want %q", got.Get(webhook.HeaderSignature), want)
 	}
 }
@@ -262,6 +265,11 @@ func TestConfigValidation(t *testing.T) {
 		{name: "RetryOn above 599", cfg: webhook.Config{URL: "http://ok", RetryOn: []int{600}}, wantErr: webhook.ErrInvalidConfig},
 		{name: "RetryOn 503", cfg: webhook.Config{URL: "http://ok", RetryOn: []int{429, 503}}},
 		{name: "RetryOn none", cfg: webhook.Config{URL: "http://ok", RetryOn: []int{}}},
+		{name: "an empty secret in Secrets", cfg: webhook.Config{URL: "http://ok", Secrets: []string{"a", ""}}, wantErr: webhook.ErrInvalidConfig},
+		{name: "three secrets", cfg: webhook.Config{URL: "http://ok", Secrets: []string{"a", "b", "c"}}, wantErr: webhook.ErrInvalidConfig},
+		{name: "Secret repeated in Secrets", cfg: webhook.Config{URL: "http://ok", Secret: "a", Secrets: []string{"a"}}, wantErr: webhook.ErrInvalidConfig},
+		{name: "two secrets", cfg: webhook.Config{URL: "http://ok", Secret: "old", Secrets: []string{"new"}}},
+		{name: "two in Secrets", cfg: webhook.Config{URL: "http://ok", Secrets: []string{"old", "new"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
