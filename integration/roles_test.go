@@ -156,3 +156,43 @@ func TestMetricsWithTLSAndTheirWarning(t *testing.T) {
 		t.Fatalf("no warning for --metrics on 0.0.0.0:\n%s", tail(run.output()))
 	}
 }
+
+// A webhook URL with a password and a query token, at a port where no one
+// listens: neither secret is in any line run logs, nor in the error the
+// outbox stores for the failed sends (outbox list --json).
+func TestWebhookURLSecretsAreRedacted(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := filepath.Join(dir, "l.db")
+	port := freePort(t)
+	hook := fmt.Sprintf("http://user:hookpw@127.0.0.1:%d/hook/T000/B000?token=querysecret", freePort(t))
+	run := start(t, nil, "run", "--db", db, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--stream", "RD", "--subjects", "rd.>",
+		"--webhook", hook, "--webhook-delete-url", hook+"&id={external_id}", "--outbox-max-attempts", "2", "--log-format", "json", "--log-level", "debug")
+	consumertest.Eventually(t, 30*time.Second, "published", func() bool {
+		_, code := cli(t, "publish", "--nats", fmt.Sprintf("nats://127.0.0.1:%d", port), "--subject", "rd.x", "--data", `{"a":1}`, "--id", "r1")
+		return code == 0
+	})
+	var rows string
+	consumertest.Eventually(t, 60*time.Second, "the send failed and its error stored", func() bool {
+		o, c := cli(t, "outbox", "list", "--db", db, "--json")
+		rows = o
+		return c == 0 && strings.Contains(o, "connection refused")
+	})
+	run.signal(syscall.SIGTERM)
+	if code := run.wait(60 * time.Second); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, tail(run.output()))
+	}
+	for _, secret := range []string{"hookpw", "querysecret"} {
+		for i, line := range strings.Split(run.output(), "\n") {
+			if strings.Contains(line, secret) {
+				t.Errorf("run's log line %d holds %s: %s", i+1, secret, line)
+			}
+		}
+		if strings.Contains(rows, secret) {
+			t.Errorf("outbox list holds %s:\n%s", secret, rows)
+		}
+	}
+	if !strings.Contains(run.output(), "REDACTED@127.0.0.1") {
+		t.Errorf("the webhook is not named, redacted, in run's log:\n%s", tail(run.output()))
+	}
+}

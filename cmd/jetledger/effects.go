@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/outbox"
@@ -42,8 +43,8 @@ type webhookDelete struct {
 // webhookSend are the flags of run's sending: the webhook sink's and the
 // dispatcher's.
 type webhookSend struct {
-	Secret            string `name:"webhook-secret" help:"sign webhook requests: Jetledger-Signature: v1=HMAC-SHA256(secret, timestamp + \".\" + body): better --webhook-secret-file; a command line is seen by every local user"`
-	SecretFile        string `name:"webhook-secret-file" secret:"webhook-secret" placeholder:"FILE" help:"read --webhook-secret from this file (default under systemd: $CREDENTIALS_DIRECTORY/webhook-secret, if there)"`
+	Secret            string `name:"webhook-secret" help:"sign webhook requests: Jetledger-Signature v2=HMAC-SHA256 of the timestamp, Idempotency-Key, message id and body (and the deprecated v1 beside it). Better --webhook-secret-file; a command line is seen by every local user"`
+	SecretFile        string `name:"webhook-secret-file" secret:"webhook-secret" placeholder:"FILE" help:"read --webhook-secret from this file (default under systemd: $CREDENTIALS_DIRECTORY/webhook-secret, if there); a second line is a second secret that signs too, while receivers move to a new one"`
 	IDHeader          string `name:"webhook-id-header" help:"response header holding the destination's id for an item"`
 	IDField           string `name:"webhook-id-field" default:"${webhook_id_field}" help:"response JSON field holding the destination's id (used when the header is absent)"`
 	Idempotent        bool   `name:"webhook-idempotent" help:"the destination honours Idempotency-Key: re-send sends whose outcome is unknown instead of moving them to review"`
@@ -72,7 +73,8 @@ func (c *runCmd) webhook() (*webhook.Config, error) {
 	case c.Webhook.URL == "" && del.DeleteURL == "" && del.LookupURL == "":
 		return nil, nil
 	}
-	return &webhook.Config{URL: c.Webhook.URL, Secret: send.Secret, Timeout: del.Timeout, DeleteURL: del.DeleteURL, LookupURL: del.LookupURL,
+	secrets := strings.Split(send.Secret, "\n") // a file's lines: a rotation
+	return &webhook.Config{URL: c.Webhook.URL, Secret: secrets[0], Secrets: secrets[1:], Timeout: del.Timeout, DeleteURL: del.DeleteURL, LookupURL: del.LookupURL,
 		ExternalIDHeader: send.IDHeader, ExternalIDField: send.IDField, Idempotent: send.Idempotent, RetryOn: retryOn}, nil
 }
 

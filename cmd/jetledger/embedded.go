@@ -25,8 +25,7 @@ type embeddedFlags struct {
 	hubFlags      `group:"edge"`
 }
 
-// node is the embedded server's config from the flags; the service adds
-// the store, logger and publishers' stream.
+// node is the embedded server's config; the service fills in the rest.
 func (e embeddedFlags) node() node.Config {
 	return node.Config{Listen: e.Listen, StoreDir: e.StoreDir, Token: e.EmbeddedToken, SyncInterval: e.SyncInterval.interval,
 		Publishers: node.PublishRole{Tokens: e.Publishers.Values}, Insecure: e.Insecure, Leaf: e.leaf(),

@@ -133,7 +133,7 @@ func (cfg Config) validate() error {
 	case cfg.LookupURL != "" && !strings.Contains(cfg.LookupURL, "{key}"):
 		// Without {key} every row would be asked about the same URL, and
 		// one answer would settle them all.
-		return refuse("%s %q: want a template with {key}, which is replaced by the outbox row id", name("LookupURL"), cfg.LookupURL)
+		return refuse("%s %q: want a template with {key}, which is replaced by the outbox row id", name("LookupURL"), RedactURL(cfg.LookupURL))
 	case cfg.URL == "" && cfg.DeleteURL == "":
 		return refuse("%s is required", name("URL"))
 	}
@@ -143,7 +143,7 @@ func (cfg Config) validate() error {
 	for _, u := range []struct{ path, url string }{{"URL", cfg.URL}, {"DeleteURL", cfg.DeleteURL}, {"LookupURL", cfg.LookupURL}} {
 		probe := strings.NewReplacer("{external_id}", "x", "{key}", "x").Replace(u.url)
 		if err := checkURL(probe); u.url != "" && err != nil {
-			return refuse("%s %q: %v", name(u.path), u.url, err)
+			return refuse("%s %q: %v", name(u.path), RedactURL(u.url), redactErr(err))
 		}
 	}
 	return nil

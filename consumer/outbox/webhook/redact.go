@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"errors"
 	"net/url"
 	"strings"
 )
@@ -14,37 +15,44 @@ const redacted = "REDACTED"
 // kept: it says which destination. A URL that does not parse is
 // redacted whole.
 func RedactURL(u string) string {
-	if u == "" {
-		return ""
-	}
 	p, err := url.Parse(u)
-	if err != nil {
+	switch {
+	case u == "":
+		return ""
+	case err != nil:
 		return redacted
+	case p.User == nil && p.RawQuery == "":
+		return u
 	}
+	// Cut by hand, not p.String(): that would escape a template's {key}.
 	if p.User != nil {
-		p.User = url.User(redacted)
-	}
-	if p.RawQuery != "" {
-		q := p.Query()
-		for k := range q {
-			q[k] = []string{redacted}
+		start := strings.Index(u, "://") + 3
+		end := start + strings.IndexAny(u[start:]+"/", "/?#")
+		if at := strings.LastIndex(u[start:end], "@"); at >= 0 {
+			u = u[:start] + redacted + u[start+at:]
 		}
-		p.RawQuery = q.Encode()
 	}
-	return p.String()
+	if q := strings.IndexByte(u, '?'); q >= 0 {
+		frag := ""
+		if h := strings.IndexByte(u[q:], '#'); h >= 0 {
+			u, frag = u[:q+h], u[q+h:]
+		}
+		vals := p.Query()
+		for k := range vals {
+			vals[k] = []string{redacted}
+		}
+		u = u[:q+1] + vals.Encode() + frag
+	}
+	return u
 }
 
-// redactError is err's text with every form of rawURL in it redacted: net/http
-// quotes the request's URL in its errors, which the outbox stores.
-func redactError(msg, rawURL string) string {
-	if rawURL == "" {
-		return msg
+// redactErr is err with the URL net/http quotes in it redacted
+// (RedactURL): the outbox stores, and run logs, what a request's error
+// says.
+func redactErr(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = RedactURL(ue.URL)
 	}
-	safe := RedactURL(rawURL)
-	for _, form := range []string{rawURL, strings.TrimSuffix(rawURL, "/")} {
-		if form != "" {
-			msg = strings.ReplaceAll(msg, form, safe)
-		}
-	}
-	return msg
+	return err
 }

@@ -81,7 +81,7 @@ func (s *Sink) Send(ctx context.Context, it ledger.OutboxItem) (string, error) {
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(it.Payload))
 	if err != nil {
-		return "", &outbox.SendError{Kind: outbox.ErrRejected, Detail: err.Error()}
+		return "", &outbox.SendError{Kind: outbox.ErrRejected, Detail: redactErr(err).Error()}
 	}
 	// net/http repeats a request on its own (it carries an Idempotency-Key)
 	// when a reused connection drops before the answer, after the destination
@@ -104,7 +104,7 @@ func (s *Sink) Send(ctx context.Context, it ledger.OutboxItem) (string, error) {
 	}
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
-		return "", transportError(err)
+		return "", transportError(redactErr(err))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
@@ -239,11 +239,11 @@ func (s *Sink) do(ctx context.Context, method, target string) (int, http.Header,
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, method, target, nil)
 	if err != nil {
-		return 0, nil, nil, err
+		return 0, nil, nil, redactErr(err)
 	}
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
-		return 0, nil, nil, err
+		return 0, nil, nil, redactErr(err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, maxBody))
