@@ -60,7 +60,7 @@ func TestRolesAndSecretFilesOfRun(t *testing.T) {
 		}
 	}
 	consumertest.Eventually(t, 30*time.Second, "published with the publisher's token", func() bool {
-		_, code := cli(t, "publish", "--nats", url, "--nats-token-file", pubTokenFile, "--subject", "sec.x", "--data", `{"a":1}`, "--id", "p1")
+		_, code := cli(t, "publish", "--nats", url, "--nats-token-file", pubTokenFile, "--inbox-prefix", "_INBOX.publishers", "--subject", "sec.x", "--data", `{"a":1}`, "--id", "p1")
 		return code == 0
 	})
 	consumertest.Eventually(t, 30*time.Second, "applied", func() bool {
@@ -194,5 +194,44 @@ func TestWebhookURLSecretsAreRedacted(t *testing.T) {
 	}
 	if !strings.Contains(run.output(), "REDACTED@127.0.0.1") {
 		t.Errorf("the webhook is not named, redacted, in run's log:\n%s", tail(run.output()))
+	}
+}
+
+// Partitions behind the admin's token: each partition's run connects to
+// the shared server as its own client, so the token is not refused as
+// one given with --nats; both partitions apply.
+func TestPartitionsWithTheAdminToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	admin := filepath.Join(dir, "admin")
+	if err := os.WriteFile(admin, []byte("adm\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "p.db")
+	port := freePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	run := start(t, nil, "run", "--db", db, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--embedded-token-file", admin,
+		"--stream", "PT", "--subjects", "pt.*", "--partitions", "2", "--log-format", "json")
+	for i := range 4 {
+		consumertest.Eventually(t, 30*time.Second, "published", func() bool {
+			_, code := cli(t, "publish", "--nats", url, "--nats-token-file", admin, "--subject", fmt.Sprintf("pt.k%d", i), "--data", `{"a":1}`, "--id", fmt.Sprintf("m%d", i))
+			return code == 0
+		})
+	}
+	consumertest.Eventually(t, 30*time.Second, "every message applied in one partition or the other", func() bool {
+		total := 0
+		for p := range 2 {
+			o, c := cli(t, "ledger", "stats", "--db", filepath.Join(dir, fmt.Sprintf("p-p%d.db", p)), "--json")
+			var n int
+			if i := strings.Index(o, `"processed": `); c == 0 && i >= 0 {
+				fmt.Sscanf(o[i+len(`"processed": `):], "%d", &n)
+			}
+			total += n
+		}
+		return total == 4
+	})
+	run.signal(syscall.SIGTERM)
+	if code := run.wait(30 * time.Second); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, tail(run.output()))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/jetledger/jetledger/internal/say"
 	"github.com/nats-io/nats-server/v2/server"
@@ -18,8 +19,8 @@ import (
 // PublishRole is the publishers' access: they may publish to the stream's
 // subjects and receive their acks, and nothing else. No stream or consumer
 // API but the two a publisher reads (the stream's info and the name
-// lookup by subject); no subscription but the replies to their own
-// requests (_INBOX.>).
+// lookup by subject); no subscription but to its acks, under
+// PublisherInboxPrefix.
 type PublishRole struct {
 	// Tokens are the publishers' credentials: a client giving one of them
 	// (nats.Token) has this role. Several, so that one can be replaced
@@ -44,6 +45,14 @@ type TLSConfig struct {
 	// anything. Default: no client certificates asked for.
 	ClientCA string
 }
+
+// PublisherInboxPrefix is the inbox prefix a publisher's client must use
+// (nats.CustomInboxPrefix; the nats CLI's --inbox-prefix; jetledger
+// publish --inbox-prefix): the only subjects it may subscribe to, for its
+// acks. Under _INBOX, but not _INBOX.> whole: the replies to every other
+// client's requests (an admin's stream info, a replay's messages) stay
+// out of its reach.
+const PublisherInboxPrefix = "_INBOX.publishers"
 
 // Roles, as the server reports a client's user name (Connz).
 const (
@@ -78,7 +87,7 @@ func newAuthenticator(cfg Config) (*authenticator, error) {
 		publish: &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: append(slices.Clone(p.Subjects),
 				"$JS.API.STREAM.INFO."+p.Stream, "$JS.API.STREAM.NAMES")},
-			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{PublisherInboxPrefix + ".>"}},
 		}}, nil
 }
 
@@ -126,8 +135,23 @@ func (cfg Config) checkAuth(addr listenAddr) error {
 		return refuse(ErrInvalidConfig, "%s: a token is empty", name("Publishers.Tokens"))
 	case cfg.Token != "" && slices.Contains(p.Tokens, cfg.Token):
 		return refuse(ErrInvalidConfig, "%s and %s share a token: a client's token is its role", name("Token"), name("Publishers.Tokens"))
-	case len(p.Tokens) > 0 && (p.Stream == "" || len(p.Subjects) == 0):
-		return refuse(ErrInvalidConfig, "%s needs %s and %s: what publishers may publish to", name("Publishers.Tokens"), name("Publishers.Stream"), name("Publishers.Subjects"))
+	case len(p.Tokens) > 0 && cfg.Leaf != nil:
+		return refuse(ErrInvalidConfig, "%s: a leaf node's stream copies the hub's, so its publishers publish at the hub; give them the hub's credentials", name("Publishers.Tokens"))
+	case len(p.Tokens) > 0 && p.Stream == "":
+		return refuse(ErrInvalidConfig, "%s needs %s: the stream publishers publish to", name("Publishers.Tokens"), name("Publishers.Stream"))
+	case len(p.Tokens) > 0 && len(p.Subjects) == 0:
+		return refuse(ErrInvalidConfig, "%s needs %s: the stream's subjects, which publishers may publish to", name("Publishers.Tokens"), name("Publishers.Subjects"))
+	}
+	for _, subj := range p.Subjects {
+		// A first token that is a wildcard, $ (the JetStream and system
+		// APIs) or _INBOX would let a publisher delete the stream or read
+		// the replies to others' requests.
+		first, _, _ := strings.Cut(subj, ".")
+		if len(p.Tokens) > 0 && (first == "*" || first == ">" || strings.HasPrefix(first, "$") || strings.HasPrefix(first, "_INBOX")) {
+			return refuse(ErrInvalidConfig, "%s %q: a publisher may publish only to subjects whose first token is a name (not *, >, $... or _INBOX): %q would reach the JetStream API", name("Publishers.Subjects"), subj, subj)
+		}
+	}
+	switch {
 	case cfg.TLS.set() && (cfg.TLS.Cert == "" || cfg.TLS.Key == ""):
 		return refuse(ErrTLSPair, "%s and %s go together", name("TLS.Cert"), name("TLS.Key"))
 	}

@@ -64,7 +64,7 @@ func TestRolesOnTheEmbeddedServer(t *testing.T) {
 	}
 
 	violations := make(chan error, 16)
-	pub, err := dial(t, n, nats.Token("pub-new"), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
+	pub, err := dial(t, n, nats.Token("pub-new"), nats.CustomInboxPrefix(PublisherInboxPrefix), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,15 +108,19 @@ func TestRolesOnTheEmbeddedServer(t *testing.T) {
 		}
 		cancel()
 	}
-	if _, err := pub.SubscribeSync("ev.>"); err == nil {
-		if err := pub.Flush(); err == nil {
-			select {
-			case v := <-violations:
-				if !strings.Contains(v.Error(), "Permissions Violation") {
-					t.Errorf("subscribe to ev.>: %v, want a permissions violation", v)
+	// Neither the stream's subjects nor the replies to other clients'
+	// requests (an admin's stream info, a replay's messages) are its to read.
+	for _, subj := range []string{"ev.>", "_INBOX.>", ">", "_INBOX.x.>"} {
+		if _, err := pub.SubscribeSync(subj); err == nil {
+			if err := pub.Flush(); err == nil {
+				select {
+				case v := <-violations:
+					if !strings.Contains(v.Error(), "Permissions Violation") {
+						t.Errorf("subscribe to %s: %v, want a permissions violation", subj, v)
+					}
+				case <-time.After(5 * time.Second):
+					t.Errorf("publisher's subscription to %s was not refused", subj)
 				}
-			case <-time.After(5 * time.Second):
-				t.Error("publisher's subscription to the stream's subjects was not refused")
 			}
 		}
 	}
@@ -129,7 +133,7 @@ func TestRolesOnTheEmbeddedServer(t *testing.T) {
 	}
 
 	// The older publisher token works too (rotation); the admin may delete.
-	if old, err := dial(t, n, nats.Token("pub-old")); err != nil {
+	if old, err := dial(t, n, nats.Token("pub-old"), nats.CustomInboxPrefix(PublisherInboxPrefix)); err != nil {
 		t.Fatalf("second publisher token: %v", err)
 	} else if ojs, _ := jetstream.New(old); ojs != nil {
 		if _, err := ojs.Publish(ctx, "ev.2", []byte(`{}`)); err != nil {
@@ -167,6 +171,12 @@ func TestNonLoopbackListenNeedsAuthentication(t *testing.T) {
 		{Config{Publishers: PublishRole{Tokens: []string{"p"}}}, ErrInvalidConfig},
 		{Config{Token: "t", Publishers: PublishRole{Tokens: []string{"t"}, Stream: "EV", Subjects: []string{"ev"}}}, ErrInvalidConfig},
 		{Config{TLS: TLSConfig{Cert: "c.pem"}}, ErrTLSPair},
+		{Config{Publishers: PublishRole{Tokens: []string{"p"}, Stream: "EV", Subjects: []string{">"}}}, ErrInvalidConfig},
+		{Config{Publishers: PublishRole{Tokens: []string{"p"}, Stream: "EV", Subjects: []string{"*.x"}}}, ErrInvalidConfig},
+		{Config{Publishers: PublishRole{Tokens: []string{"p"}, Stream: "EV", Subjects: []string{"$JS.API.>"}}}, ErrInvalidConfig},
+		{Config{Publishers: PublishRole{Tokens: []string{"p"}, Stream: "EV", Subjects: []string{"_INBOX.x"}}}, ErrInvalidConfig},
+		{Config{Publishers: PublishRole{Tokens: []string{"p"}, Stream: "EV", Subjects: []string{"ev.*", "orders.>"}}}, nil},
+		{Config{Leaf: &LeafConfig{URLs: []string{"nats-leaf://h:7422"}, Domain: "s1"}, Publishers: PublishRole{Tokens: []string{"p"}, Stream: "EV", Subjects: []string{"ev"}}}, ErrInvalidConfig},
 	} {
 		tt.cfg.StoreDir = dir
 		err := tt.cfg.Validate()

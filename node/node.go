@@ -229,7 +229,9 @@ func (n *Node) Server() *server.Server { return n.srv }
 // the token of this start (every role's rights), whatever the roles and
 // TLS of the listener. natsconn.Connect dials it.
 func (n *Node) Conn() natsconn.Config {
-	return natsconn.Config{URL: n.srv.ClientURL(), InProcess: n.srv, Token: n.token, InboxPrefix: privateInbox, Logger: n.log}
+	// nats:// whatever the listener: a tls:// URL would start TLS over the pipe.
+	url := "nats://" + strings.TrimPrefix(strings.TrimPrefix(n.srv.ClientURL(), "tls://"), "nats://")
+	return natsconn.Config{URL: url, InProcess: n.srv, Token: n.token, InboxPrefix: privateInbox, Logger: n.log}
 }
 
 // privateInbox is the inbox prefix of the program's own connections: a

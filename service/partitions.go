@@ -49,6 +49,9 @@ func (p Partition) Config(base Config) Config {
 	c := base
 	c.DB, c.Consumer.Durable, c.Consumer.FilterSubjects = p.DB, p.Durable, []string{p.Filter}
 	c.NATS, c.Shared, c.Node.StoreDir, c.Node.Leaf = p.NATS, p.Shared, "", nil
+	// The shared server's access is RunPartitions' to set; a partition
+	// connects as its own client.
+	c.Node.Token, c.Node.Publishers, c.Node.TLS, c.Node.Insecure = "", node.PublishRole{}, node.TLSConfig{}, false
 	c.Stream.Subjects, c.Stream.Transform, c.Stream.Limits = nil, nil, stream.Limits{}
 	c.Logger = c.Logger.With("partition", p.Index)
 	c.Ledger.Logger, c.Consumer.Logger, c.Stream.Logger, c.Node.Logger = nil, nil, nil, nil

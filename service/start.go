@@ -170,6 +170,9 @@ func (s *Service) ensureStream(ctx context.Context) error {
 	if err := s.partitionShare(s.info.Config); err != nil {
 		return step(StepStream, err)
 	}
+	if err := c.checkPublishers(s.info.Config); err != nil {
+		return step(StepStream, err)
+	}
 	stream.WarnUnlimited(ctx, s.info.Config, s.log)
 	if err := (publisher.Config{}).CheckDuplicateWindow(s.info.Config.Duplicates); err != nil {
 		s.log.WarnContext(ctx, "stream duplicate window is short", "err", err)
@@ -180,6 +183,16 @@ func (s *Service) ensureStream(ctx context.Context) error {
 			"stream", c.Stream.Name, "duplicate_window", w, "memory_limit", c.Node.MemoryLimit)
 	}
 	return nil
+}
+
+// checkPublishers refuses a stream its publishers could destroy: one
+// that allows rollups, where a publish with Nats-Rollup: all purges it.
+func (c *Config) checkPublishers(sc jetstream.StreamConfig) error {
+	if len(c.Node.Publishers.Tokens) == 0 || c.NATS != nil || !sc.AllowRollup {
+		return nil
+	}
+	return refusef("stream %s allows rollups: one publish with Nats-Rollup: all from a holder of %s would purge it; turn them off (nats stream edit %s --no-allow-rollup)",
+		sc.Name, c.Names.Say("Node.Publishers.Tokens"), sc.Name)
 }
 
 // partitionShare makes sure a ledger gets one partition of a partitioned

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/hex"
 	"fmt"
 	"maps"
@@ -104,7 +105,7 @@ type pruneResult struct {
 }
 
 func (c *ledgerPruneCmd) Run(inv *invocation, l *ledgerCmd) error {
-	if err := firstError(c.streamFlags.validate(), c.retentionFlags.validate()); err != nil {
+	if err := cmp.Or(c.streamFlags.validate(), c.retentionFlags.validate()); err != nil {
 		return err
 	}
 	return l.withStore(func(st *ledger.Store) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,6 +36,7 @@ type natsFlags struct {
 	TLSCA    string      `name:"tls-ca" placeholder:"FILE" help:"CA certificate file to verify the NATS server"`
 	TLSCert  string      `name:"tls-cert" placeholder:"FILE" help:"client certificate file for NATS TLS"`
 	TLSKey   string      `name:"tls-key" placeholder:"FILE" help:"client key file for NATS TLS"`
+	Inbox    string      `name:"inbox-prefix" placeholder:"PREFIX" help:"prefix of reply subjects (default _INBOX); a publisher of run's embedded server gives _INBOX.publishers, the only replies it may read"`
 }
 
 // config maps the flags, and what Resolve found that has no flag, to the
@@ -43,7 +45,7 @@ func (n natsFlags) config(log *slog.Logger) natsconn.Config {
 	c := n.Context
 	return natsconn.Config{URL: n.URL, Creds: n.Creds, NKey: n.NKey, User: n.User, Password: n.Password, Token: n.Token,
 		TLSCA: n.TLSCA, TLSCert: n.TLSCert, TLSKey: n.TLSKey, Logger: log,
-		Domain: c.domain, APIPrefix: c.apiPrefix, InboxPrefix: c.inboxPrefix, TLSFirst: c.tlsFirst}
+		Domain: c.domain, APIPrefix: c.apiPrefix, InboxPrefix: cmp.Or(c.inboxPrefix, n.Inbox), TLSFirst: c.tlsFirst}
 }
 
 // dial builds the command's logger and connects with it.

@@ -35,7 +35,7 @@ func (c *natsContext) Decode(ctx *kong.DecodeContext) error {
 // natsNames are the flags of natsconn's settings, by Config field: what
 // jetledger gives, and how natsconn's refusals name it.
 var natsNames = map[string]string{"URL": "--nats", "Creds": "--nats-creds", "NKey": "--nats-nkey", "User": "--nats-user",
-	"Password": "--nats-password", "Token": "--nats-token", "TLSCA": "--tls-ca", "TLSCert": "--tls-cert", "TLSKey": "--tls-key", "Context": "--context"}
+	"Password": "--nats-password", "Token": "--nats-token", "TLSCA": "--tls-ca", "TLSCert": "--tls-cert", "TLSKey": "--tls-key", "Context": "--context", "InboxPrefix": "--inbox-prefix"}
 
 // AfterApply resolves the connection flags, before any I/O. kong calls it
 // for the --context of every command (the flag has a default), so it acts

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -54,7 +55,7 @@ func (c *publishCmd) Run(inv *invocation) error {
 	in := publisher.Input{Subject: c.Subject, Data: []byte(c.Data), ID: c.ID, IDField: c.IDField, Raw: c.Raw, Lines: os.Stdin,
 		ExpectStream: c.Stream, Names: publishNames}
 	cfg := publisher.Config{Attempts: c.Attempts, Timeout: c.Timeout, Explicit: true, Names: publishNames}
-	if err := firstError(in.Check(), cfg.Validate()); err != nil {
+	if err := cmp.Or(in.Check(), cfg.Validate()); err != nil {
 		return configUsage(err)
 	}
 	msgs, err := in.Messages()

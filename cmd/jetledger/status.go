@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -65,7 +66,7 @@ func (statusCmd) Help() string { return statusHelp }
 func (c *statusCmd) Run(inv *invocation) error {
 	plan, err := c.Plan.plan()
 	if err == nil {
-		err = firstError(c.dbFlag.validate(), c.streamFlags.validate())
+		err = cmp.Or(c.dbFlag.validate(), c.streamFlags.validate())
 	}
 	if err != nil {
 		return err

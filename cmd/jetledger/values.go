@@ -35,13 +35,3 @@ func configUsage(err error) error {
 	}
 	return err
 }
-
-// firstError is the first of errs that is not nil.
-func firstError(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode"
 
 	"github.com/alecthomas/kong"
 )
@@ -85,7 +86,7 @@ func readSecret(path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	v := strings.TrimRight(string(b), "\r\n")
+	v := strings.TrimRight(strings.ReplaceAll(string(b), "\r\n", "\n"), "\n") // a file written on Windows too
 	if v == "" {
 		return "", ErrEmptySecret
 	}
@@ -94,7 +95,9 @@ func readSecret(path string) (string, error) {
 
 // SecretLines is a flag's file of secrets, one a line (a publisher's
 // tokens, say): read as kong decodes the flag, so the secrets never sit on
-// a command line. Blank lines are skipped; a file with none is an error.
+// a command line. Each line is trimmed; blank lines and those starting
+// with # are skipped; a line with a space inside, or a file with no
+// secret, is an error.
 type SecretLines struct {
 	Path   string
 	Values []string
@@ -107,9 +110,24 @@ func (s *SecretLines) Decode(ctx *kong.DecodeContext) error {
 		return err
 	}
 	v, err := readSecret(path)
+	var values []string
+	for i, line := range strings.Split(v, "\n") {
+		line = strings.TrimSpace(line)
+		switch {
+		case err != nil:
+		case line == "" || strings.HasPrefix(line, "#"):
+		case strings.ContainsFunc(line, unicode.IsSpace):
+			err = fmt.Errorf("line %d holds a space: one secret a line", i+1)
+		default:
+			values = append(values, line)
+		}
+	}
+	if err == nil && len(values) == 0 {
+		err = ErrEmptySecret
+	}
 	if err != nil {
 		return &SecretFileError{Flag: "--" + ctx.Value.Name, Path: path, Err: err}
 	}
-	s.Path, s.Values = path, strings.Fields(v)
+	s.Path, s.Values = path, values
 	return nil
 }

@@ -49,11 +49,21 @@ func TestReadSecrets(t *testing.T) {
 	empty := filepath.Join(dir, "empty")
 	os.WriteFile(empty, []byte("\n"), 0o600)
 	keys := filepath.Join(dir, "keys")
-	os.WriteFile(keys, []byte("a\n\nb\n"), 0o600)
+	os.WriteFile(keys, []byte("# site A's publishers\r\na\r\n\n  b  \n"), 0o600)
+	spaced := filepath.Join(dir, "spaced")
+	os.WriteFile(spaced, []byte("a b\n"), 0o600)
+	crlf := filepath.Join(dir, "crlf")
+	os.WriteFile(crlf, []byte("new\r\nold\r\n"), 0o600)
 
 	c, set, err := parseSecrets(t, "--token-file", file, "--keys-file", keys)
 	if err != nil || c.Token != "from-file" || !set["token"] || strings.Join(c.Keys.Values, ",") != "a,b" {
 		t.Fatalf("from files: %+v %v %v", c, set, err)
+	}
+	if c, _, err := parseSecrets(t, "--token-file", crlf); err != nil || c.Token != "new\nold" {
+		t.Fatalf("CRLF lines: %q %v", c.Token, err)
+	}
+	if _, _, err := parseSecrets(t, "--keys-file", spaced); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("a key with a space: %v", err)
 	}
 	if _, _, err := parseSecrets(t, "--token", "x", "--token-file", file); err == nil || !strings.Contains(err.Error(), "--token and --token-file") {
 		t.Fatalf("both: %v", err)

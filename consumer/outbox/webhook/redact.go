@@ -1,8 +1,10 @@
 package webhook
 
 import (
+	"cmp"
 	"errors"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -19,8 +21,8 @@ func RedactURL(u string) string {
 	switch {
 	case u == "":
 		return ""
-	case err != nil:
-		return redacted
+	case err != nil, p.Host == "" && strings.Contains(u, "@"):
+		return redacted // not a URL a request could use: user info in it cannot be told apart
 	case p.User == nil && p.RawQuery == "":
 		return u
 	}
@@ -37,11 +39,14 @@ func RedactURL(u string) string {
 		if h := strings.IndexByte(u[q:], '#'); h >= 0 {
 			u, frag = u[:q+h], u[q+h:]
 		}
-		vals := p.Query()
-		for k := range vals {
+		vals, query := p.Query(), ""
+		for k, v := range vals {
+			if slices.Contains(v, "") {
+				query = redacted // a bare key (?SECRET) is a value itself
+			}
 			vals[k] = []string{redacted}
 		}
-		u = u[:q+1] + vals.Encode() + frag
+		u = u[:q+1] + cmp.Or(query, vals.Encode()) + frag
 	}
 	return u
 }

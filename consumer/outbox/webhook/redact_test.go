@@ -13,6 +13,9 @@ func TestRedactURL(t *testing.T) {
 		"https://h/items/{external_id}":                          "https://h/items/{external_id}",
 		"http://[::1]:8080/x?a=b":                                "http://[::1]:8080/x?a=REDACTED",
 		"http://u:p@h?x=y@z":                                     "http://REDACTED@h?x=REDACTED",
+		"https://h/hook?S3CRETKEY":                               "https://h/hook?REDACTED",
+		"https://h/hook?a=1&S3CRET":                              "https://h/hook?REDACTED",
+		"u:pw@h/x":                                               "REDACTED",
 		"://bad":                                                 "REDACTED",
 	} {
 		if got := RedactURL(in); got != want {
