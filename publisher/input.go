@@ -3,7 +3,10 @@ package publisher
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"iter"
+	"strings"
 
 	"github.com/jetledger/jetledger/internal/say"
 )
@@ -102,4 +105,52 @@ func (in Input) expect(msgs []Message) []Message {
 		msgs[i].ExpectStream = in.ExpectStream
 	}
 	return msgs
+}
+
+// Stream is Messages as a sequence, each line's message yielded as soon as
+// the line is read (for PublishSeq), so that nothing waits for the end of
+// the input. Its errors are Messages', but a bad line is found only when
+// it comes: the messages before it are published, and its refusal says so.
+func (in Input) Stream() iter.Seq2[Message, error] {
+	if len(in.Data) > 0 || in.Lines == nil || in.Check() != nil || CheckID(in.ID) != nil {
+		msgs, err := in.Messages()
+		return func(yield func(Message, error) bool) {
+			for _, m := range msgs {
+				if !yield(m, nil) {
+					return
+				}
+			}
+			if err != nil {
+				yield(Message{}, err)
+			}
+		}
+	}
+	return func(yield func(Message, error) bool) {
+		n := 0
+		for m, err := range ScanLines(in.Lines, Lines{Subject: in.Subject, IDField: in.IDField, Raw: in.Raw, MaxLine: in.MaxLine}) {
+			var le *LineError
+			if errors.As(err, &le) {
+				err = refuse(le, "%s", strings.Replace(le.Say(in.Names), "nothing was published", fmt.Sprintf("the %d messages before it were published", n), 1))
+			}
+			m.ExpectStream = in.ExpectStream
+			if !yield(m, err) || err != nil {
+				return
+			}
+			n++
+		}
+		if n == 0 {
+			yield(Message{}, refuse(nil, "nothing to publish: give %s or JSON lines on %s", say.Name(in.Names, "Data"), say.Name(in.Names, "Lines")))
+		}
+	}
+}
+
+// Open is the input's messages for PublishSeq: read and checked whole
+// first, its refusal returned before anything is published, with Data or
+// whole; otherwise Stream, each line's message as it comes.
+func (in Input) Open(whole bool) (iter.Seq2[Message, error], error) {
+	if !whole && len(in.Data) == 0 {
+		return in.Stream(), nil
+	}
+	msgs, err := in.Messages()
+	return All(msgs), err
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -42,37 +43,60 @@ type Lines struct {
 // *LineError wrapping ErrNotJSON; one whose id cannot be read, a *LineError
 // wrapping an *IDError.
 func ReadLines(r io.Reader, cfg Lines) ([]Message, error) {
-	if cfg.Subject == "" {
-		return nil, fmt.Errorf("publisher: read lines: %w", ErrNoSubject)
-	}
-	if cfg.MaxLine < 0 {
-		return nil, fmt.Errorf("%w: MaxLine %d is negative", ErrInvalidConfig, cfg.MaxLine)
-	}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), cmp.Or(cfg.MaxLine, MaxLineDefault))
 	var msgs []Message
-	for line := 1; sc.Scan(); line++ {
-		b := []byte(strings.TrimSpace(sc.Text()))
-		if len(b) == 0 {
-			continue
-		}
-		if !cfg.Raw && !json.Valid(b) {
-			return nil, &LineError{Line: line, Err: ErrNotJSON}
-		}
-		m := Message{Subject: cfg.Subject, Data: b}
-		if cfg.IDField != "" {
-			var err error
-			if m.ID, err = FieldID(b, cfg.IDField); err != nil {
-				return nil, &LineError{Line: line, Err: err}
-			}
+	for m, err := range ScanLines(r, cfg) {
+		if err != nil {
+			return nil, err
 		}
 		msgs = append(msgs, m)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("publisher: read lines: %w", err)
-	}
 	return msgs, nil
 }
+
+// ScanLines yields the messages of r's lines as ReadLines reads them, each
+// as soon as its line is there (tail -f), for PublishSeq. A line that
+// cannot be a message, or a failed read, is yielded as ReadLines' error,
+// and ends the sequence.
+func ScanLines(r io.Reader, cfg Lines) iter.Seq2[Message, error] {
+	return func(yield func(Message, error) bool) {
+		if cfg.Subject == "" {
+			yield(Message{}, fmt.Errorf("publisher: read lines: %w", ErrNoSubject))
+			return
+		}
+		if cfg.MaxLine < 0 {
+			yield(Message{}, fmt.Errorf("%w: MaxLine %d is negative", ErrInvalidConfig, cfg.MaxLine))
+			return
+		}
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), cmp.Or(cfg.MaxLine, MaxLineDefault))
+		for line := 1; sc.Scan(); line++ {
+			b := []byte(strings.TrimSpace(sc.Text()))
+			if len(b) == 0 {
+				continue
+			}
+			m, err := Message{Subject: cfg.Subject, Data: b}, error(nil)
+			if !cfg.Raw && !json.Valid(b) {
+				err = &LineError{Line: line, Err: ErrNotJSON}
+			} else if cfg.IDField != "" {
+				if m.ID, err = FieldID(b, cfg.IDField); err != nil {
+					err = &LineError{Line: line, Err: err}
+				}
+			}
+			if !yield(m, err) || err != nil {
+				return
+			}
+		}
+		if err := sc.Err(); err != nil {
+			yield(Message{}, &ReadError{Err: err})
+		}
+	}
+}
+
+// ReadError is a failure to read the lines themselves (not a bad line).
+type ReadError struct{ Err error }
+
+func (e *ReadError) Error() string { return "publisher: read lines: " + e.Err.Error() }
+func (e *ReadError) Unwrap() error { return e.Err }
 
 // CheckID refuses (*IDError wrapping ErrIDTooLong) an id longer than
 // MaxIDLen, which a consumer would dead-letter rather than apply.

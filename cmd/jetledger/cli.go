@@ -7,6 +7,8 @@ import (
 	"github.com/alecthomas/kong"
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/outbox"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/publisher"
@@ -76,10 +78,10 @@ func defaults() kong.Vars {
 		"outbox_retention":    ledger.OutboxRetentionDefault.String(),
 		"publish_attempts":    strconv.Itoa(publisher.AttemptsDefault),
 		"publish_timeout":     publisher.TimeoutDefault.String(),
-		"outbox_workers":      strconv.Itoa(outboxWorkersDefault),
-		"outbox_max_attempts": strconv.Itoa(outboxMaxAttemptsDefault),
-		"webhook_timeout":     webhookTimeoutDefault.String(),
-		"webhook_id_field":    webhookIDFieldDefault,
+		"outbox_workers":      strconv.Itoa(outbox.WorkersDefault),
+		"outbox_max_attempts": strconv.Itoa(outbox.MaxAttemptsDefault),
+		"webhook_timeout":     webhook.TimeoutDefault.String(),
+		"webhook_id_field":    webhook.ExternalIDFieldDefault,
 	}
 }
 

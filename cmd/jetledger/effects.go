@@ -13,17 +13,7 @@ import (
 	"github.com/jetledger/jetledger/service"
 )
 
-// This file is the binary's one use of the outbox dispatcher and its
-// webhook sink, so that moving those packages touches it alone.
-
 type sink = outbox.Sink
-
-const (
-	outboxWorkersDefault     = outbox.WorkersDefault
-	outboxMaxAttemptsDefault = outbox.MaxAttemptsDefault
-	webhookTimeoutDefault    = webhook.TimeoutDefault
-	webhookIDFieldDefault    = webhook.ExternalIDFieldDefault
-)
 
 // webhookURL is --webhook: the sink whose effects run sends and replay
 // records for run.

@@ -15,7 +15,9 @@ const publishHelp = `
 Publish JSON messages with a stable Nats-Msg-Id header, so that a retried
 publish is dropped by the stream's duplicate window and a redelivery is a
 no-op at the consumer. With --data one message is published; otherwise each
-non-empty line of standard input is one JSON message. All input is checked
+non-empty line of standard input is one JSON message, published as it comes
+(tail -f events.jsonl | jetledger publish ... works); a line that is not JSON
+stops it, exit 2, after those before it. --all-or-nothing checks all input
 before anything is published.
 
 Ids: --id for the --data message, --id-field to take each line's id from a
@@ -41,6 +43,7 @@ type publishCmd struct {
 	Attempts int           `name:"attempts" default:"${publish_attempts}" help:"tries per message on timeout or no responders, all with the same id"`
 	Timeout  time.Duration `name:"timeout" default:"${publish_timeout}" help:"wait for the stream's ack per attempt"`
 	Raw      bool          `name:"raw" help:"publish lines as they are, without checking that they are JSON"`
+	Whole    bool          `name:"all-or-nothing" help:"read and check all of standard input before publishing any of it (default: each line is published as it comes, tail -f too, and a bad line stops it after those before it)"`
 	jsonFlag
 	Log logFlags `embed:"" group:"log"`
 }
@@ -58,11 +61,9 @@ func (c *publishCmd) Run(inv *invocation) error {
 	if err := cmp.Or(in.Check(), cfg.Validate()); err != nil {
 		return configUsage(err)
 	}
-	msgs, err := in.Messages()
-	if err != nil && !errors.As(err, new(*publisher.ConfigError)) { // the reader's error, said as the command's
-		return fmt.Errorf("read standard input: %w", errors.Unwrap(err))
-	} else if err != nil {
-		return configUsage(err)
+	msgs, err := in.Open(c.Whole)
+	if err != nil {
+		return inputError(err)
 	}
 	nc, js, log, err := dial(inv, c.NATS, c.Log)
 	if err != nil {
@@ -91,15 +92,24 @@ func (c *publishCmd) Run(inv *invocation) error {
 	if name, err := p.CheckStream(inv.ctx, js, c.Subject, c.Stream); errors.Is(err, publisher.ErrDuplicateWindowTooShort) {
 		log.WarnContext(inv.ctx, "retries may outlive the stream's duplicate window", "stream", name, "err", err)
 	}
-	acks, err := p.PublishBatch(inv.ctx, msgs)
-	if errors.Is(err, publisher.ErrWrongStream) {
-		return fmt.Errorf("published %d of %d messages: %w; check --nats (or the NATS context) and --stream", len(acks), len(msgs), err)
-	}
-	if err != nil {
-		return fmt.Errorf("published %d of %d messages: %w", len(acks), len(msgs), err)
-	}
-	if !c.JSON && len(acks) > 1 {
-		fmt.Fprintf(inv.stdout, "published %d messages (%d duplicates)\n", len(acks), dups)
+	n, err := p.PublishSeq(inv.ctx, msgs)
+	switch {
+	case errors.Is(err, publisher.ErrWrongStream):
+		return fmt.Errorf("published %d messages: %w; check --nats (or the NATS context) and --stream", n, err)
+	case errors.As(err, new(*publisher.ConfigError)), errors.As(err, new(*publisher.ReadError)):
+		return inputError(err) // its acks are printed above
+	case err != nil:
+		return fmt.Errorf("published %d messages: %w", n, err)
+	case !c.JSON && n > 1:
+		fmt.Fprintf(inv.stdout, "published %d messages (%d duplicates)\n", n, dups)
 	}
 	return nil
+}
+
+// inputError is the input's refusal (exit 2), or its reader's error.
+func inputError(err error) error {
+	if errors.As(err, new(*publisher.ConfigError)) {
+		return configUsage(err)
+	}
+	return fmt.Errorf("read standard input: %w", errors.Unwrap(err))
 }
