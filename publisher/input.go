@@ -130,7 +130,11 @@ func (in Input) Stream() iter.Seq2[Message, error] {
 		for m, err := range ScanLines(in.Lines, Lines{Subject: in.Subject, IDField: in.IDField, Raw: in.Raw, MaxLine: in.MaxLine}) {
 			var le *LineError
 			if errors.As(err, &le) {
-				err = refuse(le, "%s", strings.Replace(le.Say(in.Names), "nothing was published", fmt.Sprintf("the %d messages before it were published", n), 1))
+				said := le.Say(in.Names)
+				if n > 0 {
+					said = strings.Replace(said, "nothing was published", fmt.Sprintf("the %d messages before it were published", n), 1)
+				}
+				err = refuse(le, "%s", said)
 			}
 			m.ExpectStream = in.ExpectStream
 			if !yield(m, err) || err != nil {

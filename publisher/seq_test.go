@@ -54,3 +54,14 @@ func TestPublishSeqStreamsLinesAsTheyCome(t *testing.T) {
 		t.Fatalf("after a bad line: n %d, err %v", r.n, r.err)
 	}
 }
+
+// A first line that is bad publishes nothing, and says so.
+func TestPublishSeqBadFirstLine(t *testing.T) {
+	t.Parallel()
+	_, p := setup(t)
+	in := publisher.Input{Subject: "ev.x", Lines: strings.NewReader("{bad\n{}\n"), Names: map[string]string{"Lines": "standard input"}}
+	n, err := p.PublishSeq(t.Context(), in.Stream())
+	if n != 0 || err == nil || !strings.HasSuffix(err.Error(), "standard input line 1 is not valid JSON; nothing was published") {
+		t.Fatalf("n %d, err %v", n, err)
+	}
+}
