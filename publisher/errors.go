@@ -37,8 +37,9 @@ var (
 // LineError is a line ReadLines refused; nothing of its input should be
 // published.
 type LineError struct {
-	Line int   // the line's number, from 1, empty lines counted
-	Err  error // ErrNotJSON, or an *IDError
+	Line      int   // the line's number, from 1, empty lines counted
+	Err       error // ErrNotJSON, or an *IDError
+	Published int   // messages published before it (Input.Stream); 0: none
 }
 
 func (e *LineError) Error() string { return fmt.Sprintf("publisher: line %d: %v", e.Line, e.Err) }
@@ -68,6 +69,14 @@ func (e *IDError) Unwrap() error { return e.Err }
 // Say is the refusal in names' words: names maps "IDField" (the field
 // FieldID read) to the caller's name for it.
 func (e *IDError) Say(names map[string]string) string {
+	if e.Err == ErrIDTooLong {
+		return e.reason(names) + ", so nothing was published"
+	}
+	return e.reason(names)
+}
+
+// reason is Say without what became of the publish.
+func (e *IDError) reason(names map[string]string) string {
 	switch e.Err {
 	case ErrNotObject:
 		return fmt.Sprintf("%s needs a JSON object: %v", say.Name(names, "IDField"), e.Cause)
@@ -76,17 +85,21 @@ func (e *IDError) Say(names map[string]string) string {
 	case ErrBadIDField:
 		return fmt.Sprintf("field %q must be a non-empty string or a number", e.Field)
 	}
-	return fmt.Sprintf("the id is %d bytes; a consumer dead-letters a Nats-Msg-Id over %d bytes, so nothing was published", e.Len, MaxIDLen)
+	return fmt.Sprintf("the id is %d bytes; a consumer dead-letters a Nats-Msg-Id over %d bytes", e.Len, MaxIDLen)
 }
 
 // Say is the refusal in names' words: names maps "Lines" (what the lines
 // were read from) and "IDField" to the caller's names for them.
 func (e *LineError) Say(names map[string]string) string {
+	done := "nothing was published"
+	if e.Published > 0 {
+		done = fmt.Sprintf("the %d messages before it were published", e.Published)
+	}
 	var ie *IDError
 	if errors.As(e.Err, &ie) {
-		return fmt.Sprintf("%s line %d: %s; nothing was published", say.Name(names, "Lines"), e.Line, ie.Say(names))
+		return fmt.Sprintf("%s line %d: %s; %s", say.Name(names, "Lines"), e.Line, ie.reason(names), done)
 	}
-	return fmt.Sprintf("%s line %d is not valid JSON; nothing was published", say.Name(names, "Lines"), e.Line)
+	return fmt.Sprintf("%s line %d is not valid JSON; %s", say.Name(names, "Lines"), e.Line, done)
 }
 
 // ConfigError is a Config or an Input refused: Reason says what is wrong,

@@ -3,10 +3,8 @@ package publisher
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"iter"
-	"strings"
 
 	"github.com/jetledger/jetledger/internal/say"
 )
@@ -114,27 +112,18 @@ func (in Input) expect(msgs []Message) []Message {
 func (in Input) Stream() iter.Seq2[Message, error] {
 	if len(in.Data) > 0 || in.Lines == nil || in.Check() != nil || CheckID(in.ID) != nil {
 		msgs, err := in.Messages()
-		return func(yield func(Message, error) bool) {
-			for _, m := range msgs {
-				if !yield(m, nil) {
-					return
-				}
-			}
-			if err != nil {
-				yield(Message{}, err)
-			}
+		if err != nil {
+			return func(yield func(Message, error) bool) { yield(Message{}, err) }
 		}
+		return All(msgs)
 	}
 	return func(yield func(Message, error) bool) {
 		n := 0
 		for m, err := range ScanLines(in.Lines, Lines{Subject: in.Subject, IDField: in.IDField, Raw: in.Raw, MaxLine: in.MaxLine}) {
 			var le *LineError
 			if errors.As(err, &le) {
-				said := le.Say(in.Names)
-				if n > 0 {
-					said = strings.Replace(said, "nothing was published", fmt.Sprintf("the %d messages before it were published", n), 1)
-				}
-				err = refuse(le, "%s", said)
+				le.Published = n
+				err = refuse(le, "%s", le.Say(in.Names))
 			}
 			m.ExpectStream = in.ExpectStream
 			if !yield(m, err) || err != nil {

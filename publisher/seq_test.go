@@ -65,3 +65,17 @@ func TestPublishSeqBadFirstLine(t *testing.T) {
 		t.Fatalf("n %d, err %v", n, err)
 	}
 }
+
+// A streamed line whose id is too long says what was published before it,
+// and nothing that contradicts it.
+func TestPublishSeqLongIDLineSaysWhatWasPublished(t *testing.T) {
+	t.Parallel()
+	_, p := setup(t)
+	lines := `{"id":"ok1"}` + "\n" + `{"id":"` + strings.Repeat("i", publisher.MaxIDLen+1) + `"}` + "\n"
+	in := publisher.Input{Subject: "ev.x", IDField: "id", Lines: strings.NewReader(lines), Names: map[string]string{"Lines": "standard input"}}
+	n, err := p.PublishSeq(t.Context(), in.Stream())
+	if n != 1 || err == nil || !strings.Contains(err.Error(), "line 2") || !strings.Contains(err.Error(), "the 1 messages before it were published") ||
+		strings.Contains(err.Error(), "nothing was published") {
+		t.Fatalf("n %d, err %v", n, err)
+	}
+}
