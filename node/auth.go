@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"errors"
 	"net"
 	"os"
 	"slices"
@@ -182,6 +183,19 @@ func loopback(host string) bool {
 // set reports a TLS config that asks for TLS: it names a file.
 func (t TLSConfig) set() bool { return t.Cert != "" || t.Key != "" || t.ClientCA != "" }
 
+// caPool reads a CA file (PEM); one with no certificate is ErrNoPEM.
+func caPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, ErrNoPEM
+	}
+	return pool, nil
+}
+
 // serverTLS is the client listener's TLS, its files read.
 func (t TLSConfig) serverTLS(names map[string]string) (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(t.Cert, t.Key)
@@ -190,13 +204,12 @@ func (t TLSConfig) serverTLS(names map[string]string) (*tls.Config, error) {
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}}
 	if t.ClientCA != "" {
-		pem, err := os.ReadFile(t.ClientCA)
-		if err != nil {
-			return nil, refuse(ErrInvalidConfig, "%s %s: %v", say.Name(names, "TLS.ClientCA"), t.ClientCA, err)
-		}
-		tc.ClientCAs = x509.NewCertPool()
-		if !tc.ClientCAs.AppendCertsFromPEM(pem) {
+		tc.ClientCAs, err = caPool(t.ClientCA)
+		switch {
+		case errors.Is(err, ErrNoPEM):
 			return nil, refuse(ErrNoPEM, "%s %s: no PEM certificate in it", say.Name(names, "TLS.ClientCA"), t.ClientCA)
+		case err != nil:
+			return nil, refuse(ErrInvalidConfig, "%s %s: %v", say.Name(names, "TLS.ClientCA"), t.ClientCA, err)
 		}
 		tc.ClientAuth = tls.RequireAndVerifyClientCert
 	}

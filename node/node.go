@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"net"
@@ -188,13 +187,9 @@ func (l *LeafConfig) remote() (*server.RemoteLeafOpts, error) {
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if l.TLSCA != "" {
-		pem, err := os.ReadFile(l.TLSCA)
-		if err != nil {
-			return nil, l.fileError(l.TLSCA, true, err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, l.fileError(l.TLSCA, true, ErrNoPEM)
+		var err error
+		if tc.RootCAs, err = caPool(l.TLSCA); err != nil {
+			return nil, l.fileError(l.TLSCA, true, err) // ErrNoPEM, or the read's
 		}
 	}
 	if l.TLSCert != "" {
