@@ -133,6 +133,7 @@ var writerBackoff = ackwait.Backoff{Base: time.Second, Max: 15 * time.Second}
 func (s *Service) handler(ctx context.Context) (*sqlhandler.Handler, error) {
 	cfg := s.cfg.SQL
 	cfg.Effect = s.fx.effect
+	cfg.Logger = s.log
 	for try := 1; ; try++ {
 		h, err := sqlhandler.New(ctx, s.st, cfg)
 		if ctx.Err() != nil {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 
 	"github.com/jetledger/jetledger/consumer"
@@ -36,6 +37,9 @@ type Config struct {
 	// package's name. Default: the fields ("Config.Apply"), after
 	// "sqlhandler: ".
 	Names map[string]string
+	// Logger receives New's report of moving an events table made by an
+	// older jetledger to today's layout. Default slog.Default().
+	Logger *slog.Logger
 	// Effect, if set, runs for every message after its events row and
 	// before Apply, in the same savepoint (run enqueues the payload to its
 	// outbox here, so the outbox row exists if and only if the message is
@@ -60,14 +64,6 @@ type Handler struct {
 	effect    ledger.Handler
 }
 
-const eventsSchema = `CREATE TABLE IF NOT EXISTS events (
-	message_id TEXT    NOT NULL PRIMARY KEY,
-	subject    TEXT    NOT NULL,
-	stream_seq INTEGER NOT NULL,
-	data       BLOB,
-	applied_at INTEGER NOT NULL -- unix milliseconds
-) WITHOUT ROWID`
-
 // New runs cfg.Schema on st, creates the events table, then checks
 // cfg.Apply (checkApply), so a typo fails at start, not per message. Bad
 // SQL is a *CheckError (ErrSchema, ErrApplyInvalid); the ledger's own
@@ -85,8 +81,12 @@ func New(ctx context.Context, st *ledger.Store, cfg Config) (*Handler, error) {
 			return nil, schemaError(cfg, err)
 		}
 	}
-	if _, err := st.Exec(ctx, eventsSchema); err != nil {
-		return nil, fmt.Errorf("create events table: %w", err)
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := createEvents(ctx, st, log); err != nil {
+		return nil, err
 	}
 	apply, names := cfg.Apply, cfg.Names
 	if apply != "" {
