@@ -116,6 +116,12 @@ type BatchReport struct {
 	// Elapsed is the time from the start of the batch's transaction to its
 	// commit on disk, handlers included.
 	Elapsed time.Duration
+	// Received is when each of Deliveries arrived from the server, in
+	// their order; Started, Committed and Durable are when the batch's
+	// transaction began, when it committed, and when the commit was known
+	// to be on disk (this report's time): where a slow message's time went.
+	Received                    []time.Time
+	Started, Committed, Durable time.Time
 }
 
 // AckReport describes the answers sent for one batch.

@@ -19,7 +19,8 @@ type item struct {
 	id   string // its ledger id, from received
 	// since is when the server's AckWait for the message last restarted:
 	// its receipt, or an InProgress before its batch began.
-	since time.Time
+	since    time.Time
+	received time.Time // its receipt
 }
 
 // batch is one fetched batch on its way through the ledger.
@@ -66,7 +67,7 @@ func (c *Consumer) process(ctx context.Context, msgs []received, acks *acker) er
 		return fmt.Errorf("consumer: %w; nothing of this batch was acked", err)
 	}
 	c.n.batches.Add(1)
-	return acks.hand(committed{b: b, results: results, pending: pending, stop: stop})
+	return acks.hand(committed{b: b, results: results, pending: pending, stop: stop, at: time.Now()})
 }
 
 // committed is a batch on its way to its answers.
@@ -74,7 +75,8 @@ type committed struct {
 	b       *batch
 	results []ledger.Result // nil: nothing was applied (dead letters only)
 	pending ledger.Pending
-	stop    func() // ends the batch's InProgress refreshes
+	stop    func()    // ends the batch's InProgress refreshes
+	at      time.Time // when it committed
 }
 
 // acker answers committed batches in order on its own goroutine, each once
@@ -116,10 +118,20 @@ func (a *acker) answer(cb committed) error {
 		}
 		faultPoint("after-commit")
 		if c.cfg.AfterCommit != nil {
-			c.cfg.AfterCommit(BatchReport{Deliveries: cb.b.deliveries, Results: cb.results, Elapsed: time.Since(cb.b.start)})
+			c.cfg.AfterCommit(cb.report(time.Now()))
 		}
 	}
 	return c.answer(a.ctx, cb.b, cb.results)
+}
+
+// report is cb's BatchReport, its commit on disk at durable.
+func (cb committed) report(durable time.Time) BatchReport {
+	received := make([]time.Time, len(cb.b.work))
+	for i, it := range cb.b.work {
+		received[i] = it.received
+	}
+	return BatchReport{Deliveries: cb.b.deliveries, Results: cb.results, Elapsed: durable.Sub(cb.b.start),
+		Received: received, Started: cb.b.start, Committed: cb.at, Durable: durable}
 }
 
 // hand gives the acker a batch, or returns its failure.
@@ -182,7 +194,7 @@ func (c *Consumer) admit(ctx context.Context, msgs []received) *batch {
 			_ = r.msg.Term()
 			continue
 		}
-		it := item{msg: r.msg, meta: meta, id: r.id, since: r.at}
+		it := item{msg: r.msg, meta: meta, id: r.id, since: r.at, received: r.at}
 		switch c.plan.Admit(b.start.Sub(r.at)) {
 		case ackwait.Skip:
 			c.n.stale.Add(1)

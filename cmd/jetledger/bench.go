@@ -13,47 +13,6 @@ import (
 	"github.com/jetledger/jetledger/sqlhandler"
 )
 
-const benchHelp = `
-Measure jetledger against plain JetStream in one run, on an embedded server
-in a temporary directory:
-
-    (a) raw       a plain JetStream consume-and-ack loop: no ledger, no guarantee
-    (b) per-msg   jetledger with one transaction per message (fetched in
-                  batches like (c), each message committed and acked alone)
-    (c) group     jetledger with group commit (--batch) and the --apply balance handler
-    (d) failing   (c) with a handler that fails one message in --fail-every,
-                  once, after writing (the ledger undoes it)
-
-It publishes --messages messages, consumes them with each mode on its own
-durable, and prints messages/s, the ratios c/a, c/b and d/c, p50/p99/max
-latency (publish to commit) of (c) at each offered load of --rate for
---latency-duration (measured from each message's due time, so a server that
-falls behind the load counts), ledger bytes per message (processed_messages
-and its index, from SQLite's dbstat), and peak RSS of this process. With
---rss-messages N it also runs 'jetledger run' as a child process over N
-messages already in the stream, then 'jetledger run' with its own embedded
-server (the edge default, with --memory-limit from --rss-memory-limit) while
-'jetledger publish' sends it N messages, and reports each one's peak RSS
-(VmHWM).
-
-The embedded server syncs its store as --sync-interval says, as run's does
-(default always: every write before its publish is acked); the publish rate
-(acked publishes per second, 2 000 in flight) shows the cost most plainly.
-
-With --partitions (such as 1,2,4) it runs the scale benchmark instead of
-(a)-(d): a 3-node JetStream cluster inside this process on loopback (each
-node with its own store, syncing as --sync-interval says), and for each
-partition count N a stream of its own (R3, file storage) partitioned into N
-by the account token as 'run --partitions N --subjects pay.*' does, filled
-with --scale-messages messages over 100 accounts, consumed by (a) one raw
-consume+ack loop over the whole stream, (a_N) N raw loops in parallel, one
-per partition, and (c_N) N jetledger consumers in parallel, one durable and
-one ledger per partition (batch --batch, the balance handler). Clients
-connect to the nodes round robin. It prints aggregate messages/s (the
-stream's messages over the wall time until the last consumer is done), the
-ratios c_N/a and c_N/a_N, and each partition's share and rate. --messages,
---rate and the other flags of (a)-(d) are not used then.`
-
 // benchCmd is `jetledger bench`, over the harness in internal/bench.
 type benchCmd struct {
 	SyncInterval    syncInterval  `name:"sync-interval" placeholder:"always|DURATION" help:"how often the embedded server fsyncs its store: always (the default) or a duration"`
@@ -63,6 +22,7 @@ type benchCmd struct {
 	Rate            []int         `name:"rate" default:"1000,10000" sep:"," help:"offered loads of the latency runs, messages/s, comma-separated"`
 	LatencyDuration time.Duration `name:"latency-duration" default:"5s" help:"length of each latency run"`
 	FailEvery       int           `name:"fail-every" default:"100" help:"run (d) fails one message in this many (100: 1 %)"`
+	PayloadBytes    int           `name:"payload-bytes" placeholder:"N" help:"pad each payload of (a)-(e) and the RSS runs to N bytes with a JSON string (0: the smallest, about 45 bytes)"`
 	RSSMessages     int           `name:"rss-messages" help:"also run 'jetledger run' over this many messages, alone and with its embedded server, and report its peak RSS (0: skip)"`
 	RSSMemoryLimit  byteSize      `name:"rss-memory-limit" default:"96MiB" placeholder:"SIZE" help:"--memory-limit of the embedded-server RSS run (0: none)"`
 	CPUProfile      string        `name:"cpuprofile" placeholder:"FILE" help:"write a CPU profile of run (c) to this file"`
@@ -72,10 +32,10 @@ type benchCmd struct {
 	jsonFlag
 }
 
-func (benchCmd) Help() string { return benchHelp }
+func (benchCmd) Help() string { return bench.Help }
 
 func (c *benchCmd) Run(inv *invocation) error {
-	cfg := bench.Config{Messages: c.Messages, PerMsgMessages: c.PerMsgMessages, Batch: c.Batch, Rates: c.Rate, FailEvery: c.FailEvery,
+	cfg := bench.Config{Messages: c.Messages, PerMsgMessages: c.PerMsgMessages, Batch: c.Batch, Rates: c.Rate, FailEvery: c.FailEvery, PayloadBytes: c.PayloadBytes,
 		LatencyDuration: c.LatencyDuration, RSSMessages: c.RSSMessages, CPUProfile: c.CPUProfile, EdgeMemoryLimit: c.RSSMemoryLimit.flag(),
 		SyncInterval: c.SyncInterval.String(), Handler: builtinHandler, Partitions: c.Partitions, ScaleMessages: c.ScaleMessages}
 	if err := cfg.Validate(); err != nil {

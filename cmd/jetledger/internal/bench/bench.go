@@ -58,6 +58,7 @@ type Config struct {
 	Rates           []int         // offered loads of the latency runs, messages/s
 	LatencyDuration time.Duration // length of each latency run
 	FailEvery       int           // the failing run's handler fails one message in this many
+	PayloadBytes    int           // size of each payload, padded; 0 for the smallest (about 45 bytes)
 	RSSMessages     int           // messages of the RSS runs; 0 skips them
 	EdgeMemoryLimit string        // --memory-limit of the edge RSS run; empty for none
 	SyncInterval    string        // how the server syncs its store, reported as is
@@ -97,6 +98,7 @@ func (c Config) Validate() error {
 		{"--batch", c.Batch, 1, "at least 1"},
 		{"--fail-every", c.FailEvery, 2, "at least 2"},
 		{"--rss-messages", c.RSSMessages, 0, "0 (none) or more"},
+		{"--payload-bytes", c.PayloadBytes, 0, "0 (the smallest) up to 65536"},
 	} {
 		if f.got < f.min {
 			return &ConfigError{Flag: f.flag, Got: f.got, Want: f.want}
@@ -111,6 +113,8 @@ func (c Config) Validate() error {
 		}
 	}
 	switch {
+	case c.PayloadBytes > 65536:
+		return &ConfigError{Flag: "--payload-bytes", Got: c.PayloadBytes, Want: "0 (the smallest) up to 65536"}
 	case c.PerMsgMessages > c.Messages:
 		return &ConfigError{Flag: "--per-msg-messages", Got: c.PerMsgMessages, Want: "100 up to --messages"}
 	case c.LatencyDuration <= 0:
@@ -132,11 +136,15 @@ type Result struct {
 	GroupPerSec    float64   `json:"group_msgs_per_sec"`
 	FailEvery      int       `json:"fail_every"`
 	FailingPerSec  float64   `json:"failing_msgs_per_sec"`
+	ExpertPerSec   float64   `json:"expert_msgs_per_sec"`
 	RatioGroupRaw  float64   `json:"ratio_group_over_raw"`
 	RatioGroupPer  float64   `json:"ratio_group_over_per_msg"`
 	RatioFailing   float64   `json:"ratio_failing_over_group"`
+	RatioExpert    float64   `json:"ratio_group_over_expert"`
 	Latency        []Latency `json:"latency"`
+	PayloadBytes   int       `json:"payload_bytes"` // of (a)-(e): the mean size published
 	LedgerBytesMsg float64   `json:"ledger_bytes_per_msg"`
+	EventsBytesMsg float64   `json:"events_bytes_per_msg"`
 	FileBytesMsg   float64   `json:"db_file_bytes_per_msg"`
 	PeakRSSMiB     float64   `json:"bench_peak_rss_mib"`
 	RunMessages    int       `json:"run_messages,omitempty"`
@@ -148,13 +156,29 @@ type Result struct {
 	EdgePeakRSSMiB  float64 `json:"edge_peak_rss_mib,omitempty"`
 }
 
-// Latency is publish-to-commit latency of (c) at one offered load.
+// Latency is publish-to-commit latency of (c) at one offered load: from
+// each message's due time to its batch's commit on disk.
 type Latency struct {
 	Rate     int     `json:"rate_per_sec"`
 	Messages int     `json:"messages"`
 	P50Ms    float64 `json:"p50_ms"`
 	P99Ms    float64 `json:"p99_ms"`
+	P999Ms   float64 `json:"p999_ms"`
 	MaxMs    float64 `json:"max_ms"`
+	// Stages are the steps of that time, in order (stageNames), and the
+	// ack after it.
+	Stages []Stage `json:"stages"`
+}
+
+// Stage is one step of a message's latency, over every message, and its
+// mean over the slowest 1 % (by latency): where their time went.
+type Stage struct {
+	Name          string  `json:"name"`
+	P50Ms         float64 `json:"p50_ms"`
+	P99Ms         float64 `json:"p99_ms"`
+	P999Ms        float64 `json:"p999_ms"`
+	MaxMs         float64 `json:"max_ms"`
+	SlowestMeanMs float64 `json:"slowest_1pct_mean_ms"`
 }
 
 // Run measures every mode in turn.
@@ -176,13 +200,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if err != nil {
 			return res, err
 		}
-		res.Latency = append(res.Latency, Latency{Rate: rate, Messages: len(lat),
-			P50Ms: percentile(lat, 0.50), P99Ms: percentile(lat, 0.99), MaxMs: percentile(lat, 1)})
+		res.Latency = append(res.Latency, lat)
 	}
 	var err error
 
 	cfg.progress("publishing %d messages on %d cores, sync_interval %s…", cfg.Messages, res.Cores, res.SyncInterval)
-	if res.PublishPerSec, err = publish(ctx, cfg.JS, "BENCH", "bench.pay", cfg.Messages); err != nil {
+	if res.PublishPerSec, res.PayloadBytes, err = publish(ctx, cfg.JS, "BENCH", "bench.pay", cfg.Messages, cfg.PayloadBytes); err != nil {
 		return res, err
 	}
 	cfg.progress("(a) raw JetStream consume+ack…")
@@ -202,6 +225,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, err
 	}
 	res.RatioFailing = res.FailingPerSec / res.GroupPerSec
+	cfg.progress("(e) a hand-written batch loop: Fetch %d, one transaction, INSERT OR IGNORE + upsert per message, commit, ack each…", cfg.Batch)
+	if res.ExpertPerSec, err = expert(ctx, cfg); err != nil {
+		return res, err
+	}
+	res.RatioExpert = res.GroupPerSec / res.ExpertPerSec
 	if cfg.RSSMessages > 0 {
 		cfg.progress("'jetledger run' over %d messages, measuring its peak RSS…", cfg.RSSMessages)
 		res.RunMessages = cfg.RSSMessages
@@ -240,7 +268,7 @@ func group(ctx context.Context, cfg Config, res *Result) error {
 	}
 	defer st.Close()
 	res.GroupPerSec = rate
-	if res.LedgerBytesMsg, res.FileBytesMsg, err = ledgerBytes(ctx, st, cfg.Messages); err != nil {
+	if res.LedgerBytesMsg, res.EventsBytesMsg, res.FileBytesMsg, err = ledgerBytes(ctx, st, cfg.Messages); err != nil {
 		return err
 	}
 	res.RatioGroupRaw = res.GroupPerSec / res.RawPerSec
@@ -262,13 +290,20 @@ func (r Result) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "%-52s %12.0f\n", "(b) jetledger, 1 transaction/message", r.PerMsgPerSec)
 	fmt.Fprintf(w, "%-52s %12.0f\n", fmt.Sprintf("(c) jetledger, group commit (batch %d)", r.Batch), r.GroupPerSec)
 	fmt.Fprintf(w, "%-52s %12.0f\n", fmt.Sprintf("(d) (c), handler failing 1 message in %d", r.FailEvery), r.FailingPerSec)
-	fmt.Fprintf(w, "\nc/a = %.2f   c/b = %.1f   d/c = %.2f\n", r.RatioGroupRaw, r.RatioGroupPer, r.RatioFailing)
-	fmt.Fprintf(w, "\n%-28s %9s %9s %9s %9s\n", "latency of (c), publish to commit", "messages", "p50 ms", "p99 ms", "max ms")
+	fmt.Fprintf(w, "%-52s %12.0f\n", "(e) hand-written batch loop, same SQLite", r.ExpertPerSec)
+	fmt.Fprintf(w, "\nc/a = %.2f   c/b = %.1f   d/c = %.2f   c/e = %.2f\n", r.RatioGroupRaw, r.RatioGroupPer, r.RatioFailing, r.RatioExpert)
+	fmt.Fprintf(w, "\n%-34s %9s %9s %9s %9s %9s\n", "latency of (c), publish to commit", "messages", "p50 ms", "p99 ms", "p99.9 ms", "max ms")
 	for _, l := range r.Latency {
-		fmt.Fprintf(w, "%-28s %9d %9.2f %9.2f %9.2f\n", fmt.Sprintf("at %d msg/s", l.Rate), l.Messages, l.P50Ms, l.P99Ms, l.MaxMs)
+		fmt.Fprintf(w, "%-34s %9d %9.2f %9.2f %9.2f %9.2f\n", fmt.Sprintf("at %d msg/s", l.Rate), l.Messages, l.P50Ms, l.P99Ms, l.P999Ms, l.MaxMs)
 	}
-	fmt.Fprintf(w, "\nledger: %.0f bytes/message (processed_messages + index); whole database %.0f bytes/message\n",
-		r.LedgerBytesMsg, r.FileBytesMsg)
+	for _, l := range r.Latency {
+		fmt.Fprintf(w, "\n%-34s %9s %9s %9s %9s %13s\n", fmt.Sprintf("stages at %d msg/s, each from the last", l.Rate), "p50 ms", "p99 ms", "p99.9 ms", "max ms", "slowest 1 %")
+		for _, s := range l.Stages {
+			fmt.Fprintf(w, "%-34s %9.2f %9.2f %9.2f %9.2f %13.2f\n", s.Name, s.P50Ms, s.P99Ms, s.P999Ms, s.MaxMs, s.SlowestMeanMs)
+		}
+	}
+	fmt.Fprintf(w, "\nledger of (c), %d-byte payloads: %.0f bytes/message in processed_messages + index, %.0f in events + index; whole database %.0f bytes/message\n",
+		r.PayloadBytes, r.LedgerBytesMsg, r.EventsBytesMsg, r.FileBytesMsg)
 	fmt.Fprintf(w, "peak RSS of this process: %.1f MiB\n", r.PeakRSSMiB)
 	if r.RunMessages > 0 {
 		fmt.Fprintf(w, "'jetledger run' over %d messages: %.0f messages/s, peak RSS %.1f MiB\n", r.RunMessages, r.RunPerSec, r.RunPeakRSSMiB)

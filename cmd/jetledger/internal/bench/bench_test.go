@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -22,6 +24,9 @@ func TestConfigValidate(t *testing.T) {
 		{name: "no rate", change: func(c *Config) { c.Rates = nil }, wantErr: ErrConfig},
 		{name: "zero rate", change: func(c *Config) { c.Rates = []int{1000, 0} }, wantErr: ErrConfig},
 		{name: "fail every message", change: func(c *Config) { c.FailEvery = 1 }, wantErr: ErrConfig},
+		{name: "negative payload", change: func(c *Config) { c.PayloadBytes = -1 }, wantErr: ErrConfig},
+		{name: "payload over 64 KiB", change: func(c *Config) { c.PayloadBytes = 65537 }, wantErr: ErrConfig},
+		{name: "payload of 64 KiB", change: func(c *Config) { c.PayloadBytes = 65536 }},
 	}
 	for _, tt := range tests {
 		c := ok
@@ -42,5 +47,27 @@ func TestPercentile(t *testing.T) {
 	}
 	if percentile(nil, 0.5) != 0 {
 		t.Error("percentile of nothing is not 0")
+	}
+}
+
+// A padded payload is valid JSON of exactly the size asked, with the
+// account and amount the balance handler reads; one asked smaller than it
+// comes is left as it is.
+func TestPayloadIsPaddedToTheSizeAsked(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 1))
+	small := payload(rng, 7, 0)
+	for _, size := range []int{0, 10, len(small) + 9, len(small) + 10, 1024, 65536} {
+		b := payload(rng, 7, size)
+		var p struct {
+			Account string `json:"account"`
+			Amount  int    `json:"amount"`
+		}
+		if err := json.Unmarshal(b, &p); err != nil || p.Account == "" || p.Amount == 0 {
+			t.Fatalf("size %d: %s: %v", size, b, err)
+		}
+		if size > len(small)+9 && len(b) != size {
+			t.Errorf("size %d: got %d bytes", size, len(b))
+		}
 	}
 }

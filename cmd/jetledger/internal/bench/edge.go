@@ -55,7 +55,7 @@ func edgeRSS(ctx context.Context, cfg Config) (float64, float64, error) {
 	if err := pub.Start(); err != nil {
 		return 0, 0, err
 	}
-	go writeLines(in, n)
+	go writeLines(in, n, cfg.PayloadBytes)
 	var pubErr error
 	exited := make(chan struct{})
 	go func() { pubErr = pub.Wait(); close(exited) }()
@@ -81,12 +81,12 @@ func edgeRSS(ctx context.Context, cfg Config) (float64, float64, error) {
 }
 
 // writeLines writes n payload lines, as the other runs publish them.
-func writeLines(w io.WriteCloser, n int) {
+func writeLines(w io.WriteCloser, n, size int) {
 	defer w.Close()
 	bw := bufio.NewWriterSize(w, 64<<10)
 	rng := rand.New(rand.NewPCG(1, 1))
 	for i := 0; i < n; i++ {
-		if _, err := bw.Write(append(payload(rng, i), '\n')); err != nil {
+		if _, err := bw.Write(append(payload(rng, i, size), '\n')); err != nil {
 			return // the publisher died; its exit status says why
 		}
 	}

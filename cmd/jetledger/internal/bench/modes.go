@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -17,22 +19,35 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-func payload(rng *rand.Rand, i int) []byte {
-	return []byte(fmt.Sprintf(`{"account":"acct-%d","amount":%d,"n":%d}`, rng.IntN(100), 1+rng.IntN(1000), i))
+// payload is message i's JSON, padded with a "pad" string up to size bytes
+// when it is shorter.
+func payload(rng *rand.Rand, i, size int) []byte {
+	b := fmt.Appendf(nil, `{"account":"acct-%d","amount":%d,"n":%d}`, rng.IntN(100), 1+rng.IntN(1000), i)
+	const padding = `,"pad":""` // the field added, without its value
+	if pad := size - len(b) - len(padding); pad > 0 {
+		b = append(b[:len(b)-1], padding[:len(padding)-1]...)
+		b = append(b, bytes.Repeat([]byte("x"), pad)...)
+		b = append(b, `"}`...)
+	}
+	return b
 }
 
-// publish creates the stream, fills it with n messages with ids, and
-// returns the rate of acked publishes.
-func publish(ctx context.Context, js jetstream.JetStream, stream, subject string, n int) (float64, error) {
+// publish creates the stream, fills it with n messages with ids and
+// payloads of size (payload), and returns the rate of acked publishes and
+// the mean payload size.
+func publish(ctx context.Context, js jetstream.JetStream, stream, subject string, n, size int) (float64, int, error) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject}, Storage: jetstream.FileStorage}); err != nil {
-		return 0, fmt.Errorf("create stream %s: %w", stream, err)
+		return 0, 0, fmt.Errorf("create stream %s: %w", stream, err)
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
-	return publishAsync(ctx, js, n, func(i int) *nats.Msg {
-		msg := &nats.Msg{Subject: subject, Data: payload(rng, i), Header: nats.Header{}}
+	var bytes int
+	rate, err := publishAsync(ctx, js, n, func(i int) *nats.Msg {
+		msg := &nats.Msg{Subject: subject, Data: payload(rng, i, size), Header: nats.Header{}}
 		msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("bench-%09d", i))
+		bytes += len(msg.Data)
 		return msg
 	})
+	return rate, bytes / n, err
 }
 
 // publishAsync publishes the n messages msg makes, 2 000 acks in flight,
@@ -212,19 +227,103 @@ func perMessage(ctx context.Context, cfg Config) (float64, error) {
 }
 
 // ledgerBytes reports the bytes per message of processed_messages with its
-// indexes, and of the whole database file after a checkpoint.
-func ledgerBytes(ctx context.Context, st *ledger.Store, n int) (ledgerPerMsg, filePerMsg float64, err error) {
+// indexes, of the events table with its own, and of the whole database
+// file after a checkpoint.
+func ledgerBytes(ctx context.Context, st *ledger.Store, n int) (ledgerPerMsg, eventsPerMsg, filePerMsg float64, err error) {
 	if _, err := st.DB().ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	var total int64
-	if err := st.DB().QueryRowContext(ctx, `SELECT sum(pgsize) FROM dbstat
-		WHERE name IN (SELECT name FROM sqlite_master WHERE tbl_name = 'processed_messages')`).Scan(&total); err != nil {
-		return 0, 0, fmt.Errorf("dbstat: %w", err)
+	var ledgerTotal, eventsTotal int64
+	if err := st.DB().QueryRowContext(ctx, `SELECT
+		(SELECT sum(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master WHERE tbl_name = 'processed_messages')),
+		(SELECT sum(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master WHERE tbl_name = 'events'))`).Scan(&ledgerTotal, &eventsTotal); err != nil {
+		return 0, 0, 0, fmt.Errorf("dbstat: %w", err)
 	}
 	fi, err := os.Stat(st.Path())
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	return float64(total) / float64(n), float64(fi.Size()) / float64(n), nil
+	return float64(ledgerTotal) / float64(n), float64(eventsTotal) / float64(n), float64(fi.Size()) / float64(n), nil
+}
+
+// expertSchema is (e)'s database: what a careful engineer writes by hand.
+const expertSchema = `CREATE TABLE IF NOT EXISTS processed (msg_id TEXT PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS balances (account TEXT PRIMARY KEY, amount INTEGER NOT NULL)`
+
+// expert is (e): the batch loop an expert writes by hand over the same
+// SQLite engine (synchronous FULL, as the ledger's default): Fetch a batch,
+// one transaction with a prepared INSERT OR IGNORE of the id and, when it
+// inserted, the balance upsert (Apply) per message, commit, ack each. No
+// deadline, no dead letters, no conflict check, no events row, no
+// pipelining of the next batch with this one's fsync.
+func expert(ctx context.Context, cfg Config) (float64, error) {
+	db, err := sql.Open("sqlite", filepath.Join(cfg.Dir, "expert.db")+
+		"?_pragma=journal_mode(WAL)&_pragma=synchronous(FULL)&_pragma=busy_timeout(5000)&_txlock=immediate")
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, expertSchema); err != nil {
+		return 0, err
+	}
+	seen, err := db.PrepareContext(ctx, `INSERT OR IGNORE INTO processed (msg_id) VALUES (?)`)
+	if err != nil {
+		return 0, err
+	}
+	defer seen.Close()
+	apply, err := db.PrepareContext(ctx, Apply)
+	if err != nil {
+		return 0, err
+	}
+	defer apply.Close()
+	cons, err := cfg.JS.CreateConsumer(ctx, "BENCH", jetstream.ConsumerConfig{Durable: "expert", AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute})
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	for done := 0; done < cfg.Messages; {
+		b, err := cons.Fetch(min(cfg.Batch, cfg.Messages-done), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			return 0, err
+		}
+		var msgs []jetstream.Msg
+		for m := range b.Messages() {
+			msgs = append(msgs, m)
+		}
+		if err := b.Error(); err != nil {
+			return 0, err
+		}
+		if err := expertBatch(ctx, db, seen, apply, msgs); err != nil {
+			return 0, err
+		}
+		for _, m := range msgs {
+			m.Ack() //nolint:errcheck // as (a) and (c)
+		}
+		done += len(msgs)
+	}
+	return float64(cfg.Messages) / time.Since(start).Seconds(), nil
+}
+
+// expertBatch is one batch of (e) in one transaction.
+func expertBatch(ctx context.Context, db *sql.DB, seen, apply *sql.Stmt, msgs []jetstream.Msg) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	s, a := tx.StmtContext(ctx, seen), tx.StmtContext(ctx, apply)
+	for _, m := range msgs {
+		res, err := s.ExecContext(ctx, m.Headers().Get(jetstream.MsgIDHeader))
+		if err != nil {
+			return err
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			continue // a duplicate
+		}
+		if _, err := a.ExecContext(ctx, sql.Named("data", string(m.Data()))); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }

@@ -19,7 +19,7 @@ import (
 // fresh stream and returns its rate and peak RSS (VmHWM) in MiB.
 func runRSS(ctx context.Context, cfg Config) (float64, float64, error) {
 	n := cfg.RSSMessages
-	if _, err := publish(ctx, cfg.JS, "RSS", "rss.pay", n); err != nil {
+	if _, _, err := publish(ctx, cfg.JS, "RSS", "rss.pay", n, cfg.PayloadBytes); err != nil {
 		return 0, 0, err
 	}
 	cmd, err := startRun(ctx, cfg, "rss", "--nats", cfg.URL, "--stream", "RSS")

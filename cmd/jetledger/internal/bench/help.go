@@ -1,0 +1,51 @@
+package bench
+
+// Help is `jetledger bench --help`'s text: what the runs are and print.
+const Help = `
+Measure jetledger against plain JetStream in one run, on an embedded server
+in a temporary directory:
+
+    (a) raw       a plain JetStream consume-and-ack loop: no ledger, no guarantee
+    (b) per-msg   jetledger with one transaction per message (fetched in
+                  batches like (c), each message committed and acked alone)
+    (c) group     jetledger with group commit (--batch) and the --apply balance handler
+    (d) failing   (c) with a handler that fails one message in --fail-every,
+                  once, after writing (the ledger undoes it)
+    (e) expert    a hand-written batch loop over the same SQLite: Fetch
+                  --batch, one transaction with a prepared INSERT OR IGNORE
+                  of the id and the balance upsert per message, commit, ack
+                  each (no deadline, dead letters or conflict check)
+
+It publishes --messages messages (payloads padded to --payload-bytes),
+consumes them with each mode on its own durable, and prints messages/s, the
+ratios c/a, c/b, d/c and c/e, p50/p99/p99.9/max latency (publish to commit
+on disk) of (c) at each offered load of --rate for --latency-duration
+(measured from each message's due time, so a server that falls behind the
+load counts) with the same figures for each stage of that time (publish
+ack, receipt, batch start, commit, commit on disk, ack sent) and each
+stage's mean over the slowest 1 %, ledger bytes per message
+(processed_messages and events, each with its index, from SQLite's dbstat,
+and the whole file), and peak RSS of this process. With
+--rss-messages N it also runs 'jetledger run' as a child process over N
+messages already in the stream, then 'jetledger run' with its own embedded
+server (the edge default, with --memory-limit from --rss-memory-limit) while
+'jetledger publish' sends it N messages, and reports each one's peak RSS
+(VmHWM).
+
+The embedded server syncs its store as --sync-interval says, as run's does
+(default always: every write before its publish is acked); the publish rate
+(acked publishes per second, 2 000 in flight) shows the cost most plainly.
+
+With --partitions (such as 1,2,4) it runs the scale benchmark instead of
+(a)-(d): a 3-node JetStream cluster inside this process on loopback (each
+node with its own store, syncing as --sync-interval says), and for each
+partition count N a stream of its own (R3, file storage) partitioned into N
+by the account token as 'run --partitions N --subjects pay.*' does, filled
+with --scale-messages messages over 100 accounts, consumed by (a) one raw
+consume+ack loop over the whole stream, (a_N) N raw loops in parallel, one
+per partition, and (c_N) N jetledger consumers in parallel, one durable and
+one ledger per partition (batch --batch, the balance handler). Clients
+connect to the nodes round robin. It prints aggregate messages/s (the
+stream's messages over the wall time until the last consumer is done), the
+ratios c_N/a and c_N/a_N, and each partition's share and rate. --messages,
+--rate and the other flags of (a)-(d) are not used then.`
