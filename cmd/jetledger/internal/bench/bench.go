@@ -60,6 +60,7 @@ type Config struct {
 	FailEvery       int           // the failing run's handler fails one message in this many
 	PayloadBytes    int           // size of each payload, padded; 0 for the smallest (about 45 bytes)
 	RSSMessages     int           // messages of the RSS runs; 0 skips them
+	RSSRate         int           // lines a second fed to the edge RSS run, with pruning (edgePruning); 0: as fast as it takes them
 	EdgeMemoryLimit string        // --memory-limit of the edge RSS run; empty for none
 	SyncInterval    string        // how the server syncs its store, reported as is
 	CPUProfile      string        // file for a CPU profile of (c); empty for none
@@ -98,6 +99,7 @@ func (c Config) Validate() error {
 		{"--batch", c.Batch, 1, "at least 1"},
 		{"--fail-every", c.FailEvery, 2, "at least 2"},
 		{"--rss-messages", c.RSSMessages, 0, "0 (none) or more"},
+		{"--rss-rate", c.RSSRate, 0, "0 (as fast as it goes) or more"},
 		{"--payload-bytes", c.PayloadBytes, 0, "0 (the smallest) up to 65536"},
 	} {
 		if f.got < f.min {
@@ -152,8 +154,10 @@ type Result struct {
 	RunPeakRSSMiB  float64   `json:"run_peak_rss_mib,omitempty"`
 	// The edge default: run with its embedded server, fed by jetledger publish.
 	EdgeMemoryLimit string  `json:"edge_memory_limit,omitempty"`
+	EdgeRate        int     `json:"edge_offered_per_sec,omitempty"` // paced, with pruning; 0: as fast as it goes
 	EdgePerSec      float64 `json:"edge_msgs_per_sec,omitempty"`
 	EdgePeakRSSMiB  float64 `json:"edge_peak_rss_mib,omitempty"`
+	EdgeHalfRSSMiB  float64 `json:"edge_peak_rss_at_half_time_mib,omitempty"`
 }
 
 // Latency is publish-to-commit latency of (c) at one offered load: from
@@ -238,8 +242,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		}
 		cfg.progress("'jetledger run' with its embedded server (--memory-limit %s), fed %d messages by 'jetledger publish', measuring its peak RSS…",
 			cmp.Or(cfg.EdgeMemoryLimit, "none"), cfg.RSSMessages)
-		res.EdgeMemoryLimit = cfg.EdgeMemoryLimit
-		if res.EdgePerSec, res.EdgePeakRSSMiB, err = edgeRSS(ctx, cfg); err != nil {
+		res.EdgeMemoryLimit, res.EdgeRate = cfg.EdgeMemoryLimit, cfg.RSSRate
+		if res.EdgePerSec, res.EdgePeakRSSMiB, res.EdgeHalfRSSMiB, err = edgeRSS(ctx, cfg); err != nil {
 			return res, err
 		}
 	}
@@ -307,7 +311,11 @@ func (r Result) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "peak RSS of this process: %.1f MiB\n", r.PeakRSSMiB)
 	if r.RunMessages > 0 {
 		fmt.Fprintf(w, "'jetledger run' over %d messages: %.0f messages/s, peak RSS %.1f MiB\n", r.RunMessages, r.RunPerSec, r.RunPeakRSSMiB)
-		fmt.Fprintf(w, "'jetledger run' with its embedded server (--memory-limit %s), %d messages from 'jetledger publish': %.0f messages/s, peak RSS %.1f MiB\n",
-			cmp.Or(r.EdgeMemoryLimit, "none"), r.RunMessages, r.EdgePerSec, r.EdgePeakRSSMiB)
+		offered := "as fast as it takes them"
+		if r.EdgeRate > 0 {
+			offered = fmt.Sprintf("%d/s, pruning", r.EdgeRate)
+		}
+		fmt.Fprintf(w, "'jetledger run' with its embedded server (--memory-limit %s), %d messages from 'jetledger publish' (%s): %.0f messages/s, peak RSS %.1f MiB (%.1f at half time)\n",
+			cmp.Or(r.EdgeMemoryLimit, "none"), r.RunMessages, offered, r.EdgePerSec, r.EdgePeakRSSMiB, r.EdgeHalfRSSMiB)
 	}
 }

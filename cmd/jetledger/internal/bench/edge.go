@@ -18,15 +18,21 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// edgePruning are run's flags of the paced edge run: the stream drops
+// messages after a minute and the ledger prunes their rows every 20 s, so
+// that a long run at a steady rate reaches a steady state, as a site does.
+var edgePruning = []string{"--max-age", "1m", "--retention", "30s", "--prune-interval", "20s"}
+
 // edgeRSS runs the edge default as a user would: `jetledger run` with its
 // embedded server (and --memory-limit cfg.EdgeMemoryLimit), while
-// `jetledger publish` sends it cfg.RSSMessages lines. It returns the rate
-// from the first publish to the last commit and run's peak RSS in MiB.
-func edgeRSS(ctx context.Context, cfg Config) (float64, float64, error) {
+// `jetledger publish` sends it cfg.RSSMessages lines, cfg.RSSRate a second
+// if set (with edgePruning). It returns the rate from the first publish to
+// the last commit and run's peak RSS in MiB, at the end and at half time.
+func edgeRSS(ctx context.Context, cfg Config) (rate, peak, half float64, err error) {
 	n := cfg.RSSMessages
 	url, err := freeURL()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	args := []string{"--listen", url[len("nats://"):], "--stream", "EDGE", "--subjects", "edge.pay"}
 	if cfg.SyncInterval != "" {
@@ -35,27 +41,30 @@ func edgeRSS(ctx context.Context, cfg Config) (float64, float64, error) {
 	if cfg.EdgeMemoryLimit != "" {
 		args = append(args, "--memory-limit", cfg.EdgeMemoryLimit)
 	}
+	if cfg.RSSRate > 0 {
+		args = append(args, edgePruning...)
+	}
 	run, err := startRun(ctx, cfg, "edge", args...)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer stop(run)
 	js, closeConn, err := connectWhenUp(ctx, url, run)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	defer closeConn()
 	pub := exec.CommandContext(ctx, cfg.Binary, "publish", "--nats", url, "--subject", "edge.pay", "--id-field", "n", "--log-level", "warn")
 	pub.Stderr = os.Stderr
 	in, err := pub.StdinPipe()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	start := time.Now()
 	if err := pub.Start(); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	go writeLines(in, n, cfg.PayloadBytes)
+	go writeLines(in, n, cfg.PayloadBytes, cfg.RSSRate)
 	var pubErr error
 	exited := make(chan struct{})
 	go func() { pubErr = pub.Wait(); close(exited) }()
@@ -63,7 +72,7 @@ func edgeRSS(ctx context.Context, cfg Config) (float64, float64, error) {
 		pub.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited
 		<-exited
 	}()
-	peak, err := samplePeak(ctx, run.Process.Pid, func() (bool, error) {
+	peak, half, err = samplePeak(ctx, run.Process.Pid, func() (bool, error) {
 		select {
 		case <-exited:
 			if pubErr != nil {
@@ -75,19 +84,28 @@ func edgeRSS(ctx context.Context, cfg Config) (float64, float64, error) {
 		}
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	return float64(n) / time.Since(start).Seconds(), peak, nil
+	return float64(n) / time.Since(start).Seconds(), peak, half, nil
 }
 
-// writeLines writes n payload lines, as the other runs publish them.
-func writeLines(w io.WriteCloser, n, size int) {
+// writeLines writes n payload lines, as the other runs publish them; rate
+// a second if it is above 0, each 10 ms's lines flushed together.
+func writeLines(w io.WriteCloser, n, size, rate int) {
 	defer w.Close()
 	bw := bufio.NewWriterSize(w, 64<<10)
 	rng := rand.New(rand.NewPCG(1, 1))
+	start := time.Now()
 	for i := 0; i < n; i++ {
 		if _, err := bw.Write(append(payload(rng, i, size), '\n')); err != nil {
 			return // the publisher died; its exit status says why
+		}
+		if rate > 0 && (i+1)%max(1, rate/100) == 0 {
+			if bw.Flush() != nil {
+				return
+			}
+			due := start.Add(time.Duration(i+1) * time.Second / time.Duration(rate))
+			time.Sleep(time.Until(due)) // pacing the offered load, not synchronising
 		}
 	}
 	bw.Flush() //nolint:errcheck // as above

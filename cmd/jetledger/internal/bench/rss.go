@@ -28,7 +28,7 @@ func runRSS(ctx context.Context, cfg Config) (float64, float64, error) {
 	}
 	defer stop(cmd)
 	start := time.Now()
-	peak, err := samplePeak(ctx, cmd.Process.Pid, func() (bool, error) {
+	peak, _, err := samplePeak(ctx, cmd.Process.Pid, func() (bool, error) {
 		return ackedThrough(ctx, cfg.JS, "RSS", uint64(n)), nil
 	})
 	if err != nil {
@@ -54,26 +54,36 @@ func startRun(ctx context.Context, cfg Config, name string, args ...string) (*ex
 }
 
 // samplePeak samples pid's peak RSS every 200 ms until done says so (or
-// fails), and once more then.
-func samplePeak(ctx context.Context, pid int, done func() (bool, error)) (float64, error) {
-	peak := 0.0
+// fails), and once more then. It returns the peak, and the peak at half
+// the time it took: growth after that is the second half's.
+func samplePeak(ctx context.Context, pid int, done func() (bool, error)) (peak, half float64, err error) {
+	start := time.Now()
+	var samples []time.Duration // when peak rose, and to what
+	var peaks []float64
 	for {
-		if rss, err := vmHWM(pid); err == nil {
-			peak = max(peak, rss)
+		if rss, err := vmHWM(pid); err == nil && rss > peak {
+			peak = rss
+			samples, peaks = append(samples, time.Since(start)), append(peaks, rss)
 		}
 		finished, err := done()
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if finished {
 			if rss, err := vmHWM(pid); err == nil {
 				peak = max(peak, rss)
 			}
-			return peak, nil
+			mid := time.Since(start) / 2
+			for i, at := range samples {
+				if at <= mid {
+					half = peaks[i]
+				}
+			}
+			return peak, half, nil
 		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, 0, ctx.Err()
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
