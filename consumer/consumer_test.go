@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -422,5 +423,53 @@ func TestFetchAfterTheDurableWasDeletedEndsRun(t *testing.T) {
 	defer cancel()
 	if err := c.Run(ctx); !errors.Is(err, consumer.ErrConsumerGone) {
 		t.Fatalf("Run after the durable was deleted = %v, want ErrConsumerGone", err)
+	}
+}
+
+// A BatchReport's times are in the order a batch lives them: each delivery
+// received before its batch started, started before it committed, committed
+// before the commit was on disk; one receipt per delivery.
+func TestBatchReportTimesAreInOrder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for i := 0; i < 12; i++ {
+		e.publish(t, fmt.Sprintf("t%02d", i), `{}`)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var problems []string
+	var seen int
+	c, err := consumer.New(context.Background(), e.js, e.st, consumer.Config{
+		Stream: "EV", Handler: record, Plan: ackwait.Plan{BatchSize: 5}, FetchWait: 50 * time.Millisecond,
+		AfterCommit: func(r consumer.BatchReport) {
+			mu.Lock()
+			defer mu.Unlock()
+			if len(r.Received) != len(r.Deliveries) {
+				problems = append(problems, fmt.Sprintf("%d receipts for %d deliveries", len(r.Received), len(r.Deliveries)))
+			}
+			for _, at := range r.Received {
+				if at.IsZero() || at.After(r.Started) {
+					problems = append(problems, fmt.Sprintf("received %s, batch started %s", at, r.Started))
+				}
+			}
+			if !r.Started.Before(r.Committed) || r.Durable.Before(r.Committed) || r.Elapsed != r.Durable.Sub(r.Started) {
+				problems = append(problems, fmt.Sprintf("started %s, committed %s, durable %s, elapsed %s", r.Started, r.Committed, r.Durable, r.Elapsed))
+			}
+			if seen += len(r.Deliveries); seen >= 12 {
+				cancel()
+			}
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if seen != 12 || len(problems) > 0 {
+		t.Fatalf("saw %d of 12; %v", seen, problems)
 	}
 }
