@@ -18,6 +18,12 @@ const (
 	sqliteAuth       = 23
 )
 
+// Interpret wraps an error of a statement run through Store.DB with the
+// ledger sentinel for its condition (ErrBusy, ErrReadOnly, ErrFull,
+// ErrIO, ...), keeping the original for the message, as the ledger's own
+// errors are; any other error is returned as it is.
+func Interpret(err error) error { return interpret(err) }
+
 // interpret wraps a driver error with the ledger sentinel for its condition,
 // keeping the original for the message.
 func interpret(err error) error {

@@ -64,7 +64,7 @@ func Check(ctx context.Context, db string, cfg Config) error {
 			return schemaError(cfg, err)
 		}
 	}
-	_, err = New(cctx, st, Config{Apply: apply, Names: cfg.Names})
+	_, err = New(cctx, st, Config{Apply: apply, Names: cfg.Names, Logger: slog.New(slog.DiscardHandler)}) // a move of the copy is not news
 	if ctx.Err() != nil || !errors.As(err, new(*CheckError)) {
 		return ctx.Err()
 	}

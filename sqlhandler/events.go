@@ -3,6 +3,7 @@ package sqlhandler
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -32,19 +33,21 @@ var eventsColumns = []string{"message_id", "subject", "stream_seq", "data", "app
 
 // createEvents creates the events table, or moves an existing one of the
 // old layout (WITHOUT ROWID) to the new, keeping its rows, indexes and
-// triggers, in one transaction: a crash leaves the old table whole.
+// triggers, in one transaction: a crash leaves the old table whole. Its
+// errors carry the ledger's conditions (ledger.ErrBusy: another process
+// holds the writer; ErrFull; ...).
 func createEvents(ctx context.Context, st *ledger.Store, log *slog.Logger) error {
 	if _, err := st.Exec(ctx, eventsSchema); err != nil {
 		return fmt.Errorf("create events table: %w", err)
 	}
 	old, err := eventsWithoutRowid(ctx, st.DB())
 	if err != nil || !old {
-		return err
+		return ledger.Interpret(err)
 	}
 	start := time.Now()
 	rows, err := migrateEvents(ctx, st.DB())
 	if err != nil {
-		return fmt.Errorf("move the events table to its rowid layout (v0.2.0): %w; the table is unchanged", err)
+		return fmt.Errorf("move the events table to its rowid layout (v0.2.0): %w; the table is unchanged", ledger.Interpret(err))
 	}
 	if rows >= 0 {
 		log.InfoContext(ctx, "moved the events table to its rowid layout, which keeps a payload of a kilobyte in its row instead of a page of its own",
@@ -53,10 +56,12 @@ func createEvents(ctx context.Context, st *ledger.Store, log *slog.Logger) error
 	return nil
 }
 
-// eventsWithoutRowid says whether the events table has the old layout.
-func eventsWithoutRowid(ctx context.Context, db interface {
+type queryRower interface {
 	QueryRowContext(context.Context, string, ...any) *sql.Row
-}) (bool, error) {
+}
+
+// eventsWithoutRowid says whether main's events table has the old layout.
+func eventsWithoutRowid(ctx context.Context, db queryRower) (bool, error) {
 	var wr bool
 	err := db.QueryRowContext(ctx, `SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = 'events'`).Scan(&wr)
 	if err != nil {
@@ -65,82 +70,106 @@ func eventsWithoutRowid(ctx context.Context, db interface {
 	return wr, nil
 }
 
+// moveTable is the new table's name while rows are copied into it.
+const moveTable = "events_jetledger_move"
+
 // migrateEvents copies events into a table of the new layout and puts it
-// in its place, with the indexes, triggers and views that named it (SQLite's
-// own procedure for a change ALTER TABLE cannot make). It returns the rows
-// moved, or -1 when another process moved them first.
-func migrateEvents(ctx context.Context, db *sql.DB) (int64, error) {
-	tx, err := db.BeginTx(ctx, nil)
+// in its place, with the indexes, triggers and views that named it
+// (SQLite's own procedure for a change ALTER TABLE cannot make), on one
+// connection with foreign keys off, as that procedure says: DROP TABLE
+// would delete every row first, and a user's ON DELETE CASCADE to events
+// would take its rows with them. It returns the rows moved, or -1 when
+// another process moved them first.
+func migrateEvents(ctx context.Context, db *sql.DB) (moved int64, err error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	// Not settable inside a transaction; set back on this pooled
+	// connection whatever happens, or it is closed rather than reused.
+	if _, err := conn.ExecContext(ctx, `PRAGMA foreign_keys = OFF`); err != nil {
+		return 0, err
+	}
+	defer func() {
+		if _, ferr := conn.ExecContext(context.WithoutCancel(ctx), `PRAGMA foreign_keys = ON`); ferr != nil {
+			conn.Raw(func(any) error { return driver.ErrBadConn }) //nolint:errcheck // closes it
+		}
+	}()
+	// The writer's transactions are IMMEDIATE: this one holds the write
+	// lock before it reads the layout again.
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	// The first statement writes, so the transaction holds the write lock
-	// before it reads the layout again.
-	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS events_rowid_layout (x)`); err != nil {
-		return 0, err
-	}
-	if _, err := tx.ExecContext(ctx, `DROP TABLE events_rowid_layout`); err != nil {
-		return 0, err
-	}
 	if old, err := eventsWithoutRowid(ctx, tx); err != nil || !old {
 		return -1, err
 	}
 	if err := checkEventsColumns(ctx, tx); err != nil {
 		return 0, err
 	}
-	// DROP and RENAME parse every view and trigger again, and one that
-	// names events would fail while it is missing: all of them go and come
-	// back, as they were written, around the move. Indexes on events go
-	// with the table and are made again on the new one.
-	rows, err := tx.QueryContext(ctx, `SELECT type, name, sql FROM sqlite_schema
-		WHERE sql IS NOT NULL AND (type IN ('view', 'trigger') OR (type = 'index' AND tbl_name = 'events'))
-		ORDER BY CASE type WHEN 'index' THEN 0 WHEN 'view' THEN 1 ELSE 2 END, rowid`)
+	steps, copyStep, err := moveSteps(ctx, tx)
 	if err != nil {
 		return 0, err
 	}
-	var drops, keep []string
-	for rows.Next() {
-		var typ, name, ddl string
-		if err := rows.Scan(&typ, &name, &ddl); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		if typ != "index" {
-			drops = append(drops, "DROP "+strings.ToUpper(typ)+` "`+strings.ReplaceAll(name, `"`, `""`)+`"`)
-		}
-		keep = append(keep, ddl)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, err
-	}
-	slices.Reverse(drops) // triggers, which may name a view, before views
-	cols := strings.Join(eventsColumns, ", ")
-	steps := append(drops,
-		strings.Replace(eventsSchema, "IF NOT EXISTS events", "events_new", 1),
-		`INSERT INTO events_new (`+cols+`) SELECT `+cols+` FROM events`,
-		`DROP TABLE events`,
-		`ALTER TABLE events_new RENAME TO events`)
-	steps = append(steps, keep...)
-	var moved int64
 	for i, q := range steps {
 		res, err := tx.ExecContext(ctx, q)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", firstLine(q), err)
 		}
-		if i == len(drops)+1 {
+		if i == copyStep {
 			moved, _ = res.RowsAffected()
 		}
+	}
+	if err := checkForeignKeys(ctx, tx); err != nil {
+		return 0, err
 	}
 	return moved, tx.Commit()
 }
 
+// moveSteps are the statements of the move, and which of them copies the
+// rows. DROP and RENAME parse every view and trigger again, and one that
+// names events would fail while it is missing: all of them go and come
+// back, as they were written, around the move. Indexes on events go with
+// the table and are made again on the new one.
+func moveSteps(ctx context.Context, tx *sql.Tx) ([]string, int, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT type, name, sql FROM main.sqlite_schema
+		WHERE sql IS NOT NULL AND (type IN ('view', 'trigger') OR (type = 'index' AND tbl_name = 'events'))
+		ORDER BY CASE type WHEN 'index' THEN 0 WHEN 'view' THEN 1 ELSE 2 END, rowid`)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var drops, keep []string
+	for rows.Next() {
+		var typ, name, ddl string
+		if err := rows.Scan(&typ, &name, &ddl); err != nil {
+			return nil, 0, err
+		}
+		if typ != "index" {
+			drops = append(drops, "DROP "+strings.ToUpper(typ)+` main."`+strings.ReplaceAll(name, `"`, `""`)+`"`)
+		}
+		keep = append(keep, ddl)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	slices.Reverse(drops) // triggers, which may name a view, before views
+	cols := strings.Join(eventsColumns, ", ")
+	steps := append(drops,
+		strings.Replace(eventsSchema, "IF NOT EXISTS events", "main."+moveTable, 1),
+		`INSERT INTO main.`+moveTable+` (`+cols+`) SELECT `+cols+` FROM main.events`,
+		`DROP TABLE main.events`,
+		`ALTER TABLE main.`+moveTable+` RENAME TO events`)
+	return append(steps, keep...), len(drops) + 1, nil
+}
+
 // checkEventsColumns refuses to move an events table whose columns are not
-// the five this package made (a schema that added one, say), rather than
-// drop a column's values.
+// the five this package made (a schema that added one, generated columns
+// included), rather than drop a column's values.
 func checkEventsColumns(ctx context.Context, tx *sql.Tx) error {
-	rows, err := tx.QueryContext(ctx, `SELECT name FROM pragma_table_info('events') ORDER BY cid`)
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM pragma_table_xinfo('events', 'main') ORDER BY cid`)
 	if err != nil {
 		return err
 	}
@@ -161,6 +190,20 @@ func checkEventsColumns(ctx context.Context, tx *sql.Tx) error {
 			": move it by hand (SQLite's 'Making Other Kinds Of Table Schema Changes'), or keep an older jetledger")
 	}
 	return nil
+}
+
+// checkForeignKeys refuses a move that would leave a user's row pointing at
+// no events row (none should: every row is copied).
+func checkForeignKeys(ctx context.Context, tx *sql.Tx) error {
+	var child string
+	err := tx.QueryRowContext(ctx, `SELECT "table" FROM pragma_foreign_key_check WHERE parent = 'events' LIMIT 1`).Scan(&child)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return err
+	}
+	return fmt.Errorf("rows of %s would reference no events row", child)
 }
 
 func firstLine(s string) string {

@@ -1,0 +1,34 @@
+package ledger
+
+import (
+	"database/sql"
+	"errors"
+	"testing"
+)
+
+// SetHeapLimit sets SQLite's process-wide soft heap limit: a connection
+// opened later reads it back; 0 removes it; a negative one is refused.
+func TestSetHeapLimitIsTheEnginesAndProcessWide(t *testing.T) {
+	read := func() int64 {
+		db, err := sql.Open("sqlite", ":memory:")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var n int64
+		if err := db.QueryRow("PRAGMA soft_heap_limit").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	t.Cleanup(func() { SetHeapLimit(0) }) //nolint:errcheck // the default again
+	if err := SetHeapLimit(8 << 20); err != nil || read() != 8<<20 {
+		t.Fatalf("after SetHeapLimit(8 MiB): %d, %v", read(), err)
+	}
+	if err := SetHeapLimit(0); err != nil || read() != 0 {
+		t.Fatalf("after SetHeapLimit(0): %d, %v", read(), err)
+	}
+	if err := SetHeapLimit(-1); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("SetHeapLimit(-1): %v, want ErrInvalidConfig", err)
+	}
+}
