@@ -86,7 +86,7 @@ func TestStartAppliesMemoryLimit(t *testing.T) {
 		wantGo int64
 	}{
 		{0, math.MaxInt64},
-		{96 << 20, 64 << 20},
+		{96 << 20, 52 << 20},
 	} {
 		debug.SetMemoryLimit(math.MaxInt64)
 		n, err := Start(t.Context(), Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), MemoryLimit: tt.limit, Logger: quiet})

@@ -20,11 +20,17 @@ import (
 // a window just above a publisher's retry horizon instead of NATS's 2m
 // (DuplicateWindow).
 const (
-	// MemoryReserve is what the process holds outside the Go runtime:
-	// measured as RSS less the runtime's own (sys less released) while
-	// jetledger publish feeds run, 25-30 MiB: about 25 MiB of resident code
-	// (file-backed), the rest SQLite's page caches and the WAL index.
-	MemoryReserve ByteSize = 32 << 20
+	// MemoryReserve is what the process holds outside the Go runtime: about
+	// 26 MiB of resident code (file-backed), SQLite's heap (its page caches
+	// and the WAL index: 3-5 MiB at the edge's rates, bounded by a caller
+	// that opens ledgers to SQLiteHeapLimit), and a margin. At 32 MiB a
+	// 96 MiB limit ran at 92-95 MiB of RSS: the Go runtime sits at its limit
+	// under load, so the reserve is all the room there is.
+	MemoryReserve ByteSize = 44 << 20
+	// SQLiteHeapLimit is the soft limit on SQLite's heap under a memory
+	// limit (ledger.SetHeapLimit; the service sets it): past it SQLite reuses
+	// its caches' pages instead of growing them as the ledger grows.
+	SQLiteHeapLimit ByteSize = 8 << 20
 	// MemoryLimitMin leaves the Go runtime at least 36 MiB; below that the
 	// server's two 8 MiB block buffers and the id map leave the collector
 	// nothing to work with and it runs without pause.

@@ -86,6 +86,12 @@ func (s *Service) start(ctx context.Context) (err error) {
 		conn = s.node.Conn() // in-process: whatever the listener's roles and TLS
 		conn.Logger = s.log
 	}
+	if c.Node.MemoryLimit > 0 {
+		// Within the memory limit's reserve, as the ledger grows.
+		if err := ledger.SetHeapLimit(int64(node.SQLiteHeapLimit)); err != nil {
+			return step(StepNode, err)
+		}
+	}
 	if s.nc, s.js, err = c.Dial(ctx, conn); err != nil {
 		return step(StepConnect, err)
 	}

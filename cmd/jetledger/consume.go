@@ -32,7 +32,7 @@ type consumeFlags struct {
 	streamLimitFlags
 	Subjects        string        `name:"subjects" placeholder:"LIST" help:"comma-separated subjects; creates the stream with them if it does not exist"`
 	DuplicateWindow time.Duration `name:"duplicate-window" help:"duplicate window of a stream created by --subjects (default 2m; 30s with --memory-limit: the embedded server keeps about 100 B per message id for this long)"`
-	MemoryLimit     byteSize      `name:"memory-limit" placeholder:"SIZE" help:"keep the process (with its embedded server) within about this much memory, such as 96MiB: sets the Go memory limit to it less 32MiB for code and SQLite, and gives a stream created by --subjects a 30s duplicate window (default: no limit, or GOMEMLIMIT)"`
+	MemoryLimit     byteSize      `name:"memory-limit" placeholder:"SIZE" help:"keep the process (with its embedded server) within about this much memory, such as 96MiB: sets the Go memory limit to it less 44MiB for code and SQLite (whose heap it bounds to 8MiB), and gives a stream created by --subjects a 30s duplicate window (default: no limit, or GOMEMLIMIT)"`
 	MaxDeliver      int           `name:"max-deliver" default:"${max_deliver}" help:"deliveries before a failing message is dead-lettered, enforced by jetledger (-1 unlimited); consumers are created with no server-side limit"`
 	DBMaxSize       byteSize      `name:"db-max-size" placeholder:"SIZE" help:"cap the database at this size, such as 512MiB or 1GB (a plain number is bytes); past it run stops, naming the cap (0: no cap)"`
 	Apply           string        `name:"apply" placeholder:"SQL" help:"SQL run per message in its transaction, with :msg_id :subject :seq :data"`

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"math"
 	"path/filepath"
 	"runtime/debug"
 	"testing"
 	"time"
+
+	"github.com/jetledger/jetledger/ledger"
 )
 
 func TestMemoryLimitUsage(t *testing.T) {
@@ -24,7 +27,8 @@ func TestMemoryLimitUsage(t *testing.T) {
 	}
 }
 
-// --memory-limit sets the Go memory limit to the limit less the reserve and
+// --memory-limit sets the Go memory limit to the limit less the reserve,
+// holds SQLite's heap to node.SQLiteHeapLimit, and
 // gives a stream run creates a window just above publish's retry horizon;
 // the server's own stream config and the runtime are read back. Not
 // parallel: the memory limit is the process's.
@@ -34,13 +38,18 @@ func TestMemoryLimitApplied(t *testing.T) {
 		args       []string
 		wantWindow time.Duration
 		wantGo     int64
+		wantSQLite int64 // SQLite's soft heap limit
 	}{
-		{nil, 2 * time.Minute, math.MaxInt64},
-		{[]string{"--memory-limit", "96MiB"}, 30 * time.Second, 64 << 20},
-		{[]string{"--memory-limit", "128MiB", "--duplicate-window", "45s"}, 45 * time.Second, 96 << 20},
+		{nil, 2 * time.Minute, math.MaxInt64, 0},
+		{[]string{"--memory-limit", "96MiB"}, 30 * time.Second, 52 << 20, 8 << 20},
+		{[]string{"--memory-limit", "128MiB", "--duplicate-window", "45s"}, 45 * time.Second, 84 << 20, 8 << 20},
 	}
+	defer ledger.SetHeapLimit(0) //nolint:errcheck // the default again
 	for _, tt := range tests {
 		debug.SetMemoryLimit(math.MaxInt64)
+		if err := ledger.SetHeapLimit(0); err != nil {
+			t.Fatal(err)
+		}
 		args := append([]string{"run", "--db", filepath.Join(t.TempDir(), "l.db"), "--listen", "127.0.0.1:0",
 			"--stream", "M", "--subjects", "m.>", "--log-level", "error"}, tt.args...)
 		root, err := parseArgs(args...)
@@ -62,5 +71,22 @@ func TestMemoryLimitApplied(t *testing.T) {
 		if got := debug.SetMemoryLimit(-1); got != tt.wantGo {
 			t.Errorf("%v: Go memory limit %d, want %d", tt.args, got, tt.wantGo)
 		}
+		if got := sqliteHeapLimit(t); got != tt.wantSQLite {
+			t.Errorf("%v: SQLite's soft heap limit %d, want %d", tt.args, got, tt.wantSQLite)
+		}
 	}
+}
+
+func sqliteHeapLimit(t *testing.T) int64 {
+	t.Helper()
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int64
+	if err := db.QueryRow("PRAGMA soft_heap_limit").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -21,7 +21,9 @@ import (
 // edgePruning are run's flags of the paced edge run: the stream drops
 // messages after a minute and the ledger prunes their rows every 20 s, so
 // that a long run at a steady rate reaches a steady state, as a site does.
-var edgePruning = []string{"--max-age", "1m", "--retention", "30s", "--prune-interval", "20s"}
+// The window is set, since one of 2m (the default without --memory-limit)
+// is refused as longer than the age.
+var edgePruning = []string{"--max-age", "1m", "--duplicate-window", "30s", "--retention", "30s", "--prune-interval", "20s"}
 
 // edgeRSS runs the edge default as a user would: `jetledger run` with its
 // embedded server (and --memory-limit cfg.EdgeMemoryLimit), while

@@ -44,20 +44,22 @@ func latency(ctx context.Context, cfg Config, nth, rate int) (Latency, error) {
 	defer st.Close()
 	total := max(1, int(float64(rate)*cfg.LatencyDuration.Seconds()))
 	tr := make(trace, total)
+	var mu sync.Mutex // AfterAcks also runs off the acker when the writer is busy
 	var committed int
 	var last []int // the messages of the batch last reported, for its acks
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c, err := consumer.New(ctx, cfg.JS, st, consumer.Config{
 		Stream: stream, Durable: "lat", Handler: h, Logger: quiet, Plan: ackwait.Plan{BatchSize: cfg.Batch},
-		// Both run on the consumer's acker goroutine, in order: a batch's
-		// AfterCommit, then its AfterAcks.
+		// A batch's AfterCommit, then its AfterAcks, on the acker goroutine.
 		AfterCommit: func(r consumer.BatchReport) {
+			mu.Lock()
+			defer mu.Unlock()
 			last = last[:0]
 			for j, d := range r.Deliveries {
 				i, err := strconv.Atoi(strings.TrimPrefix(d.MessageID, "lat-"))
-				if err != nil || i < 0 || i >= total {
-					continue
+				if err != nil || i < 0 || i >= total || tr[i][5] != 0 {
+					continue // not ours, or a redelivery of one measured
 				}
 				t := &tr[i]
 				t[2], t[3], t[4], t[5] = r.Received[j].UnixNano(), r.Started.UnixNano(), r.Committed.UnixNano(), r.Durable.UnixNano()
@@ -68,6 +70,8 @@ func latency(ctx context.Context, cfg Config, nth, rate int) (Latency, error) {
 			}
 		},
 		AfterAcks: func(consumer.AckReport) {
+			mu.Lock()
+			defer mu.Unlock()
 			now := time.Now().UnixNano()
 			for _, i := range last {
 				tr[i][6] = now
@@ -109,19 +113,19 @@ func offer(ctx context.Context, js jetstream.JetStream, subject string, rate int
 	var ackErr error
 	wg.Go(func() {
 		// Futures complete in order; each is stamped when it is seen done.
-		for i := 0; ; i++ {
-			f, ok := <-acks
-			if !ok {
-				return
-			}
+		// Not on ctx: the run ends once everything is committed, which can
+		// be before the last acks are looked at.
+		i := 0
+		for f := range acks {
 			select {
 			case <-f.Ok():
 				tr[i][1] = time.Now().UnixNano()
 			case err := <-f.Err():
 				ackErr = cmpErr(ackErr, err)
-			case <-ctx.Done():
-				ackErr = cmpErr(ackErr, ctx.Err())
+			case <-time.After(publishAckTimeout):
+				ackErr = cmpErr(ackErr, fmt.Errorf("publish of message %d not acked within %s", i, publishAckTimeout))
 			}
+			i++
 		}
 	})
 	err := schedule(ctx, js, subject, rate, tr, acks)
@@ -129,6 +133,9 @@ func offer(ctx context.Context, js jetstream.JetStream, subject string, rate int
 	wg.Wait()
 	return cmpErr(err, ackErr)
 }
+
+// publishAckTimeout bounds the wait for one publish's ack in the latency run.
+const publishAckTimeout = 30 * time.Second
 
 func cmpErr(a, b error) error {
 	if a != nil {

@@ -235,8 +235,8 @@ func ledgerBytes(ctx context.Context, st *ledger.Store, n int) (ledgerPerMsg, ev
 	}
 	var ledgerTotal, eventsTotal int64
 	if err := st.DB().QueryRowContext(ctx, `SELECT
-		(SELECT sum(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master WHERE tbl_name = 'processed_messages')),
-		(SELECT sum(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master WHERE tbl_name = 'events'))`).Scan(&ledgerTotal, &eventsTotal); err != nil {
+		coalesce((SELECT sum(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master WHERE tbl_name = 'processed_messages')), 0),
+		coalesce((SELECT sum(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master WHERE tbl_name = 'events')), 0)`).Scan(&ledgerTotal, &eventsTotal); err != nil {
 		return 0, 0, 0, fmt.Errorf("dbstat: %w", err)
 	}
 	fi, err := os.Stat(st.Path())
