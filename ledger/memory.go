@@ -29,3 +29,15 @@ func SetHeapLimit(bytes int64) error {
 	}
 	return nil
 }
+
+// HeapLimit is SQLite's soft heap limit in this process (0: none).
+func HeapLimit() (int64, error) {
+	db, err := sql.Open("sqlite", ":memory:")
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	var n int64
+	err = db.QueryRow("PRAGMA soft_heap_limit").Scan(&n)
+	return n, err
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"io"
 	"math"
 	"path/filepath"
@@ -79,13 +78,8 @@ func TestMemoryLimitApplied(t *testing.T) {
 
 func sqliteHeapLimit(t *testing.T) int64 {
 	t.Helper()
-	db, err := sql.Open("sqlite", ":memory:")
+	n, err := ledger.HeapLimit()
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	var n int64
-	if err := db.QueryRow("PRAGMA soft_heap_limit").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
