@@ -210,7 +210,11 @@ func openDBs(file string, cfg Config) (*Store, error) {
 		cfg.BusyTimeout.Milliseconds(), cfg.Synchronous)
 	// BEGIN IMMEDIATE takes the write lock up front, so two processes sharing
 	// the file wait on busy_timeout instead of failing on a lock upgrade.
-	writerDSN := file + "?" + pragmas + "&_pragma=wal_autocheckpoint(0)&_txlock=immediate"
+	// journal_size_limit: the WAL file is reused from its start once
+	// checkpointed, but keeps the size of its largest burst (a prune, a
+	// backlog): 60 MB after minutes at an edge. Past the limit it is cut
+	// back when it is reused.
+	writerDSN := file + "?" + pragmas + fmt.Sprintf("&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(%d)&_txlock=immediate", walSizeLimit)
 	if cfg.MaxSizeBytes > 0 {
 		writerDSN += fmt.Sprintf("&_pragma=max_page_count(%d)", maxPages(cfg.MaxSizeBytes))
 	}
@@ -344,6 +348,10 @@ func (s *Store) checkpoint(ctx context.Context) error {
 // discard closes c's driver connection instead of handing it back to its
 // pool.
 func discard(c *sql.Conn) { c.Raw(func(any) error { return driver.ErrBadConn }) }
+
+// walSizeLimit is the WAL file's size kept after it is reused (SQLite's
+// journal_size_limit).
+const walSizeLimit = 16 << 20
 
 // checkpointBackoffMax bounds the wait between failing checkpoints.
 const checkpointBackoffMax = 30 * time.Second
