@@ -66,3 +66,82 @@ func TestWALFileIsCutBackAfterABurst(t *testing.T) {
 		t.Fatalf("WAL %d bytes after it was checkpointed and reused; want at most %d", got, walSizeLimit)
 	}
 }
+
+// walPending reads SQLite's own WAL index in place: the frames a write
+// added, then none once they are checkpointed.
+func TestWALPendingReadsTheWALIndex(t *testing.T) {
+	ctx := t.Context()
+	st, err := Open(filepath.Join(t.TempDir(), "l.db"), Config{CheckpointInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Exec(ctx, `CREATE TABLE w (b BLOB); INSERT INTO w VALUES (randomblob(100000))`); err != nil {
+		t.Fatal(err)
+	}
+	fd := newWALIndexFD(st.Path())
+	if n, ok := walPending(fd); !ok || n < 100000 {
+		t.Fatalf("pending %d bytes (%v) after a 100 kB write", n, ok)
+	}
+	if err := st.checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := walPending(fd); !ok || n != 0 {
+		t.Fatalf("pending %d bytes (%v) after a checkpoint", n, ok)
+	}
+	if checkpointDue(fd, 1000) {
+		t.Fatal("a checkpoint is due with nothing to copy")
+	}
+}
+
+// The checkpointer copies a WAL that holds checkpointBytes at its next
+// tick, and a small one only checkpointMaxTicks after the last copy: a
+// copy, and its fsync, every second stalled every other fsync on the disk.
+func TestCheckpointWaitsForTheWALToFill(t *testing.T) {
+	ctx := t.Context()
+	st, err := Open(filepath.Join(t.TempDir(), "l.db"), Config{CheckpointInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fd := newWALIndexFD(st.Path())
+	if _, err := st.Exec(ctx, `CREATE TABLE w (b BLOB)`); err != nil {
+		t.Fatal(err)
+	}
+	// A checkpoint now, so that the small WAL below waits its full count.
+	eventually(t, "the table's WAL checkpointed", func() bool { n, ok := walPending(fd); return ok && n == 0 })
+	from := st.ckpt.ticks.Load()
+	for range 20 {
+		if _, err := st.Exec(ctx, `INSERT INTO w VALUES (randomblob(1000))`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "ticks", func() bool { return st.ckpt.ticks.Load() >= from+checkpointMaxTicks/2 })
+	if n, ok := walPending(fd); !ok || n == 0 {
+		t.Fatalf("pending %d bytes (%v) after %d ticks: a small WAL was checkpointed before its time", n, ok, checkpointMaxTicks/2)
+	}
+	eventually(t, "a small WAL checkpointed in the end", func() bool { n, ok := walPending(fd); return ok && n == 0 })
+	if got := st.ckpt.ticks.Load() - from; got < checkpointMaxTicks {
+		t.Fatalf("a small WAL checkpointed after %d ticks, want at least %d", got, checkpointMaxTicks)
+	}
+	from = st.ckpt.ticks.Load()
+	if _, err := st.Exec(ctx, `INSERT INTO w VALUES (randomblob(5000000))`); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a WAL of 5 MB checkpointed", func() bool { n, ok := walPending(fd); return ok && n == 0 })
+	if got := st.ckpt.ticks.Load() - from; got >= checkpointMaxTicks {
+		t.Fatalf("a WAL of 5 MB checkpointed after %d ticks, want fewer than %d", got, checkpointMaxTicks)
+	}
+}
+
+// eventually polls cond for up to a minute (consumertest.Eventually, which
+// this package's own tests cannot import).
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within a minute", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -46,9 +46,11 @@ type Config struct {
 	// pages): writes past it fail with ErrFull instead of filling a small
 	// disk. Default 0: no cap.
 	MaxSizeBytes int64
-	// CheckpointInterval is how often a background goroutine copies the WAL
-	// into the database. Commits never checkpoint themselves: a checkpoint
-	// inside a commit was the whole tail of the commit latency. Default 1s.
+	// CheckpointInterval is how often a background goroutine looks at the
+	// WAL and copies it into the database once it holds 4 MiB not yet
+	// copied, or 30 intervals after the last copy. Commits never checkpoint
+	// themselves: a checkpoint inside a commit was the whole tail of the
+	// commit latency. Default 1s.
 	CheckpointInterval time.Duration
 	// Sinks names the outbox sinks this store's dispatchers serve. When set,
 	// an Enqueue (or EnqueueSuppressed, EnqueueReview) naming any other sink
@@ -98,6 +100,7 @@ type Store struct {
 // checkpointState is what the background checkpoints have met.
 type checkpointState struct {
 	failures atomic.Int64 // in a row; 0 after a success
+	ticks    atomic.Int64 // of the loop, checkpointing or not
 }
 
 //go:embed migrations/*.sql
@@ -297,12 +300,21 @@ func (s *Store) checkpointLoop() {
 	retry := ackwait.Backoff{Base: s.cfg.CheckpointInterval, Max: max(checkpointBackoffMax, s.cfg.CheckpointInterval)}
 	var cause error // the failure last said
 	var since time.Time
+	shm := newWALIndexFD(s.path) // to skip ticks while the WAL is small (walsize.go)
+	skipped := 0
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-t.C:
 		}
+		s.ckpt.ticks.Add(1)
+		if cause == nil && !checkpointDue(shm, skipped+1) {
+			skipped++
+			t.Reset(s.cfg.CheckpointInterval)
+			continue
+		}
+		skipped = 0
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.BusyTimeout)
 		err := s.checkpoint(ctx)
 		cancel()
