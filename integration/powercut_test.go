@@ -36,7 +36,7 @@ type powerCuts struct {
 	tolerate bool
 	// noWebhook runs without effects: then only the consumer's own
 	// pipelined commits write the ledger, and nothing but its WAL sync
-	// (and the checkpoint each second) makes them durable.
+	// (and the checkpoints, once the WAL fills) makes them durable.
 	noWebhook bool
 }
 
@@ -297,8 +297,8 @@ func TestPowerCuts(t *testing.T) {
 }
 
 // The same without effects: only run's pipelined batches write the ledger,
-// so nothing but the WAL sync before each batch's acks (and the checkpoint
-// each second) makes them durable. Without that sync this test loses
+// so nothing but the WAL sync before each batch's acks (and the
+// checkpoints, once the WAL fills) makes them durable. Without that sync this test loses
 // acked events; with effects the outbox's own commits sync the WAL too
 // often for a cut to find the gap.
 func TestPowerCutsLedgerAlone(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -37,6 +38,9 @@ type Config struct {
 	BusyTimeout time.Duration
 	// Synchronous is SQLite's synchronous setting. Default "FULL": a commit
 	// is on disk before it returns, which "ack only after commit" relies on.
+	// With "NORMAL", a commit outside a pipelined batch (whose Pending
+	// syncs the WAL) is on disk at the next checkpoint: once the WAL holds
+	// 4 MiB, or 30 CheckpointIntervals later.
 	Synchronous string
 	// Logger receives warnings. Default slog.Default().
 	Logger *slog.Logger
@@ -125,6 +129,16 @@ func Open(file string, cfg Config) (*Store, error) {
 	}
 	if err := create(file, cfg.BusyTimeout); err != nil {
 		return nil, err
+	}
+	// SQLite names the WAL and its index after the file with symbolic
+	// links resolved, and the pools open connections later, when the
+	// working directory may have changed: one absolute, resolved path for
+	// the connections, the WAL's fdatasync and the checks of its files.
+	if real, err := filepath.Abs(file); err == nil {
+		if r, err := filepath.EvalSymlinks(real); err == nil {
+			real = r
+		}
+		file = real
 	}
 	s, err := openDBs(file, cfg)
 	if err != nil {

@@ -20,6 +20,11 @@ func newWALIndexFD(db string) *walIndexFD {
 	if err != nil {
 		abs = db
 	}
+	// /proc/self/fd names the file without symbolic links, and SQLite names
+	// the -shm after the database's path with them resolved.
+	if real, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = real
+	}
 	return &walIndexFD{path: abs + "-shm", fd: -1}
 }
 

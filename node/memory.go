@@ -98,7 +98,10 @@ func CheckMemoryLimit(limit ByteSize) error {
 // ApplyMemoryLimit sets the process's Go memory limit to limit less
 // MemoryReserve (0: leaves it, so GOMEMLIMIT still works). The limit is the
 // process's, not a node's: Start applies Config.MemoryLimit, and a program
-// without a node (its NATS server elsewhere) may call this itself.
+// without a node (its NATS server elsewhere) may call this itself. The
+// reserve counts on SQLite's heap staying within SQLiteHeapLimit: a program
+// that opens ledgers calls ledger.SetHeapLimit(int64(SQLiteHeapLimit)) too
+// (the service does).
 func ApplyMemoryLimit(limit ByteSize, log *slog.Logger) error {
 	if err := CheckMemoryLimit(limit); err != nil || limit == 0 {
 		return err

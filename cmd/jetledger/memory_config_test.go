@@ -50,7 +50,7 @@ func TestMemoryLimitFromEnvAndConfig(t *testing.T) {
 	for _, args := range [][]string{
 		{"run", "--db", db, "--memory-limit="},
 		{"run", "--db", db, "--memory-limit", "-96MiB"},
-		{"run", "--db", db, "--memory-limit", "67MiB"},
+		{"run", "--db", db, "--memory-limit", "79MiB"}, // one below node.MemoryLimitMin
 	} {
 		if code, _, stderr := runMain(args...); code != exitUsage || !strings.Contains(stderr, "memory-limit") {
 			t.Errorf("%v: exit %d, want %d naming the flag; stderr %s", args, code, exitUsage, stderr)
