@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"os"
-	"path/filepath"
 	"strconv"
 	"syscall"
 )
@@ -15,18 +14,9 @@ type walIndexFD struct {
 	fd   int    // the descriptor last found; -1: none
 }
 
-func newWALIndexFD(db string) *walIndexFD {
-	abs, err := filepath.Abs(db)
-	if err != nil {
-		abs = db
-	}
-	// /proc/self/fd names the file without symbolic links, and SQLite names
-	// the -shm after the database's path with them resolved.
-	if real, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = real
-	}
-	return &walIndexFD{path: abs + "-shm", fd: -1}
-}
+// newWALIndexFD is for the database at db, a Store's path: Open made it
+// absolute with symbolic links resolved, as /proc/self/fd names files.
+func newWALIndexFD(db string) *walIndexFD { return &walIndexFD{path: db + "-shm", fd: -1} }
 
 // read returns the first 100 bytes of the WAL index.
 func (w *walIndexFD) read() ([100]byte, bool) {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -121,9 +122,9 @@ func offer(ctx context.Context, js jetstream.JetStream, subject string, rate int
 			case <-f.Ok():
 				tr[i][1] = time.Now().UnixNano()
 			case err := <-f.Err():
-				ackErr = cmpErr(ackErr, err)
+				ackErr = cmp.Or(ackErr, err)
 			case <-time.After(publishAckTimeout):
-				ackErr = cmpErr(ackErr, fmt.Errorf("publish of message %d not acked within %s", i, publishAckTimeout))
+				ackErr = cmp.Or(ackErr, fmt.Errorf("publish of message %d not acked within %s", i, publishAckTimeout))
 			}
 			i++
 		}
@@ -131,18 +132,11 @@ func offer(ctx context.Context, js jetstream.JetStream, subject string, rate int
 	err := schedule(ctx, js, subject, rate, tr, acks)
 	close(acks)
 	wg.Wait()
-	return cmpErr(err, ackErr)
+	return cmp.Or(err, ackErr)
 }
 
 // publishAckTimeout bounds the wait for one publish's ack in the latency run.
 const publishAckTimeout = 30 * time.Second
-
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
 
 // schedule publishes the messages of offer, handing each future to acks.
 func schedule(ctx context.Context, js jetstream.JetStream, subject string, rate int, tr trace, acks chan<- jetstream.PubAckFuture) error {
@@ -192,7 +186,7 @@ func (tr trace) summary(rate int) Latency {
 	l := Latency{Rate: rate, Messages: len(total), P50Ms: percentile(total, 0.50), P99Ms: percentile(total, 0.99),
 		P999Ms: percentile(total, 0.999), MaxMs: percentile(total, 1)}
 	// The slowest 1 % by latency, where their time went.
-	cut := percentile(total, 0.99)
+	cut := l.P99Ms
 	for s, name := range stageNames {
 		var v []float64
 		var slowSum float64

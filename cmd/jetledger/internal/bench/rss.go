@@ -58,12 +58,15 @@ func startRun(ctx context.Context, cfg Config, name string, args ...string) (*ex
 // the time it took: growth after that is the second half's.
 func samplePeak(ctx context.Context, pid int, done func() (bool, error)) (peak, half float64, err error) {
 	start := time.Now()
-	var samples []time.Duration // when peak rose, and to what
-	var peaks []float64
+	type rise struct { // when the peak rose, and to what
+		at   time.Duration
+		peak float64
+	}
+	var rises []rise
 	for {
 		if rss, err := vmHWM(pid); err == nil && rss > peak {
 			peak = rss
-			samples, peaks = append(samples, time.Since(start)), append(peaks, rss)
+			rises = append(rises, rise{time.Since(start), rss})
 		}
 		finished, err := done()
 		if err != nil {
@@ -74,9 +77,9 @@ func samplePeak(ctx context.Context, pid int, done func() (bool, error)) (peak, 
 				peak = max(peak, rss)
 			}
 			mid := time.Since(start) / 2
-			for i, at := range samples {
-				if at <= mid {
-					half = peaks[i]
+			for _, r := range rises {
+				if r.at <= mid {
+					half = r.peak
 				}
 			}
 			return peak, half, nil
