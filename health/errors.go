@@ -12,6 +12,10 @@ var (
 	// ErrWriteFailed: a JetStream store failed a write and keeps the
 	// failure until its server restarts. Reported as StateWriteFailed.
 	ErrWriteFailed = errors.New("health: the JetStream server cannot write its store")
+	// ErrLinkDown: an edge's leaf link to its hub is down. Reported as
+	// StateLinkDown, and degrades the report (Report.Degraded) without
+	// making it unhealthy: the edge processes what it holds.
+	ErrLinkDown = errors.New("health: the link to the hub is down")
 	// ErrInvalidConfig: a Config field is out of range, or a probe has no
 	// name or check, or two probes share a name.
 	ErrInvalidConfig = errors.New("health: invalid config")

@@ -25,12 +25,13 @@ const (
 	StateDiskFull     = "disk_full"     // less than 1 MiB free on the disk
 	StateAtMaxSize    = "at_max_size"   // database: at its maximum size
 	StateWriteFailed  = "write_failed"  // store: the server failed a write and keeps the failure until restarted
+	StateLinkDown     = "link_down"     // hub: an edge's leaf link is down; degraded, not unhealthy (the edge works on)
 	StateFailed       = "failed"        // any other error
 )
 
 // States are every state a Handler reports.
 var States = []string{StateOK, StateNotConnected, StateUnavailable, StateReadOnly,
-	StateDiskFull, StateAtMaxSize, StateWriteFailed, StateFailed}
+	StateDiskFull, StateAtMaxSize, StateWriteFailed, StateLinkDown, StateFailed}
 
 // Defaults of Config.
 const (
@@ -64,8 +65,11 @@ type Probe struct {
 
 // Report is the body a Handler answers.
 type Report struct {
-	Healthy bool              `json:"healthy"`
-	Checks  map[string]string `json:"checks"`
+	Healthy bool `json:"healthy"`
+	// Degraded: a check that degrades rather than fails is failing (the
+	// hub link of an edge): the process does its work and stays healthy.
+	Degraded bool              `json:"degraded,omitempty"`
+	Checks   map[string]string `json:"checks"`
 }
 
 // Handler serves the last round of its probes as JSON (200 when all are
@@ -123,7 +127,11 @@ func (h *Handler) Current(ctx context.Context) Report {
 		cancel()
 		state := StateOf(err)
 		rep.Checks[p.Name] = state
-		rep.Healthy = rep.Healthy && err == nil
+		if errors.Is(err, ErrLinkDown) {
+			rep.Degraded = true
+		} else {
+			rep.Healthy = rep.Healthy && err == nil
+		}
 		if was := h.report.Checks[p.Name]; was != state && (was != "" || err != nil) {
 			if err != nil {
 				h.log.WarnContext(ctx, "health check failing", "check", p.Name, "state", state, "was", was, "err", err)
@@ -143,6 +151,8 @@ func StateOf(err error) string {
 		return StateOK
 	case errors.Is(err, ErrWriteFailed):
 		return StateWriteFailed
+	case errors.Is(err, ErrLinkDown):
+		return StateLinkDown
 	case errors.Is(err, ErrNotConnected):
 		return StateNotConnected
 	case errors.Is(err, ErrConsumerUnavailable):

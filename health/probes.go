@@ -65,3 +65,15 @@ func Store(fault func() error, dir string) Probe {
 		return ledger.CheckDisk(dir)
 	}}
 }
+
+// Link is the probe "hub" of an edge: its leaf link to the hub, down
+// reported as StateLinkDown, which degrades the report and leaves it
+// healthy.
+func Link(up func() (bool, string)) Probe {
+	return Probe{"hub", func(context.Context) error {
+		if ok, why := up(); !ok {
+			return fmt.Errorf("%w: %s", ErrLinkDown, why)
+		}
+		return nil
+	}}
+}

@@ -88,3 +88,8 @@ func CheckDisk(dir string) error {
 	}
 	return nil
 }
+
+// DiskFree is the space left on the filesystem holding path for this
+// process, as the checks of CheckDisk count it; known is false where it
+// cannot be read (another OS, a path gone).
+func DiskFree(path string) (free int64, known bool) { return diskFree(path) }

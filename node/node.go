@@ -30,7 +30,8 @@ type Node struct {
 	dir  string // the store, absolute
 	log  *slog.Logger
 
-	token string // the in-process connection's (authenticator.internal)
+	token string     // the in-process connection's (authenticator.internal)
+	link  *linkWatch // nil unless a leaf node
 
 	mu      sync.Mutex
 	depends map[string]bool // the streams the program uses (DependOn)
@@ -71,12 +72,21 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		log.Warn("this OS has no flock: the embedded server's store is not locked against a second owner", "store", opts.StoreDir)
 	}
 	auth, _ := opts.CustomClientAuthentication.(*authenticator)
-	n, err := start(ctx, opts, lock, auth)
+	var link *linkWatch
+	prepare := func(srv *server.Server) {
+		if cfg.Leaf != nil {
+			link = newLinkWatch(srv, log, hubURLs(opts))
+		}
+	}
+	n, err := start(ctx, opts, lock, auth, prepare)
 	if err != nil {
 		lock.Close()
 		return nil, err
 	}
-	n.log = log
+	n.log, n.link = log, link
+	if link != nil {
+		link.watch()
+	}
 	if auth != nil {
 		n.token = auth.internal
 	}
@@ -87,17 +97,23 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		log.Warn("INSECURE: the embedded server takes clients with no credential: anyone who can reach it may delete the stream", "listen", n.srv.ClientURL())
 	}
 	if cfg.Leaf != nil {
-		hub := make([]string, len(opts.LeafNode.Remotes[0].URLs))
-		for i, u := range opts.LeafNode.Remotes[0].URLs {
-			hub[i] = u.Redacted()
-		}
-		log.Info("leaf node of the hub; processing goes on while the link is down", "hub", strings.Join(hub, ","), "domain", cfg.Leaf.Domain)
+		log.Info("leaf node of the hub; processing goes on while the link is down", "hub", hubURLs(opts), "domain", cfg.Leaf.Domain)
 	}
 	return n, nil
 }
 
+// hubURLs are the hub's leaf URLs of opts, without passwords.
+func hubURLs(opts *server.Options) string {
+	hub := make([]string, len(opts.LeafNode.Remotes[0].URLs))
+	for i, u := range opts.LeafNode.Remotes[0].URLs {
+		hub[i] = u.Redacted()
+	}
+	return strings.Join(hub, ",")
+}
+
 // start checks the port, then starts the server and waits for it.
-func start(ctx context.Context, opts *server.Options, lock *storeLock, auth *authenticator) (*Node, error) {
+// prepare is given the server before it starts.
+func start(ctx context.Context, opts *server.Options, lock *storeLock, auth *authenticator, prepare func(*server.Server)) (*Node, error) {
 	// Fail early and clearly when the port is taken: the server would only log it.
 	if opts.Port != server.RANDOM_PORT {
 		addr := net.JoinHostPort(opts.Host, fmt.Sprint(opts.Port))
@@ -114,6 +130,7 @@ func start(ctx context.Context, opts *server.Options, lock *storeLock, auth *aut
 	if auth != nil {
 		auth.srv = srv
 	}
+	prepare(srv)
 	srv.Start()
 	if !srv.ReadyForConnections(readyTimeout) {
 		srv.Shutdown()
@@ -275,6 +292,9 @@ func (n *Node) Close() {
 		n.nc, n.js = nil, nil
 	}
 	n.mu.Unlock()
+	if n.link != nil {
+		n.link.close()
+	}
 	n.srv.Shutdown()
 	n.srv.WaitForShutdown()
 	n.lock.Close()

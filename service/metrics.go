@@ -35,6 +35,10 @@ func (s *Service) serveMetrics(ctx context.Context, wg *sync.WaitGroup, batches 
 	if store != nil {
 		probes = append(probes, StoreProbe(store))
 	}
+	if s.node != nil && s.cfg.site() != "" {
+		probes = append(probes, s.hubProbe())
+		reg.MustRegister(s.hubGauges()...)
+	}
 	h, err := health.New(health.Config{Logger: s.log}, probes...)
 	if err != nil {
 		return err

@@ -116,7 +116,7 @@ func (s *Service) natsSink(ctx context.Context) (*natssink.Sink, error) {
 	e.Timeout = cmp.Or(e.Timeout, natssink.TimeoutDefault)
 	if e.Stream != "" {
 		err := stream.EnsureEffects(ctx, s.js, stream.Effects{Stream: e.Stream, Subject: e.Subject, Timeout: e.Timeout,
-			MaxAttempts: s.cfg.Outbox.MaxAttempts, Plan: s.cfg.Consumer.Plan, Logger: s.log, Names: say.Under(s.cfg.Names.Settings, "Effects")})
+			MaxAttempts: s.cfg.Outbox.MaxAttempts, Plan: s.cfg.Consumer.Plan, Site: s.cfg.site(), Logger: s.log, Names: say.Under(s.cfg.Names.Settings, "Effects")})
 		if err != nil {
 			return nil, err
 		}
@@ -181,6 +181,12 @@ func (s *Service) consume(ctx context.Context, batches *metrics.Batches, cons *c
 			return step(StepPrune, err)
 		}
 		wg.Go(func() { _ = p.Run(runCtx) }) // checked above
+	}
+	if c.site() != "" && s.node != nil {
+		// A copy made while the hub was away gets its consumer there once
+		// the link is up; never in the way of processing.
+		wg.Go(func() { stream.KeepHubConsumer(runCtx, s.js, s.info, s.log) })
+		wg.Go(func() { s.reportToHub(runCtx, cons) })
 	}
 	summaryDone := make(chan struct{})
 	go func() {

@@ -167,7 +167,7 @@ func (s *Service) ensureStream(ctx context.Context) error {
 	var err error
 	if c.Hub != nil {
 		s.info, err = stream.EnsureSourced(ctx, s.js, stream.Sourced{Stream: c.Stream, Hub: c.Hub.Stream, Filter: c.Hub.Filter,
-			Domain: c.Hub.Domain, Start: c.Hub.Start, Ledger: s.st, Names: say.Under(c.Names.Settings, "Hub")})
+			Domain: c.Hub.Domain, Start: c.Hub.Start, Site: c.site(), Ledger: s.st, Names: say.Under(c.Names.Settings, "Hub")})
 	} else if s.info, err = stream.Ensure(ctx, s.js, c.Stream); errors.Is(err, stream.ErrNotFound) {
 		err = c.noStream(err)
 	}
@@ -190,6 +190,14 @@ func (s *Service) ensureStream(ctx context.Context) error {
 			"stream", c.Stream.Name, "duplicate_window", w, "memory_limit", c.Node.MemoryLimit)
 	}
 	return nil
+}
+
+// site is the edge's name, its JetStream domain; "" off an edge.
+func (c *Config) site() string {
+	if c.NATS != nil || c.Node.Leaf == nil {
+		return ""
+	}
+	return c.Node.Leaf.Domain
 }
 
 // checkPublishers refuses a stream its publishers could destroy: one

@@ -10,6 +10,7 @@ import (
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/partition"
+	"github.com/jetledger/jetledger/fleet"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -45,6 +46,9 @@ type Config struct {
 	DB string
 	// Logger is given to the partitions' ledgers. Default slog.Default().
 	Logger *slog.Logger
+	// Effects is an edge's effects stream, whose effects not yet at the
+	// hub are counted (fleet.ReadSourcing). Default "": not counted.
+	Effects string
 	// Names are what a consumer's Refusal (*consumer.PlanError) calls the
 	// settings: a setting's path in Config ("Plan.Deadline") to the
 	// caller's name for it ("--deadline"). Default: the paths.
@@ -81,6 +85,8 @@ type Report struct {
 	// Partitions is every partition of a partitioned stream, its durable
 	// and its ledger when that is on this host.
 	Partitions []Partition `json:"partitions,omitempty"`
+	// Hub is an edge's sourcing from its hub, when the stream copies one.
+	Hub *fleet.Link `json:"hub,omitempty"`
 	// Problems are the parts that could not be read and the plan's refusal
 	// of the consumer (ackwait.Plan.Validate's error), in the order met.
 	Problems []error `json:"-"`
@@ -160,6 +166,9 @@ func readServer(ctx context.Context, js JetStream, cfg Config, rep *Report) {
 		rep.Problems = append(rep.Problems, fmt.Errorf("stream %s: %w", cfg.Stream, err))
 	} else {
 		rep.Stream = &Stream{cfg.Stream, info.State.FirstSeq, info.State.LastSeq, info.State.Msgs, info.Config.Duplicates}
+		if len(info.Sources) > 0 {
+			readHub(ctx, js, cfg, rep)
+		}
 		if n := partition.Count(info.Config); n > 0 {
 			readPartitions(ctx, js, cfg, n, rep)
 			return
@@ -178,6 +187,20 @@ func readServer(ctx context.Context, js JetStream, cfg Config, rep *Report) {
 	if rep.Consumer.Refusal != nil {
 		rep.Problems = append(rep.Problems, rep.Consumer.Refusal)
 	}
+}
+
+// readHub fills in an edge's sourcing from its hub.
+func readHub(ctx context.Context, js JetStream, cfg Config, rep *Report) {
+	full, ok := js.(jetstream.JetStream)
+	if !ok {
+		return
+	}
+	l, err := fleet.ReadSourcing(ctx, full, cfg.Stream, cfg.Effects)
+	if err != nil {
+		rep.Problems = append(rep.Problems, err)
+		return
+	}
+	rep.Hub = &l
 }
 
 // consumerOf is the consumer's part of a report, checked against cfg.Plan.

@@ -28,6 +28,9 @@ func (r Report) WriteText(w io.Writer) error {
 	if s := r.Stream; s != nil {
 		writeField(&b, "stream", fmt.Sprintf("%s: seq %d..%d, %d messages, duplicate window %s", s.Name, s.FirstSeq, s.LastSeq, s.Messages, s.DuplicateWindow))
 	}
+	if h := r.Hub; h != nil {
+		writeField(&b, "hub", h.Line())
+	}
 	if c := r.Consumer; c != nil {
 		safe := "ok"
 		if !c.Safe {

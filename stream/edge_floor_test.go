@@ -24,16 +24,24 @@ import (
 // edgeWorld is a hub, an edge leaf node and a ledger whose clock the test
 // moves.
 type edgeWorld struct {
+	site     string // Sourced.Site: "" sources ephemerally
 	hjs, ejs jetstream.JetStream
 	st       *ledger.Store
 	now      atomic.Int64 // unix nanoseconds
 }
 
-func newEdgeWorld(t *testing.T) *edgeWorld {
+// bothSourcings runs test with an ephemeral source and with a durable one
+// (Sourced.Site), as run at an edge makes now.
+func bothSourcings(t *testing.T, test func(*testing.T, string)) {
+	t.Run("ephemeral", func(t *testing.T) { test(t, "") })
+	t.Run("durable", func(t *testing.T) { test(t, "site1") })
+}
+
+func newEdgeWorld(t *testing.T, site string) *edgeWorld {
 	t.Helper()
 	_, hjs, u := consumertest.RunHub(t)
 	ejs, _ := startLeaf(t, u, "site1")
-	w := &edgeWorld{hjs: hjs, ejs: ejs}
+	w := &edgeWorld{site: site, hjs: hjs, ejs: ejs}
 	w.now.Store(time.Now().Add(-30 * 24 * time.Hour).UnixNano()) // rows are applied long ago
 	var err error
 	w.st, err = ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: func() time.Time { return time.Unix(0, w.now.Load()) }})
@@ -146,8 +154,13 @@ func (w *edgeWorld) prune(t *testing.T, name string) ledger.PruneResult {
 // ensure ensures the edge stream spec sourcing h as run does at start, with
 // the world's ledger.
 func (w *edgeWorld) ensure(ctx context.Context, spec stream.Config, h stream.Sourced) (*jetstream.StreamInfo, error) {
-	h.Stream, h.Stream.Logger, h.Ledger = spec, quiet, w.st
-	return stream.EnsureSourced(ctx, w.ejs, h)
+	h.Stream, h.Stream.Logger, h.Ledger, h.Site = spec, quiet, w.st, w.site
+	info, err := stream.EnsureSourced(ctx, w.ejs, h)
+	if err == nil {
+		// As run does beside consuming: the hub is up in these tests.
+		err = stream.EnsureHubConsumer(ctx, w.ejs, info)
+	}
+	return info, err
 }
 
 // reapplied deletes the edge stream and creates it again as run does at
@@ -207,8 +220,12 @@ func (w *edgeWorld) floorOfSource(t *testing.T, name, source string) uint64 {
 // stream was pruned below its first sequence with no floor, and the copy
 // made again took the hub's stream from its start.
 func TestSeveralSourcesPrunedKeepAFloorEach(t *testing.T) {
+	bothSourcings(t, testSeveralSourcesPrunedKeepAFloorEach)
+}
+
+func testSeveralSourcesPrunedKeepAFloorEach(t *testing.T, site string) {
 	t.Parallel()
-	w := newEdgeWorld(t)
+	w := newEdgeWorld(t, site)
 	ctx := t.Context()
 	consumertest.CreateStream(t, w.hjs, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
 	consumertest.CreateStream(t, w.hjs, jetstream.StreamConfig{Name: "REFUNDS", Subjects: []string{"refunds.>"}})
@@ -258,6 +275,10 @@ func TestSeveralSourcesPrunedKeepAFloorEach(t *testing.T) {
 // copy started at the hub's start and every message c1893bf pruned was
 // applied again.
 func TestUpgradedLedgerWithoutFloorIsNotCopiedAgain(t *testing.T) {
+	bothSourcings(t, testUpgradedLedgerWithoutFloorIsNotCopiedAgain)
+}
+
+func testUpgradedLedgerWithoutFloorIsNotCopiedAgain(t *testing.T, site string) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name        string
@@ -265,7 +286,7 @@ func TestUpgradedLedgerWithoutFloorIsNotCopiedAgain(t *testing.T) {
 	}{{"first start with the stream", true}, {"stream lost before the first start", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			w := newEdgeWorld(t)
+			w := newEdgeWorld(t, site)
 			ctx := t.Context()
 			w.hubOrders(t, 6)
 			h := stream.Sourced{Hub: "ORDERS", Filter: "orders.site1.>", Domain: "hub"}
@@ -322,8 +343,12 @@ func TestUpgradedLedgerWithoutFloorIsNotCopiedAgain(t *testing.T) {
 // hub's start as the first did (every row is there to dedupe it), and run
 // does not take the ledger for one an earlier release pruned.
 func TestEdgeStreamLostBeforeAnyPruneHasItsCreationFloor(t *testing.T) {
+	bothSourcings(t, testEdgeStreamLostBeforeAnyPruneHasItsCreationFloor)
+}
+
+func testEdgeStreamLostBeforeAnyPruneHasItsCreationFloor(t *testing.T, site string) {
 	t.Parallel()
-	w := newEdgeWorld(t)
+	w := newEdgeWorld(t, site)
 	w.hubOrders(t, 3)
 	h := stream.Sourced{Hub: "ORDERS", Domain: "hub"}
 	if _, err := w.ensure(t.Context(), stream.Config{Name: "EDGE", Duplicates: time.Minute}, h); err != nil {
@@ -347,8 +372,12 @@ func TestEdgeStreamLostBeforeAnyPruneHasItsCreationFloor(t *testing.T) {
 // its new sequences as for a copy run makes. Before the fix run used it as
 // it was, and the pruned messages were applied a second time.
 func TestEdgeStreamMadeByHandBelowTheFloorIsRefused(t *testing.T) {
+	bothSourcings(t, testEdgeStreamMadeByHandBelowTheFloorIsRefused)
+}
+
+func testEdgeStreamMadeByHandBelowTheFloorIsRefused(t *testing.T, site string) {
 	t.Parallel()
-	w := newEdgeWorld(t)
+	w := newEdgeWorld(t, site)
 	ctx := t.Context()
 	w.hubOrders(t, 6)
 	h := stream.Sourced{Hub: "ORDERS", Domain: "hub"}

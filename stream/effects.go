@@ -31,6 +31,11 @@ type Effects struct {
 	// every retry of a row. MaxAttempts default 0: outbox's default.
 	MaxAttempts int
 	Plan        ackwait.Plan
+	// Site, at an edge, is this site's name (its JetStream domain): the
+	// stream gets the durable consumer HubEffectsConsumer, through which the
+	// hub's effects stream sources it (HubEffectsSource; set up at the hub
+	// by jetledger hub add-site). Default "": none.
+	Site string
 	// Logger receives the waits. Default slog.Default().
 	Logger *slog.Logger
 	// Names are what the refusals call Effects' settings
@@ -76,7 +81,7 @@ func EnsureEffects(ctx context.Context, js jetstream.JetStream, e Effects) error
 	case err == nil && name != e.Stream:
 		return &SubjectTakenError{Subject: e.Subject, By: name, Want: e.Stream}
 	case err == nil:
-		return nil
+		return e.ensureHubConsumer(ctx, js, log)
 	case !errors.Is(err, jetstream.ErrStreamNotFound):
 		return &EffectsError{Op: "find", Subject: e.Subject, Stream: e.Stream, Err: err, Names: e.Names}
 	}
@@ -93,5 +98,26 @@ func EnsureEffects(ctx context.Context, js jetstream.JetStream, e Effects) error
 		return &EffectsError{Op: "create", Subject: e.Subject, Stream: e.Stream, Err: err, Names: e.Names}
 	}
 	log.InfoContext(ctx, "created the effects stream", "stream", e.Stream, "subject", e.Subject, "duplicate_window", window)
+	return e.ensureHubConsumer(ctx, js, log)
+}
+
+// ensureHubConsumer creates, at a site, the consumer the hub sources the
+// effects through, if it is missing; it starts at the stream's start, so
+// the hub takes every effect the stream holds. Local, it needs no link.
+func (e Effects) ensureHubConsumer(ctx context.Context, js jetstream.JetStream, log *slog.Logger) error {
+	if e.Site == "" {
+		return nil
+	}
+	cfg := sourceConsumerConfig(HubEffectsSource(e.Site, e.Stream), "", 0, "the hub's effects stream")
+	err := jsretry.Do(ctx, log, "create the consumer "+cfg.Durable+" of effects stream "+e.Stream, func(ctx context.Context) error {
+		_, err := js.CreatePushConsumer(ctx, e.Stream, cfg)
+		if errors.Is(err, jetstream.ErrConsumerExists) {
+			return nil // made by an earlier run; it keeps where the hub got to
+		}
+		return err
+	})
+	if err != nil {
+		return &EffectsError{Op: "consumer", Subject: e.Subject, Stream: e.Stream, Err: err, Names: e.Names}
+	}
 	return nil
 }

@@ -97,7 +97,7 @@ func (e *NoFloorError) Is(target error) bool { return target == ErrNoFloor }
 // EffectsError is EnsureEffects failing on JetStream: finding the stream
 // that captures Subject (Op "find"), or creating Stream (Op "create").
 type EffectsError struct {
-	Op      string // "find" or "create"
+	Op      string // "find", "create" or "consumer" (the hub's, HubEffectsConsumer)
 	Subject string // Effects.Subject
 	Stream  string // Effects.Stream
 	Err     error  // JetStream's error
@@ -112,6 +112,9 @@ func (e *EffectsError) Error() string {
 	prefix := "stream: ensure effects: "
 	if len(e.Names) > 0 {
 		prefix = ""
+	}
+	if e.Op == "consumer" {
+		return fmt.Sprintf("%screate the consumer %s on %s %s: %v", prefix, HubEffectsConsumer, named(e.Names, "Stream", "Effects.Stream"), e.Stream, e.Err)
 	}
 	if e.Op == "create" {
 		return fmt.Sprintf("%screate %s %s: %v", prefix, named(e.Names, "Stream", "Effects.Stream"), e.Stream, e.Err)

@@ -129,8 +129,8 @@ func sourceIName(src *jetstream.StreamSource) string {
 	return name + " " + filter + " " + dest
 }
 
-// sourceDomain is the JetStream domain src is read from ("" for this one).
-func sourceDomain(src *jetstream.StreamSource) string {
+// SourceDomain is the JetStream domain src is read from ("" for this one).
+func SourceDomain(src *jetstream.StreamSource) string {
 	if src.Domain != "" || src.External == nil {
 		return src.Domain
 	}
@@ -158,7 +158,7 @@ func SourceJetStream(js jetstream.JetStream, src *jetstream.StreamSource) (jetst
 // sourceKey names src in the ledger: the stream and its domain. Sources of
 // one stream with other filters share it.
 func sourceKey(src *jetstream.StreamSource) string {
-	if d := sourceDomain(src); d != "" {
+	if d := SourceDomain(src); d != "" {
 		return src.Name + "@" + d
 	}
 	return src.Name
@@ -422,7 +422,7 @@ func adoptSourced(ctx context.Context, js jetstream.JetStream, st *ledger.Store,
 			return err
 		}
 		if hub != nil {
-			n += copies(hub, src.OptStartSeq)
+			n += copies(hub, startOf(info.Config, src))
 		}
 	}
 	_, err = st.HoldRows(ctx, name, n)
@@ -446,7 +446,7 @@ func checkSourceStart(ctx context.Context, js jetstream.JetStream, st *ledger.St
 	if err != nil {
 		return err
 	}
-	from := src.OptStartSeq
+	from := startOf(info.Config, src)
 	switch {
 	case seq > 0 && o.Identity != "" && f.Instance != "" && o.Identity != f.Instance:
 		return nil // another instance of the source: its messages are all new

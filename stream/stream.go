@@ -66,6 +66,11 @@ type Config struct {
 	// adopt, when set, is asked about a stream that exists (or was made
 	// meanwhile by someone else) before it is used; its error refuses it.
 	adopt func(context.Context, *jetstream.StreamInfo) error
+	// beforeCreate, when set, is called with the configuration just
+	// before the stream is created.
+	beforeCreate func(context.Context, jetstream.StreamConfig)
+	// meta is added to the metadata of the stream created.
+	meta map[string]string
 }
 
 func (c Config) creates() bool { return len(c.Subjects) > 0 || len(c.Sources) > 0 }
@@ -90,6 +95,9 @@ func (c Config) config() jetstream.StreamConfig {
 			"which keeps a message's id while the stream holds a copy of it",
 		Metadata: map[string]string{consumer.MetadataCreatedBy: "jetledger", consumer.MetadataVersion: c.Version},
 		MaxAge:   c.Limits.MaxAge, MaxBytes: -1, MaxMsgs: -1, Replicas: max(1, c.Limits.Replicas),
+	}
+	for k, v := range c.meta {
+		cfg.Metadata[k] = v
 	}
 	if c.Limits.MaxBytes > 0 {
 		cfg.MaxBytes = c.Limits.MaxBytes
@@ -156,11 +164,14 @@ func create(ctx context.Context, js jetstream.JetStream, c Config, log *slog.Log
 		if err != nil {
 			return nil, fmt.Errorf("stream %s: where to start copying %s: %w", c.Name, c.Sources[0].Name, err)
 		}
-		c.Sources[0].OptStartSeq = seq
+		c = c.startingAt(seq)
+	}
+	if c.beforeCreate != nil {
+		c.beforeCreate(ctx, c.config())
 	}
 	made := false
 	info, err := jsretry.Call(ctx, log, "create stream "+c.Name, func(ctx context.Context) (*jetstream.StreamInfo, error) {
-		s, err := js.CreateStream(ctx, c.config())
+		s, err := createStream(ctx, js, c.config())
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			// Made meanwhile, by another run or by a try of ours whose
 			// answer was lost: it is used as any existing one is.
@@ -182,10 +193,49 @@ func create(ctx context.Context, js jetstream.JetStream, c Config, log *slog.Log
 	}
 	log.InfoContext(ctx, "created stream", "stream", c.Name, "subjects", c.Subjects, "sources", len(c.Sources), "duplicate_window", c.Duplicates,
 		"max_age", c.Limits.MaxAge, "max_bytes", c.Limits.MaxBytes, "max_msgs", c.Limits.MaxMsgs)
-	if len(c.Sources) > 0 && c.Sources[0].OptStartSeq > 1 {
-		log.WarnContext(ctx, msgSourceStart, "stream", c.Name, "source", c.Sources[0].Name, "start_seq", c.Sources[0].OptStartSeq)
+	if len(info.Config.Sources) > 0 {
+		if start := startOf(info.Config, info.Config.Sources[0]); start > 1 {
+			log.WarnContext(ctx, msgSourceStart, "stream", c.Name, "source", c.Sources[0].Name, "start_seq", start)
+		}
 	}
 	return info, nil
+}
+
+// startingAt is c with its first source starting at seq: on the source,
+// or for a durable source on its consumer, recorded in the metadata.
+func (c Config) startingAt(seq uint64) Config {
+	src := *c.Sources[0]
+	c.Sources = append([]*jetstream.StreamSource{&src}, c.Sources[1:]...)
+	if src.Consumer == nil {
+		src.OptStartSeq = seq
+		return c
+	}
+	meta := map[string]string{MetaSourceStart: strconv.FormatUint(seq, 10)}
+	for k, v := range c.meta {
+		meta[k] = v
+	}
+	c.meta = meta
+	return c
+}
+
+// createStream creates the stream, trying again a few times when the
+// server fails to make its store: nats-server v2.15.2 removes a deleted
+// stream's files in the background, and a stream of that name created at
+// once could meet them (error 10049, seen in tests that delete a copy and
+// make it again).
+func createStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	for try := 1; ; try++ {
+		s, err := js.CreateStream(ctx, cfg)
+		var api *jetstream.APIError
+		if try == 5 || !errors.As(err, &api) || api.ErrorCode != 10049 || !strings.Contains(api.Description, "creating store") {
+			return s, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Duration(try) * 100 * time.Millisecond):
+		}
+	}
 }
 
 // The messages of the warnings about a stream's limits, for those who read

@@ -9,6 +9,7 @@ import (
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/consumer/outbox/webhook"
+	"github.com/jetledger/jetledger/fleet"
 	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/publisher"
@@ -27,6 +28,8 @@ type cli struct {
 	Ledger       ledgerCmd       `cmd:"" help:"inspect the ledger: stats, conflicts, prune, backup"`
 	DLQ          dlqCmd          `cmd:"" name:"dlq" help:"dead letters: list, show, requeue with the original id, discard"`
 	Status       statusCmd       `cmd:"" help:"one screen: stream, consumer vs plan, ledger, outbox, dead letters, conflicts"`
+	Fleet        fleetCmd        `cmd:"" help:"at the hub: every edge site's state, worst first; exit 1 when any needs a person"`
+	Hub          hubCmd          `cmd:"" help:"at the hub: set up what an edge site needs there (the status bucket, its effects source); idempotent"`
 	Check        checkCmd        `cmd:"" help:"verify a live consumer's AckWait against the timing plan"`
 	Health       healthCmd       `cmd:"" help:"ask a running run for its health (/healthz of --metrics): exit 1 unless healthy; a container's health check"`
 	Bench        benchCmd        `cmd:"" help:"measure throughput, latency, ledger size and memory against raw JetStream"`
@@ -82,6 +85,7 @@ func defaults() kong.Vars {
 		"outbox_max_attempts": strconv.Itoa(outbox.MaxAttemptsDefault),
 		"webhook_timeout":     webhook.TimeoutDefault.String(),
 		"webhook_id_field":    webhook.ExternalIDFieldDefault,
+		"hub_effects":         fleet.HubEffectsDefault,
 	}
 }
 

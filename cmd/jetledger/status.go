@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/jetledger/jetledger/fleet"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/service"
 	"github.com/jetledger/jetledger/status"
@@ -49,6 +50,7 @@ type statusReport struct {
 	Ledger     *ledger.Stats           `json:"ledger,omitempty"`
 	Outbox     map[ledger.Status]int64 `json:"outbox,omitempty"`
 	Partitions []partitionStatus       `json:"partitions,omitempty"`
+	Hub        *fleet.Link             `json:"hub,omitempty"`
 	Problems   []string                `json:"problems,omitempty"`
 }
 
@@ -57,6 +59,7 @@ type statusCmd struct {
 	dbFlag
 	NATS natsFlags `embed:"" group:"nats"`
 	streamFlags
+	Effects string `name:"effects-stream" placeholder:"NAME" help:"at an edge: its effects stream (run --effects-stream), to count the effects not yet at the hub"`
 	jsonFlag
 	Plan planFlags `embed:"" group:"timing"`
 }
@@ -79,14 +82,14 @@ func (c *statusCmd) Run(inv *invocation) error {
 	if cerr == nil {
 		defer nc.Close()
 	}
-	r, err := service.ReadStatus(ctx, js, c.DB, *c.given, status.Config{Plan: plan, Logger: quiet, Names: consumerNames})
+	r, err := service.ReadStatus(ctx, js, c.DB, *c.given, status.Config{Plan: plan, Logger: quiet, Names: consumerNames, Effects: c.Effects})
 	if errors.As(err, new(*service.AmbiguousError)) {
 		return usageError{err} // several recorded consumers: the user's to choose from
 	} else if err != nil {
 		return err
 	}
 	rep := statusReport{Serves: &servesStatus{r.Chosen.Stream, r.Chosen.Durable, r.Chosen.From, r.Chosen.Origin(r.NamesLedger, streamNames)},
-		Stream: r.Stream, Consumer: r.Consumer, Ledger: r.Report.Ledger, Outbox: r.Outbox, Partitions: r.Partitions}
+		Stream: r.Stream, Consumer: r.Consumer, Ledger: r.Report.Ledger, Outbox: r.Outbox, Partitions: r.Partitions, Hub: r.Hub}
 	for _, p := range r.Problems {
 		rep.Problems = append(rep.Problems, dbHint(p).Error())
 	}
@@ -116,7 +119,7 @@ func printStatus(w io.Writer, r statusReport) {
 		}
 		status.WriteField(w, "serves", text)
 	}
-	status.Report{Stream: r.Stream, Consumer: r.Consumer, Ledger: r.Ledger, Outbox: r.Outbox, Partitions: r.Partitions}.WriteText(w)
+	status.Report{Stream: r.Stream, Consumer: r.Consumer, Ledger: r.Ledger, Outbox: r.Outbox, Partitions: r.Partitions, Hub: r.Hub}.WriteText(w)
 	for _, p := range r.Problems {
 		status.WriteField(w, "PROBLEM", p)
 	}

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jetledger/jetledger/fleet"
+)
+
+// fleetCmd is `jetledger fleet`, hubCmd `jetledger hub`.
+type fleetCmd struct {
+	NATS    natsFlags     `embed:"" group:"nats"`
+	Stale   time.Duration `name:"stale" default:"1m" help:"a site whose last record is older than this is offline"`
+	LowDisk int64         `name:"low-disk" default:"268435456" placeholder:"BYTES" help:"less free than this on a site's ledger or store disk needs a person"`
+	Lag     uint64        `name:"lag" default:"1000" help:"more messages than this not yet copied or applied is behind"`
+	Version string        `name:"want-version" placeholder:"VERSION" help:"the release sites should run; another is behind (as 'jetledger version' of the sites says its module version)"`
+	jsonFlag
+}
+
+func (c *fleetCmd) Run(inv *invocation) error {
+	if c.Stale <= 0 || c.LowDisk < 0 {
+		return usagef("--stale %s, --low-disk %d: want a positive duration and bytes of 0 or more", c.Stale, c.LowDisk)
+	}
+	ctx, cancel := context.WithTimeout(inv.ctx, 30*time.Second)
+	defer cancel()
+	nc, js, err := connect(ctx, c.NATS, quiet)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	sites, err := fleet.List(ctx, js, fleet.ListConfig{Stale: c.Stale, LowDisk: c.LowDisk, Lag: c.Lag, Version: c.Version})
+	if err != nil {
+		return err
+	}
+	if c.JSON {
+		err = printJSON(inv.stdout, sites)
+	} else {
+		err = fleet.WriteTable(inv.stdout, sites)
+	}
+	return cmp.Or(err, fleet.NeedPerson(sites))
+}
+
+type hubCmd struct {
+	NATS       natsFlags `embed:"" group:"nats"`
+	Domain     string    `name:"domain" required:"" placeholder:"NAME" help:"the site's JetStream domain (its run --edge-domain)"`
+	Effects    string    `name:"effects-stream" placeholder:"NAME" help:"the site's effects stream (its run --effects-stream), for the hub to source; none: the site sends no effects up"`
+	HubEffects string    `name:"hub-effects-stream" default:"${hub_effects}" placeholder:"NAME" help:"the hub's stream of every site's effects"`
+}
+
+func (c *hubCmd) Run(inv *invocation) error {
+	ctx, cancel := context.WithTimeout(inv.ctx, 30*time.Second)
+	defer cancel()
+	nc, js, err := connect(ctx, c.NATS, quiet)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	did, err := fleet.AddSite(ctx, js, fleet.Site{Domain: c.Domain, Effects: c.Effects, HubEffects: c.HubEffects})
+	if errors.Is(err, fleet.ErrInvalidSite) {
+		return usageError{err}
+	}
+	for _, line := range did {
+		fmt.Fprintln(inv.stdout, line)
+	}
+	if err == nil && len(did) == 0 {
+		fmt.Fprintln(inv.stdout, "nothing to do: the hub has what site "+c.Domain+" needs")
+	}
+	return err
+}
+
+func (fleetCmd) Help() string { return fleet.Help }
+func (hubCmd) Help() string   { return fleet.HubHelp }

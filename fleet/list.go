@@ -1,0 +1,198 @@
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The states of a site in List, worst first.
+const (
+	StateOffline   = "offline"   // no record for longer than ListConfig.Stale
+	StateAttention = "attention" // review rows, dead letters, conflicts or a disk short of space
+	StateBehind    = "behind"    // lagging, or running another version
+	StateOK        = "ok"
+)
+
+// Defaults of ListConfig.
+const (
+	StaleDefault   = time.Minute
+	LowDiskDefault = 256 << 20
+	LagDefault     = 1000
+)
+
+// ListConfig says when a site needs a person. The zero value is the
+// defaults.
+type ListConfig struct {
+	// Stale: a site whose last record the hub stored longer ago than this
+	// is offline. Default StaleDefault.
+	Stale time.Duration
+	// LowDisk: less free than this on the ledger's or the store's disk
+	// needs a person. Default LowDiskDefault.
+	LowDisk int64
+	// Lag: more of the hub's messages not yet copied, or of the copy not
+	// yet applied, than this is behind. Default LagDefault.
+	Lag uint64
+	// Version, when set, is the release sites should run; another is
+	// behind. Default "": not checked.
+	Version string
+}
+
+// Status is a site as List sees it.
+type Status struct {
+	Record
+	// Age is how long ago the hub stored the record, by the hub's clock.
+	Age   time.Duration `json:"age"`
+	State string        `json:"state"`
+	// Why says what makes the state, one reason each.
+	Why []string `json:"why,omitempty"`
+	// Attention says whether a person is needed (offline or attention).
+	Attention bool `json:"attention"`
+}
+
+// List reads every site's record from the hub's bucket, over js (a client
+// of the hub), and says each one's state, worst first, then by site.
+func List(ctx context.Context, js jetstream.JetStream, cfg ListConfig) ([]Status, error) {
+	kv, err := js.KeyValue(ctx, Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: the bucket %s: %w (jetledger fleet add-site makes it)", Bucket, err)
+	}
+	keys, err := kv.ListKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("fleet: the bucket %s: %w", Bucket, err)
+	}
+	var out []Status
+	for k := range keys.Keys() {
+		e, err := kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, fmt.Errorf("fleet: the record of %s: %w", k, err)
+		}
+		var r Record
+		if err := json.Unmarshal(e.Value(), &r); err != nil {
+			r = Record{Site: k, Problems: []string{"its record is not JSON: " + err.Error()}}
+		}
+		r.Site = cmp.Or(r.Site, k)
+		out = append(out, judge(r, time.Since(e.Created()), cfg))
+	}
+	slices.SortFunc(out, func(a, b Status) int {
+		return cmp.Or(cmp.Compare(rank(a.State), rank(b.State)), -cmp.Compare(len(a.Why), len(b.Why)), strings.Compare(a.Site, b.Site))
+	})
+	return out, keys.Stop()
+}
+
+func rank(state string) int {
+	return slices.Index([]string{StateOffline, StateAttention, StateBehind, StateOK}, state)
+}
+
+// judge is the state of r, stored age ago.
+func judge(r Record, age time.Duration, cfg ListConfig) Status {
+	stale, low, lag := cmp.Or(cfg.Stale, StaleDefault), cmp.Or(cfg.LowDisk, LowDiskDefault), cmp.Or(cfg.Lag, LagDefault)
+	s := Status{Record: r, Age: age, State: StateOK}
+	need := func(state, why string, args ...any) {
+		s.Why = append(s.Why, fmt.Sprintf(why, args...))
+		if rank(state) < rank(s.State) {
+			s.State = state
+		}
+	}
+	if age > stale {
+		need(StateOffline, "no record for %s (its link: %s)", age.Round(time.Second), linkWord(r.Link))
+	}
+	for _, p := range r.Problems {
+		need(StateAttention, "%s", p)
+	}
+	if r.Review > 0 {
+		need(StateAttention, "%d outbox rows in review", r.Review)
+	}
+	if r.DeadLetters > 0 {
+		need(StateAttention, "%d dead letters", r.DeadLetters)
+	}
+	if r.Conflicts > 0 {
+		need(StateAttention, "%d conflicts", r.Conflicts)
+	}
+	for _, d := range []struct {
+		what string
+		free int64
+	}{{"ledger", r.LedgerFree}, {"store", r.StoreFree}} {
+		if d.free >= 0 && d.free < low {
+			need(StateAttention, "%d MiB free on the %s's disk", d.free>>20, d.what)
+		}
+	}
+	if r.Link.Lag > lag || r.Pending > lag {
+		need(StateBehind, "behind: %d not yet copied, %d not yet applied", r.Link.Lag, r.Pending)
+	}
+	if cfg.Version != "" && r.Version != cfg.Version {
+		need(StateBehind, "runs %s, not %s", cmp.Or(r.Version, "an unknown version"), cfg.Version)
+	}
+	s.Attention = s.State == StateOffline || s.State == StateAttention
+	return s
+}
+
+func linkWord(l Link) string {
+	switch {
+	case !l.Leaf:
+		return "none"
+	case l.Up:
+		return "up"
+	case l.Refused:
+		return "refused"
+	}
+	return "down"
+}
+
+// WriteTable writes sites as a table, one line each, worst first as List
+// sorts them.
+func WriteTable(w io.Writer, sites []Status) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SITE\tSTATE\tSEEN\tVERSION\tLINK\tAPPLIED\tPENDING\tLAG\tREVIEW\tDEAD\tWHY")
+	for _, s := range sites {
+		fmt.Fprintf(tw, "%s\t%s\t%s ago\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", s.Site, s.State, s.Age.Round(time.Second), cmp.Or(s.Version, "?"), linkWord(s.Link),
+			s.AppliedSeq, s.Pending, s.Link.Lag, s.Review, s.DeadLetters, strings.Join(s.Why, "; "))
+	}
+	return tw.Flush()
+}
+
+// Help is the help of jetledger fleet.
+const Help = `
+Every edge run reports its state to the hub's bucket ` + Bucket + ` through its
+leaf link (every 15 s while the link is up, and at once when it comes back).
+With --nats or --context to the hub, fleet lists every site, worst first:
+offline (no record for longer than --stale), attention (outbox rows in review,
+dead letters, conflicts, a disk short of space), behind (lagging, another
+version), ok. Exit 1 when any site needs a person (offline or attention).
+Set up a site at the hub with 'jetledger hub'.`
+
+// HubHelp is the help of jetledger hub.
+const HubHelp = `
+What a site needs at the hub, with --nats or --context to the hub: the bucket
+` + Bucket + ` the sites report to, and, with --effects-stream, the hub's effects
+stream sourcing the site's effects stream through the durable consumer its run
+makes (which resumes within seconds after an outage, where a source added by
+hand with 'nats stream add --source' takes 30-40 s). Adding site 201 is one
+command; running it again changes nothing. It needs no link to the site.`
+
+// NeedPerson is an error saying how many of sites need a person, nil if
+// none does.
+func NeedPerson(sites []Status) error {
+	need := 0
+	for _, s := range sites {
+		if s.Attention {
+			need++
+		}
+	}
+	if need == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d sites need a person", need, len(sites))
+}

@@ -1,0 +1,93 @@
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/jetledger/jetledger/node"
+	"github.com/nats-io/nats.go"
+)
+
+// ReportIntervalDefault is how often a Reporter sends a record while the
+// link is up.
+const ReportIntervalDefault = 15 * time.Second
+
+// reportPoll is how often a Reporter looks at the link between records:
+// a record goes up within this long of the link's return.
+const reportPoll = time.Second
+
+// Reporter sends an edge's Record to the hub's Bucket while the link is
+// up: every Interval, at once when the link comes back, and again at the
+// next look after one that was not stored. It runs beside processing and
+// never in its way: Gather reads, the put waits at most a few seconds.
+type Reporter struct {
+	// Site is the edge's JetStream domain, the record's key. Required.
+	Site string
+	// Conn is a connection to the edge's own server. Required.
+	Conn *nats.Conn
+	// Link is the link's status (node.Node.Link). Required.
+	Link func() node.LinkStatus
+	// Gather makes the record, all but Site, At and Link.LinkStatus.
+	// Required.
+	Gather func(context.Context) Record
+	// Interval between records while the link stays up. Default
+	// ReportIntervalDefault.
+	Interval time.Duration
+	// Logger gets a line when records stop being stored and when they are
+	// again. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Run reports until ctx ends.
+func (r *Reporter) Run(ctx context.Context) {
+	log, every := cmp.Or(r.Logger, slog.Default()), cmp.Or(r.Interval, ReportIntervalDefault)
+	t := time.NewTicker(reportPoll)
+	defer t.Stop()
+	var sent time.Time
+	failing := false
+	for {
+		if l := r.Link(); l.Up && (sent.IsZero() || time.Since(sent) >= every || l.Connected.After(sent)) {
+			err := r.Send(ctx)
+			switch {
+			case err == nil:
+				sent = time.Now()
+				if failing {
+					log.InfoContext(ctx, "the site's status is stored at the hub again", "bucket", Bucket, "site", r.Site)
+				}
+				failing = false
+			case ctx.Err() != nil:
+				return
+			case !failing:
+				failing = true
+				log.WarnContext(ctx, "the site's status could not be stored at the hub (is its bucket there? jetledger fleet add-site makes it); trying again",
+					"bucket", Bucket, "site", r.Site, "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Send gathers a record and puts it in the hub's bucket, waiting for the
+// hub's acknowledgement a few seconds at most.
+func (r *Reporter) Send(ctx context.Context) error {
+	rec := r.Gather(ctx)
+	rec.Site, rec.At = r.Site, time.Now()
+	rec.Link.LinkStatus = r.Link()
+	data, err := rec.Marshal()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	reply, err := r.Conn.RequestWithContext(ctx, Subject(r.Site), data)
+	if err != nil {
+		return err
+	}
+	return pubAckError(reply.Data)
+}

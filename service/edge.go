@@ -1,0 +1,115 @@
+package service
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/fleet"
+	"github.com/jetledger/jetledger/health"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// effectsStream is the run's effects stream at an edge, "" without one.
+func (c *Config) effectsStream() string {
+	if c.Effects == nil {
+		return ""
+	}
+	return c.Effects.Stream
+}
+
+// fleetRecord gathers the site's record for the hub (fleet.Reporter):
+// what it cannot read is said in Problems, never a reason to send none.
+func (s *Service) fleetRecord(cons *consumer.Consumer, started time.Time) func(context.Context) fleet.Record {
+	c := &s.cfg
+	return func(ctx context.Context) fleet.Record {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		r := fleet.Record{Version: c.Stream.Version, Started: started, Stream: c.Stream.Name, LedgerFree: -1, StoreFree: -1}
+		problem := func(what string, err error) { r.Problems = append(r.Problems, what+": "+err.Error()) }
+		if info, err := cons.Info(ctx); err == nil {
+			r.AppliedSeq, r.Pending = info.AckFloor.Stream, info.NumPending+uint64(info.NumAckPending)
+		} else {
+			problem("the consumer", err)
+		}
+		if st, err := s.st.Stats(ctx); err == nil {
+			r.AppliedAt, r.DeadLetters, r.Conflicts = st.Newest, st.DeadLetters, st.Conflicts
+		} else {
+			problem("the ledger", err)
+		}
+		if n, err := s.st.OutboxCounts(ctx); err == nil {
+			r.Queued, r.Review = n[ledger.StatusQueued]+n[ledger.StatusSending], n[ledger.StatusReview]
+		} else {
+			problem("the outbox", err)
+		}
+		if free, ok := ledger.DiskFree(c.DB); ok {
+			r.LedgerFree = free
+		}
+		if free, ok := ledger.DiskFree(s.node.StoreDir()); ok {
+			r.StoreFree = free
+		}
+		if l, err := fleet.ReadSourcing(ctx, s.js, c.Stream.Name, c.effectsStream()); err == nil {
+			r.Link = l
+		} else {
+			problem("the sourcing", err)
+		}
+		return r
+	}
+}
+
+// reportToHub sends the site's record to the hub until ctx ends.
+func (s *Service) reportToHub(ctx context.Context, cons *consumer.Consumer) {
+	r := &fleet.Reporter{Site: s.cfg.site(), Conn: s.nc, Link: s.node.Link, Gather: s.fleetRecord(cons, time.Now()), Logger: s.log}
+	r.Run(ctx)
+}
+
+// hubProbe is /healthz's "hub": the link down degrades, never fails.
+func (s *Service) hubProbe() health.Probe {
+	return health.Link(func() (bool, string) {
+		l := s.node.Link()
+		return l.Up, l.Reason
+	})
+}
+
+// hubGauges are the edge's link metrics: up, seconds since it last came
+// up, the copy's sourcing lag and the effects not yet at the hub, read
+// from the edge's own server at most once a second.
+func (s *Service) hubGauges() []prometheus.Collector {
+	var mu sync.Mutex
+	var at time.Time
+	var last fleet.Link
+	read := func() fleet.Link {
+		mu.Lock()
+		defer mu.Unlock()
+		if time.Since(at) > time.Second {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			l, err := fleet.ReadSourcing(ctx, s.js, s.cfg.Stream.Name, s.cfg.effectsStream())
+			cancel()
+			if err == nil {
+				last, at = l, time.Now()
+			}
+		}
+		return last
+	}
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+	}
+	return []prometheus.Collector{
+		gauge("jetledger_hub_link_up", "1 while the edge's leaf link to its hub is up.", func() float64 {
+			if s.node.Link().Up {
+				return 1
+			}
+			return 0
+		}),
+		gauge("jetledger_hub_link_seconds_since_connect", "Seconds since the hub link last came up; -1 if it has not since the start.", func() float64 {
+			if c := s.node.Link().Connected; !c.IsZero() {
+				return time.Since(c).Seconds()
+			}
+			return -1
+		}),
+		gauge("jetledger_hub_sourcing_lag_messages", "The hub's messages for this site the local stream has not copied, as last heard.", func() float64 { return float64(read().Lag) }),
+		gauge("jetledger_effects_not_at_hub", "Effects in the local effects stream the hub has not taken yet.", func() float64 { return float64(read().EffectsNotAtHub) }),
+	}
+}

@@ -1,0 +1,180 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/ulid/v2"
+)
+
+// Durable sourcing (nats-server ADR-60): a source that names a durable
+// consumer on the other side resumes within seconds after an outage. The
+// server asks that consumer to reset and waits 5 s for it, and a probe on
+// its deliver subject ends the backoff at its first heartbeat. An ephemeral
+// source waits 30 s for a new consumer, then backs off 10 s, so after a
+// hub restart an edge took 33-40 s to get new messages in either direction.
+// The filter and start position are on the consumer: a source with a
+// consumer may not have them (error 10215). jetledger keeps them in the
+// copy's metadata as well, where the checks of its start read them.
+const (
+	// MetaSourceFilter is the copy's metadata key holding the hub filter
+	// of its durable source.
+	MetaSourceFilter = "jetledger.source_filter"
+	// MetaSourceStart is the copy's metadata key holding the hub sequence
+	// its durable source's consumer starts at ("0": the start).
+	MetaSourceStart = "jetledger.source_start"
+	// consumerPrefix starts the names of the consumers jetledger makes for
+	// durable sources.
+	consumerPrefix = "jetledger_"
+	// deliverPrefix starts their deliver subjects: one per consumer, so
+	// that sites never share one (the hub would take both into one copy).
+	deliverPrefix = "_JETLEDGER.src."
+)
+
+// HubEffectsConsumer is the durable consumer on an edge's effects stream
+// that the hub's effects stream sources it through (HubEffectsSource).
+const HubEffectsConsumer = consumerPrefix + "hub"
+
+// HubEffectsSource is how the hub's effects stream sources site's effects
+// stream (in the site's JetStream domain): through the durable consumer
+// HubEffectsConsumer, which the site's run creates on its stream
+// (EnsureEffects with Effects.Site), with a deliver subject of the site's.
+func HubEffectsSource(site, stream string) *jetstream.StreamSource {
+	return &jetstream.StreamSource{Name: stream, Domain: site, Consumer: &jetstream.StreamConsumerSource{
+		Name: HubEffectsConsumer, DeliverSubject: deliverPrefix + "effects." + site + "." + stream}}
+}
+
+// sourceConsumerConfig is the durable consumer a durable source reads
+// through: flow-controlled, with a heartbeat each second, as the server
+// requires of one (error 10218-10222); the filter and start are the
+// source's.
+func sourceConsumerConfig(src *jetstream.StreamSource, filter string, start uint64, about string) jetstream.ConsumerConfig {
+	cfg := jetstream.ConsumerConfig{Durable: src.Consumer.Name, DeliverSubject: src.Consumer.DeliverSubject, FilterSubject: filter,
+		AckPolicy: jetstream.AckFlowControlPolicy, FlowControl: true, IdleHeartbeat: time.Second,
+		Description: "created by jetledger: the durable source of " + about + "; delete it only with the stream that sources through it"}
+	if start > 1 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
+	}
+	return cfg
+}
+
+// newCopySource is the durable source of a new copy named stream at site,
+// of the hub's stream hub in domain: a consumer of its own, so that a copy
+// made again never resumes where an earlier one stopped.
+func newCopySource(hub, domain, site, stream string) *jetstream.StreamSource {
+	id := strings.ToLower(ulid.Make().String())
+	return &jetstream.StreamSource{Name: hub, Domain: domain, Consumer: &jetstream.StreamConsumerSource{
+		Name: copyConsumerPrefix(site, stream) + id, DeliverSubject: deliverPrefix + "copy." + site + "." + stream + "." + id}}
+}
+
+// copyConsumerPrefix starts the names of the consumers of site's copies
+// named stream, one per copy made.
+func copyConsumerPrefix(site, stream string) string {
+	return consumerPrefix + site + "_" + stream + "_"
+}
+
+// copyFamily is the prefix of a durable source's consumer name, or "" for
+// a source jetledger did not name.
+func copyFamily(src *jetstream.StreamSource) string {
+	if src.Consumer == nil || !strings.HasPrefix(src.Consumer.Name, consumerPrefix) {
+		return ""
+	}
+	i := strings.LastIndexByte(src.Consumer.Name, '_')
+	return src.Consumer.Name[:i+1]
+}
+
+// startOf is the sequence a source of cfg starts at: its own, or, for a
+// durable source, its consumer's as the copy's metadata records it.
+func startOf(cfg jetstream.StreamConfig, src *jetstream.StreamSource) uint64 {
+	if src.Consumer == nil {
+		return src.OptStartSeq
+	}
+	n, _ := strconv.ParseUint(cfg.Metadata[MetaSourceStart], 10, 64)
+	return n
+}
+
+// durableSource is the copy's durable source jetledger made, nil if none.
+func durableSource(cfg jetstream.StreamConfig) *jetstream.StreamSource {
+	for _, src := range cfg.Sources {
+		if copyFamily(src) != "" {
+			return src
+		}
+	}
+	return nil
+}
+
+// EnsureHubConsumer creates, on the hub, the consumer the durable source
+// of copy info reads through, if it is missing, and deletes those of the
+// site's earlier copies of the same name. It needs the hub: over a link
+// that is down it fails with the request's error. A copy without a
+// durable source jetledger made needs none (nil).
+func EnsureHubConsumer(ctx context.Context, js jetstream.JetStream, info *jetstream.StreamInfo) error {
+	src := durableSource(info.Config)
+	if src == nil {
+		return nil
+	}
+	hub, err := SourceJetStream(js, src)
+	if err != nil {
+		return err
+	}
+	cfg := sourceConsumerConfig(src, info.Config.Metadata[MetaSourceFilter], startOf(info.Config, src), "the copy "+info.Config.Name)
+	if _, err := hub.CreatePushConsumer(ctx, src.Name, cfg); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+		return fmt.Errorf("stream %s: create the consumer %s on the hub's stream %s: %w", info.Config.Name, cfg.Durable, src.Name, err)
+	}
+	s, err := hub.Stream(ctx, src.Name)
+	if err != nil {
+		return err
+	}
+	names := s.ConsumerNames(ctx)
+	family := copyFamily(src)
+	for name := range names.Name() {
+		if strings.HasPrefix(name, family) && name != cfg.Durable {
+			// An earlier copy's: nothing sources through it any more, and
+			// its deliveries would go on for ever.
+			if err := s.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				return err
+			}
+		}
+	}
+	return names.Err()
+}
+
+// KeepHubConsumer calls EnsureHubConsumer until it succeeds or ctx ends,
+// spaced out while the hub is away: a copy made offline gets its consumer
+// once the link is up, and its source resumes at the consumer's first
+// heartbeat. It logs the first failure and each new one, and the success
+// after any.
+func KeepHubConsumer(ctx context.Context, js jetstream.JetStream, info *jetstream.StreamInfo, log *slog.Logger) {
+	if durableSource(info.Config) == nil {
+		return
+	}
+	backoff := ackwait.Backoff{Base: time.Second, Max: 15 * time.Second}
+	last := ""
+	for try := 1; ; try++ {
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := EnsureHubConsumer(tctx, js, info)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			if try > 1 {
+				log.InfoContext(ctx, "created the hub's consumer of the copy: sourcing goes on", "stream", info.Config.Name)
+			}
+			return
+		case err.Error() != last:
+			last = err.Error()
+			log.WarnContext(ctx, "the copy's consumer on the hub could not be made yet (the link may be down); trying again, and the copy takes nothing new until it is", "stream", info.Config.Name, "err", err)
+		}
+		if !backoff.Wait(ctx, try) {
+			return
+		}
+	}
+}
