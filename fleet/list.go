@@ -66,12 +66,12 @@ func List(ctx context.Context, js jetstream.JetStream, cfg ListConfig) ([]Status
 	if err != nil {
 		return nil, fmt.Errorf("fleet: the bucket %s: %w (jetledger fleet add-site makes it)", Bucket, err)
 	}
-	keys, err := kv.ListKeys(ctx)
-	if err != nil {
+	keys, err := kv.Keys(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
 		return nil, fmt.Errorf("fleet: the bucket %s: %w", Bucket, err)
 	}
-	var out []Status
-	for k := range keys.Keys() {
+	out := []Status{}
+	for _, k := range keys {
 		e, err := kv.Get(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			continue // deleted meanwhile
@@ -81,7 +81,7 @@ func List(ctx context.Context, js jetstream.JetStream, cfg ListConfig) ([]Status
 		}
 		var r Record
 		if err := json.Unmarshal(e.Value(), &r); err != nil {
-			r = Record{Site: k, Problems: []string{"its record is not JSON: " + err.Error()}}
+			r = Record{Site: k, LedgerFree: -1, StoreFree: -1, Problems: []string{"its record is not JSON: " + err.Error()}}
 		}
 		r.Site = cmp.Or(r.Site, k)
 		out = append(out, judge(r, time.Since(e.Created()), cfg))
@@ -89,7 +89,7 @@ func List(ctx context.Context, js jetstream.JetStream, cfg ListConfig) ([]Status
 	slices.SortFunc(out, func(a, b Status) int {
 		return cmp.Or(cmp.Compare(rank(a.State), rank(b.State)), -cmp.Compare(len(a.Why), len(b.Why)), strings.Compare(a.Site, b.Site))
 	})
-	return out, keys.Stop()
+	return out, nil
 }
 
 func rank(state string) int {
@@ -132,7 +132,7 @@ func judge(r Record, age time.Duration, cfg ListConfig) Status {
 	if r.Link.Lag > lag || r.Pending > lag {
 		need(StateBehind, "behind: %d not yet copied, %d not yet applied", r.Link.Lag, r.Pending)
 	}
-	if cfg.Version != "" && r.Version != cfg.Version {
+	if cfg.Version != "" && r.Version != cfg.Version && !strings.Contains(r.Version, " "+cfg.Version+" ") {
 		need(StateBehind, "runs %s, not %s", cmp.Or(r.Version, "an unknown version"), cfg.Version)
 	}
 	s.Attention = s.State == StateOffline || s.State == StateAttention

@@ -16,9 +16,14 @@ import (
 // site.
 const Bucket = "JETLEDGER_FLEET"
 
-// Subject is where site's record is put in Bucket: a KV put is a publish
-// to it, which crosses the leaf link as any publish does.
-func Subject(site string) string { return "$KV." + Bucket + "." + site }
+// Subject is where an edge puts site's record in the Bucket of the hub in
+// JetStream domain hubDomain: a KV put is a publish, and across a leaf
+// link between domains $KV.> is denied, so it goes by the hub's domain
+// prefix, which the hub maps back onto $KV.> (nats-server's JS mapping
+// table).
+func Subject(hubDomain, site string) string {
+	return "$JS." + hubDomain + ".API.$KV." + Bucket + "." + site
+}
 
 // Record is one site's state, as its run reports it.
 type Record struct {
@@ -53,7 +58,9 @@ type Link struct {
 	// or a heartbeat); -1 never.
 	HeardAgo time.Duration `json:"heard_ago"`
 	// EffectsNotAtHub is how many effects in the site's effects stream
-	// the hub has not taken yet (its consumer's pending and unacknowledged).
+	// the hub has not taken yet: its consumer's not yet delivered. (Its
+	// unacknowledged count says nothing: a flow-controlled consumer's acks
+	// come only with flow control, every so many messages.)
 	EffectsNotAtHub uint64 `json:"effects_not_at_hub"`
 }
 
@@ -80,15 +87,14 @@ func ReadSourcing(ctx context.Context, js jetstream.JetStream, copy, effects str
 	if effects == "" {
 		return l, nil
 	}
-	c, err := js.Consumer(ctx, effects, stream.HubEffectsConsumer)
+	c, err := js.PushConsumer(ctx, effects, stream.HubEffectsConsumer)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
 		return l, nil // the effects are not sourced through it (set up by hand)
 	}
 	if err != nil {
 		return l, fmt.Errorf("fleet: the hub's consumer of %s: %w", effects, err)
 	}
-	info := c.CachedInfo()
-	l.EffectsNotAtHub = info.NumPending + uint64(info.NumAckPending)
+	l.EffectsNotAtHub = c.CachedInfo().NumPending
 	return l, nil
 }
 

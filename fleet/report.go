@@ -25,6 +25,8 @@ const reportPoll = time.Second
 type Reporter struct {
 	// Site is the edge's JetStream domain, the record's key. Required.
 	Site string
+	// HubDomain is the hub's JetStream domain. Required.
+	HubDomain string
 	// Conn is a connection to the edge's own server. Required.
 	Conn *nats.Conn
 	// Link is the link's status (node.Node.Link). Required.
@@ -85,7 +87,7 @@ func (r *Reporter) Send(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	reply, err := r.Conn.RequestWithContext(ctx, Subject(r.Site), data)
+	reply, err := r.Conn.RequestWithContext(ctx, Subject(r.HubDomain, r.Site), data)
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,7 @@ func startHub(t testing.TB) *hub {
 	t.Helper()
 	dir := t.TempDir()
 	h := &hub{t: t, bin: natsServerBinary(t), conf: filepath.Join(dir, "hub.conf"), port: freePort(t), leafPort: freePort(t)}
-	conf := fmt.Sprintf("server_name: hub\nlisten: 127.0.0.1:%d\njetstream { store_dir: %q, domain: hub }\nleafnodes { listen: 127.0.0.1:%d }\n",
+	conf := fmt.Sprintf("server_name: hub\nlisten: 127.0.0.1:%d\njetstream { store_dir: %q, domain: hub }\nleafnodes { listen: 127.0.0.1:%d, no_advertise: true }\n",
 		h.port, filepath.Join(dir, "store"), h.leafPort)
 	if err := os.WriteFile(h.conf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)

@@ -108,6 +108,8 @@ func (c Config) checkHub() error {
 		return refuse("with %s, %s sources %s and takes no %s", urls, n.Say("Stream.Name"), n.Say("Hub.Stream"), n.Say("Stream.Subjects"))
 	case c.Hub != nil && c.Hub.Stream == "":
 		return refuse("%s needs %s, the hub's stream to source", urls, n.Say("Hub.Stream"))
+	case c.Hub != nil && c.Hub.Report < 0:
+		return refuse("%s %s: must not be negative", n.Say("Hub.Report"), c.Hub.Report)
 	}
 	return nodeRefusal(l.Validate())
 }

@@ -134,6 +134,10 @@ type Hub struct {
 	Filter string // only its messages on this subject. Default: all.
 	Domain string // the hub's JetStream domain. Default: this one.
 	Start  uint64 // the hub's sequence to copy from when no floor is recorded. Default 0: none.
+	// Report is how often the site's status record goes to the hub's
+	// bucket while the link is up (fleet.Reporter). Default
+	// fleet.ReportIntervalDefault.
+	Report time.Duration
 }
 
 // Effects is the outbox's NATS sink (natssink).

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"sync"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/jetledger/jetledger/fleet"
 	"github.com/jetledger/jetledger/health"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/node"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -61,7 +63,11 @@ func (s *Service) fleetRecord(cons *consumer.Consumer, started time.Time) func(c
 
 // reportToHub sends the site's record to the hub until ctx ends.
 func (s *Service) reportToHub(ctx context.Context, cons *consumer.Consumer) {
-	r := &fleet.Reporter{Site: s.cfg.site(), Conn: s.nc, Link: s.node.Link, Gather: s.fleetRecord(cons, time.Now()), Logger: s.log}
+	hubDomain := cmp.Or(s.cfg.Node.Leaf.HubDomain, node.DefaultHubDomain)
+	r := &fleet.Reporter{Site: s.cfg.site(), HubDomain: hubDomain, Conn: s.nc, Link: s.node.Link, Gather: s.fleetRecord(cons, time.Now()), Logger: s.log}
+	if s.cfg.Hub != nil {
+		r.Interval = s.cfg.Hub.Report
+	}
 	r.Run(ctx)
 }
 

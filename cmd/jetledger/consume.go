@@ -62,7 +62,7 @@ var runNames = service.Names{Program: "run", Settings: map[string]string{
 	"Node.TLS.Cert": "--listen-tls-cert", "Node.TLS.Key": "--listen-tls-key", "Node.TLS.ClientCA": "--listen-tls-client-ca", "Node.SyncInterval": "--sync-interval",
 	"Node.Leaf.URLs": "--hub-url", "Node.Leaf.Domain": "--edge-domain", "Node.Leaf.HubDomain": "--hub-domain", "Node.Leaf.Credentials": "--hub-creds",
 	"Node.Leaf.TLSCA": "--hub-tls-ca", "Node.Leaf.TLSCert": "--hub-tls-cert", "Node.Leaf.TLSKey": "--hub-tls-key",
-	"Hub": "--hub-url", "Hub.Stream": "--hub-stream", "Hub.Filter": "--hub-filter", "Hub.Start": "--hub-start-seq",
+	"Hub": "--hub-url", "Hub.Stream": "--hub-stream", "Hub.Filter": "--hub-filter", "Hub.Start": "--hub-start-seq", "Hub.Report": "--hub-status-interval",
 	"Effects.Subject": "--effects-subject", "Effects.Stream": "--effects-stream", "Effects.Timeout": "--effects-timeout", "Sink": "--webhook",
 	"Webhook.URL": "--webhook", "Webhook.DeleteURL": "--webhook-delete-url", "Webhook.LookupURL": "--webhook-lookup-url",
 	"Webhook.Timeout": "--webhook-timeout", "Webhook.RetryOn": "--webhook-retry-on",
