@@ -56,7 +56,7 @@ func TestAddSiteThenList(t *testing.T) {
 	}
 	up := fleet.Link{LinkStatus: node.LinkStatus{Leaf: true, Up: true}}
 	put(fleet.Record{Site: "ok", Version: "jetledger v1 commit x", Link: up, LedgerFree: 1 << 40, StoreFree: -1})
-	put(fleet.Record{Site: "review", Review: 2, Link: up, LedgerFree: 1 << 40})
+	put(fleet.Record{Site: "review", Review: 2, Link: up, LedgerFree: 1 << 40, StoreFree: -1})
 	put(fleet.Record{Site: "disk", Link: up, LedgerFree: 1 << 20})
 	put(fleet.Record{Site: "old", Version: "jetledger v0 commit y", Link: up, LedgerFree: -1, StoreFree: -1})
 	if _, err := kv.Put(ctx, "junk", []byte("not json")); err != nil {
