@@ -119,7 +119,11 @@ func originStream(cfg jetstream.StreamConfig, subject string) (into string, src 
 	}
 	var from []*jetstream.StreamSource
 	for _, src := range cfg.Sources {
-		if src.FilterSubject == "" && len(src.SubjectTransforms) == 0 || src.FilterSubject != "" && server.SubjectMatchesFilter(subject, src.FilterSubject) {
+		filter := src.FilterSubject
+		if src.Consumer != nil && filter == "" {
+			filter = cfg.Metadata[stream.MetaSourceFilter] // a durable source's filter is on its consumer
+		}
+		if filter == "" && len(src.SubjectTransforms) == 0 || filter != "" && server.SubjectMatchesFilter(subject, filter) {
 			from = append(from, src)
 		}
 		for _, tr := range src.SubjectTransforms {

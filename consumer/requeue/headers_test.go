@@ -2,6 +2,7 @@ package requeue
 
 import (
 	"errors"
+	"github.com/jetledger/jetledger/stream"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -45,6 +46,11 @@ func TestOriginStream(t *testing.T) {
 			{Name: "A", FilterSubject: "a.>"}, {Name: "B", FilterSubject: "pay.>"}}}, "pay.alice", "B", nil, nil},
 		{"sources two", jetstream.StreamConfig{Name: "PAY", Sources: []*jetstream.StreamSource{{Name: "A"}, {Name: "B"}}}, "pay.alice", "", nil, ErrNoOrigin},
 		{"sources none of it", jetstream.StreamConfig{Name: "PAY", Sources: []*jetstream.StreamSource{{Name: "A", FilterSubject: "a.>"}}}, "pay.alice", "", nil, ErrNoOrigin},
+		// A durable source's filter is on its consumer; the copy's metadata says it.
+		{"durable source, its filter", jetstream.StreamConfig{Name: "PAY", Metadata: map[string]string{stream.MetaSourceFilter: "pay.>"},
+			Sources: []*jetstream.StreamSource{{Name: "HUB", Consumer: &jetstream.StreamConsumerSource{Name: "c", DeliverSubject: "d"}}}}, "pay.alice", "HUB", nil, nil},
+		{"durable source, not its filter", jetstream.StreamConfig{Name: "PAY", Metadata: map[string]string{stream.MetaSourceFilter: "a.>"},
+			Sources: []*jetstream.StreamSource{{Name: "HUB", Consumer: &jetstream.StreamConsumerSource{Name: "c", DeliverSubject: "d"}}}}, "pay.alice", "", nil, ErrNoOrigin},
 	}
 	for _, tc := range tests {
 		into, src, err := originStream(tc.cfg, tc.subject)
