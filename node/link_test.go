@@ -1,11 +1,9 @@
 package node
 
 import (
-	"bytes"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,29 +11,11 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// syncBuffer is a log sink safe for the watch's goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startEdge starts a leaf node of the hub at url, its log in the buffer
 // returned.
-func startEdge(t *testing.T, url, domain string) (*Node, *syncBuffer) {
+func startEdge(t *testing.T, url, domain string) (*Node, *consumertest.LogBuffer) {
 	t.Helper()
-	buf := &syncBuffer{}
+	buf := &consumertest.LogBuffer{}
 	n, err := Start(t.Context(), Config{StoreDir: t.TempDir(), Listen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(buf, nil)),
 		Leaf: &LeafConfig{URLs: []string{url}, Domain: domain}})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/fleet"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // fleetCmd is `jetledger fleet`, hubCmd `jetledger hub`.
@@ -24,13 +25,12 @@ func (c *fleetCmd) Run(inv *invocation) error {
 	if c.Stale <= 0 || c.LowDisk < 0 {
 		return usagef("--stale %s, --low-disk %d: want a positive duration and bytes of 0 or more", c.Stale, c.LowDisk)
 	}
-	ctx, cancel := context.WithTimeout(inv.ctx, 30*time.Second)
-	defer cancel()
-	nc, js, err := connect(ctx, c.NATS, quiet)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
+	return withHub(inv, c.NATS, func(ctx context.Context, js jetstream.JetStream) error {
+		return c.list(ctx, js, inv)
+	})
+}
+
+func (c *fleetCmd) list(ctx context.Context, js jetstream.JetStream, inv *invocation) error {
 	sites, err := fleet.List(ctx, js, fleet.ListConfig{Stale: c.Stale, LowDisk: c.LowDisk, Lag: c.Lag, Version: c.Version})
 	if err != nil {
 		return err
@@ -51,13 +51,12 @@ type hubCmd struct {
 }
 
 func (c *hubCmd) Run(inv *invocation) error {
-	ctx, cancel := context.WithTimeout(inv.ctx, 30*time.Second)
-	defer cancel()
-	nc, js, err := connect(ctx, c.NATS, quiet)
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
+	return withHub(inv, c.NATS, func(ctx context.Context, js jetstream.JetStream) error {
+		return c.add(ctx, js, inv)
+	})
+}
+
+func (c *hubCmd) add(ctx context.Context, js jetstream.JetStream, inv *invocation) error {
 	did, err := fleet.AddSite(ctx, js, fleet.Site{Domain: c.Domain, Effects: c.Effects, HubEffects: c.HubEffects})
 	if errors.Is(err, fleet.ErrInvalidSite) {
 		return usageError{err}
@@ -69,6 +68,18 @@ func (c *hubCmd) Run(inv *invocation) error {
 		fmt.Fprintln(inv.stdout, "nothing to do: the hub has what site "+c.Domain+" needs")
 	}
 	return err
+}
+
+// withHub runs f with a client of the hub n names, for 30 s at most.
+func withHub(inv *invocation, n natsFlags, f func(context.Context, jetstream.JetStream) error) error {
+	ctx, cancel := context.WithTimeout(inv.ctx, 30*time.Second)
+	defer cancel()
+	nc, js, err := connect(ctx, n, quiet)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	return f(ctx, js)
 }
 
 func (fleetCmd) Help() string { return fleet.Help }

@@ -31,31 +31,13 @@ type clock struct{ ns atomic.Int64 }
 func (c *clock) now() time.Time      { return time.Unix(0, c.ns.Load()) }
 func (c *clock) add(d time.Duration) { c.ns.Add(int64(d)) }
 
-// lines keeps what a logger wrote.
-type lines struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lines) has(s string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Contains(l.b.String(), s)
-}
-
 type env struct {
 	srv  *server.Server
 	nc   *nats.Conn
 	js   jetstream.JetStream
 	st   *ledger.Store
 	clk  *clock
-	logs *lines
+	logs *consumertest.LogBuffer
 }
 
 // newEnv starts a server with a stream EFF on effects.> whose duplicate
@@ -73,7 +55,7 @@ func newEnv(t *testing.T, opts *server.Options, window time.Duration, cfg jetstr
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return &env{srv: srv, nc: nc, js: js, st: st, clk: clk, logs: &lines{}}
+	return &env{srv: srv, nc: nc, js: js, st: st, clk: clk, logs: &consumertest.LogBuffer{}}
 }
 
 func (e *env) sink(t *testing.T) *natssink.Sink {
@@ -235,7 +217,7 @@ func TestOutageKeepsRowsQueued(t *testing.T) {
 	e.srv.WaitForShutdown()
 	consumertest.Eventually(t, 5*time.Second, "the client to notice", func() bool { return e.nc.Status() != nats.CONNECTED })
 	during := e.enqueue(t, "m2", "m3", "m4")
-	consumertest.Eventually(t, 5*time.Second, "the dispatcher to log the outage", func() bool { return e.logs.has("destination unreachable") })
+	consumertest.Eventually(t, 5*time.Second, "the dispatcher to log the outage", func() bool { return e.logs.Has("destination unreachable") })
 	// With MaxAttempts 2 and 10ms backoff, rows claimed during the outage
 	// would fail within a few rounds: give it fifty.
 	deadline := time.Now().Add(50 * 10 * time.Millisecond)
@@ -257,7 +239,7 @@ func TestOutageKeepsRowsQueued(t *testing.T) {
 	if got, want := e.stored(t), append(before, during...); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("stream holds %v, want each row once: %v", got, want)
 	}
-	if !e.logs.has("destination reachable again") {
+	if !e.logs.Has("destination reachable again") {
 		t.Error("no log line for the end of the outage")
 	}
 	// A restart keeps the stream's creation time: the same instance, which
@@ -293,7 +275,7 @@ func TestWindowDecidesWhetherAnExpiredSendIsRepeated(t *testing.T) {
 			e.clk.add(2 * time.Second) // past the dead claim's lease
 			e.run(t, outbox.Config{Sink: sink, Lease: 6 * time.Second})
 			e.waitStatus(t, rows[0], tc.want)
-			short := e.logs.has("remembers an idempotency key for 1s")
+			short := e.logs.Has("remembers an idempotency key for 1s")
 			if short != (tc.want == ledger.StatusReview) {
 				t.Errorf("short-window warning logged: %v", short)
 			}
