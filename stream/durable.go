@@ -75,9 +75,12 @@ func newCopySource(hub, domain, site, stream string) *jetstream.StreamSource {
 }
 
 // copyConsumerPrefix starts the names of the consumers of site's copies
-// named stream, one per copy made.
+// named stream, one per copy made. Both names may hold '_', so the pair's
+// hash goes in too: site a's copy b_c and site a_b's copy c must not
+// share a prefix, or one would delete the other's consumer as its own
+// earlier copy's.
 func copyConsumerPrefix(site, stream string) string {
-	return consumerPrefix + site + "_" + stream + "_"
+	return consumerPrefix + site + "_" + stream + "_" + natsHash(site+"\x00"+stream) + "_"
 }
 
 // copyFamily is the prefix of a durable source's consumer name, or "" for
