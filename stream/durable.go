@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/oklog/ulid/v2"
 )
@@ -115,9 +116,14 @@ func durableSource(cfg jetstream.StreamConfig) *jetstream.StreamSource {
 
 // EnsureHubConsumer creates, on the hub, the consumer the durable source
 // of copy info reads through, if it is missing, and deletes those of the
-// site's earlier copies of the same name. It needs the hub: over a link
-// that is down it fails with the request's error. A copy without a
-// durable source jetledger made needs none (nil).
+// site's earlier copies of the same name. A consumer made for a copy that
+// exists starts after the last message the copy took from the hub's
+// stream, or at the start of a hub stream made again since (another
+// instance, whose messages are all new: the ledger dedupes the ids it
+// holds); for a copy not made yet (info.Created zero) it starts where the
+// copy's metadata says. It needs the hub: over a link that is down it
+// fails with the request's error. A copy without a durable source
+// jetledger made needs none (nil).
 func EnsureHubConsumer(ctx context.Context, js jetstream.JetStream, info *jetstream.StreamInfo) error {
 	src := durableSource(info.Config)
 	if src == nil {
@@ -127,18 +133,21 @@ func EnsureHubConsumer(ctx context.Context, js jetstream.JetStream, info *jetstr
 	if err != nil {
 		return err
 	}
-	cfg := sourceConsumerConfig(src, info.Config.Metadata[MetaSourceFilter], startOf(info.Config, src), "the copy "+info.Config.Name)
-	if _, err := hub.CreatePushConsumer(ctx, src.Name, cfg); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
-		return fmt.Errorf("stream %s: create the consumer %s on the hub's stream %s: %w", info.Config.Name, cfg.Durable, src.Name, err)
-	}
 	s, err := hub.Stream(ctx, src.Name)
+	if err != nil {
+		return fmt.Errorf("stream %s: the hub's stream %s: %w", info.Config.Name, src.Name, err)
+	}
+	_, err = hub.PushConsumer(ctx, src.Name, src.Consumer.Name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		err = createHubConsumer(ctx, js, hub, info, src, s.CachedInfo())
+	}
 	if err != nil {
 		return err
 	}
 	names := s.ConsumerNames(ctx)
 	family := copyFamily(src)
 	for name := range names.Name() {
-		if strings.HasPrefix(name, family) && name != cfg.Durable {
+		if strings.HasPrefix(name, family) && name != src.Consumer.Name {
 			// An earlier copy's: nothing sources through it any more, and
 			// its deliveries would go on for ever.
 			if err := s.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -149,11 +158,78 @@ func EnsureHubConsumer(ctx context.Context, js jetstream.JetStream, info *jetstr
 	return names.Err()
 }
 
-// KeepHubConsumer calls EnsureHubConsumer until it succeeds or ctx ends,
-// spaced out while the hub is away: a copy made offline gets its consumer
-// once the link is up, and its source resumes at the consumer's first
-// heartbeat. It logs the first failure and each new one, and the success
-// after any.
+// createHubConsumer makes the copy's missing consumer on the hub's stream
+// (hubInfo), starting as EnsureHubConsumer says.
+func createHubConsumer(ctx context.Context, js, hub jetstream.JetStream, info *jetstream.StreamInfo, src *jetstream.StreamSource, hubInfo *jetstream.StreamInfo) error {
+	start, err := resumeAt(ctx, js, info, src, hubInfo)
+	if err != nil {
+		return err
+	}
+	cfg := sourceConsumerConfig(src, info.Config.Metadata[MetaSourceFilter], start, "the copy "+info.Config.Name)
+	if _, err := hub.CreatePushConsumer(ctx, src.Name, cfg); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
+		return fmt.Errorf("stream %s: create the consumer %s on the hub's stream %s: %w", info.Config.Name, cfg.Durable, src.Name, err)
+	}
+	return nil
+}
+
+// resumeAt is where a new consumer of copy info's source src starts on
+// the hub's stream hubInfo (0: its start).
+func resumeAt(ctx context.Context, js jetstream.JetStream, info *jetstream.StreamInfo, src *jetstream.StreamSource, hubInfo *jetstream.StreamInfo) (uint64, error) {
+	if info.Created.IsZero() {
+		return startOf(info.Config, src), nil // the copy is being made
+	}
+	s, err := js.Stream(ctx, info.Config.Name)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", info.Config.Name, err)
+	}
+	o, found, err := lastFrom(ctx, s, src)
+	switch {
+	case err != nil:
+		return 0, err
+	case found && o.Identity != "" && o.Identity != Identity(hubInfo.Created):
+		return 0, nil // the hub's stream was made again since
+	case found:
+		return o.Seq + 1, nil
+	case hubInfo.Created.After(info.Created):
+		return 0, nil // made again after the copy, which holds nothing of it
+	}
+	return startOf(info.Config, src), nil
+}
+
+// lastFrom is where the last message of stream s that came through src
+// came from, found among its last pruneScanLimit messages.
+func lastFrom(ctx context.Context, s jetstream.Stream, src *jetstream.StreamSource) (sourceOrigin, bool, error) {
+	info, err := s.Info(ctx)
+	if err != nil {
+		return sourceOrigin{}, false, err
+	}
+	iname := sourceIName(src)
+	for seq, n := info.State.LastSeq, 0; seq >= max(info.State.FirstSeq, 1) && n < pruneScanLimit; seq, n = seq-1, n+1 {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // deleted
+		}
+		if err != nil {
+			return sourceOrigin{}, false, err
+		}
+		if o, ok := parseStreamSource(m.Header.Get(headerStreamSource)); ok && o.of(iname) {
+			return o, true, nil
+		}
+	}
+	return sourceOrigin{}, false, nil
+}
+
+// hubConsumerCheck is how often KeepHubConsumer looks again at a
+// consumer that is there: the hub's stream made again (or the consumer
+// deleted) takes it away, and the copy would take nothing more.
+var hubConsumerCheck = 10 * time.Second
+
+// KeepHubConsumer calls EnsureHubConsumer until ctx ends: every
+// hubConsumerCheck while it succeeds, spaced out while it fails (the hub
+// away). A copy made offline gets its consumer once the link is up, one
+// whose hub stream is made again gets a new one, and its source resumes at
+// the consumer's first heartbeat. It logs the first failure and each new
+// one, and the success after any.
 func KeepHubConsumer(ctx context.Context, js jetstream.JetStream, info *jetstream.StreamInfo, log *slog.Logger) {
 	if durableSource(info.Config) == nil {
 		return
@@ -164,20 +240,38 @@ func KeepHubConsumer(ctx context.Context, js jetstream.JetStream, info *jetstrea
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := EnsureHubConsumer(tctx, js, info)
 		cancel()
+		wait := func() bool { return backoff.Wait(ctx, try) }
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err == nil:
-			if try > 1 {
-				log.InfoContext(ctx, "created the hub's consumer of the copy: sourcing goes on", "stream", info.Config.Name)
+			if last != "" {
+				log.InfoContext(ctx, "the copy's consumer is on the hub: sourcing goes on", "stream", info.Config.Name)
 			}
-			return
+			last, try = "", 0
+			wait = func() bool { return sleepCtx(ctx, hubConsumerCheck) }
 		case err.Error() != last:
 			last = err.Error()
-			log.WarnContext(ctx, "the copy's consumer on the hub could not be made yet (the link may be down); trying again, and the copy takes nothing new until it is", "stream", info.Config.Name, "err", err)
+			level := slog.LevelWarn
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoHeartbeat) {
+				level = slog.LevelDebug // the link is down: its watch says so
+			}
+			log.Log(ctx, level, "the copy's consumer on the hub could not be checked or made; trying again, and while it is missing the copy takes nothing new", "stream", info.Config.Name, "err", err)
 		}
-		if !backoff.Wait(ctx, try) {
+		if !wait() {
 			return
 		}
+	}
+}
+
+// sleepCtx waits d, false if ctx ends first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }

@@ -439,3 +439,55 @@ func testEdgeStreamMadeByHandBelowTheFloorIsRefused(t *testing.T, site string) {
 		t.Fatalf("the edge stream made by hand at the floor copies %d messages already applied whose rows prune removed: %v", len(again), again)
 	}
 }
+
+// A durable copy whose hub stream is deleted and made again: the consumer
+// goes with it, and the copy would take nothing more. EnsureHubConsumer
+// (run calls it every 10 s) makes a new one at the new instance's start,
+// and then, with the consumer deleted by hand, one after the last message
+// copied: the copy holds each message once.
+func TestDurableCopyFollowsAHubStreamMadeAgain(t *testing.T) {
+	t.Parallel()
+	w := newEdgeWorld(t, "site1")
+	ctx := t.Context()
+	w.hubOrders(t, 3)
+	h := stream.Sourced{Hub: "ORDERS", Filter: "orders.site1.>", Domain: "hub"}
+	info, err := w.ensure(ctx, stream.Config{Name: "EDGE", Duplicates: time.Minute}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.waitEdge(t, "EDGE", 3)
+	if err := w.hjs.DeleteStream(ctx, "ORDERS"); err != nil {
+		t.Fatal(err)
+	}
+	consumertest.CreateStream(t, w.hjs, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
+	for i := range 2 {
+		w.publish(t, "orders.site1.pay", fmt.Sprint("n", i))
+	}
+	if err := stream.EnsureHubConsumer(ctx, w.ejs, info); err != nil {
+		t.Fatal(err)
+	}
+	w.waitEdge(t, "EDGE", 5)
+	hub, err := stream.SourceJetStream(w.ejs, info.Config.Sources[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.DeleteConsumer(ctx, "ORDERS", info.Config.Sources[0].Consumer.Name); err != nil {
+		t.Fatal(err)
+	}
+	w.publish(t, "orders.site1.pay", "n2")
+	if err := stream.EnsureHubConsumer(ctx, w.ejs, info); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]int{}
+	for _, m := range w.messages(t, "EDGE", 6) {
+		ids[m.Header.Get(jetstream.MsgIDHeader)]++
+	}
+	for _, id := range []string{"o0", "o1", "o2", "n0", "n1", "n2"} {
+		if ids[id] != 1 {
+			t.Errorf("the copy holds %s %d times, want once (all: %v)", id, ids[id], ids)
+		}
+	}
+	if len(ids) != 6 {
+		t.Errorf("the copy holds %v, want the 6 published", ids)
+	}
+}
