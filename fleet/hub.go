@@ -90,7 +90,7 @@ func sourceEffects(ctx context.Context, js jetstream.JetStream, s Site) (string,
 	switch {
 	case i >= 0 && cfg.Sources[i].Consumer == nil:
 		return "", fmt.Errorf("%w: %s sources %s from the domain %s ephemerally, which resumes 30-40 s after an outage; switching copies the site's effects again from the start: "+
-			"remove that source (nats stream edit) and run add-site again only if the hub's effects stream dedupes them, or leave it", ErrEphemeralSource, name, s.Effects, s.Domain)
+			"to switch, remove that source (nats stream edit) and run jetledger hub again: the hub then copies the site's effects stream again from its start, which only a duplicate window covering them all dedupes", ErrEphemeralSource, name, s.Effects, s.Domain)
 	case i >= 0:
 		return "", nil
 	}

@@ -64,7 +64,7 @@ type Status struct {
 func List(ctx context.Context, js jetstream.JetStream, cfg ListConfig) ([]Status, error) {
 	kv, err := js.KeyValue(ctx, Bucket)
 	if err != nil {
-		return nil, fmt.Errorf("fleet: the bucket %s: %w (jetledger fleet add-site makes it)", Bucket, err)
+		return nil, fmt.Errorf("fleet: the bucket %s: %w (jetledger hub --domain <site> makes it)", Bucket, err)
 	}
 	keys, err := kv.Keys(ctx)
 	if err != nil && !errors.Is(err, jetstream.ErrNoKeysFound) {

@@ -63,7 +63,7 @@ func (r *Reporter) Run(ctx context.Context) {
 				return
 			case !failing:
 				failing = true
-				log.WarnContext(ctx, "the site's status could not be stored at the hub (is its bucket there? jetledger fleet add-site makes it); trying again",
+				log.WarnContext(ctx, "the site's status could not be stored at the hub (is its bucket there? jetledger hub --domain <site> makes it); trying again",
 					"bucket", Bucket, "site", r.Site, "err", err)
 			}
 		}

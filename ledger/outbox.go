@@ -353,3 +353,18 @@ func (s *Store) CountOutbox(ctx context.Context, status Status, since time.Time)
 	}
 	return n, nil
 }
+
+// LastExternalSeq is the highest sequence among the outbox rows whose
+// external id is "<stream>:<seq>" (a NATS sink's, stored at that sequence
+// of stream), 0 with none: where a stream of that name made again must
+// number from, above, for a source of it to take its messages.
+func (s *Store) LastExternalSeq(ctx context.Context, stream string) (uint64, error) {
+	prefix := stream + ":"
+	var n sql.NullInt64
+	err := s.reader.QueryRowContext(ctx, `SELECT max(CAST(substr(external_id, length(?1) + 1) AS INTEGER)) FROM outbox
+		WHERE substr(external_id, 1, length(?1)) = ?1`, prefix).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: last sequence sent to %s: %w", stream, err)
+	}
+	return uint64(max(n.Int64, 0)), nil
+}

@@ -115,8 +115,15 @@ func (s *Service) natsSink(ctx context.Context) (*natssink.Sink, error) {
 	// included, to size the effects stream's duplicate window.
 	e.Timeout = cmp.Or(e.Timeout, natssink.TimeoutDefault)
 	if e.Stream != "" {
+		var after uint64
+		if s.cfg.site() != "" {
+			var err error
+			if after, err = s.st.LastExternalSeq(ctx, e.Stream); err != nil {
+				return nil, err
+			}
+		}
 		err := stream.EnsureEffects(ctx, s.js, stream.Effects{Stream: e.Stream, Subject: e.Subject, Timeout: e.Timeout,
-			MaxAttempts: s.cfg.Outbox.MaxAttempts, Plan: s.cfg.Consumer.Plan, Site: s.cfg.site(), Logger: s.log, Names: say.Under(s.cfg.Names.Settings, "Effects")})
+			MaxAttempts: s.cfg.Outbox.MaxAttempts, Plan: s.cfg.Consumer.Plan, Site: s.cfg.site(), After: after, Logger: s.log, Names: say.Under(s.cfg.Names.Settings, "Effects")})
 		if err != nil {
 			return nil, err
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -125,6 +127,14 @@ func durableSource(cfg jetstream.StreamConfig) *jetstream.StreamSource {
 // fails with the request's error. A copy without a durable source
 // jetledger made needs none (nil).
 func EnsureHubConsumer(ctx context.Context, js jetstream.JetStream, info *jetstream.StreamInfo) error {
+	if !info.Created.IsZero() {
+		// The copy's source as it is now: a consumer made again renames it.
+		s, err := js.Stream(ctx, info.Config.Name)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", info.Config.Name, err)
+		}
+		info = s.CachedInfo()
+	}
 	src := durableSource(info.Config)
 	if src == nil {
 		return nil
@@ -139,7 +149,7 @@ func EnsureHubConsumer(ctx context.Context, js jetstream.JetStream, info *jetstr
 	}
 	_, err = hub.PushConsumer(ctx, src.Name, src.Consumer.Name)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		err = createHubConsumer(ctx, js, hub, info, src, s.CachedInfo())
+		src, err = createHubConsumer(ctx, js, hub, info, src, s.CachedInfo())
 	}
 	if err != nil {
 		return err
@@ -159,17 +169,49 @@ func EnsureHubConsumer(ctx context.Context, js jetstream.JetStream, info *jetstr
 }
 
 // createHubConsumer makes the copy's missing consumer on the hub's stream
-// (hubInfo), starting as EnsureHubConsumer says.
-func createHubConsumer(ctx context.Context, js, hub jetstream.JetStream, info *jetstream.StreamInfo, src *jetstream.StreamSource, hubInfo *jetstream.StreamInfo) error {
+// (hubInfo), starting as EnsureHubConsumer says, and returns the source
+// that reads through it. For a copy that exists it is a consumer of a new
+// name, and the copy's source is changed to it: the sourcing server keeps
+// the last sequence a source took and drops what comes below it, so the
+// same source would drop the first messages of a hub stream made again.
+// A new name is a new source, which starts where its consumer does.
+func createHubConsumer(ctx context.Context, js, hub jetstream.JetStream, info *jetstream.StreamInfo, src *jetstream.StreamSource, hubInfo *jetstream.StreamInfo) (*jetstream.StreamSource, error) {
 	start, err := resumeAt(ctx, js, info, src, hubInfo)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if !info.Created.IsZero() {
+		src = renamed(src)
 	}
 	cfg := sourceConsumerConfig(src, info.Config.Metadata[MetaSourceFilter], start, "the copy "+info.Config.Name)
 	if _, err := hub.CreatePushConsumer(ctx, src.Name, cfg); err != nil && !errors.Is(err, jetstream.ErrConsumerExists) {
-		return fmt.Errorf("stream %s: create the consumer %s on the hub's stream %s: %w", info.Config.Name, cfg.Durable, src.Name, err)
+		return nil, fmt.Errorf("stream %s: create the consumer %s on the hub's stream %s: %w", info.Config.Name, cfg.Durable, src.Name, err)
 	}
-	return nil
+	if info.Created.IsZero() {
+		return src, nil
+	}
+	sc := info.Config
+	sc.Sources = slices.Clone(sc.Sources)
+	for i, have := range sc.Sources {
+		if copyFamily(have) == copyFamily(src) {
+			sc.Sources[i] = src
+		}
+	}
+	sc.Metadata = maps.Clone(sc.Metadata)
+	sc.Metadata[MetaSourceStart] = strconv.FormatUint(start, 10)
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		return nil, fmt.Errorf("stream %s: source the hub's stream through the new consumer %s: %w", info.Config.Name, cfg.Durable, err)
+	}
+	return src, nil
+}
+
+// renamed is src through a consumer of a new name in its family.
+func renamed(src *jetstream.StreamSource) *jetstream.StreamSource {
+	id := strings.ToLower(ulid.Make().String())
+	d := src.Consumer.DeliverSubject
+	out := *src
+	out.Consumer = &jetstream.StreamConsumerSource{Name: copyFamily(src) + id, DeliverSubject: d[:strings.LastIndexByte(d, '.')+1] + id}
+	return &out
 }
 
 // resumeAt is where a new consumer of copy info's source src starts on

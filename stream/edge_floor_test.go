@@ -18,6 +18,7 @@ import (
 	"github.com/jetledger/jetledger/consumer/prune"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/stream"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -72,7 +73,7 @@ func (w *edgeWorld) hubOrders(t *testing.T, n int) {
 // waitEdge waits until the edge stream's last sequence is last.
 func (w *edgeWorld) waitEdge(t *testing.T, name string, last uint64) {
 	t.Helper()
-	consumertest.Eventually(t, 15*time.Second, fmt.Sprintf("edge stream %s reaches seq %d", name, last), func() bool {
+	consumertest.Eventually(t, time.Minute, fmt.Sprintf("edge stream %s reaches seq %d", name, last), func() bool {
 		s, err := w.ejs.Stream(t.Context(), name)
 		if err != nil {
 			return false
@@ -156,11 +157,18 @@ func (w *edgeWorld) prune(t *testing.T, name string) ledger.PruneResult {
 func (w *edgeWorld) ensure(ctx context.Context, spec stream.Config, h stream.Sourced) (*jetstream.StreamInfo, error) {
 	h.Stream, h.Stream.Logger, h.Ledger, h.Site = spec, quiet, w.st, w.site
 	info, err := stream.EnsureSourced(ctx, w.ejs, h)
-	if err == nil {
-		// As run does beside consuming: the hub is up in these tests.
-		err = stream.EnsureHubConsumer(ctx, w.ejs, info)
+	if err != nil {
+		return info, err
 	}
-	return info, err
+	// As run does beside consuming (KeepHubConsumer): the hub is up in
+	// these tests, the leaf link perhaps not yet.
+	for try := 0; ; try++ {
+		err = stream.EnsureHubConsumer(ctx, w.ejs, info)
+		if err == nil || !errors.Is(err, nats.ErrNoResponders) || try == 100 {
+			return info, err
+		}
+		time.Sleep(100 * time.Millisecond) // the link's first connection
+	}
 }
 
 // reapplied deletes the edge stream and creates it again as run does at
@@ -442,8 +450,10 @@ func testEdgeStreamMadeByHandBelowTheFloorIsRefused(t *testing.T, site string) {
 
 // A durable copy whose hub stream is deleted and made again: the consumer
 // goes with it, and the copy would take nothing more. EnsureHubConsumer
-// (run calls it every 10 s) makes a new one at the new instance's start,
-// and then, with the consumer deleted by hand, one after the last message
+// (run calls it every 10 s) makes one of a new name at the new instance's
+// start and points the copy's source at it (the same source would drop
+// the new instance's first messages as seen: the copy held 3 of 5), and
+// then, with that consumer deleted by hand, another after the last message
 // copied: the copy holds each message once.
 func TestDurableCopyFollowsAHubStreamMadeAgain(t *testing.T) {
 	t.Parallel()
@@ -471,7 +481,14 @@ func TestDurableCopyFollowsAHubStreamMadeAgain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := hub.DeleteConsumer(ctx, "ORDERS", info.Config.Sources[0].Consumer.Name); err != nil {
+	now, err := w.ejs.Stream(ctx, "EDGE") // its source renamed to the new consumer
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.CachedInfo().Config.Sources[0].Consumer.Name == info.Config.Sources[0].Consumer.Name {
+		t.Error("the copy's source still names the consumer that went with the hub's stream")
+	}
+	if err := hub.DeleteConsumer(ctx, "ORDERS", now.CachedInfo().Config.Sources[0].Consumer.Name); err != nil {
 		t.Fatal(err)
 	}
 	w.publish(t, "orders.site1.pay", "n2")

@@ -34,8 +34,14 @@ type Effects struct {
 	// Site, at an edge, is this site's name (its JetStream domain): the
 	// stream gets the durable consumer HubEffectsConsumer, through which the
 	// hub's effects stream sources it (HubEffectsSource; set up at the hub
-	// by jetledger hub add-site). Default "": none.
+	// by jetledger hub). Default "": none.
 	Site string
+	// After, at a site, is the last sequence of Stream the ledger recorded
+	// an effect at (ledger.Store.LastExternalSeq): a stream EnsureEffects
+	// creates (the store lost, or the stream deleted) numbers from above
+	// it, since the hub's source takes a source's messages in sequence
+	// order and would skip a new stream's first ones as seen. Default 0.
+	After uint64
 	// Logger receives the waits. Default slog.Default().
 	Logger *slog.Logger
 	// Names are what the refusals call Effects' settings
@@ -88,7 +94,7 @@ func EnsureEffects(ctx context.Context, js jetstream.JetStream, e Effects) error
 	window := e.Window()
 	err = jsretry.Do(ctx, log, "create effects stream "+e.Stream, func(ctx context.Context) error {
 		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: e.Stream, Subjects: []string{e.Subject}, Storage: jetstream.FileStorage,
-			Duplicates: window, Description: "jetledger outbox effects published to " + e.Subject})
+			Duplicates: window, Description: "jetledger outbox effects published to " + e.Subject, FirstSeq: e.After + 1})
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return nil // made meanwhile, by a try whose answer was lost
 		}
@@ -97,7 +103,7 @@ func EnsureEffects(ctx context.Context, js jetstream.JetStream, e Effects) error
 	if err != nil {
 		return &EffectsError{Op: "create", Subject: e.Subject, Stream: e.Stream, Err: err, Names: e.Names}
 	}
-	log.InfoContext(ctx, "created the effects stream", "stream", e.Stream, "subject", e.Subject, "duplicate_window", window)
+	log.InfoContext(ctx, "created the effects stream", "stream", e.Stream, "subject", e.Subject, "duplicate_window", window, "first_seq", e.After+1)
 	return e.ensureHubConsumer(ctx, js, log)
 }
 
