@@ -14,6 +14,9 @@ import (
 // link is up.
 const ReportIntervalDefault = 15 * time.Second
 
+// reportRetry is how soon a record the hub did not store is sent again.
+const reportRetry = 5 * time.Second
+
 // reportPoll is how often a Reporter looks at the link between records:
 // a record goes up within this long of the link's return.
 const reportPoll = time.Second
@@ -47,24 +50,31 @@ func (r *Reporter) Run(ctx context.Context) {
 	log, every := cmp.Or(r.Logger, slog.Default()), cmp.Or(r.Interval, ReportIntervalDefault)
 	t := time.NewTicker(reportPoll)
 	defer t.Stop()
-	var sent time.Time
+	var sent, retry time.Time // the last record stored; when to try again after one that was not
 	failing := false
 	for {
-		if l := r.Link(); l.Up && (sent.IsZero() || time.Since(sent) >= every || l.Connected.After(sent)) {
+		l := r.Link()
+		due := sent.IsZero() || time.Since(sent) >= every || l.Connected.After(sent)
+		if l.Up && due && !time.Now().Before(retry) {
 			err := r.Send(ctx)
 			switch {
+			case ctx.Err() != nil:
+				return
 			case err == nil:
-				sent = time.Now()
+				sent, retry = time.Now(), time.Time{}
 				if failing {
 					log.InfoContext(ctx, "the site's status is stored at the hub again", "bucket", Bucket, "site", r.Site)
 				}
 				failing = false
-			case ctx.Err() != nil:
-				return
-			case !failing:
-				failing = true
-				log.WarnContext(ctx, "the site's status could not be stored at the hub (is its bucket there? jetledger hub --domain <site> makes it); trying again",
-					"bucket", Bucket, "site", r.Site, "err", err)
+			default:
+				// Again in reportRetry, not at the next look: each try reads
+				// the ledger's counts.
+				retry = time.Now().Add(reportRetry)
+				if !failing {
+					failing = true
+					log.WarnContext(ctx, "the site's status could not be stored at the hub (is its bucket there? jetledger hub --domain <site> makes it); trying again",
+						"bucket", Bucket, "site", r.Site, "err", err)
+				}
 			}
 		}
 		select {

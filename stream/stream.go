@@ -171,7 +171,7 @@ func create(ctx context.Context, js jetstream.JetStream, c Config, log *slog.Log
 	}
 	made := false
 	info, err := jsretry.Call(ctx, log, "create stream "+c.Name, func(ctx context.Context) (*jetstream.StreamInfo, error) {
-		s, err := createStream(ctx, js, c.config())
+		s, err := jsretry.CreateStream(ctx, js, c.config())
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			// Made meanwhile, by another run or by a try of ours whose
 			// answer was lost: it is used as any existing one is.
@@ -216,26 +216,6 @@ func (c Config) startingAt(seq uint64) Config {
 	}
 	c.meta = meta
 	return c
-}
-
-// createStream creates the stream, trying again a few times when the
-// server fails to make its store: nats-server v2.15.2 removes a deleted
-// stream's files in the background, and a stream of that name created at
-// once could meet them (error 10049, seen in tests that delete a copy and
-// make it again).
-func createStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
-	for try := 1; ; try++ {
-		s, err := js.CreateStream(ctx, cfg)
-		var api *jetstream.APIError
-		if try == 5 || !errors.As(err, &api) || api.ErrorCode != 10049 || !strings.Contains(api.Description, "creating store") {
-			return s, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, err
-		case <-time.After(time.Duration(try) * 100 * time.Millisecond):
-		}
-	}
 }
 
 // The messages of the warnings about a stream's limits, for those who read

@@ -5,6 +5,7 @@ package consumertest
 
 import (
 	"context"
+	"github.com/jetledger/jetledger/consumer/jsretry"
 	"testing"
 	"time"
 
@@ -73,7 +74,7 @@ func CreateStream(tb testing.TB, js jetstream.JetStream, cfg jetstream.StreamCon
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	st, err := js.CreateStream(ctx, cfg)
+	st, err := jsretry.CreateStream(ctx, js, cfg) // a stream just deleted may be made again
 	if err != nil {
 		tb.Fatalf("consumertest: create stream %s: %v", cfg.Name, err)
 	}

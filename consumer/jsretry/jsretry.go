@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
@@ -123,4 +124,24 @@ func Call[T any](ctx context.Context, log *slog.Logger, what string, try func(co
 // it wraps ctx's cause, so that a caller tells a stop from a failure.
 func stopped(ctx context.Context, what string, tries int, waited time.Duration, last error) error {
 	return fmt.Errorf("%s: %w after %d tries in %s (the last: %v)", what, context.Cause(ctx), tries, waited, last)
+}
+
+// CreateStream creates the stream, trying again a few times when the
+// server fails to make its store: nats-server v2.15.2 removes a deleted
+// stream's files in the background, and a stream of that name created at
+// once could meet them (error 10049, seen in tests that delete a copy and
+// make it again).
+func CreateStream(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	for try := 1; ; try++ {
+		s, err := js.CreateStream(ctx, cfg)
+		var api *jetstream.APIError
+		if try == 5 || !errors.As(err, &api) || api.ErrorCode != 10049 || !strings.Contains(api.Description, "creating store") {
+			return s, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Duration(try) * 100 * time.Millisecond):
+		}
+	}
 }

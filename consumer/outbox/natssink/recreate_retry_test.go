@@ -2,6 +2,7 @@ package natssink_test
 
 import (
 	"context"
+	"github.com/jetledger/jetledger/consumer/jsretry"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -96,7 +97,7 @@ func sentThenRecreated(t *testing.T) (e *env, sink *natssink.Sink, row string, s
 	if err := e.js.DeleteStream(t.Context(), "EFF"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.js.CreateStream(t.Context(), cfg); err != nil {
+	if _, err := jsretry.CreateStream(t.Context(), e.js, cfg); err != nil { // the server may still be removing the old one
 		t.Fatal(err)
 	}
 	e.clk.add(2 * time.Second) // past the dead claim's lease
