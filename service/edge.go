@@ -6,11 +6,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/fleet"
 	"github.com/jetledger/jetledger/health"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/node"
+	"github.com/jetledger/jetledger/status"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -22,29 +22,34 @@ func (c *Config) effectsStream() string {
 	return c.Effects.Stream
 }
 
-// fleetRecord gathers the site's record for the hub (fleet.Reporter):
-// what it cannot read is said in Problems, never a reason to send none.
-func (s *Service) fleetRecord(cons *consumer.Consumer, started time.Time) func(context.Context) fleet.Record {
+// fleetRecord gathers the site's record for the hub (fleet.Reporter)
+// from what jetledger status reads (status.Read): what it cannot read is
+// said in Problems, never a reason to send none.
+func (s *Service) fleetRecord(started time.Time) func(context.Context) fleet.Record {
 	c := &s.cfg
 	return func(ctx context.Context) fleet.Record {
 		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		r := fleet.Record{Version: c.Stream.Version, Started: started, Stream: c.Stream.Name, LedgerFree: -1, StoreFree: -1}
-		problem := func(what string, err error) { r.Problems = append(r.Problems, what+": "+err.Error()) }
-		if info, err := cons.Info(ctx); err == nil {
-			r.AppliedSeq, r.Pending = info.AckFloor.Stream, info.NumPending+uint64(info.NumAckPending)
-		} else {
-			problem("the consumer", err)
+		rep, err := status.Read(ctx, s.js, s.st, status.Config{Stream: c.Stream.Name, Durable: c.Consumer.Durable, Plan: c.Consumer.Plan,
+			Effects: c.effectsStream(), Logger: s.log})
+		if err != nil {
+			rep.Problems = append(rep.Problems, err)
 		}
-		if st, err := s.st.Stats(ctx); err == nil {
-			r.AppliedAt, r.DeadLetters, r.Conflicts = st.Newest, st.DeadLetters, st.Conflicts
-		} else {
-			problem("the ledger", err)
+		for _, p := range rep.Problems {
+			r.Problems = append(r.Problems, p.Error())
 		}
-		if n, err := s.st.OutboxCounts(ctx); err == nil {
+		if cs := rep.Consumer; cs != nil {
+			r.AppliedSeq, r.Pending = cs.AckFloorSeq, cs.Pending+uint64(cs.AckPending)
+		}
+		if l := rep.Ledger; l != nil {
+			r.AppliedAt, r.DeadLetters, r.Conflicts = l.Newest, l.DeadLetters, l.Conflicts
+		}
+		if n := rep.Outbox; n != nil {
 			r.Queued, r.Review = n[ledger.StatusQueued]+n[ledger.StatusSending], n[ledger.StatusReview]
-		} else {
-			problem("the outbox", err)
+		}
+		if rep.Hub != nil {
+			r.Link = *rep.Hub
 		}
 		if free, ok := ledger.DiskFree(c.DB); ok {
 			r.LedgerFree = free
@@ -52,19 +57,14 @@ func (s *Service) fleetRecord(cons *consumer.Consumer, started time.Time) func(c
 		if free, ok := ledger.DiskFree(s.node.StoreDir()); ok {
 			r.StoreFree = free
 		}
-		if l, err := fleet.ReadSourcing(ctx, s.js, c.Stream.Name, c.effectsStream()); err == nil {
-			r.Link = l
-		} else {
-			problem("the sourcing", err)
-		}
 		return r
 	}
 }
 
 // reportToHub sends the site's record to the hub until ctx ends.
-func (s *Service) reportToHub(ctx context.Context, cons *consumer.Consumer) {
+func (s *Service) reportToHub(ctx context.Context) {
 	hubDomain := cmp.Or(s.cfg.Node.Leaf.HubDomain, node.DefaultHubDomain)
-	r := &fleet.Reporter{Site: s.cfg.site(), HubDomain: hubDomain, Conn: s.nc, Link: s.node.Link, Gather: s.fleetRecord(cons, time.Now()), Logger: s.log}
+	r := &fleet.Reporter{Site: s.cfg.site(), HubDomain: hubDomain, Conn: s.nc, Link: s.node.Link, Gather: s.fleetRecord(time.Now()), Logger: s.log}
 	if s.cfg.Hub != nil {
 		r.Interval = s.cfg.Hub.Report
 	}

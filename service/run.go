@@ -115,15 +115,12 @@ func (s *Service) natsSink(ctx context.Context) (*natssink.Sink, error) {
 	// included, to size the effects stream's duplicate window.
 	e.Timeout = cmp.Or(e.Timeout, natssink.TimeoutDefault)
 	if e.Stream != "" {
-		var after uint64
-		if s.cfg.site() != "" {
-			var err error
-			if after, err = s.st.LastExternalSeq(ctx, e.Stream); err != nil {
-				return nil, err
-			}
+		fx := stream.Effects{Stream: e.Stream, Subject: e.Subject, Timeout: e.Timeout, MaxAttempts: s.cfg.Outbox.MaxAttempts,
+			Plan: s.cfg.Consumer.Plan, Site: s.cfg.site(), Logger: s.log, Names: say.Under(s.cfg.Names.Settings, "Effects")}
+		if fx.Site != "" {
+			fx.LastSent = func(ctx context.Context) (uint64, error) { return s.st.LastExternalSeq(ctx, e.Stream) }
 		}
-		err := stream.EnsureEffects(ctx, s.js, stream.Effects{Stream: e.Stream, Subject: e.Subject, Timeout: e.Timeout,
-			MaxAttempts: s.cfg.Outbox.MaxAttempts, Plan: s.cfg.Consumer.Plan, Site: s.cfg.site(), After: after, Logger: s.log, Names: say.Under(s.cfg.Names.Settings, "Effects")})
+		err := stream.EnsureEffects(ctx, s.js, fx)
 		if err != nil {
 			return nil, err
 		}
@@ -193,7 +190,7 @@ func (s *Service) consume(ctx context.Context, batches *metrics.Batches, cons *c
 		// A copy made while the hub was away gets its consumer there once
 		// the link is up; never in the way of processing.
 		wg.Go(func() { stream.KeepHubConsumer(runCtx, s.js, s.info, s.log) })
-		wg.Go(func() { s.reportToHub(runCtx, cons) })
+		wg.Go(func() { s.reportToHub(runCtx) })
 	}
 	summaryDone := make(chan struct{})
 	go func() {

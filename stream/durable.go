@@ -291,7 +291,7 @@ func KeepHubConsumer(ctx context.Context, js jetstream.JetStream, info *jetstrea
 				log.InfoContext(ctx, "the copy's consumer is on the hub: sourcing goes on", "stream", info.Config.Name)
 			}
 			last, try = "", 0
-			wait = func() bool { return sleepCtx(ctx, hubConsumerCheck) }
+			wait = func() bool { return ackwait.Sleep(ctx, hubConsumerCheck) }
 		case err.Error() != last:
 			last = err.Error()
 			level := slog.LevelWarn
@@ -303,17 +303,5 @@ func KeepHubConsumer(ctx context.Context, js jetstream.JetStream, info *jetstrea
 		if !wait() {
 			return
 		}
-	}
-}
-
-// sleepCtx waits d, false if ctx ends first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

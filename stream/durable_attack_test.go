@@ -231,7 +231,7 @@ func TestDurableEffectsStreamMadeAgainReachesTheHub(t *testing.T) {
 	if err := ejs.DeleteStream(ctx, "OUT"); err != nil {
 		t.Fatal(err)
 	}
-	e.After = 5 // as the ledger recorded the sends (ledger.Store.LastExternalSeq)
+	e.LastSent = func(context.Context) (uint64, error) { return 5, nil } // as the ledger recorded the sends (ledger.Store.LastExternalSeq)
 	if err := stream.EnsureEffects(ctx, ejs, e); err != nil {
 		t.Fatal(err)
 	}

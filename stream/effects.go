@@ -36,12 +36,13 @@ type Effects struct {
 	// hub's effects stream sources it (HubEffectsSource; set up at the hub
 	// by jetledger hub). Default "": none.
 	Site string
-	// After, at a site, is the last sequence of Stream the ledger recorded
-	// an effect at (ledger.Store.LastExternalSeq): a stream EnsureEffects
-	// creates (the store lost, or the stream deleted) numbers from above
-	// it, since the hub's source takes a source's messages in sequence
-	// order and would skip a new stream's first ones as seen. Default 0.
-	After uint64
+	// LastSent, at a site, says the last sequence of Stream the ledger
+	// recorded an effect at (ledger.Store.LastExternalSeq), asked only
+	// when the stream is created (the store lost, or the stream deleted):
+	// the new stream numbers from above it, since the hub's source takes a
+	// source's messages in sequence order and would skip a new stream's
+	// first ones as seen. Default nil: from 1.
+	LastSent func(context.Context) (uint64, error)
 	// Logger receives the waits. Default slog.Default().
 	Logger *slog.Logger
 	// Names are what the refusals call Effects' settings
@@ -91,10 +92,17 @@ func EnsureEffects(ctx context.Context, js jetstream.JetStream, e Effects) error
 	case !errors.Is(err, jetstream.ErrStreamNotFound):
 		return &EffectsError{Op: "find", Subject: e.Subject, Stream: e.Stream, Err: err, Names: e.Names}
 	}
-	window := e.Window()
+	window, first := e.Window(), uint64(1)
+	if e.LastSent != nil {
+		last, err := e.LastSent(ctx)
+		if err != nil {
+			return &EffectsError{Op: "create", Subject: e.Subject, Stream: e.Stream, Err: err, Names: e.Names}
+		}
+		first = last + 1
+	}
 	err = jsretry.Do(ctx, log, "create effects stream "+e.Stream, func(ctx context.Context) error {
 		_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: e.Stream, Subjects: []string{e.Subject}, Storage: jetstream.FileStorage,
-			Duplicates: window, Description: "jetledger outbox effects published to " + e.Subject, FirstSeq: e.After + 1})
+			Duplicates: window, Description: "jetledger outbox effects published to " + e.Subject, FirstSeq: first})
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return nil // made meanwhile, by a try whose answer was lost
 		}
@@ -103,7 +111,7 @@ func EnsureEffects(ctx context.Context, js jetstream.JetStream, e Effects) error
 	if err != nil {
 		return &EffectsError{Op: "create", Subject: e.Subject, Stream: e.Stream, Err: err, Names: e.Names}
 	}
-	log.InfoContext(ctx, "created the effects stream", "stream", e.Stream, "subject", e.Subject, "duplicate_window", window, "first_seq", e.After+1)
+	log.InfoContext(ctx, "created the effects stream", "stream", e.Stream, "subject", e.Subject, "duplicate_window", window, "first_seq", first)
 	return e.ensureHubConsumer(ctx, js, log)
 }
 
