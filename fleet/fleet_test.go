@@ -77,6 +77,9 @@ func TestAddSiteThenList(t *testing.T) {
 	if err := fleet.NeedPerson(sites); err == nil || !strings.Contains(err.Error(), "3 of 5") {
 		t.Fatalf("NeedPerson: %v", err)
 	}
+	if _, err := fleet.List(ctx, js, fleet.ListConfig{Stale: -time.Second}); !errors.Is(err, fleet.ErrInvalidConfig) {
+		t.Fatalf("a negative Stale: %v; want ErrInvalidConfig", err)
+	}
 	stale, err := fleet.List(ctx, js, fleet.ListConfig{Stale: time.Nanosecond})
 	if err != nil || stale[0].State != fleet.StateOffline {
 		t.Fatalf("with everything stale: %v %+v", err, stale)

@@ -62,6 +62,9 @@ type Status struct {
 // List reads every site's record from the hub's bucket, over js (a client
 // of the hub), and says each one's state, worst first, then by site.
 func List(ctx context.Context, js jetstream.JetStream, cfg ListConfig) ([]Status, error) {
+	if cfg.Stale < 0 || cfg.LowDisk < 0 {
+		return nil, fmt.Errorf("%w: Stale %s, LowDisk %d: want 0 (the default) or more", ErrInvalidConfig, cfg.Stale, cfg.LowDisk)
+	}
 	kv, err := js.KeyValue(ctx, Bucket)
 	if err != nil {
 		return nil, fmt.Errorf("fleet: the bucket %s: %w (jetledger hub --domain <site> makes it)", Bucket, err)
@@ -162,25 +165,6 @@ func WriteTable(w io.Writer, sites []Status) error {
 	}
 	return tw.Flush()
 }
-
-// Help is the help of jetledger fleet.
-const Help = `
-Every edge run reports its state to the hub's bucket ` + Bucket + ` through its
-leaf link (every 15 s while the link is up, and at once when it comes back).
-With --nats or --context to the hub, fleet lists every site, worst first:
-offline (no record for longer than --stale), attention (outbox rows in review,
-dead letters, conflicts, a disk short of space), behind (lagging, another
-version), ok. Exit 1 when any site needs a person (offline or attention).
-Set up a site at the hub with 'jetledger hub'.`
-
-// HubHelp is the help of jetledger hub.
-const HubHelp = `
-What a site needs at the hub, with --nats or --context to the hub: the bucket
-` + Bucket + ` the sites report to, and, with --effects-stream, the hub's effects
-stream sourcing the site's effects stream through the durable consumer its run
-makes (which resumes within seconds after an outage, where a source added by
-hand with 'nats stream add --source' takes 30-40 s). Adding site 201 is one
-command; running it again changes nothing. It needs no link to the site.`
 
 // NeedPerson is an error saying how many of sites need a person, nil if
 // none does.

@@ -16,15 +16,6 @@ import (
 // site.
 const Bucket = "JETLEDGER_FLEET"
 
-// Subject is where an edge puts site's record in the Bucket of the hub in
-// JetStream domain hubDomain: a KV put is a publish, and across a leaf
-// link between domains $KV.> is denied, so it goes by the hub's domain
-// prefix, which the hub maps back onto $KV.> (nats-server's JS mapping
-// table).
-func Subject(hubDomain, site string) string {
-	return "$JS." + hubDomain + ".API.$KV." + Bucket + "." + site
-}
-
 // Record is one site's state, as its run reports it.
 type Record struct {
 	Site    string    `json:"site"`    // its JetStream domain
