@@ -434,9 +434,16 @@ func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, sums 
 	if err != nil {
 		return passEnd{}, err
 	}
+	rec, err := s.record()
+	if err != nil {
+		tx.Rollback() //nolint:errcheck // nothing written
+		endTx()
+		return passEnd{}, err
+	}
 	s.guard.openBatch()
 	defer func() {
 		s.guard.closeBatch()
+		rec.close()
 		tx.Rollback() //nolint:errcheck // no-op after Commit
 		endTx()
 	}()
@@ -477,8 +484,16 @@ func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, sums 
 	var late atomic.Bool
 	timer := time.AfterFunc(commit, func() { late.Store(true); cancelTx() })
 	defer timer.Stop()
+	// With a changelog the changes go there first: refused, the batch is
+	// rolled back and nothing of it acknowledged.
+	published, err := rec.publish(txCtx, tx)
+	if err != nil {
+		return passEnd{}, fmt.Errorf("ledger: commit batch of %d: %w", len(batch), err)
+	}
 	s.guard.closeBatch() // the hooks let the ledger's own COMMIT through
-	if err := tx.Commit(); err != nil {
+	err = tx.Commit()
+	published(err)
+	if err != nil {
 		if late.Load() {
 			// database/sql rolled the transaction back when its context
 			// ended: say so, not "already committed or rolled back".

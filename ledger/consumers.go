@@ -35,7 +35,7 @@ func (s *Store) RememberConsumer(ctx context.Context, stream, durable, instance 
 	if instance != "" {
 		inst = instance
 	}
-	if _, err := s.writer.ExecContext(ctx, `INSERT INTO jetledger_consumers (stream, durable, first_seen, last_seen, stream_instance)
+	if _, err := s.writeExec(ctx, `INSERT INTO jetledger_consumers (stream, durable, first_seen, last_seen, stream_instance)
 		VALUES (?1, ?2, ?3, ?3, ?4) ON CONFLICT (stream, durable) DO UPDATE SET last_seen = max(last_seen, excluded.last_seen),
 		stream_instance = coalesce(excluded.stream_instance, stream_instance)`,
 		stream, durable, now, inst); err != nil {

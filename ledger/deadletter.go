@@ -38,7 +38,7 @@ func (s *Store) recordDeadLetters(ctx context.Context, dls []DeadLetter) error {
 	if len(dls) == 0 {
 		return nil
 	}
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.write(ctx)
 	if err != nil {
 		return fmt.Errorf("ledger: record dead letters: %w", err)
 	}
@@ -169,7 +169,7 @@ func (s *Store) HasProcessed(ctx context.Context, stream string, seq uint64, id 
 
 // DiscardDeadLetter deletes a dead letter: a person decided it needs nothing.
 func (s *Store) DiscardDeadLetter(ctx context.Context, id int64) error {
-	res, err := s.writer.ExecContext(ctx, `DELETE FROM dead_letters WHERE id = ?`, id)
+	res, err := s.writeExec(ctx, `DELETE FROM dead_letters WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("ledger: discard dead letter %d: %w", id, interpret(err))
 	}
@@ -204,12 +204,12 @@ func (t *Tx) ClearDeadLetter(ctx context.Context) (bool, error) {
 // records where the copy was seen, so prune keeps the row while it is in the
 // stream.
 func (s *Store) ClassifyUnseen(ctx context.Context, d Delivery) (Outcome, error) {
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.write(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("ledger: classify %s: %w", d.MessageID, interpret(err))
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	p := &pass{s: s, ctx: ctx, b: newBatchTx(s, tx, context.WithoutCancel(ctx))}
+	p := &pass{s: s, ctx: ctx, b: newBatchTx(s, tx.Tx, context.WithoutCancel(ctx))}
 	if err := p.lookup([]Delivery{d}, []bool{false}); err != nil {
 		return 0, fmt.Errorf("ledger: classify %s: %w", d.MessageID, interpret(err))
 	}
@@ -236,7 +236,7 @@ func (s *Store) ClassifyUnseen(ctx context.Context, d Delivery) (Outcome, error)
 func (s *Store) AdoptSequenceIDs(ctx context.Context, stream, prefix string, created time.Time) (int64, error) {
 	old := stream + "/"
 	// The range is the primary key's: only ids starting "<stream>/" are read.
-	res, err := s.writer.ExecContext(ctx, `UPDATE OR IGNORE processed_messages SET message_id = ?1 || stream_seq
+	res, err := s.writeExec(ctx, `UPDATE OR IGNORE processed_messages SET message_id = ?1 || stream_seq
 		WHERE message_id >= ?2 AND message_id < ?3 AND stream = ?4 AND message_id = ?2 || stream_seq AND processed_at >= ?5`,
 		prefix, old, stream+"0", stream, created.UnixMilli())
 	if err != nil {

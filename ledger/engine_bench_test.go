@@ -126,10 +126,6 @@ func (c engineConn) prepare(b *testing.B, q string) uintptr {
 	return *(*uintptr)(cptr(pp))
 }
 
-// cptr is C memory's address as a pointer (the engine's memory is not
-// Go's: the collector neither moves nor frees it).
-func cptr(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }
-
 func cstring(b *testing.B, s string) uintptr {
 	p, err := libc.CString(s)
 	if err != nil {

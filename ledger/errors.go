@@ -38,6 +38,21 @@ var (
 	// ErrUnknownSink: an Enqueue named a sink that is not among
 	// Config.Sinks, so no dispatcher of this store would ever send the row.
 	ErrUnknownSink = errors.New("ledger: unknown outbox sink")
+	// ErrNotChangelogOwner: a store with a changelog was asked to write
+	// but has not taken its changelog over, or lost it: an entry was
+	// refused (another owner wrote the log since) or may not have landed.
+	// Nothing was committed; catch up with the log and take over again.
+	ErrNotChangelogOwner = errors.New("ledger: not the changelog's owner")
+	// ErrChangelogAhead: the changelog has entries the ledger has not
+	// applied; a take-over needs them first.
+	ErrChangelogAhead = errors.New("ledger: the changelog has entries the ledger lacks")
+	// ErrChangelogBehind: the ledger holds changes its changelog does not:
+	// the log lost entries (made again, or a replica lost), and standbys
+	// cannot be trusted to match.
+	ErrChangelogBehind = errors.New("ledger: the ledger holds changes its changelog lacks")
+	// ErrChangesDoNotFit: a changelog entry does not fit the ledger it is
+	// applied to, which is then not a copy of the log's; restore a snapshot.
+	ErrChangesDoNotFit = errors.New("ledger: the changes do not fit this ledger")
 	// ErrTxDone: a Tx was used after its handler returned.
 	ErrTxDone = errors.New("ledger: the handler has returned; its Tx is done")
 )

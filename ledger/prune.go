@@ -180,7 +180,7 @@ func nextChunk(chunk int, took, hold time.Duration) int {
 }
 
 func (s *Store) pruneStep(ctx context.Context, chunk int, collect func(*sql.Tx, int) (sql.Result, error), steps []string) (int64, error) {
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.write(ctx)
 	if err != nil {
 		return 0, err
 	}
@@ -191,7 +191,7 @@ func (s *Store) pruneStep(ctx context.Context, chunk int, collect func(*sql.Tx, 
 	if _, err := tx.ExecContext(ctx, `DELETE FROM temp.prune_ids`); err != nil {
 		return 0, err
 	}
-	r, err := collect(tx, chunk)
+	r, err := collect(tx.Tx, chunk)
 	if err != nil {
 		return 0, err
 	}

@@ -51,7 +51,7 @@ func (s *Store) RaiseSourceFloors(ctx context.Context, stream string, floors []S
 	if len(floors) == 0 {
 		return nil
 	}
-	tx, err := s.writer.BeginTx(ctx, nil)
+	tx, err := s.write(ctx)
 	if err != nil {
 		return fmt.Errorf("ledger: record the source floors of %s: %w", stream, interpret(err))
 	}
@@ -124,7 +124,7 @@ func (s *Store) HoldRows(ctx context.Context, stream string, seq uint64) (int64,
 	if seq > math.MaxInt64 {
 		seq = math.MaxInt64
 	}
-	r, err := s.writer.ExecContext(ctx, `UPDATE processed_messages SET last_seq = ?1 WHERE stream = ?2 AND last_seq < ?1`, int64(seq), stream)
+	r, err := s.writeExec(ctx, `UPDATE processed_messages SET last_seq = ?1 WHERE stream = ?2 AND last_seq < ?1`, int64(seq), stream)
 	if err != nil {
 		return 0, fmt.Errorf("ledger: hold the rows of %s to %d: %w", stream, seq, interpret(err))
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
+	"modernc.org/libc"
 	"modernc.org/sqlite" // pure-Go driver, so CGO_ENABLED=0 builds work
 )
 
@@ -62,6 +63,10 @@ type Config struct {
 	// that no dispatcher will ever claim: a typo is a handler error. Default
 	// nil: any sink name is taken (a dispatcher in another process).
 	Sinks []string
+	// Changelog, when set, receives every write transaction's changes
+	// before it commits (see Changelog), and the store writes only after
+	// TakeOver. Default nil: a ledger of one host, which pays nothing.
+	Changelog Changelog
 }
 
 // CheckpointIntervalDefault is the default Config.CheckpointInterval.
@@ -99,6 +104,7 @@ type Store struct {
 	adapt                  adapt     // how the next batch runs
 	wal                    walSyncer // syncs the WAL for pipelined batches
 	ckpt                   checkpointState
+	changelog              *changelogState // nil without Config.Changelog
 }
 
 // checkpointState is what the background checkpoints have met.
@@ -159,6 +165,9 @@ func Open(file string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("ledger: read the text encoding of %s: %w", file, err)
 	}
 	s.utf8 = strings.EqualFold(encoding, "UTF-8")
+	if cfg.Changelog != nil {
+		s.changelog = &changelogState{log: cfg.Changelog, tls: libc.NewTLS()}
+	}
 	s.guard.sealed.Store(true) // from here on the durability settings are fixed
 	s.adapt.clean.Store(optimisticAfter)
 	go s.checkpointLoop()
@@ -406,6 +415,9 @@ func (s *Store) Close() error {
 		defer cancel()
 		cerr := s.checkpoint(ctx)
 		s.closeErr = errors.Join(cerr, s.closeDBs())
+		if s.changelog != nil {
+			s.changelog.tls.Close()
+		}
 	})
 	return s.closeErr
 }

@@ -220,7 +220,7 @@ func (s *Store) Transition(ctx context.Context, id string, c Change, p Params) (
 	if !ok {
 		return OutboxItem{}, fmt.Errorf("%w: unknown change %q", ErrIllegalTransition, c)
 	}
-	tx, err := s.writer.BeginTx(ctx, nil) // BEGIN IMMEDIATE: the wait for the writer is here
+	tx, err := s.write(ctx) // BEGIN IMMEDIATE: the wait for the writer is here
 	if err != nil {
 		return OutboxItem{}, fmt.Errorf("ledger: %s %s: %w", c, id, interpret(err))
 	}

@@ -1,0 +1,410 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"modernc.org/libc"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+// Changelog receives the changes of every write transaction of a store
+// opened with Config.Changelog, before the transaction commits: a standby
+// that applies them in order (ApplyChanges) holds the same ledger. The
+// changes are SQLite session changesets of every table the ledger's own
+// transactions write: the ledger's rows, the handler's tables, the outbox
+// and dead letters.
+type Changelog interface {
+	// MaxEntry is the most bytes of changes one entry holds; a
+	// transaction's larger changes are split over several entries.
+	MaxEntry() int
+	// Append publishes parts as the log's next len(parts) entries, each
+	// only if the log's last entry is the one before it (the first: after).
+	// An error means the transaction is rolled back: the parts may be in
+	// the log or not, and the store writes nothing more until it has
+	// caught up with the log and taken over again (TakeOver).
+	Append(ctx context.Context, after uint64, parts [][]byte) error
+}
+
+// ChangelogPosition is where a ledger stands in its changelog.
+type ChangelogPosition struct {
+	Log   string // the changelog's instance; "" before any
+	Seq   uint64 // the log's entry this ledger's state includes last
+	Owner string // who took the partition over last
+}
+
+// changelogState is a changelog store's side of its log: where its next
+// entry goes and whether it may write at all.
+type changelogState struct {
+	log Changelog
+
+	mu    sync.Mutex // the writer is one connection; mu keeps after and stale exact
+	after uint64     // the log's entry the next one follows
+	owner bool       // TakeOver succeeded, and nothing went wrong since
+	stale error      // why the store may not write: an Append failed
+	tls   *libc.TLS
+}
+
+// recording is one write transaction's SQLite session.
+type recording struct {
+	c    *changelogState
+	tls  *libc.TLS
+	sess uintptr
+}
+
+// record starts recording the transaction the writer has just begun; nil
+// when the store has no changelog. A store that is not its partition's
+// owner (no TakeOver, or an Append failed since) writes nothing.
+func (s *Store) record() (*recording, error) {
+	c := s.changelog
+	if c == nil {
+		return nil, nil
+	}
+	c.mu.Lock()
+	owner, stale := c.owner, c.stale
+	c.mu.Unlock()
+	switch {
+	case stale != nil:
+		return nil, fmt.Errorf("%w: %w", ErrNotChangelogOwner, stale)
+	case !owner:
+		return nil, fmt.Errorf("%w: the store has not taken its changelog over", ErrNotChangelogOwner)
+	}
+	return s.startSession()
+}
+
+// startSession attaches a session to every table of the writer's
+// connection; the writer is held, so the connection is the transaction's.
+func (s *Store) startSession() (*recording, error) {
+	db := s.guard.wd.db.Load()
+	if db == 0 {
+		return nil, errors.New("ledger: changelog: the SQLite driver's connection handle is unknown")
+	}
+	tls := s.changelog.tls
+	pp := libc.Xmalloc(tls, 8)
+	defer libc.Xfree(tls, pp)
+	main := cText(tls, "main")
+	defer libc.Xfree(tls, main)
+	if rc := sqlite3.Xsqlite3session_create(tls, db, main, pp); rc != sqlite3.SQLITE_OK {
+		return nil, fmt.Errorf("ledger: changelog: start a session: %s", sqlite3Error(tls, rc))
+	}
+	r := &recording{c: s.changelog, tls: tls, sess: *(*uintptr)(cptr(pp))}
+	one := libc.Xmalloc(tls, 4)
+	defer libc.Xfree(tls, one)
+	*(*int32)(cptr(one)) = 1
+	// Tables without a primary key (a handler's) are recorded by rowid,
+	// and the size is kept so a large transaction is split before it is
+	// copied out.
+	for _, op := range []int32{sqlite3.SQLITE_SESSION_OBJCONFIG_ROWID, sqlite3.SQLITE_SESSION_OBJCONFIG_SIZE} {
+		if rc := sqlite3.Xsqlite3session_object_config(tls, r.sess, op, one); rc != sqlite3.SQLITE_OK {
+			r.close()
+			return nil, fmt.Errorf("ledger: changelog: configure the session: %s", sqlite3Error(tls, rc))
+		}
+	}
+	if rc := sqlite3.Xsqlite3session_attach(tls, r.sess, 0); rc != sqlite3.SQLITE_OK {
+		r.close()
+		return nil, fmt.Errorf("ledger: changelog: attach the session: %s", sqlite3Error(tls, rc))
+	}
+	return r, nil
+}
+
+// close ends the session; nothing more is recorded. Safe on nil.
+func (r *recording) close() {
+	if r == nil || r.sess == 0 {
+		return
+	}
+	sqlite3.Xsqlite3session_delete(r.tls, r.sess)
+	r.sess = 0
+}
+
+// execer is the transaction the recording's changes are in.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// publish puts the transaction's changes in the log, with the ledger's new
+// position among them, before the caller commits; a transaction that
+// changed nothing publishes nothing. The session ends either way. done,
+// called with the COMMIT's error, moves the store's position on, or, if
+// the COMMIT failed after its changes went to the log, keeps the store
+// from writing: the log is then ahead of the file.
+func (r *recording) publish(ctx context.Context, tx execer) (done func(error), err error) {
+	if r == nil {
+		return func(error) {}, nil
+	}
+	defer r.close()
+	if sqlite3.Xsqlite3session_isempty(r.tls, r.sess) != 0 {
+		return func(error) {}, nil
+	}
+	c := r.c
+	c.mu.Lock()
+	after := c.after
+	c.mu.Unlock()
+	max := c.log.MaxEntry()
+	// The position row is part of the changes, so a standby's copy moves
+	// with them; it names the log's last entry of this transaction, which
+	// depends on how many entries the changes take.
+	n := int(sqlite3.Xsqlite3session_changeset_size(r.tls, r.sess)+64)/max + 1
+	var changes []byte
+	for {
+		if _, err := tx.ExecContext(ctx, `UPDATE jetledger_changelog SET seq = ? WHERE id = 1`, int64(after)+int64(n)); err != nil {
+			return nil, fmt.Errorf("ledger: changelog: record the position: %w", err)
+		}
+		if changes, err = r.changeset(); err != nil {
+			return nil, err
+		}
+		if need := (len(changes) + max - 1) / max; need > n {
+			n = need
+			continue
+		}
+		break
+	}
+	parts := make([][]byte, 0, n)
+	for i := range n {
+		parts = append(parts, changes[min(i*max, len(changes)):min((i+1)*max, len(changes))])
+	}
+	if err := c.log.Append(ctx, after, parts); err != nil {
+		c.fail(err)
+		return nil, fmt.Errorf("%w: %w", ErrNotChangelogOwner, err)
+	}
+	return func(commitErr error) {
+		if commitErr != nil {
+			c.fail(fmt.Errorf("a commit failed after its changes went to the changelog: %w", commitErr))
+			return
+		}
+		c.mu.Lock()
+		c.after = after + uint64(n)
+		c.mu.Unlock()
+	}, nil
+}
+
+// fail keeps the store from writing until it takes over again.
+func (c *changelogState) fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stale == nil {
+		c.stale = err
+	}
+	c.owner = false
+}
+
+// changeset copies the session's changes out.
+func (r *recording) changeset() ([]byte, error) {
+	pn := libc.Xmalloc(r.tls, 8)
+	defer libc.Xfree(r.tls, pn)
+	pp := libc.Xmalloc(r.tls, 8)
+	defer libc.Xfree(r.tls, pp)
+	if rc := sqlite3.Xsqlite3session_changeset(r.tls, r.sess, pn, pp); rc != sqlite3.SQLITE_OK {
+		return nil, fmt.Errorf("ledger: changelog: read the changes: %s", sqlite3Error(r.tls, rc))
+	}
+	n, p := *(*int32)(cptr(pn)), *(*uintptr)(cptr(pp))
+	defer sqlite3.Xsqlite3_free(r.tls, p)
+	return append([]byte(nil), unsafe.Slice((*byte)(cptr(p)), int(n))...), nil
+}
+
+// write begins a write transaction on the writer, recorded when the store
+// has a changelog.
+func (s *Store) write(ctx context.Context) (*writeTx, error) {
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.record()
+	if err != nil {
+		tx.Rollback() //nolint:errcheck // nothing written
+		return nil, err
+	}
+	return &writeTx{Tx: tx, rec: rec, ctx: ctx}, nil
+}
+
+// writeTx is a write transaction whose Commit publishes its changes first.
+type writeTx struct {
+	*sql.Tx
+	rec *recording
+	ctx context.Context
+}
+
+// Commit publishes the changes to the changelog, if any, then commits; a
+// failed publish rolls the transaction back.
+func (w *writeTx) Commit() error {
+	done, err := w.rec.publish(w.ctx, w.Tx)
+	if err != nil {
+		w.Tx.Rollback() //nolint:errcheck // the error is err
+		return err
+	}
+	err = w.Tx.Commit()
+	done(err)
+	return err
+}
+
+// Rollback ends the session and rolls back.
+func (w *writeTx) Rollback() error {
+	w.rec.close()
+	return w.Tx.Rollback()
+}
+
+// writeExec runs one statement in its own write transaction.
+func (s *Store) writeExec(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if s.changelog == nil {
+		return s.writer.ExecContext(ctx, query, args...)
+	}
+	tx, err := s.write(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return res, tx.Commit()
+}
+
+// ChangelogPosition reads where the ledger stands in its changelog.
+func (s *Store) ChangelogPosition(ctx context.Context) (ChangelogPosition, error) {
+	var p ChangelogPosition
+	var seq int64
+	err := s.writer.QueryRowContext(ctx, `SELECT log, seq, owner FROM jetledger_changelog WHERE id = 1`).Scan(&p.Log, &seq, &p.Owner)
+	if err != nil {
+		return p, fmt.Errorf("ledger: read the changelog position: %w", interpret(err))
+	}
+	p.Seq = uint64(seq)
+	return p, nil
+}
+
+// TakeOver makes the store its partition's writer in changelog log (an
+// instance's name), after the log's entry after, which the store must have
+// applied already (ApplyChanges), and as owner: one entry saying so is
+// published, and from then on an entry of any other writer that still
+// believes itself the owner is refused by the log (Changelog.Append), and
+// so is its commit. Needs Config.Changelog. A store whose position is
+// another log's takes over only after nothing (after 0): the log starts
+// from this file, which a snapshot must then carry to standbys.
+func (s *Store) TakeOver(ctx context.Context, log, owner string, after uint64) error {
+	c := s.changelog
+	if c == nil {
+		return fmt.Errorf("%w: the store was opened without a changelog", ErrInvalidConfig)
+	}
+	pos, err := s.ChangelogPosition(ctx)
+	if err != nil {
+		return err
+	}
+	if pos.Log == log && pos.Seq > after {
+		return fmt.Errorf("%w: the ledger holds entry %d of changelog %s, beyond its last, %d: the changelog lost entries", ErrChangelogBehind, pos.Seq, log, after)
+	}
+	if pos.Log == log && pos.Seq < after {
+		return fmt.Errorf("%w: the ledger stands at entry %d of %s; apply the changelog through %d first", ErrChangelogAhead, pos.Seq, log, after)
+	}
+	if pos.Log != log && after != 0 {
+		return fmt.Errorf("%w: the ledger is a copy of changelog %q, not of %s, which has entries: restore its snapshot", ErrChangesDoNotFit, pos.Log, log)
+	}
+	c.mu.Lock()
+	c.after, c.owner, c.stale = after, true, nil
+	c.mu.Unlock()
+	tx, err := s.write(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	if _, err := tx.ExecContext(ctx, `UPDATE jetledger_changelog SET log = ?, owner = ? WHERE id = 1`, log, owner+" "+s.cfg.Now().UTC().Format("2006-01-02T15:04:05.000Z")); err != nil {
+		c.fail(err)
+		return fmt.Errorf("ledger: take over: %w", interpret(err))
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("ledger: take over changelog %s after %d: %w", log, after, err)
+	}
+	return nil
+}
+
+// ApplyChanges applies, in one transaction, a changelog entry's changes
+// that end at the log's entry last; the changes carry the ledger's new
+// position, which must then be last. For a standby: a store that has taken
+// its changelog over writes it itself. Any change that does not fit the
+// ledger's rows (a row to insert already there, one to change or delete
+// different or gone) fails the whole entry with ErrChangesDoNotFit:
+// the ledger is not the copy the log was written from.
+func (s *Store) ApplyChanges(ctx context.Context, log string, last uint64, changes []byte) error {
+	if c := s.changelog; c != nil {
+		c.mu.Lock()
+		owner := c.owner
+		c.mu.Unlock()
+		if owner {
+			return fmt.Errorf("%w: the store owns its changelog and writes it itself", ErrInvalidConfig)
+		}
+	}
+	tx, err := s.writer.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("ledger: apply changes: %w", interpret(err))
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	if err := s.applyChangeset(changes); err != nil {
+		return err
+	}
+	var have string
+	var seq int64
+	if err := tx.QueryRowContext(ctx, `SELECT log, seq FROM jetledger_changelog WHERE id = 1`).Scan(&have, &seq); err != nil {
+		return fmt.Errorf("ledger: apply changes: %w", interpret(err))
+	}
+	if have != log || uint64(seq) != last {
+		return fmt.Errorf("%w: after the entry ending at %d of %s the ledger says %s/%d", ErrChangesDoNotFit, last, log, have, seq)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("ledger: apply changes through %d: %w", last, interpret(err))
+	}
+	return nil
+}
+
+// applyChangeset applies changes on the writer's connection, which the
+// caller's transaction holds.
+func (s *Store) applyChangeset(changes []byte) error {
+	db := s.guard.wd.db.Load()
+	if db == 0 {
+		return errors.New("ledger: changelog: the SQLite driver's connection handle is unknown")
+	}
+	tls := libc.NewTLS()
+	defer tls.Close()
+	p := libc.Xmalloc(tls, libc.Tsize_t(max(len(changes), 1)))
+	defer libc.Xfree(tls, p)
+	copy(unsafe.Slice((*byte)(cptr(p)), len(changes)), changes)
+	rc := sqlite3.Xsqlite3changeset_apply(tls, db, int32(len(changes)), p, 0, conflictAbortFP, 0)
+	switch {
+	case rc == sqlite3.SQLITE_ABORT:
+		return fmt.Errorf("%w: a change does not match the ledger's rows", ErrChangesDoNotFit)
+	case rc != sqlite3.SQLITE_OK:
+		return fmt.Errorf("ledger: apply changes: %s", sqlite3Error(tls, rc))
+	}
+	return nil
+}
+
+// conflictAbort answers every conflict of an applied changeset with
+// ABORT: a standby's copy either fits the log exactly or is not a copy.
+func conflictAbort(_ *libc.TLS, _ uintptr, _ int32, _ uintptr) int32 {
+	return sqlite3.SQLITE_CHANGESET_ABORT
+}
+
+// conflictAbortFP is conflictAbort as the C function pointer the
+// transpiled SQLite calls (as the driver makes its own: a pointer to the
+// func value, which a top-level func keeps in read-only data).
+var conflictAbortFP = *(*uintptr)(unsafe.Pointer(&struct {
+	f func(*libc.TLS, uintptr, int32, uintptr) int32
+}{conflictAbort}))
+
+// cText is s in C memory, NUL-terminated; free it with libc.Xfree.
+func cText(tls *libc.TLS, s string) uintptr {
+	p := libc.Xmalloc(tls, libc.Tsize_t(len(s)+1))
+	b := unsafe.Slice((*byte)(cptr(p)), len(s)+1)
+	copy(b, s)
+	b[len(s)] = 0
+	return p
+}
+
+// cptr is C memory's address as a pointer (the engine's memory is not
+// Go's: the collector neither moves nor frees it).
+func cptr(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&p)) }
+
+func sqlite3Error(tls *libc.TLS, rc int32) string {
+	return fmt.Sprintf("%s (%d)", libc.GoString(sqlite3.Xsqlite3_errstr(tls, rc)), rc)
+}
