@@ -19,7 +19,7 @@ import (
 // JetStream stream (package changelog); this is the ledger's side alone.
 type memLog struct {
 	mu      sync.Mutex
-	entries [][]byte // entry i+1
+	entries [][]byte     // entry i+1
 	ends    map[int]bool // entries that end an Append
 	max     int
 	fail    error // the next Append lands, then fails with it (a lost answer)
