@@ -1,0 +1,219 @@
+package changelog
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/jsretry"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/oklog/ulid/v2"
+)
+
+// Headers of a changelog entry. A transaction's changes too large for one
+// message are split over consecutive messages, each naming the first's
+// sequence and the count; a standby applies them once all are in.
+const (
+	HeaderFirst = "Jetledger-Entry-First"
+	HeaderParts = "Jetledger-Entry-Parts"
+)
+
+// MaxEntryDefault is the most bytes of changes one message carries, well
+// inside a server's default 1 MiB max_payload with the headers.
+const MaxEntryDefault = 512 << 10
+
+// Config names a partition's changelog.
+type Config struct {
+	// Stream and Durable name the partition consumed (the stream and the
+	// partition's durable). Required.
+	Stream, Durable string
+	// Replicas of the changelog stream and the lease bucket. Default 1; 3
+	// on a cluster, so the log outlives a server.
+	Replicas int
+	// MaxEntry is the most bytes of changes per message. Default
+	// MaxEntryDefault.
+	MaxEntry int
+	// Timeout bounds one publish of an entry. Default 5s.
+	Timeout time.Duration
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Log is a partition's changelog: a stream of its own holding one subject,
+// written by the partition's owner only. Every entry is published with
+// Nats-Expected-Last-Sequence naming the entry the writer has applied last,
+// so an entry of a writer that is not up to date (a zombie owner, paused
+// while another took over) is refused by the stream, and the ledger rolls
+// its transaction back. It implements ledger.Changelog.
+type Log struct {
+	js       jetstream.JetStream
+	cfg      Config
+	name     string
+	subject  string
+	instance string
+	log      *slog.Logger
+}
+
+var _ ledger.Changelog = (*Log)(nil)
+
+// Names returns the stream and the subject of a partition's changelog.
+func Names(stream, durable string) (name, subject string) {
+	token := strings.NewReplacer(".", "_", "*", "_", ">", "_", " ", "_").Replace(stream + "_" + durable)
+	return "JETLEDGER_CL_" + token, "_JETLEDGER.changelog." + token
+}
+
+// Ensure creates the partition's changelog stream if it is missing and
+// returns it. The stream keeps every entry (no limits): a snapshot's
+// position is what lets entries go.
+func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Log, error) {
+	if cfg.Stream == "" || cfg.Durable == "" {
+		return nil, fmt.Errorf("%w: a changelog needs the stream and the durable", ErrInvalidConfig)
+	}
+	cfg.Replicas = cmp.Or(cfg.Replicas, 1)
+	cfg.MaxEntry = cmp.Or(cfg.MaxEntry, MaxEntryDefault)
+	cfg.Timeout = cmp.Or(cfg.Timeout, 5*time.Second)
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	name, subject := Names(cfg.Stream, cfg.Durable)
+	s, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = jsretry.CreateStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Replicas: cfg.Replicas,
+			Storage: jetstream.FileStorage, Discard: jetstream.DiscardOld, Duplicates: 2 * time.Minute,
+			Description: "jetledger: the changelog of " + cfg.Stream + "/" + cfg.Durable + "'s ledger"})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			s, err = js.Stream(ctx, name)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("changelog: stream %s: %w", name, err)
+	}
+	info := s.CachedInfo()
+	return &Log{js: js, cfg: cfg, name: name, subject: subject, log: cfg.Logger,
+		instance: name + "@" + info.Created.UTC().Format(time.RFC3339Nano)}, nil
+}
+
+// Instance names this instance of the log: its stream's name and
+// creation time. A ledger's position counts in one instance.
+func (l *Log) Instance() string { return l.instance }
+
+// MaxEntry implements ledger.Changelog.
+func (l *Log) MaxEntry() int { return l.cfg.MaxEntry }
+
+// Last returns the log's last entry's sequence (0: none yet).
+func (l *Log) Last(ctx context.Context) (uint64, error) {
+	s, err := l.js.Stream(ctx, l.name)
+	if err != nil {
+		return 0, fmt.Errorf("changelog: %s: %w", l.name, err)
+	}
+	return s.CachedInfo().State.LastSeq, nil
+}
+
+// Append implements ledger.Changelog: each part lands only right after
+// the one before it (the first: after), so a writer that missed an entry
+// is refused with ErrFenced.
+func (l *Log) Append(ctx context.Context, after uint64, parts [][]byte) error {
+	id := ulid.Make().String()
+	for i, p := range parts {
+		m := nats.NewMsg(l.subject)
+		m.Data = p
+		m.Header.Set(jetstream.MsgIDHeader, id+"."+strconv.Itoa(i))
+		m.Header.Set(HeaderFirst, strconv.FormatUint(after+1, 10))
+		m.Header.Set(HeaderParts, strconv.Itoa(len(parts)))
+		pctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+		ack, err := l.js.PublishMsg(pctx, m, jetstream.WithExpectStream(l.name), jetstream.WithExpectLastSequence(after+uint64(i)))
+		cancel()
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+			return fmt.Errorf("%w: %s refused entry %d: %v", ErrFenced, l.name, after+uint64(i)+1, err)
+		}
+		if err != nil {
+			return fmt.Errorf("changelog: publish entry %d to %s: %w", after+uint64(i)+1, l.name, err)
+		}
+		if ack.Sequence != after+uint64(i)+1 {
+			return fmt.Errorf("%w: entry %d of %s landed at %d", ErrFenced, after+uint64(i)+1, l.name, ack.Sequence)
+		}
+	}
+	return nil
+}
+
+// CatchUp applies to st every whole entry of the log after st's position
+// up to the log's last when called. It returns the entry applied last and
+// the log's last then: between them there are only parts of an entry its
+// writer never finished (never committed), as TakeOver expects. A ledger of
+// another instance, or whose next entry the log no longer holds (trimmed
+// behind a snapshot), is refused with ErrNeedSnapshot.
+func (l *Log) CatchUp(ctx context.Context, st *ledger.Store) (applied, last uint64, err error) {
+	p, err := st.ChangelogPosition(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	if last, err = l.Last(ctx); err != nil {
+		return 0, 0, err
+	}
+	applied = p.Seq
+	if p.Log != l.instance && (p.Log != "" || p.Seq != 0) {
+		return applied, last, fmt.Errorf("%w: the ledger is a copy of %q, not of %s", ErrNeedSnapshot, p.Log, l.instance)
+	}
+	if applied >= last {
+		return applied, last, nil
+	}
+	cons, err := l.js.OrderedConsumer(ctx, l.name, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: applied + 1})
+	if err != nil {
+		return applied, last, fmt.Errorf("changelog: read %s: %w", l.name, err)
+	}
+	var pending []byte
+	var first, parts uint64
+	for read := applied; read < last; {
+		m, err := cons.Next(jetstream.FetchContext(ctx))
+		if err != nil {
+			return applied, last, fmt.Errorf("changelog: read %s after %d: %w", l.name, read, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return applied, last, err
+		}
+		seq := md.Sequence.Stream
+		if read == applied && seq != applied+1 && pending == nil {
+			return applied, last, fmt.Errorf("%w: %s starts at %d, the ledger needs %d", ErrNeedSnapshot, l.name, seq, applied+1)
+		}
+		read = seq
+		f, _ := strconv.ParseUint(m.Headers().Get(HeaderFirst), 10, 64)
+		n, _ := strconv.ParseUint(m.Headers().Get(HeaderParts), 10, 64)
+		if f != first {
+			pending, first, parts = nil, f, n // a new entry: one unfinished before it is dropped
+		}
+		if f > seq || f+n <= seq || f <= applied {
+			continue // the rest of an entry begun before this ledger's position, or not an entry
+		}
+		pending = append(pending, m.Data()...)
+		if seq != first+parts-1 {
+			continue
+		}
+		if err := st.ApplyChanges(ctx, l.instance, seq, pending); err != nil {
+			return applied, last, err
+		}
+		applied, pending = seq, nil
+	}
+	return applied, last, nil
+}
+
+// Lag is how many of the log's entries st has not applied.
+func (l *Log) Lag(ctx context.Context, st *ledger.Store) (uint64, error) {
+	p, err := st.ChangelogPosition(ctx)
+	if err != nil {
+		return 0, err
+	}
+	last, err := l.Last(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return last - min(last, p.Seq), nil
+}
