@@ -276,14 +276,16 @@ func (s *Store) ChangelogPosition(ctx context.Context) (ChangelogPosition, error
 }
 
 // TakeOver makes the store its partition's writer in changelog log (an
-// instance's name), after the log's entry after, which the store must have
-// applied already (ApplyChanges), and as owner: one entry saying so is
-// published, and from then on an entry of any other writer that still
+// instance's name), as owner: one entry saying so is published after the
+// log's last, and from then on an entry of any other writer that still
 // believes itself the owner is refused by the log (Changelog.Append), and
-// so is its commit. Needs Config.Changelog. A store whose position is
-// another log's takes over only after nothing (after 0): the log starts
-// from this file, which a snapshot must then carry to standbys.
-func (s *Store) TakeOver(ctx context.Context, log, owner string, after uint64) error {
+// so is its commit. The store must have applied the log's entries through
+// applied (ApplyChanges); those after it, through last, must be parts of
+// an entry its writer never finished, which no ledger holds. A store
+// whose position is another log's takes over only a log with nothing in
+// it: the log starts from this file, which a snapshot must then carry to
+// standbys. Needs Config.Changelog.
+func (s *Store) TakeOver(ctx context.Context, log, owner string, applied, last uint64) error {
 	c := s.changelog
 	if c == nil {
 		return fmt.Errorf("%w: the store was opened without a changelog", ErrInvalidConfig)
@@ -292,15 +294,19 @@ func (s *Store) TakeOver(ctx context.Context, log, owner string, after uint64) e
 	if err != nil {
 		return err
 	}
-	if pos.Log == log && pos.Seq > after {
-		return fmt.Errorf("%w: the ledger holds entry %d of changelog %s, beyond its last, %d: the changelog lost entries", ErrChangelogBehind, pos.Seq, log, after)
-	}
-	if pos.Log == log && pos.Seq < after {
-		return fmt.Errorf("%w: the ledger stands at entry %d of %s; apply the changelog through %d first", ErrChangelogAhead, pos.Seq, log, after)
-	}
-	if pos.Log != log && after != 0 {
+	switch {
+	case applied > last:
+		return fmt.Errorf("%w: applied %d is past the log's last, %d", ErrInvalidConfig, applied, last)
+	case pos.Log == log && pos.Seq > last:
+		return fmt.Errorf("%w: the ledger holds entry %d of changelog %s, beyond its last, %d: the changelog lost entries", ErrChangelogBehind, pos.Seq, log, last)
+	case pos.Log == log && pos.Seq < applied:
+		return fmt.Errorf("%w: the ledger stands at entry %d of %s; apply the changelog through %d first", ErrChangelogAhead, pos.Seq, log, applied)
+	case pos.Log == log && pos.Seq != applied:
+		return fmt.Errorf("%w: the ledger stands at entry %d of %s, not %d", ErrChangesDoNotFit, pos.Seq, log, applied)
+	case pos.Log != log && last != 0:
 		return fmt.Errorf("%w: the ledger is a copy of changelog %q, not of %s, which has entries: restore its snapshot", ErrChangesDoNotFit, pos.Log, log)
 	}
+	after := last
 	c.mu.Lock()
 	c.after, c.owner, c.stale = after, true, nil
 	c.mu.Unlock()

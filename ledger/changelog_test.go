@@ -144,7 +144,7 @@ func TestStandbyHoldsWhatTheOwnerHolds(t *testing.T) {
 	if _, err := owner.ApplyBatch(ctx, batchOf(0, 1, 0), creditAndNote, ledger.Budget{Work: time.Minute}); !errors.Is(err, ledger.ErrNotChangelogOwner) {
 		t.Fatalf("a batch before TakeOver: %v, want ErrNotChangelogOwner", err)
 	}
-	if err := owner.TakeOver(ctx, "log1", "a", 0); err != nil {
+	if err := owner.TakeOver(ctx, "log1", "a", 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	apply(t, owner, creditAndNote, batchOf(0, 10, 10)...)
@@ -196,13 +196,13 @@ func TestAFencedOwnerCommitsNothing(t *testing.T) {
 	dir := t.TempDir()
 	log := &memLog{max: 1 << 20}
 	old := openWithLog(t, filepath.Join(dir, "old.db"), log)
-	if err := old.TakeOver(ctx, "log1", "old", 0); err != nil {
+	if err := old.TakeOver(ctx, "log1", "old", 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	apply(t, old, creditAndNote, batchOf(0, 5, 0)...)
 	next := openWithLog(t, filepath.Join(dir, "next.db"), log)
 	log.follow(t, next)
-	if err := next.TakeOver(ctx, "log1", "next", uint64(len(log.entries))); err != nil {
+	if err := next.TakeOver(ctx, "log1", "next", uint64(len(log.entries)), uint64(len(log.entries))); err != nil {
 		t.Fatal(err)
 	}
 	before := dump(t, old)
@@ -230,7 +230,7 @@ func TestAFailedAppendStopsTheWriter(t *testing.T) {
 	ctx := context.Background()
 	log := &memLog{max: 1 << 20}
 	st := openWithLog(t, filepath.Join(t.TempDir(), "a.db"), log)
-	if err := st.TakeOver(ctx, "log1", "a", 0); err != nil {
+	if err := st.TakeOver(ctx, "log1", "a", 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	log.fail = errors.New("timeout")
@@ -244,11 +244,11 @@ func TestAFailedAppendStopsTheWriter(t *testing.T) {
 		t.Fatalf("the batch whose Append failed is in the file: %d rows", n)
 	}
 	last := uint64(len(log.entries))
-	if err := st.TakeOver(ctx, "log1", "a", last); !errors.Is(err, ledger.ErrChangelogAhead) {
+	if err := st.TakeOver(ctx, "log1", "a", last, last); !errors.Is(err, ledger.ErrChangelogAhead) {
 		t.Fatalf("take over past entries it lacks: %v, want ErrChangelogAhead", err)
 	}
 	log.follow(t, st) // the entry did land: the file catches up with it
-	if err := st.TakeOver(ctx, "log1", "a", last); err != nil {
+	if err := st.TakeOver(ctx, "log1", "a", last, last); err != nil {
 		t.Fatal(err)
 	}
 	rs := apply(t, st, creditAndNote, batchOf(0, 2, 0)...)
