@@ -157,3 +157,72 @@ func TestLeaseHasOneHolder(t *testing.T) {
 		t.Fatal("the old holder still believes it holds the lease")
 	}
 }
+
+// A new standby restores the latest snapshot and catches up by the
+// entries after it; the log is trimmed behind the snapshot before, so a
+// ledger that needs trimmed entries is told it needs the snapshot.
+func TestStandbyStartsFromTheSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, s)
+	dir := t.TempDir()
+	log, err := changelog.Ensure(ctx, js, changelog.Config{Stream: "PAY", Durable: "pay-p0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := openLedger(t, filepath.Join(dir, "a.db"), log)
+	if err := owner.TakeOver(ctx, log.Instance(), "a", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	budget := ledger.Budget{Work: time.Minute}
+	for i := range 3 {
+		if _, err := owner.ApplyBatch(ctx, batch(i*10, 10, 0), credit, budget); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, err := log.Snapshot(ctx, owner)
+	if err != nil || first == 0 {
+		t.Fatal(first, err)
+	}
+	early := openLedger(t, filepath.Join(dir, "early.db"), nil)
+	if _, _, err := log.CatchUp(ctx, early); err != nil {
+		t.Fatal(err) // nothing trimmed yet
+	}
+	for i := 3; i < 6; i++ {
+		if _, err := owner.ApplyBatch(ctx, batch(i*10, 10, 0), credit, budget); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := log.Snapshot(ctx, owner); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.ApplyBatch(ctx, batch(60, 10, 0), credit, budget); err != nil {
+		t.Fatal(err)
+	}
+	fresh := openLedger(t, filepath.Join(dir, "fresh.db"), nil)
+	if _, _, err := log.CatchUp(ctx, fresh); !errors.Is(err, changelog.ErrNeedSnapshot) {
+		t.Fatalf("a new ledger after the log was trimmed: %v, want ErrNeedSnapshot", err)
+	}
+	fresh.Close()
+	file := filepath.Join(dir, "b.db")
+	if ok, err := log.Restore(ctx, file); err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	standby := openLedger(t, file, nil)
+	applied, last, err := log.CatchUp(ctx, standby)
+	if err != nil || applied != last {
+		t.Fatalf("catch up after the restore: %d of %d, %v", applied, last, err)
+	}
+	if a, n := balance(t, standby); a != 70 || n != 70 {
+		t.Fatalf("the restored standby holds balance %d, %d rows; want 70, 70", a, n)
+	}
+	// A copy at the first snapshot still catches up by entries: the log
+	// keeps them from the snapshot before the latest on.
+	if _, _, err := log.CatchUp(ctx, early); err != nil {
+		t.Fatalf("a copy at the snapshot before: %v", err)
+	}
+	if a, _ := balance(t, early); a != 70 {
+		t.Fatalf("the copy at the snapshot before holds %d, want 70", a)
+	}
+}
