@@ -1,0 +1,125 @@
+package changelog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/ledger"
+)
+
+// PollDefault is how often a standby looks for new entries and for the
+// lease going free.
+const PollDefault = 250 * time.Millisecond
+
+// Standby keeps the ledger at file a current copy of the partition's
+// (restoring the snapshot when it is new or too far behind) until the
+// lease is free and this process takes it. It returns with the lease held
+// and the file closed, caught up as far as the log was when the lease was
+// taken; the owner's Start (TakeOver) applies what came after. lag, if
+// set, is told the entries not yet applied after each look. A snapshot not
+// made yet is waited for.
+func Standby(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.Config, lag func(uint64)) error {
+	for {
+		st, err := openCopy(ctx, l, file, cfg)
+		if err != nil {
+			return err
+		}
+		err = follow(ctx, l, lease, st, lag)
+		st.Close()
+		if !errors.Is(err, ErrNeedSnapshot) {
+			return err
+		}
+		l.log.InfoContext(ctx, "changelog: the standby's copy is too far behind its log: restoring the snapshot", "log", l.name, "db", file, "err", err)
+		if err := os.Remove(file); err != nil {
+			return fmt.Errorf("changelog: restore %s: %w", file, err)
+		}
+	}
+}
+
+// openCopy opens file, restoring the snapshot first when there is no file.
+func openCopy(ctx context.Context, l *Log, file string, cfg ledger.Config) (*ledger.Store, error) {
+	if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
+		for {
+			ok, err := l.Restore(ctx, file)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				break
+			}
+			last, err := l.Last(ctx)
+			if err != nil {
+				return nil, err
+			}
+			if last == 0 {
+				break // a log with nothing in it: an empty ledger is its copy
+			}
+			l.log.InfoContext(ctx, "changelog: waiting for the owner's first snapshot", "log", l.name)
+			if !ackwait.Sleep(ctx, time.Second) {
+				return nil, ctx.Err()
+			}
+		}
+	}
+	cfg.Changelog = nil
+	return ledger.Open(file, cfg)
+}
+
+// follow applies the log to st until the lease is taken.
+func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag func(uint64)) error {
+	said := ""
+	for {
+		applied, last, err := l.CatchUp(ctx, st)
+		if err != nil {
+			return err
+		}
+		if lag != nil {
+			lag(last - applied)
+		}
+		holder, err := lease.Holder(ctx)
+		if err != nil {
+			return err
+		}
+		if holder == "" {
+			err := lease.Acquire(ctx)
+			if err == nil {
+				l.log.InfoContext(ctx, "changelog: the partition had no owner: taking it over", "log", l.name, "applied", applied, "last", last)
+				return nil
+			}
+			if !errors.Is(err, ErrLeaseHeld) {
+				return err
+			}
+		} else if holder != said {
+			l.log.InfoContext(ctx, "changelog: standing by; the partition is owned", "log", l.name, "owner", holder)
+			said = holder
+		}
+		if !ackwait.Sleep(ctx, PollDefault) {
+			return ctx.Err()
+		}
+	}
+}
+
+// Own makes st, opened with this log as its Config.Changelog, the
+// partition's writer once the lease is held: it applies the log's entries
+// it lacks and takes over after the last (ledger.Store.TakeOver); an entry
+// that lands meanwhile (an owner that has not stopped yet) is applied and
+// the take-over tried again, while the lease is held.
+func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
+	for {
+		if !lease.Held() {
+			return fmt.Errorf("%w: before the take-over", ErrLeaseLost)
+		}
+		applied, last, err := l.CatchUp(ctx, st)
+		if err != nil {
+			return err
+		}
+		err = st.TakeOver(ctx, l.instance, lease.owner, applied, last)
+		if errors.Is(err, ErrFenced) {
+			continue
+		}
+		return err
+	}
+}

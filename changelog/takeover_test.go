@@ -1,0 +1,109 @@
+package changelog_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/changelog"
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/ledger"
+)
+
+// An owner that stops renewing (paused, or its host gone with its files)
+// loses the partition to the standby within the lease's TTL; the standby
+// holds everything the owner committed, and the old owner, going on as
+// if nothing happened, commits nothing more.
+func TestStandbyTakesOverFromALostOwner(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, s)
+	dir := t.TempDir()
+	cfg := changelog.Config{Stream: "PAY", Durable: "pay-p0"}
+	ttl := 2 * time.Second
+	logA, err := changelog.Ensure(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseA, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-a", ttl, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leaseA.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fileA := filepath.Join(dir, "a.db")
+	a := openLedger(t, fileA, logA)
+	if err := changelog.Own(ctx, logA, leaseA, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := logA.Snapshot(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	keepCtx, stopKeeping := context.WithCancel(ctx)
+	kept := make(chan error, 1)
+	go func() { kept <- leaseA.Keep(keepCtx) }()
+	budget := ledger.Budget{Work: time.Minute}
+	if _, err := a.ApplyBatch(ctx, batch(0, 20, 0), credit, budget); err != nil {
+		t.Fatal(err)
+	}
+
+	logB, err := changelog.Ensure(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseB, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-b", ttl, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileB := filepath.Join(dir, "b.db")
+	var lags []uint64
+	standby := make(chan error, 1)
+	go func() {
+		standby <- changelog.Standby(ctx, logB, leaseB, fileB, ledger.Config{}, func(n uint64) { lags = append(lags, n) })
+	}()
+	if _, err := a.ApplyBatch(ctx, batch(20, 20, 0), credit, budget); err != nil {
+		t.Fatal(err)
+	}
+	// The owner's host is lost: it renews no more. (Its ledger stays open
+	// here, as a paused owner's would, to try to write once it is taken.)
+	lost := time.Now()
+	stopKeeping()
+	<-kept
+	if err := leaseA.Acquire(ctx); err != nil { // Keep let go on its stop; a lost host never does: take it back, renewed never again
+		t.Fatal(err)
+	}
+	if err := <-standby; err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(lost)
+	if took > ttl+3*time.Second {
+		t.Fatalf("the standby took %v to take over, want within the TTL (%v) and a little", took, ttl)
+	}
+	b := openLedger(t, fileB, logB)
+	if err := changelog.Own(ctx, logB, leaseB, b); err != nil {
+		t.Fatal(err)
+	}
+	if a1, n := balance(t, b); a1 != 40 || n != 40 {
+		t.Fatalf("the new owner holds balance %d and %d rows, want 40 and 40", a1, n)
+	}
+	_, err = a.ApplyBatch(ctx, batch(40, 5, 0), credit, budget)
+	if !errors.Is(err, changelog.ErrFenced) {
+		t.Fatalf("the old owner's batch after the take-over: %v, want ErrFenced", err)
+	}
+	rs, err := b.ApplyBatch(ctx, batch(30, 15, 0), credit, budget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Outcome != ledger.Duplicate || rs[14].Outcome != ledger.Applied {
+		t.Fatalf("the new owner's first batch: %v", rs)
+	}
+	if a1, _ := balance(t, b); a1 != 45 {
+		t.Fatalf("balance %d, want 45", a1)
+	}
+	t.Logf("take-over %v after the owner's last renewal stopped (TTL %v); lag seen by the standby %v", took.Round(time.Millisecond), ttl, lags[len(lags)-1])
+}
