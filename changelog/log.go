@@ -116,6 +116,18 @@ func (l *Log) Last(ctx context.Context) (uint64, error) {
 	return s.CachedInfo().State.LastSeq, nil
 }
 
+// first is the log's first entry still held (0: none, all trimmed).
+func (l *Log) first(ctx context.Context) (uint64, error) {
+	s, err := l.js.Stream(ctx, l.name)
+	if err != nil {
+		return 0, fmt.Errorf("changelog: %s: %w", l.name, err)
+	}
+	if st := s.CachedInfo().State; st.Msgs > 0 {
+		return st.FirstSeq, nil
+	}
+	return 0, nil
+}
+
 // Append implements ledger.Changelog: each part lands only right after
 // the one before it (the first: after), so a writer that missed an entry
 // is refused with ErrFenced.
@@ -164,6 +176,11 @@ func (l *Log) CatchUp(ctx context.Context, st *ledger.Store) (applied, last uint
 	}
 	if applied >= last {
 		return applied, last, nil
+	}
+	if first, err := l.first(ctx); err != nil {
+		return applied, last, err
+	} else if first > applied+1 || first == 0 {
+		return applied, last, fmt.Errorf("%w: %s holds entries from %d, the ledger needs %d", ErrNeedSnapshot, l.name, first, applied+1)
 	}
 	cons, err := l.js.OrderedConsumer(ctx, l.name, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: applied + 1})
 	if err != nil {

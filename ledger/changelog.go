@@ -346,7 +346,7 @@ func (s *Store) ApplyChanges(ctx context.Context, log string, last uint64, chang
 		return fmt.Errorf("ledger: apply changes: %w", interpret(err))
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	if err := s.applyChangeset(changes); err != nil {
+	if err := s.applyChangeset(ctx, tx, changes); err != nil {
 		return err
 	}
 	var have string
@@ -365,7 +365,7 @@ func (s *Store) ApplyChanges(ctx context.Context, log string, last uint64, chang
 
 // applyChangeset applies changes on the writer's connection, which the
 // caller's transaction holds.
-func (s *Store) applyChangeset(changes []byte) error {
+func (s *Store) applyChangeset(ctx context.Context, tx *sql.Tx, changes []byte) error {
 	db := s.guard.wd.db.Load()
 	if db == 0 {
 		return errors.New("ledger: changelog: the SQLite driver's connection handle is unknown")
@@ -375,15 +375,73 @@ func (s *Store) applyChangeset(changes []byte) error {
 	p := libc.Xmalloc(tls, libc.Tsize_t(max(len(changes), 1)))
 	defer libc.Xfree(tls, p)
 	copy(unsafe.Slice((*byte)(cptr(p)), len(changes)), changes)
-	rc := sqlite3.Xsqlite3changeset_apply(tls, db, int32(len(changes)), p, 0, conflictAbortFP, 0)
+	tables := &appliedTables{}
+	id := applying.add(tables)
+	defer applying.remove(id)
+	rc := sqlite3.Xsqlite3changeset_apply(tls, db, int32(len(changes)), p, noteTableFP, conflictAbortFP, id)
 	switch {
 	case rc == sqlite3.SQLITE_ABORT:
 		return fmt.Errorf("%w: a change does not match the ledger's rows", ErrChangesDoNotFit)
 	case rc != sqlite3.SQLITE_OK:
 		return fmt.Errorf("ledger: apply changes: %s", sqlite3Error(tls, rc))
 	}
+	// SQLite skips, without a word, the changes of a table the file lacks
+	// (or has of another shape): a standby without the handler's schema
+	// would lose them all.
+	for _, t := range tables.names {
+		var n int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info(?)`, t).Scan(&n); err != nil {
+			return fmt.Errorf("ledger: apply changes: %w", interpret(err))
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: the changes are to table %s, which this ledger does not have: give the standby the owner's schema", ErrChangesDoNotFit, t)
+		}
+	}
 	return nil
 }
+
+// appliedTables are the tables an applied changeset names.
+type appliedTables struct{ names []string }
+
+// applying maps the context of a running changeset_apply to its tables:
+// the C filter callback gets the context, an integer, not a Go pointer.
+var applying = &applyRegistry{m: map[uintptr]*appliedTables{}}
+
+type applyRegistry struct {
+	sync.Mutex
+	next uintptr
+	m    map[uintptr]*appliedTables
+}
+
+func (a *applyRegistry) add(t *appliedTables) uintptr {
+	a.Lock()
+	defer a.Unlock()
+	a.next++
+	a.m[a.next] = t
+	return a.next
+}
+
+func (a *applyRegistry) remove(id uintptr) {
+	a.Lock()
+	defer a.Unlock()
+	delete(a.m, id)
+}
+
+// noteTable is changeset_apply's filter: it notes each table and applies
+// its changes.
+func noteTable(_ *libc.TLS, ctx uintptr, zTab uintptr) int32 {
+	applying.Lock()
+	t := applying.m[ctx]
+	applying.Unlock()
+	if t != nil {
+		t.names = append(t.names, libc.GoString(zTab))
+	}
+	return 1
+}
+
+var noteTableFP = *(*uintptr)(unsafe.Pointer(&struct {
+	f func(*libc.TLS, uintptr, uintptr) int32
+}{noteTable}))
 
 // conflictAbort answers every conflict of an applied changeset with
 // ABORT: a standby's copy either fits the log exactly or is not a copy.

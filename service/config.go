@@ -77,6 +77,13 @@ type Config struct {
 	Outbox Outbox
 	// Prune prunes the ledger while running.
 	Prune Prune
+	// Owner, when set, keeps the ledger on more than one host (package
+	// changelog): the run holds the partition's lease, publishes every
+	// transaction's changes to its changelog before it commits, and
+	// snapshots the ledger; or, with Owner.Standby and another owner,
+	// keeps a copy and takes over when the owner is lost. Needs NATS.
+	// Default nil: the ledger of one host, which pays nothing for this.
+	Owner *Owner
 	// Metrics, when set, serves Prometheus /metrics and /healthz on it
 	// until Run returns. Default nil: none, unless MetricsAddr.
 	Metrics net.Listener
@@ -100,6 +107,9 @@ type Config struct {
 	// itself, as a command line whose flags have defaults does: a zero
 	// among them is refused, not taken as the default. Default false.
 	Explicit bool
+	// afterOpen runs once the ledger is open, before anything writes it
+	// (runOwned: the take-over of the changelog).
+	afterOpen func(ctx context.Context, st *ledger.Store) error
 	// Logger receives every record. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -256,6 +266,8 @@ func (c Config) validate() error {
 		why = "Consumer.Handler is the SQL handler's: leave it nil"
 	case c.Outbox.Workers < 0 || c.Outbox.MaxAttempts < 0:
 		why = "Outbox.Workers and Outbox.MaxAttempts must not be negative"
+	case c.Owner != nil && c.NATS == nil:
+		why = c.Names.Say("Owner") + " keeps the ledger on other hosts through a JetStream cluster: it needs " + c.Names.Say("NATS")
 	}
 	if why != "" {
 		return &ConfigError{Reason: why}

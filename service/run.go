@@ -19,6 +19,9 @@ import (
 // Run starts the service (Start), consumes until ctx ends, and closes it.
 // Its errors are said in cfg.Names' words (Config.Say).
 func Run(ctx context.Context, cfg Config) error {
+	if cfg.Owner != nil {
+		return cfg.Say(runOwned(ctx, cfg))
+	}
 	s, err := Start(ctx, cfg)
 	if err != nil {
 		return err

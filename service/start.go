@@ -120,6 +120,13 @@ func (s *Service) start(ctx context.Context) (err error) {
 	if s.h, err = s.handler(ctx); err != nil {
 		return step(StepSQL, err)
 	}
+	// After the schema, which a standby has only from a snapshot: the
+	// take-over snapshots the ledger with its tables.
+	if c.afterOpen != nil {
+		if err := c.afterOpen(ctx, s.st); err != nil {
+			return step(StepLedger, err)
+		}
+	}
 	if err := s.ensureStream(ctx); err != nil {
 		return err
 	}
