@@ -73,6 +73,13 @@ func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag fun
 	said := ""
 	for {
 		applied, last, err := l.CatchUp(ctx, st)
+		if transient(ctx, err) {
+			l.log.WarnContext(ctx, "changelog: the standby cannot read its log now; retrying", "log", l.name, "err", err)
+			if !ackwait.Sleep(ctx, 4*PollDefault) {
+				return ctx.Err()
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -80,6 +87,9 @@ func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag fun
 			lag(last - applied)
 		}
 		holder, err := lease.Holder(ctx)
+		if transient(ctx, err) {
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -113,6 +123,9 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 			return fmt.Errorf("%w: before the take-over", ErrLeaseLost)
 		}
 		applied, last, err := l.CatchUp(ctx, st)
+		if transient(ctx, err) && ackwait.Sleep(ctx, PollDefault) {
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -122,4 +135,12 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 		}
 		return err
 	}
+}
+
+// transient says whether err is the server's, worth trying again (a
+// cluster electing a leader answers "no responders" or times out), not
+// the ledger's or the log's shape.
+func transient(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && !errors.Is(err, ErrNeedSnapshot) && !errors.Is(err, ErrLeaseLost) &&
+		!errors.Is(err, ledger.ErrChangesDoNotFit) && !errors.Is(err, ledger.ErrChangelogBehind) && !errors.Is(err, ledger.ErrInvalidConfig)
 }

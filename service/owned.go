@@ -63,12 +63,22 @@ func runOwned(ctx context.Context, cfg Config) error {
 		return step(StepConnect, err)
 	}
 	defer nc.Close()
-	log, err := changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: cfg.Consumer.Durable, Replicas: o.Replicas, Logger: cfg.Logger})
-	if err != nil {
-		return step(StepLedger, err)
-	}
 	ttl := LeaseTTL(cfg.Consumer.Plan.WithDefaults().AckWait())
-	lease, err := changelog.OpenLease(ctx, js, cfg.Stream.Name, cfg.Consumer.Durable, o.Name, ttl, o.Replicas)
+	var log *changelog.Log
+	var lease *changelog.Lease
+	// A cluster electing a leader, or just started, does not answer at
+	// once: waited for, as the consumer's own calls are.
+	retry := ackwait.Backoff{Base: 250 * time.Millisecond, Max: 5 * time.Second}
+	for n := 1; ; n++ {
+		log, err = changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: cfg.Consumer.Durable, Replicas: o.Replicas, Logger: cfg.Logger})
+		if err == nil {
+			lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, cfg.Consumer.Durable, o.Name, ttl, o.Replicas)
+		}
+		if err == nil || errors.Is(err, changelog.ErrInvalidConfig) || !retry.Wait(ctx, n) {
+			break
+		}
+		cfg.Logger.WarnContext(ctx, "the changelog or the lease bucket does not answer yet; retrying", "err", err)
+	}
 	if err != nil {
 		return step(StepLedger, err)
 	}
@@ -115,16 +125,24 @@ func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, leas
 		if err := changelog.Own(ctx, log, lease, st); err != nil {
 			return err
 		}
-		if _, err := log.Snapshot(ctx, st); err != nil {
-			return err
-		}
+		// A standby needs a snapshot to start from: one that fails now is
+		// tried again every few seconds until one is stored.
+		_, serr := log.Snapshot(ctx, st)
 		cfg.Logger.InfoContext(ctx, "owning the partition: its changes go to its changelog before each commit",
 			"stream", cfg.Stream.Name, "durable", cfg.Consumer.Durable, "owner", o.Name, "role", "owner")
 		snapshots.Go(func() {
-			for ackwait.Sleep(runCtx, o.SnapshotInterval) {
-				if _, err := log.Snapshot(runCtx, st); err != nil && runCtx.Err() == nil {
-					cfg.Logger.WarnContext(runCtx, "snapshot of the ledger failed; tried again at the next", "err", err)
+			for {
+				wait := o.SnapshotInterval
+				if serr != nil {
+					if runCtx.Err() == nil {
+						cfg.Logger.WarnContext(runCtx, "snapshot of the ledger failed; tried again", "err", serr)
+					}
+					wait = min(wait, 5*time.Second)
 				}
+				if !ackwait.Sleep(runCtx, wait) {
+					return
+				}
+				_, serr = log.Snapshot(runCtx, st)
 			}
 		})
 		return nil
