@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -56,7 +55,7 @@ func OpenLease(ctx context.Context, js jetstream.JetStream, stream, durable, own
 		return nil, fmt.Errorf("%w: the lease bucket %s expires keys after %v, this run's lease is %v: give every run of the stream the same timing, or delete the bucket while no run is up",
 			ErrInvalidConfig, LeaseBucket, st.TTL(), ttl)
 	}
-	key := strings.NewReplacer(".", "_", "*", "_", ">", "_", " ", "_").Replace(stream) + "." + strings.NewReplacer(".", "_", "*", "_", ">", "_", " ", "_").Replace(durable)
+	key := nameSafe.Replace(stream) + "." + nameSafe.Replace(durable)
 	return &Lease{kv: kv, key: key, owner: owner, ttl: ttl}, nil
 }
 

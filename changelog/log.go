@@ -63,9 +63,13 @@ type Log struct {
 
 var _ ledger.Changelog = (*Log)(nil)
 
+// nameSafe turns the characters a stream name, subject token or KV key
+// may not hold into '_'.
+var nameSafe = strings.NewReplacer(".", "_", "*", "_", ">", "_", " ", "_")
+
 // Names returns the stream and the subject of a partition's changelog.
 func Names(stream, durable string) (name, subject string) {
-	token := strings.NewReplacer(".", "_", "*", "_", ">", "_", " ", "_").Replace(stream + "_" + durable)
+	token := nameSafe.Replace(stream + "_" + durable)
 	return "JETLEDGER_CL_" + token, "_JETLEDGER.changelog." + token
 }
 
