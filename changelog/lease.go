@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -163,4 +164,32 @@ func (l *Lease) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = l.kv.Delete(ctx, l.key, jetstream.LastRevision(rev)) // lost: the TTL lets it go
+}
+
+// Owned is the log as its owner's ledger writes it
+// (ledger.Config.Changelog): an entry is published only while the lease
+// is held, and one whose publish ends after the lease did is reported
+// failed, so its transaction is rolled back, not committed. An owner
+// paused past its lease (SIGSTOP, a long GC or VM pause) that wakes with a
+// batch in hand therefore commits and acknowledges none of it: the stream
+// refuses the entry if another owner wrote since, and this check catches
+// the one that landed first, which the next owner applies from the log.
+func (l *Log) Owned(lease *Lease) ledger.Changelog { return ownedLog{l, lease} }
+
+type ownedLog struct {
+	ledger.Changelog
+	lease *Lease
+}
+
+func (o ownedLog) Append(ctx context.Context, after uint64, parts [][]byte) error {
+	if !o.lease.Held() {
+		return fmt.Errorf("%w: not renewed in time; entry %d not published", ErrLeaseLost, after+1)
+	}
+	if err := o.Changelog.Append(ctx, after, parts); err != nil {
+		return err
+	}
+	if !o.lease.Held() {
+		return fmt.Errorf("%w: it ended while entry %d was published: the transaction is rolled back, the log keeps the entry for the next owner", ErrLeaseLost, after+1)
+	}
+	return nil
 }

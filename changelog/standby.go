@@ -20,8 +20,9 @@ const PollDefault = 250 * time.Millisecond
 // lease is free and this process takes it. It returns with the lease held
 // and the file closed, caught up as far as the log was when the lease was
 // taken; the owner's Start (TakeOver) applies what came after. lag, if
-// set, is told the entries not yet applied after each look. A snapshot not
-// made yet is waited for.
+// set, is told at each look (every PollDefault) how many of the log's
+// entries the copy lacks, before it applies them. A snapshot not made yet
+// is waited for.
 func Standby(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.Config, lag func(uint64)) error {
 	for {
 		st, err := openCopy(ctx, l, file, cfg)
@@ -72,6 +73,11 @@ func openCopy(ctx context.Context, l *Log, file string, cfg ledger.Config) (*led
 func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag func(uint64)) error {
 	said := ""
 	for {
+		if lag != nil {
+			if n, err := l.Lag(ctx, st); err == nil {
+				lag(n) // what this look finds to apply: a standby falling behind finds more each time
+			}
+		}
 		applied, last, err := l.CatchUp(ctx, st)
 		if transient(ctx, err) {
 			l.log.WarnContext(ctx, "changelog: the standby cannot read its log now; retrying", "log", l.name, "err", err)
@@ -82,9 +88,6 @@ func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag fun
 		}
 		if err != nil {
 			return err
-		}
-		if lag != nil {
-			lag(last - applied)
 		}
 		holder, err := lease.Holder(ctx)
 		if transient(ctx, err) {

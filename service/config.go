@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer"
@@ -18,6 +19,7 @@ import (
 	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Config is one consumer with everything around it: what `jetledger run`
@@ -108,8 +110,15 @@ type Config struct {
 	// among them is refused, not taken as the default. Default false.
 	Explicit bool
 	// afterOpen runs once the ledger is open, before anything writes it
-	// (runOwned: the take-over of the changelog).
-	afterOpen func(ctx context.Context, st *ledger.Store) error
+	// (runOwned: the take-over of the changelog); what it started is
+	// stopped with stop, before the ledger closes.
+	afterOpen func(ctx context.Context, st *ledger.Store) (stop func(), err error)
+	// metricsTo, when set, is given the /metrics and /healthz handler to
+	// serve on Metrics while Run runs (nil when it stops), and collectors
+	// are added to its registry: an owned run serves Metrics across its
+	// standby and owner phases (ownedMetrics).
+	metricsTo  func(http.Handler)
+	collectors []prometheus.Collector
 	// Logger receives every record. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
@@ -31,6 +32,7 @@ func (s *Service) serveMetrics(ctx context.Context, wg *sync.WaitGroup, batches 
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(batches, col, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(s.cfg.collectors...)
 	probes := []health.Probe{health.NATS(s.nc), health.Database(s.st), health.Consumer(c)}
 	if store != nil {
 		probes = append(probes, StoreProbe(store))
@@ -46,6 +48,14 @@ func (s *Service) serveMetrics(ctx context.Context, wg *sync.WaitGroup, batches 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.Handle("/healthz", h)
+	if to := s.cfg.metricsTo; to != nil {
+		to(mux)
+		wg.Go(func() {
+			<-ctx.Done()
+			to(nil)
+		})
+		return nil
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	wg.Go(func() {
 		<-ctx.Done()
@@ -65,10 +75,16 @@ func (s *Service) serveMetrics(ctx context.Context, wg *sync.WaitGroup, batches 
 			s.log.Error("metrics server stopped", "err", err)
 		}
 	})
-	s.log.Info("serving metrics", "addr", l.Addr().String(), "tls", cert != "")
-	if a, ok := l.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() {
-		s.log.Warn("metrics and /healthz are served to anyone who can reach this address: counts and health states, no paths or errors; put it on a loopback or private address, behind a firewall, or give it TLS",
-			"addr", a.String(), "tls", cert != "")
-	}
+	logServing(s.log, l, cert != "")
 	return nil
+}
+
+// logServing says where metrics are served, and warns of an address that
+// is not loopback.
+func logServing(log *slog.Logger, l net.Listener, tls bool) {
+	log.Info("serving metrics", "addr", l.Addr().String(), "tls", tls)
+	if a, ok := l.Addr().(*net.TCPAddr); ok && !a.IP.IsLoopback() {
+		log.Warn("metrics and /healthz are served to anyone who can reach this address: counts and health states, no paths or errors; put it on a loopback or private address, behind a firewall, or give it TLS",
+			"addr", a.String(), "tls", tls)
+	}
 }

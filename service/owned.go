@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sync"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Owner keeps a run's ledger on more than one host (Config.Owner).
@@ -45,11 +48,13 @@ var ErrOwned = changelog.ErrLeaseHeld
 // deliveries handed out again by the time another owns the partition.
 func LeaseTTL(ackWait time.Duration) time.Duration { return ackWait + time.Second }
 
-// runOwned runs cfg as its partition's owner, or stands by first.
+// runOwned runs cfg as its partition's owner, or stands by first. Its
+// own errors are said here; those of the Service it runs while owning
+// are said by it.
 func runOwned(ctx context.Context, cfg Config) error {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
-		return err
+		return cfg.Say(err)
 	}
 	o := *cfg.Owner
 	if o.Name == "" {
@@ -58,51 +63,79 @@ func runOwned(ctx context.Context, cfg Config) error {
 	}
 	o.Replicas = max(cmp.Or(o.Replicas, cfg.Stream.Limits.Replicas), 1)
 	o.SnapshotInterval = cmp.Or(o.SnapshotInterval, SnapshotIntervalDefault)
+	if cfg.Metrics == nil && cfg.MetricsAddr != "" {
+		// Taken first: a port in use stops the run before it creates anything.
+		if cfg.Metrics, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
+			return step(StepMetrics, fmt.Errorf("%s %s: %w", cfg.Names.Say("MetricsAddr"), cfg.MetricsAddr, err))
+		}
+		defer cfg.Metrics.Close()
+	}
 	nc, js, err := cfg.Dial(ctx, *cfg.NATS)
 	if err != nil {
-		return step(StepConnect, err)
+		return cfg.Say(step(StepConnect, err))
 	}
 	defer nc.Close()
-	ttl := LeaseTTL(cfg.Consumer.Plan.WithDefaults().AckWait())
-	var log *changelog.Log
-	var lease *changelog.Lease
-	// A cluster electing a leader, or just started, does not answer at
-	// once: waited for, as the consumer's own calls are.
-	retry := ackwait.Backoff{Base: 250 * time.Millisecond, Max: 5 * time.Second}
-	for n := 1; ; n++ {
-		log, err = changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: cfg.Consumer.Durable, Replicas: o.Replicas, Logger: cfg.Logger})
-		if err == nil {
-			lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, cfg.Consumer.Durable, o.Name, ttl, o.Replicas)
+	var lag func(uint64)
+	if cfg.Metrics != nil {
+		m, err := serveOwned(cfg, nc)
+		if err != nil {
+			return step(StepMetrics, err)
 		}
-		if err == nil || errors.Is(err, changelog.ErrInvalidConfig) || !retry.Wait(ctx, n) {
-			break
-		}
-		cfg.Logger.WarnContext(ctx, "the changelog or the lease bucket does not answer yet; retrying", "err", err)
+		defer m.close()
+		cfg.metricsTo, cfg.collectors, lag = m.mount, []prometheus.Collector{m.owner, m.lag}, m.setLag
 	}
+	log, lease, err := openOwned(ctx, cfg, o, js)
 	if err != nil {
-		return step(StepLedger, err)
+		return cfg.Say(step(StepLedger, err))
 	}
 	for {
 		err := lease.Acquire(ctx)
 		if errors.Is(err, changelog.ErrLeaseHeld) && o.Standby {
-			err = changelog.Standby(ctx, log, lease, cfg.DB, cfg.Ledger, nil)
+			err = changelog.Standby(ctx, log, lease, cfg.DB, cfg.Ledger, lag)
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
-			return step(StepLedger, err)
+			return cfg.Say(step(StepLedger, err))
 		}
 		err = runOwner(ctx, cfg, o, log, lease)
 		if ctx.Err() != nil {
 			return err
 		}
-		if (errors.Is(err, changelog.ErrLeaseLost) || errors.Is(err, ledger.ErrNotChangelogOwner)) && o.Standby {
-			cfg.Logger.WarnContext(ctx, "lost the partition's ownership: it commits and acknowledges nothing more here; standing by",
-				"stream", cfg.Stream.Name, "durable", cfg.Consumer.Durable, "err", err)
-			continue
+		if !errors.Is(err, changelog.ErrLeaseLost) && !errors.Is(err, ledger.ErrNotChangelogOwner) {
+			return err
 		}
-		return err
+		next := "stopping: run it with --standby to stand by instead"
+		if o.Standby {
+			next = "standing by"
+		}
+		cfg.Logger.WarnContext(ctx, "lost the partition's ownership: this process commits and acknowledges nothing more of it; "+next,
+			"stream", cfg.Stream.Name, "durable", cfg.Consumer.Durable, "owner", o.Name, "role", "lost", "err", err)
+		if !o.Standby {
+			return err
+		}
+	}
+}
+
+// openOwned opens the partition's changelog and its lease. A cluster
+// electing a leader, or just started, does not answer at once: waited
+// for, as the consumer's own calls are.
+func openOwned(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream) (*changelog.Log, *changelog.Lease, error) {
+	ttl := LeaseTTL(cfg.Consumer.Plan.WithDefaults().AckWait())
+	retry := ackwait.Backoff{Base: 250 * time.Millisecond, Max: 5 * time.Second}
+	for n := 1; ; n++ {
+		log, err := changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: cfg.Consumer.Durable, Replicas: o.Replicas, Logger: cfg.Logger})
+		if err == nil {
+			lease, err := changelog.OpenLease(ctx, js, cfg.Stream.Name, cfg.Consumer.Durable, o.Name, ttl, o.Replicas)
+			if err == nil {
+				return log, lease, nil
+			}
+		}
+		if errors.Is(err, changelog.ErrInvalidConfig) || !retry.Wait(ctx, n) {
+			return nil, nil, err
+		}
+		cfg.Logger.WarnContext(ctx, "the changelog or the lease bucket does not answer yet; retrying", "err", err)
 	}
 }
 
@@ -118,34 +151,22 @@ func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, leas
 		}
 	}()
 	cfg.Owner = nil
-	cfg.Ledger.Changelog = log
-	var snapshots sync.WaitGroup // stopped with runCtx
-	defer snapshots.Wait()
-	cfg.afterOpen = func(ctx context.Context, st *ledger.Store) error {
+	// Each entry is published only while the lease is held, and a commit
+	// whose entry landed after it ended is rolled back (Log.Owned).
+	cfg.Ledger.Changelog = log.Owned(lease)
+	cfg.afterOpen = func(ctx context.Context, st *ledger.Store) (func(), error) {
 		if err := changelog.Own(ctx, log, lease, st); err != nil {
-			return err
+			return nil, err
 		}
-		// A standby needs a snapshot to start from: one that fails now is
-		// tried again every few seconds until one is stored.
-		_, serr := log.Snapshot(ctx, st)
 		cfg.Logger.InfoContext(ctx, "owning the partition: its changes go to its changelog before each commit",
 			"stream", cfg.Stream.Name, "durable", cfg.Consumer.Durable, "owner", o.Name, "role", "owner")
-		snapshots.Go(func() {
-			for {
-				wait := o.SnapshotInterval
-				if serr != nil {
-					if runCtx.Err() == nil {
-						cfg.Logger.WarnContext(runCtx, "snapshot of the ledger failed; tried again", "err", serr)
-					}
-					wait = min(wait, 5*time.Second)
-				}
-				if !ackwait.Sleep(runCtx, wait) {
-					return
-				}
-				_, serr = log.Snapshot(runCtx, st)
-			}
-		})
-		return nil
+		snapCtx, stopSnapshots := context.WithCancel(runCtx)
+		var snapshots sync.WaitGroup
+		snapshots.Go(func() { keepSnapshots(snapCtx, cfg, o, log, st) })
+		return func() {
+			stopSnapshots()
+			snapshots.Wait()
+		}, nil
 	}
 	err := Run(runCtx, cfg)
 	stop(nil)
@@ -154,4 +175,20 @@ func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, leas
 		return errors.Join(cause, err)
 	}
 	return err
+}
+
+// keepSnapshots snapshots the ledger at the take-over (a standby needs one
+// to start from) and every SnapshotInterval until ctx ends; a snapshot
+// that fails is tried again every few seconds until one is stored.
+func keepSnapshots(ctx context.Context, cfg Config, o Owner, log *changelog.Log, st *ledger.Store) {
+	for wait := time.Duration(0); ackwait.Sleep(ctx, wait); {
+		wait = o.SnapshotInterval
+		if _, err := log.Snapshot(ctx, st); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			cfg.Logger.WarnContext(ctx, "snapshot of the ledger failed; tried again", "err", err)
+			wait = min(wait, 5*time.Second)
+		}
+	}
 }

@@ -20,7 +20,7 @@ import (
 // Its errors are said in cfg.Names' words (Config.Say).
 func Run(ctx context.Context, cfg Config) error {
 	if cfg.Owner != nil {
-		return cfg.Say(runOwned(ctx, cfg))
+		return runOwned(ctx, cfg)
 	}
 	s, err := Start(ctx, cfg)
 	if err != nil {

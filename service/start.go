@@ -123,9 +123,11 @@ func (s *Service) start(ctx context.Context) (err error) {
 	// After the schema, which a standby has only from a snapshot: the
 	// take-over snapshots the ledger with its tables.
 	if c.afterOpen != nil {
-		if err := c.afterOpen(ctx, s.st); err != nil {
+		stop, err := c.afterOpen(ctx, s.st)
+		if err != nil {
 			return step(StepLedger, err)
 		}
+		s.closers = append(s.closers, stop) // before the store closes
 	}
 	if err := s.ensureStream(ctx); err != nil {
 		return err

@@ -1,0 +1,116 @@
+package service
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/natsconn"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Two owned runs of one partition in one process: the first owns it, the
+// second stands by, each says so in its metrics (the standby's served
+// while its Service does not run), the standby's copy holds what the
+// owner committed and its lag gauge is back to 0; once the owner stops,
+// the standby owns the partition and consumes on.
+func TestOwnedRunsServeTheirRoleAndLag(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	owned := func(name string) (Config, string) {
+		cfg := testConfig(t, t.TempDir())
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.NATS, cfg.Metrics = &natsconn.Config{URL: srv.ClientURL()}, l
+		cfg.Owner = &Owner{Name: name, Standby: true}
+		return cfg, "http://" + l.Addr().String() + "/metrics"
+	}
+	run := func(ctx context.Context, cfg Config) chan error {
+		done := make(chan error, 1)
+		go func() { done <- Run(ctx, cfg) }()
+		return done
+	}
+	cfgA, metricsA := owned("a")
+	ctxA, stopA := context.WithCancel(t.Context())
+	defer stopA()
+	doneA := run(ctxA, cfgA)
+	waitGauges(t, metricsA, "jetledger_changelog_owner 1")
+	cfgB, metricsB := owned("b")
+	ctxB, stopB := context.WithCancel(t.Context())
+	defer stopB()
+	doneB := run(ctxB, cfgB)
+	waitGauges(t, metricsB, "jetledger_changelog_owner 0")
+
+	publish(t, js, 0, 20)
+	consumertest.Eventually(t, time.Minute, "the owner commits 20", func() bool { return processed(t, cfgA.DB) == 20 })
+	consumertest.Eventually(t, time.Minute, "the standby's copy holds 20", func() bool { return processed(t, cfgB.DB) == 20 })
+	waitGauges(t, metricsB, "jetledger_changelog_owner 0", "jetledger_changelog_standby_lag_entries 0")
+
+	stopA()
+	if err := <-doneA; err != nil {
+		t.Fatalf("the owner's run: %v", err)
+	}
+	waitGauges(t, metricsB, "jetledger_changelog_owner 1", "jetledger_changelog_standby_lag_entries 0")
+	publish(t, js, 20, 30)
+	consumertest.Eventually(t, time.Minute, "the new owner commits 30", func() bool { return processed(t, cfgB.DB) == 30 })
+	stopB()
+	if err := <-doneB; err != nil {
+		t.Fatalf("the new owner's run: %v", err)
+	}
+}
+
+// waitGauges waits until the metrics at url show every line of want.
+func waitGauges(t *testing.T, url string, want ...string) {
+	t.Helper()
+	consumertest.Eventually(t, time.Minute, fmt.Sprintf("%s to show %q", url, want), func() bool {
+		resp, err := http.Get(url) //nolint:noctx // a test's probe
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, w := range want {
+			if !strings.Contains(string(body), "\n"+w+"\n") {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// publish sends messages from to to-1 to the test stream, with ids.
+func publish(t *testing.T, js jetstream.JetStream, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		m := nats.NewMsg("s.x")
+		m.Data = []byte(fmt.Sprintf(`{"n":%d}`, i))
+		m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("m-%d", i))
+		if _, err := js.PublishMsg(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// processed counts the ledger's processed messages (0 if it cannot be read yet).
+func processed(t *testing.T, file string) int {
+	db, err := sql.Open("sqlite", "file:"+filepath.ToSlash(file)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	n := 0
+	_ = db.QueryRow(`SELECT count(*) FROM processed_messages`).Scan(&n)
+	return n
+}
