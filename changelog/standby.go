@@ -46,18 +46,21 @@ func openCopy(ctx context.Context, l *Log, file string, cfg ledger.Config) (*led
 	if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
 		for {
 			ok, err := l.Restore(ctx, file)
+			var last uint64
+			if err == nil && !ok {
+				last, err = l.Last(ctx)
+			}
+			if transient(ctx, err) {
+				if !l.retry(ctx, err) {
+					return nil, ctx.Err()
+				}
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}
-			if ok {
-				break
-			}
-			last, err := l.Last(ctx)
-			if err != nil {
-				return nil, err
-			}
-			if last == 0 {
-				break // a log with nothing in it: an empty ledger is its copy
+			if ok || last == 0 {
+				break // restored, or a log with nothing in it: an empty ledger is its copy
 			}
 			l.log.InfoContext(ctx, "changelog: waiting for the owner's first snapshot", "log", l.name)
 			if !ackwait.Sleep(ctx, time.Second) {
@@ -67,6 +70,14 @@ func openCopy(ctx context.Context, l *Log, file string, cfg ledger.Config) (*led
 	}
 	cfg.Changelog = nil
 	return ledger.Open(file, cfg)
+}
+
+// retry says that the standby cannot reach its log or lease now (the
+// server's error, err), and waits before it tries again; false once ctx
+// has ended.
+func (l *Log) retry(ctx context.Context, err error) bool {
+	l.log.WarnContext(ctx, "changelog: the standby cannot reach its log or its lease now; retrying", "log", l.name, "err", err)
+	return ackwait.Sleep(ctx, 4*PollDefault)
 }
 
 // follow applies the log to st until the lease is taken.
@@ -79,9 +90,21 @@ func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag fun
 			}
 		}
 		applied, last, err := l.CatchUp(ctx, st)
+		holder := ""
+		if err == nil {
+			holder, err = lease.Holder(ctx)
+		}
+		if err == nil && holder == "" {
+			if err = lease.Acquire(ctx); err == nil {
+				l.log.InfoContext(ctx, "changelog: the partition had no owner: taking it over", "log", l.name, "applied", applied, "last", last)
+				return nil
+			}
+			if errors.Is(err, ErrLeaseHeld) {
+				err = nil // taken by another standby first
+			}
+		}
 		if transient(ctx, err) {
-			l.log.WarnContext(ctx, "changelog: the standby cannot read its log now; retrying", "log", l.name, "err", err)
-			if !ackwait.Sleep(ctx, 4*PollDefault) {
+			if !l.retry(ctx, err) {
 				return ctx.Err()
 			}
 			continue
@@ -89,23 +112,7 @@ func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag fun
 		if err != nil {
 			return err
 		}
-		holder, err := lease.Holder(ctx)
-		if transient(ctx, err) {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if holder == "" {
-			err := lease.Acquire(ctx)
-			if err == nil {
-				l.log.InfoContext(ctx, "changelog: the partition had no owner: taking it over", "log", l.name, "applied", applied, "last", last)
-				return nil
-			}
-			if !errors.Is(err, ErrLeaseHeld) {
-				return err
-			}
-		} else if holder != said {
+		if holder != "" && holder != said {
 			l.log.InfoContext(ctx, "changelog: standing by; the partition is owned", "log", l.name, "owner", holder)
 			said = holder
 		}
@@ -135,6 +142,9 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 		err = st.TakeOver(ctx, l.instance, lease.owner, applied, last)
 		if errors.Is(err, ErrFenced) {
 			continue
+		}
+		if err == nil {
+			l.log.InfoContext(ctx, "changelog: took the log over: every entry after this one is this owner's", "log", l.name, "after", last)
 		}
 		return err
 	}

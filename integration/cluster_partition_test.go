@@ -101,20 +101,7 @@ func TestClusterPartitionsRideOutFailover(t *testing.T) {
 	hosts[0] = runHost(0, "0,1")
 	publishChunk(4)
 
-	consumertest.Eventually(t, 3*time.Minute, "every partition drained", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		for _, d := range durables {
-			cons, err := c.js.Consumer(ctx, name, d)
-			if err != nil {
-				return false
-			}
-			if info := cons.CachedInfo(); info.NumPending != 0 || info.NumAckPending != 0 {
-				return false
-			}
-		}
-		return true
-	})
+	consumertest.Eventually(t, 3*time.Minute, "every partition drained", func() bool { return c.drained(name, durables...) })
 	for _, h := range hosts {
 		h.signal(syscall.SIGTERM)
 		if code := h.wait(time.Minute); code != 0 {

@@ -31,13 +31,17 @@ type clusterProfile struct {
 	RideRounds int
 	// Outage is how long a killed node stays down.
 	Outage time.Duration
+	// OwnerRounds: how many times each owned-partition fault (a paused
+	// owner, one cut off, two started at once) is played, each on a
+	// stream of its own; OwnerEvents: the events of each.
+	OwnerRounds, OwnerEvents int
 }
 
 func clusterProfileFromEnv() clusterProfile {
 	if os.Getenv("JETLEDGER_CLUSTER") == "long" {
-		return clusterProfile{Name: "long", StartRounds: 10, RideRounds: 4, Outage: 5 * time.Second}
+		return clusterProfile{Name: "long", StartRounds: 10, RideRounds: 4, Outage: 5 * time.Second, OwnerRounds: 3, OwnerEvents: 4000}
 	}
-	return clusterProfile{Name: "short", StartRounds: 3, RideRounds: 1, Outage: 3 * time.Second}
+	return clusterProfile{Name: "short", StartRounds: 3, RideRounds: 1, Outage: 3 * time.Second, OwnerRounds: 1, OwnerEvents: 600}
 }
 
 // clusterNode is one nats-server process of a cluster, restartable on the
@@ -188,6 +192,23 @@ func (c *cluster) placeLeaders(stream, durable string, together bool) {
 		c.waitHealthy(time.Minute, stream, durable)
 		return false
 	})
+}
+
+// drained says whether every one of durables of stream has nothing
+// pending or unacknowledged.
+func (c *cluster) drained(stream string, durables ...string) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, d := range durables {
+		cons, err := c.js.Consumer(ctx, stream, d)
+		if err != nil {
+			return false
+		}
+		if info := cons.CachedInfo(); info.NumPending != 0 || info.NumAckPending != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // replicated reports a group with a leader and every other replica current.
