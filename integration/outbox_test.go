@@ -55,6 +55,56 @@ func waitRowStatus(t testing.TB, db *sql.DB, id, status string, timeout time.Dur
 	return found
 }
 
+// waitSettled waits until every outbox row of the ledgers is sent or in
+// review.
+func waitSettled(t testing.TB, dbs ...*sql.DB) {
+	t.Helper()
+	consumertest.Eventually(t, time.Minute, "every outbox row settled", func() bool {
+		for _, db := range dbs {
+			for _, r := range outboxRows(t, db) {
+				if r.Status != "sent" && r.Status != "review" {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// checkSentAtMostOnce: one outbox row per message (n of them), each sent
+// to the destination (which has no idempotency) at most once, a sent row
+// holding the item the destination stored, the rest in review. It
+// returns how many are in review.
+func checkSentAtMostOnce(t testing.TB, dest *webhooktest.Destination, rows []outboxRow, n int) (review int) {
+	t.Helper()
+	byKey := map[string][]webhooktest.StoredItem{}
+	perMessage := map[string]int{}
+	for _, it := range dest.Items() {
+		byKey[it.Key] = append(byKey[it.Key], it)
+		perMessage[it.MessageID]++
+	}
+	if len(rows) != n {
+		t.Fatalf("outbox rows %d, want one per message (%d)", len(rows), n)
+	}
+	for _, r := range rows {
+		stored := byKey[r.ID]
+		switch {
+		case perMessage[r.MessageID] > 1 || len(stored) > 1:
+			t.Errorf("message %s: %d items at the destination", r.MessageID, perMessage[r.MessageID])
+		case r.Status == "sent" && (len(stored) != 1 || stored[0].ExternalID != r.ExternalID):
+			t.Errorf("row %s sent as %q but the destination holds %+v", r.ID, r.ExternalID, stored)
+		case r.Status == "review":
+			review++
+		}
+	}
+	for key := range byKey {
+		if dest.Requests(key) > 1 {
+			t.Errorf("key %s sent %d times to a destination without idempotency", key, dest.Requests(key))
+		}
+	}
+	return review
+}
+
 // cli runs a short jetledger command and returns its output and exit code.
 func cli(t testing.TB, args ...string) (string, int) {
 	t.Helper()
@@ -237,46 +287,13 @@ func TestWebhookRunWithRandomKills(t *testing.T) {
 	}
 	p := w.runConsumer(nil, args...)
 	w.waitDrained(2 * time.Minute)
-	consumertest.Eventually(t, time.Minute, "every outbox row settled", func() bool {
-		for _, r := range outboxRows(t, db) {
-			if r.Status != "sent" && r.Status != "review" {
-				return false
-			}
-		}
-		return true
-	})
+	waitSettled(t, db)
 	p.signal(syscall.SIGTERM)
 	if code := p.wait(30 * time.Second); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	w.checkExact(db, evs)
 
-	byKey := map[string][]webhooktest.StoredItem{}
-	perMessage := map[string]int{}
-	for _, it := range dest.Items() {
-		byKey[it.Key] = append(byKey[it.Key], it)
-		perMessage[it.MessageID]++
-	}
-	rows := outboxRows(t, db)
-	if len(rows) != len(evs) {
-		t.Fatalf("outbox rows %d, want one per message (%d)", len(rows), len(evs))
-	}
-	review := 0
-	for _, r := range rows {
-		stored := byKey[r.ID]
-		switch {
-		case perMessage[r.MessageID] > 1 || len(stored) > 1:
-			t.Errorf("message %s: %d items at the destination", r.MessageID, perMessage[r.MessageID])
-		case r.Status == "sent" && (len(stored) != 1 || stored[0].ExternalID != r.ExternalID):
-			t.Errorf("row %s sent as %q but the destination holds %+v", r.ID, r.ExternalID, stored)
-		case r.Status == "review":
-			review++
-		}
-	}
-	for key := range byKey {
-		if dest.Requests(key) > 1 {
-			t.Errorf("key %s sent %d times to a destination without idempotency", key, dest.Requests(key))
-		}
-	}
+	review := checkSentAtMostOnce(t, dest, outboxRows(t, db), len(evs))
 	t.Logf("%d messages, %d items at the destination, %d rows in review", len(evs), len(dest.Items()), review)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
 	"github.com/jetledger/jetledger/publisher"
 )
 
@@ -141,14 +142,18 @@ func (r *ownedRig) ledgers(dir string) []*sql.DB {
 // same partitions without --standby is refused. The owner is SIGKILLed
 // and its ledger files deleted (its host is lost) with events in flight;
 // the standby takes both partitions over. At the end the standby's
-// ledgers hold every event exactly once. The take-over time is from the
+// ledgers hold every event exactly once, and its effects, to a webhook
+// without idempotency, were each sent at most once (those the lost owner
+// was sending are in review). The take-over time is from the
 // SIGKILL to the standby's first committed row (processed_at).
 func TestOwnedPartitionsSurviveTheLossOfTheirHost(t *testing.T) {
 	r := newOwnedRig(t, startCluster(t), "PAY")
+	dest := webhooktest.NewDestination(t, false) // no idempotency: a second send would be a second effect
+	dest.SetDelay(5 * time.Millisecond)          // sends in flight when the host goes
 	dirs := [3]string{t.TempDir(), t.TempDir(), t.TempDir()}
-	owner := r.run(dirs[0], r.c.urls(), "--changelog")
+	owner := r.run(dirs[0], r.c.urls(), webhookArgs(dest, "--changelog")...)
 	r.waitRole(owner, "the first run", "owner", 0, 1)
-	standby := r.run(dirs[1], r.c.urls(), "--standby")
+	standby := r.run(dirs[1], r.c.urls(), webhookArgs(dest, "--standby")...)
 	refused := r.run(dirs[2], r.c.urls(), "--changelog")
 	if code := refused.wait(time.Minute); code == 0 || !strings.Contains(refused.output(), "holds") {
 		t.Fatalf("a second owner of the partitions without --standby exited %d, want non-zero naming the owner:\n%s", code, refused.output())
@@ -169,9 +174,11 @@ func TestOwnedPartitionsSurviveTheLossOfTheirHost(t *testing.T) {
 	owned := time.Since(lost)
 	r.publish(evs[400:])
 	r.waitDrained("every event applied")
-	r.stop(standby, "the standby")
 	ledgers := r.ledgers(dirs[1])
+	waitSettled(t, ledgers...)
+	r.stop(standby, "the standby")
 	checkPartitionedExact(t, ledgers, evs)
+	review := checkSentAtMostOnce(t, dest, append(outboxRows(t, ledgers[0]), outboxRows(t, ledgers[1])...), len(evs))
 	first := 0
 	for _, db := range ledgers {
 		if at := count(t, db, `SELECT min(processed_at) FROM processed_messages WHERE processed_at >= ?`, lost.UnixMilli()); at > 0 && (first == 0 || at < first) {
@@ -182,8 +189,8 @@ func TestOwnedPartitionsSurviveTheLossOfTheirHost(t *testing.T) {
 		t.Fatal("the standby committed nothing after the owner's SIGKILL")
 	}
 	took := time.UnixMilli(int64(first)).Sub(lost)
-	t.Logf("after the owner's SIGKILL: both partitions owned by the standby in %v, its first batch committed in %v (AckWait 1.8s; target under AckWait + 5s)",
-		owned.Round(10*time.Millisecond), took.Round(10*time.Millisecond))
+	t.Logf("after the owner's SIGKILL: both partitions owned by the standby in %v, its first batch committed in %v (AckWait 1.8s; target under AckWait + 5s); %d effects at the destination, %d in review",
+		owned.Round(10*time.Millisecond), took.Round(10*time.Millisecond), len(dest.Items()), review)
 	if limit := 1800*time.Millisecond + 5*time.Second; took > 3*limit {
 		t.Fatalf("the standby's first commit came %v after the SIGKILL: far past the target, %v", took, limit)
 	}
