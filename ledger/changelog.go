@@ -365,6 +365,24 @@ func (s *Store) ApplyChanges(ctx context.Context, log string, last uint64, chang
 
 // applyChangeset applies changes on the writer's connection, which the
 // caller's transaction holds.
+// dbFlag sets one of the connection's on/off settings (sqlite3_db_config
+// op) to on, and returns what it was.
+func dbFlag(tls *libc.TLS, db uintptr, op, on int32) (was int32, err error) {
+	va := libc.Xmalloc(tls, 16)
+	defer libc.Xfree(tls, va)
+	res := libc.Xmalloc(tls, 8)
+	defer libc.Xfree(tls, res)
+	for _, v := range []int32{-1, on} { // -1 reads it
+		if rc := sqlite3.Xsqlite3_db_config(tls, db, op, libc.VaList(va, v, res)); rc != sqlite3.SQLITE_OK {
+			return 0, fmt.Errorf("ledger: changelog: configure the connection (%d): %s", op, sqlite3Error(tls, rc))
+		}
+		if v == -1 {
+			was = *(*int32)(cptr(res))
+		}
+	}
+	return was, nil
+}
+
 func (s *Store) applyChangeset(ctx context.Context, tx *sql.Tx, changes []byte) error {
 	db := s.guard.wd.db.Load()
 	if db == 0 {
@@ -378,6 +396,16 @@ func (s *Store) applyChangeset(ctx context.Context, tx *sql.Tx, changes []byte) 
 	tables := &appliedTables{}
 	id := applying.add(tables)
 	defer applying.remove(id)
+	// The changes already hold what the owner's triggers and foreign-key
+	// actions did; run again here they would write twice, or delete the
+	// rows the changes then look for. Both are off while they apply.
+	for _, op := range []int32{sqlite3.SQLITE_DBCONFIG_ENABLE_TRIGGER, sqlite3.SQLITE_DBCONFIG_ENABLE_FKEY} {
+		was, err := dbFlag(tls, db, op, 0)
+		if err != nil {
+			return err
+		}
+		defer dbFlag(tls, db, op, was) //nolint:errcheck // set just now: it does not fail
+	}
 	rc := sqlite3.Xsqlite3changeset_apply(tls, db, int32(len(changes)), p, noteTableFP, conflictAbortFP, id)
 	switch {
 	case rc == sqlite3.SQLITE_ABORT:
