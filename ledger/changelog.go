@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"unsafe"
 
@@ -393,9 +394,12 @@ func (s *Store) applyChangeset(ctx context.Context, tx *sql.Tx, changes []byte) 
 	p := libc.Xmalloc(tls, libc.Tsize_t(max(len(changes), 1)))
 	defer libc.Xfree(tls, p)
 	copy(unsafe.Slice((*byte)(cptr(p)), len(changes)), changes)
-	tables := &appliedTables{}
-	id := applying.add(tables)
-	defer applying.remove(id)
+	// SQLite skips, without a word, the changes of a table the file lacks
+	// or has of another shape (a column or a key more or less): a standby
+	// without the owner's schema would lose them all.
+	if err := fitTables(ctx, tx, tls, p, int32(len(changes))); err != nil {
+		return err
+	}
 	// The changes already hold what the owner's triggers and foreign-key
 	// actions did; run again here they would write twice, or delete the
 	// rows the changes then look for. Both are off while they apply.
@@ -406,70 +410,63 @@ func (s *Store) applyChangeset(ctx context.Context, tx *sql.Tx, changes []byte) 
 		}
 		defer dbFlag(tls, db, op, was) //nolint:errcheck // set just now: it does not fail
 	}
-	rc := sqlite3.Xsqlite3changeset_apply(tls, db, int32(len(changes)), p, noteTableFP, conflictAbortFP, id)
+	rc := sqlite3.Xsqlite3changeset_apply(tls, db, int32(len(changes)), p, 0, conflictAbortFP, 0)
 	switch {
 	case rc == sqlite3.SQLITE_ABORT:
 		return fmt.Errorf("%w: a change does not match the ledger's rows", ErrChangesDoNotFit)
 	case rc != sqlite3.SQLITE_OK:
 		return fmt.Errorf("ledger: apply changes: %s", sqlite3Error(tls, rc))
 	}
-	// SQLite skips, without a word, the changes of a table the file lacks
-	// (or has of another shape): a standby without the handler's schema
-	// would lose them all.
-	for _, t := range tables.names {
-		var n int
-		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info(?)`, t).Scan(&n); err != nil {
+	return nil
+}
+
+// fitTables checks that every table the changes (n bytes at p) are to is
+// in the ledger with the columns and primary key the changes have: a
+// table recorded by rowid (no primary key of its own) has the rowid as a
+// first key column more.
+func fitTables(ctx context.Context, tx *sql.Tx, tls *libc.TLS, p uintptr, n int32) error {
+	mem := libc.Xmalloc(tls, 5*8)
+	defer libc.Xfree(tls, mem)
+	pIter, pTab, pCol, pOp, pInd := mem, mem+8, mem+16, mem+24, mem+32
+	if rc := sqlite3.Xsqlite3changeset_start(tls, pIter, n, p); rc != sqlite3.SQLITE_OK {
+		return fmt.Errorf("%w: the changes cannot be read: %s", ErrChangesDoNotFit, sqlite3Error(tls, rc))
+	}
+	iter := *(*uintptr)(cptr(pIter))
+	defer sqlite3.Xsqlite3changeset_finalize(tls, iter)
+	seen := map[string]bool{}
+	for sqlite3.Xsqlite3changeset_next(tls, iter) == sqlite3.SQLITE_ROW {
+		if rc := sqlite3.Xsqlite3changeset_op(tls, iter, pTab, pCol, pOp, pInd); rc != sqlite3.SQLITE_OK {
+			return fmt.Errorf("%w: the changes cannot be read: %s", ErrChangesDoNotFit, sqlite3Error(tls, rc))
+		}
+		table := libc.GoString(*(*uintptr)(cptr(pTab)))
+		if seen[table] {
+			continue
+		}
+		seen[table] = true
+		if rc := sqlite3.Xsqlite3changeset_pk(tls, iter, pTab, pCol); rc != sqlite3.SQLITE_OK {
+			return fmt.Errorf("%w: the changes cannot be read: %s", ErrChangesDoNotFit, sqlite3Error(tls, rc))
+		}
+		cols := int(*(*int32)(cptr(pCol)))
+		want := make([]byte, cols)
+		for i, b := range unsafe.Slice((*byte)(cptr(*(*uintptr)(cptr(pTab)))), cols) {
+			want[i] = '0' + min(b, 1)
+		}
+		var have string
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(group_concat(min(pk, 1), ''), '') FROM (SELECT pk FROM pragma_table_info(?) ORDER BY cid)`, table).Scan(&have); err != nil {
 			return fmt.Errorf("ledger: apply changes: %w", interpret(err))
 		}
-		if n == 0 {
-			return fmt.Errorf("%w: the changes are to table %s, which this ledger does not have: give the standby the owner's schema", ErrChangesDoNotFit, t)
+		if have != "" && !strings.Contains(have, "1") {
+			have = "1" + have // by rowid
+		}
+		switch {
+		case have == "":
+			return fmt.Errorf("%w: the changes are to table %s, which this ledger does not have: give the standby the owner's schema", ErrChangesDoNotFit, table)
+		case have != string(want):
+			return fmt.Errorf("%w: the changes are to table %s with %d columns (key %s), this ledger's has %d (key %s): give the standby the owner's schema", ErrChangesDoNotFit, table, len(want), want, len(have), have)
 		}
 	}
 	return nil
 }
-
-// appliedTables are the tables an applied changeset names.
-type appliedTables struct{ names []string }
-
-// applying maps the context of a running changeset_apply to its tables:
-// the C filter callback gets the context, an integer, not a Go pointer.
-var applying = &applyRegistry{m: map[uintptr]*appliedTables{}}
-
-type applyRegistry struct {
-	sync.Mutex
-	next uintptr
-	m    map[uintptr]*appliedTables
-}
-
-func (a *applyRegistry) add(t *appliedTables) uintptr {
-	a.Lock()
-	defer a.Unlock()
-	a.next++
-	a.m[a.next] = t
-	return a.next
-}
-
-func (a *applyRegistry) remove(id uintptr) {
-	a.Lock()
-	defer a.Unlock()
-	delete(a.m, id)
-}
-
-// noteTable is changeset_apply's filter: it notes each table and applies
-// its changes.
-func noteTable(_ *libc.TLS, ctx uintptr, zTab uintptr) int32 {
-	applying.Lock()
-	t := applying.m[ctx]
-	applying.Unlock()
-	if t != nil {
-		t.names = append(t.names, libc.GoString(zTab))
-	}
-	return 1
-}
-
-var noteTableFP = *(*uintptr)(unsafe.Pointer(&struct {
-	f func(*libc.TLS, uintptr, uintptr) int32
-}{noteTable}))
 
 // conflictAbort answers every conflict of an applied changeset with
 // ABORT: a standby's copy either fits the log exactly or is not a copy.
