@@ -25,9 +25,9 @@ const PollDefault = 250 * time.Millisecond
 // is waited for.
 func Standby(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.Config, lag func(uint64)) error {
 	for {
-		st, err := openCopy(ctx, l, file, cfg)
-		if err != nil {
-			return err
+		st, err := openCopy(ctx, l, lease, file, cfg)
+		if err != nil || st == nil {
+			return err // or the lease taken before any snapshot: the owner's Start makes the file
 		}
 		err = follow(ctx, l, lease, st, lag)
 		st.Close()
@@ -41,14 +41,28 @@ func Standby(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.
 	}
 }
 
-// openCopy opens file, restoring the snapshot first when there is no file.
-func openCopy(ctx context.Context, l *Log, file string, cfg ledger.Config) (*ledger.Store, error) {
+// openCopy opens file, restoring the snapshot first when there is no
+// file. A copy starts from a snapshot only, which holds the owner's
+// tables: one begun from an empty log would lack them. Until the owner has
+// stored one it waits, and takes the lease if it goes free meanwhile (an
+// owner lost before its first snapshot), returning no store: the new
+// owner's ledger, with its schema, catches up from the log's start.
+func openCopy(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.Config) (*ledger.Store, error) {
 	if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
-		for {
+		for said := false; ; {
 			ok, err := l.Restore(ctx, file)
-			var last uint64
+			holder := ""
 			if err == nil && !ok {
-				last, err = l.Last(ctx)
+				holder, err = lease.Holder(ctx)
+			}
+			if err == nil && !ok && holder == "" {
+				if err = lease.Acquire(ctx); err == nil {
+					l.log.InfoContext(ctx, "changelog: the partition had no owner, nor a snapshot yet: taking it over from the log's start", "log", l.name)
+					return nil, nil
+				}
+				if errors.Is(err, ErrLeaseHeld) {
+					err = nil
+				}
 			}
 			if transient(ctx, err) {
 				if !l.retry(ctx, err) {
@@ -59,11 +73,14 @@ func openCopy(ctx context.Context, l *Log, file string, cfg ledger.Config) (*led
 			if err != nil {
 				return nil, err
 			}
-			if ok || last == 0 {
-				break // restored, or a log with nothing in it: an empty ledger is its copy
+			if ok {
+				break
 			}
-			l.log.InfoContext(ctx, "changelog: waiting for the owner's first snapshot", "log", l.name)
-			if !ackwait.Sleep(ctx, time.Second) {
+			if !said {
+				l.log.InfoContext(ctx, "changelog: waiting for the owner's first snapshot", "log", l.name, "owner", holder)
+				said = true
+			}
+			if !ackwait.Sleep(ctx, PollDefault) {
 				return nil, ctx.Err()
 			}
 		}

@@ -3,6 +3,7 @@ package changelog_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -111,4 +112,106 @@ func TestStandbyTakesOverFromALostOwner(t *testing.T) {
 		t.Fatalf("balance %d, want 45", a1)
 	}
 	t.Logf("take-over %v after the owner's last renewal stopped (TTL %v); the standby's lag at its first look %d", took.Round(time.Millisecond), ttl, lags[0])
+}
+
+// A standby that starts before the owner's first snapshot waits for it
+// (a copy begun from the log alone would lack the owner's tables), then
+// holds what the owner committed; one whose owner is lost before any
+// snapshot takes the lease with no copy, for the new owner's ledger to
+// catch up from the log's start.
+func TestStandbyWaitsForTheFirstSnapshot(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, s)
+	dir := t.TempDir()
+	cfg := changelog.Config{Stream: "PAY", Durable: "pay-p0"}
+	log, err := changelog.Ensure(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaseA, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-a", 2*time.Second, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leaseA.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := openLedger(t, filepath.Join(dir, "a.db"), log)
+	if err := changelog.Own(ctx, log, leaseA, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ApplyBatch(ctx, batch(0, 10, 0), credit, ledger.Budget{Work: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	leaseB, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-b", 2*time.Second, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fileB := filepath.Join(dir, "b.db")
+	keepCtx, stopKeeping := context.WithCancel(ctx)
+	kept := make(chan error, 1)
+	go func() { kept <- leaseA.Keep(keepCtx) }()
+	standby := make(chan error, 1)
+	go func() { standby <- changelog.Standby(ctx, log, leaseB, fileB, ledger.Config{}, nil) }()
+	consumertest.Eventually(t, 10*time.Second, "the standby waiting, with no copy", func() bool {
+		_, err := os.Stat(fileB)
+		return errors.Is(err, os.ErrNotExist)
+	})
+	if _, err := log.Snapshot(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	consumertest.Eventually(t, 10*time.Second, "the copy restored", func() bool {
+		_, err := os.Stat(fileB)
+		return err == nil
+	})
+	stopKeeping() // released: the standby takes over
+	<-kept
+	if err := <-standby; err != nil {
+		t.Fatal(err)
+	}
+	b := openLedger(t, fileB, log)
+	if amount, n := balance(t, b); amount != 10 || n != 10 {
+		t.Fatalf("the standby's copy holds balance %d, %d rows; want 10, 10", amount, n)
+	}
+	b.Close()
+
+	// A second partition whose owner goes before its first snapshot.
+	log2, err := changelog.Ensure(ctx, js, changelog.Config{Stream: "PAY", Durable: "pay-p1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease1, err := changelog.OpenLease(ctx, js, "PAY", "pay-p1", "host-a", 2*time.Second, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease1.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a1 := openLedger(t, filepath.Join(dir, "a1.db"), log2)
+	if err := changelog.Own(ctx, log2, lease1, a1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a1.ApplyBatch(ctx, batch(0, 5, 0), credit, ledger.Budget{Work: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	lease2, err := changelog.OpenLease(ctx, js, "PAY", "pay-p1", "host-b", 2*time.Second, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file2 := filepath.Join(dir, "b1.db")
+	if err := changelog.Standby(ctx, log2, lease2, file2, ledger.Config{}, nil); err != nil { // the TTL lets host-a's key go
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(file2); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a standby that took over before any snapshot made a copy: %v", err)
+	}
+	b1 := openLedger(t, file2, log2)
+	if err := changelog.Own(ctx, log2, lease2, b1); err != nil {
+		t.Fatal(err)
+	}
+	if amount, n := balance(t, b1); amount != 5 || n != 5 {
+		t.Fatalf("the new owner caught up from the log's start holds balance %d, %d rows; want 5, 5", amount, n)
+	}
 }

@@ -264,7 +264,9 @@ func TestAPausedOwnerCommitsNothingOnceTakenOver(t *testing.T) {
 		r.waitDrained("the first half applied")
 		r.publish(evs[half : half+half/2])
 		zombie.signal(syscall.SIGSTOP)
+		paused := time.Now()
 		r.waitRole(standby, "the standby", "owner", 0, 1)
+		t.Logf("round %d: both partitions owned by the standby %v after the owner's SIGSTOP", round, time.Since(paused).Round(10*time.Millisecond))
 		r.publish(evs[half+half/2:])
 		r.waitDrained("every event applied by the new owner")
 		zombie.signal(syscall.SIGCONT)
@@ -324,7 +326,9 @@ func TestAnOwnerCutOffFromTheClusterLosesItsPartitions(t *testing.T) {
 		for _, p := range proxies {
 			p.hold(round%2 == 1)
 		}
+		cut := time.Now()
 		r.waitRole(standby, "the standby", "owner", 0, 1)
+		t.Logf("round %d (held both ways: %v): both partitions owned by the standby %v after the cut", round, round%2 == 1, time.Since(cut).Round(10*time.Millisecond))
 		r.publish(evs[half+half/2:])
 		r.waitDrained("every event applied by the new owner")
 		for _, p := range proxies {

@@ -85,6 +85,9 @@ func runOwned(ctx context.Context, cfg Config) error {
 		cfg.metricsTo, cfg.collectors, lag = m.mount, []prometheus.Collector{m.owner, m.lag}, m.setLag
 	}
 	log, lease, err := openOwned(ctx, cfg, o, js)
+	if ctx.Err() != nil {
+		return nil
+	}
 	if err != nil {
 		return cfg.Say(step(StepLedger, err))
 	}
@@ -126,14 +129,14 @@ func openOwned(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream)
 	retry := ackwait.Backoff{Base: 250 * time.Millisecond, Max: 5 * time.Second}
 	for n := 1; ; n++ {
 		log, err := changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: cfg.Consumer.Durable, Replicas: o.Replicas, Logger: cfg.Logger})
+		var lease *changelog.Lease
 		if err == nil {
-			lease, err := changelog.OpenLease(ctx, js, cfg.Stream.Name, cfg.Consumer.Durable, o.Name, ttl, o.Replicas)
-			if err == nil {
+			if lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, cfg.Consumer.Durable, o.Name, ttl, o.Replicas); err == nil {
 				return log, lease, nil
 			}
 		}
 		if errors.Is(err, changelog.ErrInvalidConfig) || !retry.Wait(ctx, n) {
-			return nil, nil, err
+			return nil, nil, cmp.Or(err, ctx.Err())
 		}
 		cfg.Logger.WarnContext(ctx, "the changelog or the lease bucket does not answer yet; retrying", "err", err)
 	}

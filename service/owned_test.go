@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/natsconn"
 	"github.com/nats-io/nats.go"
@@ -113,4 +115,28 @@ func processed(t *testing.T, file string) int {
 	n := 0
 	_ = db.QueryRow(`SELECT count(*) FROM processed_messages`).Scan(&n)
 	return n
+}
+
+// A lease bucket made for another timing is refused at once, naming both
+// TTLs, not retried (it is no server's passing error); a run stopped while
+// it waits for the bucket returns nothing to use.
+func TestOpenOwnedRefusesAnotherTiming(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	if _, err := changelog.OpenLease(t.Context(), js, "S", "other", "x", time.Hour, 1); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, t.TempDir())
+	cfg.NATS, cfg.Owner = &natsconn.Config{URL: srv.ClientURL()}, &Owner{Name: "a"}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	log, lease, err := openOwned(ctx, cfg, *cfg.Owner, js)
+	if !errors.Is(err, changelog.ErrInvalidConfig) || log != nil || lease != nil || !strings.Contains(err.Error(), "1h0m0s") {
+		t.Fatalf("a lease bucket of TTL 1h: %v, %v, %v; want ErrInvalidConfig naming the TTL", log, lease, err)
+	}
 }
