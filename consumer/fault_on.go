@@ -4,6 +4,7 @@ package consumer
 
 import (
 	"os"
+	"sync"
 	"syscall"
 )
 
@@ -14,4 +15,22 @@ func faultPoint(name string) {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL) //nolint:errcheck // the process ends here
 		select {}
 	}
+}
+
+var stopped sync.Once
+
+// faultStop SIGSTOPs the process, once, when JETLEDGER_FAULT is "stop-"
+// and this point's name and the file JETLEDGER_FAULT_ARM names exists:
+// a paused process, stopped exactly with a batch in hand, which goes on
+// where it stopped once it gets SIGCONT.
+func faultStop(name string) {
+	if os.Getenv("JETLEDGER_FAULT") != "stop-"+name {
+		return
+	}
+	if _, err := os.Stat(os.Getenv("JETLEDGER_FAULT_ARM")); err != nil {
+		return
+	}
+	stopped.Do(func() {
+		syscall.Kill(os.Getpid(), syscall.SIGSTOP) //nolint:errcheck // the test's SIGCONT resumes it here
+	})
 }

@@ -42,6 +42,7 @@ func (c *Consumer) process(ctx context.Context, msgs []received, acks *acker) er
 	}
 	// Until every answer is sent: dead letters wait for the writer too.
 	stop := c.keepInProgress(b.work, &b.refreshed)
+	faultStop("before-apply")
 	// The plan's budget: a stop signal does not cut a batch short, its
 	// deadline does.
 	results, pending, err := c.ledger.ApplyBatchPipelined(context.WithoutCancel(ctx), b.deliveries, c.cfg.Handler,

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -47,6 +48,12 @@ func newOwnedRig(t *testing.T, c *cluster, stream string) *ownedRig {
 // the servers at nats, with role's flags.
 func (r *ownedRig) run(dir, nats string, role ...string) *proc {
 	r.t.Helper()
+	return r.runEnv(nil, dir, nats, role...)
+}
+
+// runEnv is run with env added to the process's environment.
+func (r *ownedRig) runEnv(env []string, dir, nats string, role ...string) *proc {
+	r.t.Helper()
 	parts := "0,1"
 	if len(role) > 0 && strings.HasPrefix(role[0], "--partition=") {
 		parts, role = strings.TrimPrefix(role[0], "--partition="), role[1:]
@@ -54,7 +61,18 @@ func (r *ownedRig) run(dir, nats string, role ...string) *proc {
 	args := append([]string{"run", "--nats", nats, "--db", filepath.Join(dir, "ledger.db"), "--stream", r.stream,
 		"--subjects", "pay.*", "--partitions", "2", "--replicas", "3", "--partition", parts,
 		"--schema", r.schema, "--apply", balanceApply, "--log-format", "json"}, role...)
-	return start(r.t, nil, append(args, fastPlan...)...)
+	return start(r.t, env, append(args, fastPlan...)...)
+}
+
+// isStopped says whether p's process is stopped (SIGSTOP): its state in
+// /proc is T.
+func isStopped(p *proc) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(stat, ')') // the command name may hold spaces
+	return i > 0 && i+2 < len(stat) && stat[i+2] == 'T'
 }
 
 // logged says whether p logged a record with role for partition part.
@@ -242,8 +260,9 @@ func checkHoldsOnlyTheLog(t *testing.T, old, now *sql.DB, part, after int) {
 	}
 }
 
-// Issue 25, the zombie owner: the owner is SIGSTOPped with events in
-// hand, past its lease; the standby takes over and applies everything,
+// Issue 25, the zombie owner: the owner is SIGSTOPped with a batch in
+// hand (it stops itself just before applying it: JETLEDGER_FAULT), past
+// its lease; the standby takes over and applies everything,
 // the paused owner's deliveries included once AckWait lets them go; then
 // the old owner is SIGCONTed. It commits nothing the log did not hold
 // before the take-over, acknowledges nothing the new owner does not hold,
@@ -254,7 +273,16 @@ func TestAPausedOwnerCommitsNothingOnceTakenOver(t *testing.T) {
 	for round := range prof.OwnerRounds {
 		r := newOwnedRig(t, c, fmt.Sprintf("ZOMBIE%d", round))
 		dirs := [2]string{t.TempDir(), t.TempDir()}
-		zombie := r.run(dirs[0], r.c.urls(), "--changelog")
+		// Even rounds: the owner stops itself with a batch in hand, just
+		// before applying it; odd ones (long profile): a SIGSTOP from
+		// outside at whatever moment it lands.
+		inHand := round%2 == 0
+		arm := filepath.Join(t.TempDir(), "arm")
+		var env []string
+		if inHand {
+			env = []string{"JETLEDGER_FAULT=stop-before-apply", "JETLEDGER_FAULT_ARM=" + arm}
+		}
+		zombie := r.runEnv(env, dirs[0], r.c.urls(), "--changelog")
 		r.waitRole(zombie, "the owner", "owner", 0, 1)
 		standby := r.run(dirs[1], r.c.urls(), "--standby")
 		r.waitStandsBy(standby, "the standby")
@@ -262,8 +290,17 @@ func TestAPausedOwnerCommitsNothingOnceTakenOver(t *testing.T) {
 		half := len(evs) / 2
 		r.publish(evs[:half])
 		r.waitDrained("the first half applied")
+		if inHand {
+			if err := os.WriteFile(arm, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 		r.publish(evs[half : half+half/2])
-		zombie.signal(syscall.SIGSTOP)
+		if inHand {
+			consumertest.Eventually(t, time.Minute, "the owner stopped with a batch in hand", func() bool { return isStopped(zombie) })
+		} else {
+			zombie.signal(syscall.SIGSTOP)
+		}
 		paused := time.Now()
 		r.waitRole(standby, "the standby", "owner", 0, 1)
 		t.Logf("round %d: both partitions owned by the standby %v after the owner's SIGSTOP", round, time.Since(paused).Round(10*time.Millisecond))
@@ -283,9 +320,8 @@ func TestAPausedOwnerCommitsNothingOnceTakenOver(t *testing.T) {
 		for i, old := range r.ledgers(dirs[0]) {
 			checkHoldsOnlyTheLog(t, old, now[i], i, tookOverAfter(t, standby, i))
 		}
-		// Deliveries sent to its pull while it was paused were in its hand
-		// when it woke: it tried them, and was refused.
-		if !strings.Contains(zombie.output(), "nothing of this batch was acked") {
+		// The batch in its hand when it stopped: tried on waking, refused.
+		if inHand && !strings.Contains(zombie.output(), "nothing of this batch was acked") {
 			t.Fatalf("the old owner woke with no batch in hand, so nothing was tried:\n%s", zombie.output())
 		}
 		r.done()
