@@ -11,6 +11,7 @@ import (
 	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // An owner that stops renewing (paused, or its host gone with its files)
@@ -114,6 +115,32 @@ func TestStandbyTakesOverFromALostOwner(t *testing.T) {
 	t.Logf("take-over %v after the owner's last renewal stopped (TTL %v); the standby's lag at its first look %d", took.Round(time.Millisecond), ttl, lags[0])
 }
 
+// owning opens durable's log and a lease of host on it, and, for a
+// ledger at file (when not ""), takes the lease and the log over and
+// commits n messages.
+func owning(t *testing.T, ctx context.Context, js jetstream.JetStream, durable, host, file string, n int) (*changelog.Log, *changelog.Lease, *ledger.Store) {
+	t.Helper()
+	log, err := changelog.Ensure(ctx, js, changelog.Config{Stream: "PAY", Durable: durable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lease, err := changelog.OpenLease(ctx, js, "PAY", durable, host, 2*time.Second, 1)
+	if err != nil || file == "" {
+		return log, lease, nil
+	}
+	if err := lease.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := openLedger(t, file, log)
+	if err := changelog.Own(ctx, log, lease, st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplyBatch(ctx, batch(0, n, 0), credit, ledger.Budget{Work: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	return log, lease, st
+}
+
 // A standby that starts before the owner's first snapshot waits for it
 // (a copy begun from the log alone would lack the owner's tables), then
 // holds what the owner committed; one whose owner is lost before any
@@ -126,29 +153,8 @@ func TestStandbyWaitsForTheFirstSnapshot(t *testing.T) {
 	s := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, s)
 	dir := t.TempDir()
-	cfg := changelog.Config{Stream: "PAY", Durable: "pay-p0"}
-	log, err := changelog.Ensure(ctx, js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaseA, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-a", 2*time.Second, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := leaseA.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	a := openLedger(t, filepath.Join(dir, "a.db"), log)
-	if err := changelog.Own(ctx, log, leaseA, a); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.ApplyBatch(ctx, batch(0, 10, 0), credit, ledger.Budget{Work: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	leaseB, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-b", 2*time.Second, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	log, leaseA, a := owning(t, ctx, js, "pay-p0", "host-a", filepath.Join(dir, "a.db"), 10)
+	_, leaseB, _ := owning(t, ctx, js, "pay-p0", "host-b", "", 0)
 	fileB := filepath.Join(dir, "b.db")
 	keepCtx, stopKeeping := context.WithCancel(ctx)
 	kept := make(chan error, 1)
@@ -178,28 +184,8 @@ func TestStandbyWaitsForTheFirstSnapshot(t *testing.T) {
 	b.Close()
 
 	// A second partition whose owner goes before its first snapshot.
-	log2, err := changelog.Ensure(ctx, js, changelog.Config{Stream: "PAY", Durable: "pay-p1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lease1, err := changelog.OpenLease(ctx, js, "PAY", "pay-p1", "host-a", 2*time.Second, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lease1.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	a1 := openLedger(t, filepath.Join(dir, "a1.db"), log2)
-	if err := changelog.Own(ctx, log2, lease1, a1); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a1.ApplyBatch(ctx, batch(0, 5, 0), credit, ledger.Budget{Work: time.Minute}); err != nil {
-		t.Fatal(err)
-	}
-	lease2, err := changelog.OpenLease(ctx, js, "PAY", "pay-p1", "host-b", 2*time.Second, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	log2, _, _ := owning(t, ctx, js, "pay-p1", "host-a", filepath.Join(dir, "a1.db"), 5)
+	_, lease2, _ := owning(t, ctx, js, "pay-p1", "host-b", "", 0)
 	file2 := filepath.Join(dir, "b1.db")
 	if err := changelog.Standby(ctx, log2, lease2, file2, ledger.Config{}, nil); err != nil { // the TTL lets host-a's key go
 		t.Fatal(err)

@@ -332,10 +332,10 @@ func TestAPausedOwnerCommitsNothingOnceTakenOver(t *testing.T) {
 // through proxies, which hold its bytes to the cluster (it still receives
 // deliveries, and tries to commit them) or, in the long profile's odd
 // rounds, every byte both ways; the cluster and the standby are on the
-// majority side. The standby takes
-// over and applies everything; when the cut heals the old owner has lost
-// its partitions, says so, and stands by; its copy then catches up with
-// the new owner's through the log, with nothing of its own in it.
+// majority side. The standby takes over and applies everything; when the
+// cut heals the old owner has lost its partitions, says so, and stands
+// by; its copy then catches up with the new owner's through the log, with
+// nothing of its own in it.
 func TestAnOwnerCutOffFromTheClusterLosesItsPartitions(t *testing.T) {
 	prof := clusterProfileFromEnv()
 	c := startCluster(t)
