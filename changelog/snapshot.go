@@ -53,6 +53,15 @@ func (l *Log) Snapshot(ctx context.Context, st *ledger.Store) (uint64, error) {
 	if info, err := obs.GetInfo(ctx, l.name); err == nil && info.Metadata[metaLog] == l.instance {
 		prev, _ = strconv.ParseUint(info.Metadata[metaSeq], 10, 64)
 	}
+	switch {
+	case prev > pos.Seq:
+		// An owner that lost the log while it copied: replacing the newer
+		// snapshot, and trimming behind it, would leave new standbys none
+		// to start from.
+		return 0, fmt.Errorf("%w: the stored snapshot of %s holds entry %d, this ledger only %d", ErrFenced, l.name, prev, pos.Seq)
+	case prev == pos.Seq && prev > 0:
+		return pos.Seq, nil // nothing new since
+	}
 	f, err := os.Open(copyFile)
 	if err != nil {
 		return 0, fmt.Errorf("changelog: snapshot: %w", err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // PollDefault is how often a standby looks for new entries and for the
@@ -26,8 +27,8 @@ const PollDefault = 250 * time.Millisecond
 func Standby(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.Config, lag func(uint64)) error {
 	for {
 		st, err := openCopy(ctx, l, lease, file, cfg)
-		if err != nil || st == nil {
-			return err // or the lease taken before any snapshot: the owner's Start makes the file
+		if err != nil {
+			return err
 		}
 		err = follow(ctx, l, lease, st, lag)
 		st.Close()
@@ -43,26 +44,18 @@ func Standby(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.
 
 // openCopy opens file, restoring the snapshot first when there is no
 // file. A copy starts from a snapshot only, which holds the owner's
-// tables: one begun from an empty log would lack them. Until the owner has
-// stored one it waits, and takes the lease if it goes free meanwhile (an
-// owner lost before its first snapshot), returning no store: the new
-// owner's ledger, with its schema, catches up from the log's start.
+// tables and the rows its file held before it began the log: one begun
+// from the log alone would lack them. Until the owner has stored one it
+// waits, even with the lease free: an owner lost before its first
+// snapshot (which it stores before it consumes anything) leaves its
+// ledger on its own host only, and it is said so.
 func openCopy(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.Config) (*ledger.Store, error) {
 	if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
-		for said := false; ; {
+		for said := ""; ; {
 			ok, err := l.Restore(ctx, file)
 			holder := ""
 			if err == nil && !ok {
 				holder, err = lease.Holder(ctx)
-			}
-			if err == nil && !ok && holder == "" {
-				if err = lease.Acquire(ctx); err == nil {
-					l.log.InfoContext(ctx, "changelog: the partition had no owner, nor a snapshot yet: taking it over from the log's start", "log", l.name)
-					return nil, nil
-				}
-				if errors.Is(err, ErrLeaseHeld) {
-					err = nil
-				}
 			}
 			if transient(ctx, err) {
 				if !l.retry(ctx, err) {
@@ -76,10 +69,15 @@ func openCopy(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger
 			if ok {
 				break
 			}
-			if !said {
+			switch {
+			case holder != "" && said != holder:
 				l.log.InfoContext(ctx, "changelog: waiting for the owner's first snapshot", "log", l.name, "owner", holder)
-				said = true
+			case holder == "" && said != "-":
+				l.log.ErrorContext(ctx, "changelog: the partition's owner is gone and stored no snapshot: its ledger is on its own host only, so this standby cannot take it over; start the owner again there (it stores its snapshot before it consumes), or, if that ledger held nothing to keep, delete the changelog stream and restart this standby to begin the log afresh",
+					"log", l.name)
+				holder = "-"
 			}
+			said = holder
 			if !ackwait.Sleep(ctx, PollDefault) {
 				return nil, ctx.Err()
 			}
@@ -143,7 +141,9 @@ func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag fun
 // partition's writer once the lease is held: it applies the log's entries
 // it lacks and takes over after the last (ledger.Store.TakeOver); an entry
 // that lands meanwhile (an owner that has not stopped yet) is applied and
-// the take-over tried again, while the lease is held.
+// the take-over tried again, while the lease is held. A store that begins
+// the log (it had no entries), or whose log has no snapshot yet, has its
+// snapshot stored before Own returns.
 func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 	for {
 		if !lease.Held() {
@@ -160,11 +160,51 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 		if errors.Is(err, ErrFenced) {
 			continue
 		}
-		if err == nil {
-			l.log.InfoContext(ctx, "changelog: took the log over: every entry after this one is this owner's", "log", l.name, "after", last)
+		if err != nil {
+			return err
 		}
-		return err
+		l.log.InfoContext(ctx, "changelog: took the log over: every entry after this one is this owner's", "log", l.name, "after", last)
+		if last == 0 || !l.hasSnapshot(ctx) {
+			return l.firstSnapshot(ctx, lease, st)
+		}
+		return nil
 	}
+}
+
+// firstSnapshot stores the snapshot of a ledger that has just begun the
+// log, or whose log has none yet, before its owner consumes anything: the
+// rows its file held before the log are in no entry, and a standby starts
+// from a snapshot only. It tries again every few seconds while the lease
+// is held.
+func (l *Log) firstSnapshot(ctx context.Context, lease *Lease, st *ledger.Store) error {
+	for {
+		_, err := l.Snapshot(ctx, st)
+		if err == nil {
+			return nil
+		}
+		if !lease.Held() {
+			return fmt.Errorf("%w: before the first snapshot was stored (%v)", ErrLeaseLost, err)
+		}
+		l.log.WarnContext(ctx, "changelog: the ledger's first snapshot failed: nothing is consumed until one is stored, as a standby starts from it; retrying", "log", l.name, "err", err)
+		if !ackwait.Sleep(ctx, 2*time.Second) {
+			return ctx.Err()
+		}
+	}
+}
+
+// hasSnapshot says whether this log has a snapshot stored; a bucket that
+// does not answer is taken to have one, so that its outage does not hold
+// the owner back.
+func (l *Log) hasSnapshot(ctx context.Context) bool {
+	obs, err := l.snapshots(ctx)
+	if err != nil {
+		return true
+	}
+	info, err := obs.GetInfo(ctx, l.name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return false
+	}
+	return err != nil || info.Metadata[metaLog] == l.instance
 }
 
 // transient says whether err is the server's, worth trying again (a

@@ -63,6 +63,9 @@ type recording struct {
 func (s *Store) record() (*recording, error) {
 	c := s.changelog
 	if c == nil {
+		if log := s.copyOf.Load(); log != nil {
+			return nil, fmt.Errorf("%w %s: only its partition's owner writes it, through the log; a change made here alone would not be in the log, and the next owner would not have it (to make it this host's alone, open it with Config.LeaveChangelog, jetledger run --leave-changelog, its standbys stopped)", ErrChangelogCopy, *log)
+		}
 		return nil, nil
 	}
 	c.mu.Lock()
@@ -249,7 +252,7 @@ func (w *writeTx) Rollback() error {
 
 // writeExec runs one statement in its own write transaction.
 func (s *Store) writeExec(ctx context.Context, query string, args ...any) (sql.Result, error) {
-	if s.changelog == nil {
+	if s.changelog == nil && s.copyOf.Load() == nil {
 		return s.writer.ExecContext(ctx, query, args...)
 	}
 	tx, err := s.write(ctx)
@@ -360,6 +363,29 @@ func (s *Store) ApplyChanges(ctx context.Context, log string, last uint64, chang
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("ledger: apply changes through %d: %w", last, interpret(err))
+	}
+	if s.changelog == nil {
+		s.copyOf.Store(&log) // a copy now, whatever it was at open
+	}
+	return nil
+}
+
+// keptBy notes, at open without a changelog, the changelog the file is
+// kept by (its writes are then refused), or with leave clears it.
+func (s *Store) keptBy(ctx context.Context, leave bool) error {
+	var log string
+	if err := s.writer.QueryRowContext(ctx, `SELECT log FROM jetledger_changelog WHERE id = 1`).Scan(&log); err != nil {
+		return fmt.Errorf("ledger: read the changelog position: %w", interpret(err))
+	}
+	switch {
+	case log == "":
+	case leave:
+		if _, err := s.writer.ExecContext(ctx, `UPDATE jetledger_changelog SET log = '', seq = 0, owner = '' WHERE id = 1`); err != nil {
+			return fmt.Errorf("ledger: leave changelog %s: %w", log, interpret(err))
+		}
+		s.log.WarnContext(ctx, "the ledger leaves its changelog: it is this host's alone from now on, and the partition's standbys no longer follow it", "changelog", log, "db", s.path)
+	default:
+		s.copyOf.Store(&log)
 	}
 	return nil
 }

@@ -428,7 +428,9 @@ func TestAttackSchemaTriggerAtTheStandby(t *testing.T) {
 		return n
 	}
 	before := history()
-	apply(t, standby, creditAndNote, batchOf(6, 1, 0)...)
+	if _, err := standby.Exec(context.Background(), `UPDATE balances SET amount = amount + 1`); err != nil {
+		t.Fatal(err)
+	}
 	if history() <= before {
 		t.Fatalf("the standby's trigger did not fire on its own write after applying changes (history %d rows, before %d)", history(), before)
 	}

@@ -256,3 +256,46 @@ func TestAFailedAppendStopsTheWriter(t *testing.T) {
 		t.Fatalf("after catching up: %v, want the landed message a duplicate", rs)
 	}
 }
+
+// A ledger kept by a changelog, opened without it (a command on the
+// owner's file, a run that forgot --changelog, a standby's copy), writes
+// nothing: a change made there alone would not be in the log. Opened with
+// LeaveChangelog it is a ledger of this host alone again.
+func TestAKeptLedgerOpenedWithoutItsChangelogWritesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "owner.db")
+	owner := openWithLog(t, file, &memLog{max: 1 << 20})
+	if err := owner.TakeOver(ctx, "log1", "a", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, owner, creditAndNote, batchOf(0, 3, 0)...)
+	owner.Close()
+	plain := openWithLog(t, file, nil)
+	writes := []error{
+		func() error {
+			_, err := plain.ApplyBatch(ctx, batchOf(3, 1, 0), creditAndNote, ledger.Budget{Work: time.Minute})
+			return err
+		}(),
+		plain.RecordDeadLetters(ctx, []ledger.DeadLetter{{MessageID: "d", Stream: "S", Sequence: 9, Subject: "s", Payload: []byte("x"), Reason: "r", Deliveries: 1}}),
+		plain.RememberConsumer(ctx, "S", "d2", ""),
+	}
+	for i, err := range writes {
+		if !errors.Is(err, ledger.ErrChangelogCopy) || !strings.Contains(err.Error(), "log1") {
+			t.Errorf("write %d to a kept ledger opened without its changelog: %v, want ErrChangelogCopy naming log1", i, err)
+		}
+	}
+	if got := dump(t, plain); !strings.Contains(got, "m0002") || strings.Contains(got, "m0003") {
+		t.Fatalf("the refused writes changed the file:\n%s", got)
+	}
+	plain.Close()
+	left, err := ledger.Open(file, ledger.Config{LeaveChangelog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer left.Close()
+	apply(t, left, creditAndNote, batchOf(3, 1, 0)...)
+	if p, err := left.ChangelogPosition(ctx); err != nil || p.Log != "" || p.Seq != 0 {
+		t.Fatalf("after leaving its changelog the ledger's position is %+v (%v), want none", p, err)
+	}
+}

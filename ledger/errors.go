@@ -43,6 +43,10 @@ var (
 	// refused (another owner wrote the log since) or may not have landed.
 	// Nothing was committed; catch up with the log and take over again.
 	ErrNotChangelogOwner = errors.New("ledger: not the changelog's owner")
+	// ErrChangelogCopy: a write to a ledger kept by a changelog, on a store
+	// opened without it (Config.Changelog): only the partition's owner
+	// writes such a file, through the log. Nothing was written.
+	ErrChangelogCopy = errors.New("ledger: the ledger is kept by a changelog")
 	// ErrChangelogAhead: the changelog has entries the ledger has not
 	// applied; a take-over needs them first.
 	ErrChangelogAhead = errors.New("ledger: the changelog has entries the ledger lacks")

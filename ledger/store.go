@@ -66,7 +66,15 @@ type Config struct {
 	// Changelog, when set, receives every write transaction's changes
 	// before it commits (see Changelog), and the store writes only after
 	// TakeOver. Default nil: a ledger of one host, which pays nothing.
+	// A ledger kept by a changelog (its owner's or a standby's copy) opened
+	// without one refuses every write with ErrChangelogCopy: a change made
+	// there alone is not in the log, so the next owner would lack it.
 	Changelog Changelog
+	// LeaveChangelog opens a ledger kept by a changelog, without Changelog,
+	// as a ledger of this host alone: its changelog position is cleared,
+	// and the partition's standbys can no longer follow it (stop them
+	// first). Default false.
+	LeaveChangelog bool
 }
 
 // CheckpointIntervalDefault is the default Config.CheckpointInterval.
@@ -104,7 +112,8 @@ type Store struct {
 	adapt                  adapt     // how the next batch runs
 	wal                    walSyncer // syncs the WAL for pipelined batches
 	ckpt                   checkpointState
-	changelog              *changelogState // nil without Config.Changelog
+	changelog              *changelogState        // nil without Config.Changelog
+	copyOf                 atomic.Pointer[string] // without Config.Changelog: the changelog keeping the file, which it may not write
 }
 
 // checkpointState is what the background checkpoints have met.
@@ -167,6 +176,10 @@ func Open(file string, cfg Config) (*Store, error) {
 	s.utf8 = strings.EqualFold(encoding, "UTF-8")
 	if cfg.Changelog != nil {
 		s.changelog = &changelogState{log: cfg.Changelog, tls: libc.NewTLS()}
+	} else if err := s.keptBy(ctx, cfg.LeaveChangelog); err != nil {
+		close(s.stopped)
+		s.closeDBs()
+		return nil, err
 	}
 	s.guard.sealed.Store(true) // from here on the durability settings are fixed
 	s.adapt.clean.Store(optimisticAfter)

@@ -180,9 +180,10 @@ func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, leas
 	return err
 }
 
-// keepSnapshots snapshots the ledger at the take-over (a standby needs one
-// to start from) and every SnapshotInterval until ctx ends; a snapshot
-// that fails is tried again every few seconds until one is stored.
+// keepSnapshots snapshots the ledger at the take-over (unless Own stored
+// one, and nothing has changed since) and every SnapshotInterval until ctx
+// ends; a snapshot that fails is tried again every few seconds until one
+// is stored.
 func keepSnapshots(ctx context.Context, cfg Config, o Owner, log *changelog.Log, st *ledger.Store) {
 	for wait := time.Duration(0); ackwait.Sleep(ctx, wait); {
 		wait = o.SnapshotInterval

@@ -15,6 +15,7 @@ type partitionFlags struct {
 	Partition    []int `name:"partition" placeholder:"I" sep:"," help:"consume these partitions of a partitioned stream (repeat the flag or give a list, such as 0,1): partition I on its own durable <durable>-p<I> into its own ledger, --db with -p<I> before its extension (ledger.db: ledger-p0.db)"`
 	Changelog    bool  `name:"changelog" help:"with --nats: keep each partition's ledger on other hosts too: hold the partition's lease, publish every transaction's changes to its changelog stream before committing, snapshot the ledger; a second run of the partition is refused, naming the owner"`
 	Standby      bool  `name:"standby" help:"with --nats (implies --changelog): while another run owns the partition, keep a copy of its ledger from the changelog and take the partition over when the owner is lost"`
+	Leave        bool  `name:"leave-changelog" help:"without --changelog: make a ledger kept by a changelog this host's alone (stop its standbys first); without it such a ledger refuses every write outside --changelog, and so do the outbox, dlq, prune and replay commands"`
 }
 
 func (p partitionFlags) partitioned() bool { return p.Partitions != 0 || len(p.Partition) > 0 }

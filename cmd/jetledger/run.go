@@ -137,6 +137,7 @@ func (c *runCmd) config(log *slog.Logger, hook *webhook.Config) service.Config {
 	cfg.SummaryInterval, cfg.MetricsAddr, cfg.MetricsCert, cfg.MetricsKey = c.SummaryInterval, c.Metrics, c.MetricsCert, c.MetricsKey
 	cfg.Outbox = service.Outbox{Workers: c.Send.OutboxWorkers, MaxAttempts: c.Send.OutboxMaxAttempts}
 	cfg.Prune = service.Prune{Interval: c.PruneInterval, Retention: c.Retention, OutboxRetention: c.OutboxRetention}
+	cfg.Ledger.LeaveChangelog = c.Leave
 	cfg.StartAttrs = append(cfg.StartAttrs, "webhook", webhook.RedactURL(c.Webhook.URL))
 	return cfg
 }

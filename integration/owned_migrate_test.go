@@ -1,0 +1,81 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A stream's two partitions run first without --changelog (the ledgers
+// the operator has), then with --changelog on the same host and --standby
+// on another, while the snapshot bucket refuses every snapshot (a bucket
+// out of storage). The owner consumes nothing until its first snapshot is
+// stored: the rows from before --changelog are in no changelog entry.
+// Lost then, its standby does not take the partitions over from the log
+// alone (it would lack every event from before) but says why; the owner
+// started again on its host, the bucket fixed, stores its snapshot and
+// consumes, and every event is applied once (found by the review: the
+// standby took over an empty ledger, and the events before were gone).
+func TestAMigratedPartitionWaitsForItsFirstSnapshot(t *testing.T) {
+	r := newOwnedRig(t, startCluster(t), "PAY")
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	evs := makeEvents(randFor(t), r.pub, 300)
+	plain := r.run(dirs[0], r.c.urls())
+	r.publish(evs[:200])
+	r.waitDrained("the events before the migration applied")
+	r.stop(plain, "the run without --changelog")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	broken := "OBJ_JETLEDGER_SNAPSHOTS" // the bucket's stream, answering none of its subjects: every Put fails
+	if _, err := r.c.js.CreateStream(ctx, jetstream.StreamConfig{Name: broken, Subjects: []string{"nothing.here"}, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	owner := r.run(dirs[0], r.c.urls(), "--changelog")
+	saidOnce := func(p *proc, prefix string) func() bool {
+		return func() bool {
+			_, ok := p.record(func(m map[string]any) bool {
+				msg, _ := m["msg"].(string)
+				return strings.HasPrefix(msg, prefix)
+			})
+			return ok
+		}
+	}
+	consumertest.Eventually(t, 2*time.Minute, "the owner's first snapshot refused", saidOnce(owner, "changelog: the ledger's first snapshot failed"))
+	standby := r.run(dirs[1], r.c.urls(), "--standby")
+	consumertest.Eventually(t, 2*time.Minute, "the standby waiting for a snapshot", saidOnce(standby, "changelog: waiting for the owner's first snapshot"))
+	r.publish(evs[200:250])
+	if r.c.drained(r.stream, ownedDurables...) || logged(owner, "owner", 0) || logged(owner, "owner", 1) {
+		t.Fatalf("the owner consumed before its first snapshot was stored:\n%s", owner.output())
+	}
+	owner.kill()
+	consumertest.Eventually(t, 2*time.Minute, "the standby saying it cannot take over", saidOnce(standby, "changelog: the partition's owner is gone and stored no snapshot"))
+	if logged(standby, "owner", 0) || logged(standby, "owner", 1) {
+		t.Fatalf("the standby took a partition over without a snapshot:\n%s", standby.output())
+	}
+
+	if err := r.c.js.DeleteStream(ctx, broken); err != nil {
+		t.Fatal(err)
+	}
+	owner = r.run(dirs[0], r.c.urls(), "--changelog")
+	r.waitRole(owner, "the owner, started again", "owner", 0, 1)
+	r.publish(evs[250:])
+	r.waitDrained("every event applied")
+	now, copies := r.ledgers(dirs[0]), r.ledgers(dirs[1])
+	consumertest.Eventually(t, 2*time.Minute, "the standby's copies current", func() bool {
+		for i := range now {
+			if position(t, copies[i]) != position(t, now[i]) {
+				return false
+			}
+		}
+		return true
+	})
+	r.stop(owner, "the owner")
+	r.stop(standby, "the standby")
+	checkPartitionedExact(t, now, evs)
+	checkPartitionedExact(t, copies, evs)
+}
