@@ -26,6 +26,7 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -69,6 +70,14 @@ type Config struct {
 	// scale.go), on a 3-node cluster of its own; empty for none.
 	Partitions    []int
 	ScaleMessages int // published for each partition count of the scale run; at least 1000
+	// Changelog adds the step (c_N+cl) to each partition count of the
+	// scale run: (c_N) with each partition's ledger on its changelog, R3.
+	// It needs Partitions.
+	Changelog bool
+
+	// onChangelog, if set, is called with each row's changelogs after
+	// (c_N+cl), before they are deleted: a test reads them back.
+	onChangelog func(ctx context.Context, logs []*changelog.Log) error
 }
 
 // ErrConfig is a Config out of its ranges; the error is a *ConfigError.

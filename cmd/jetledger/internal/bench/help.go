@@ -48,4 +48,12 @@ one ledger per partition (batch --batch, the balance handler). Clients
 connect to the nodes round robin. It prints aggregate messages/s (the
 stream's messages over the wall time until the last consumer is done), the
 ratios c_N/a and c_N/a_N, and each partition's share and rate. --messages,
---rate and the other flags of (a)-(d) are not used then.`
+--rate and the other flags of (a)-(d) are not used then.
+
+With --changelog as well it runs, after (c_N), (c_N+cl): N jetledger
+consumers again, on fresh durables and fresh ledgers, each ledger with its
+partition's changelog (R3, created by the partition's client; its take-over
+done before the clock starts), so that every batch's changes are stored in
+the changelog before its commit, as 'run --changelog' does. It prints the
+rate of (c_N+cl), its ratio to (c_N) and the bytes the changelog streams
+hold per message.`

@@ -38,7 +38,7 @@ func latency(ctx context.Context, cfg Config, nth, rate int) (Latency, error) {
 	if _, err := cfg.JS.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject}, Storage: jetstream.FileStorage}); err != nil {
 		return Latency{}, err
 	}
-	st, h, err := openLedger(ctx, cfg, filepath.Join(cfg.Dir, stream+".db"))
+	st, h, err := openLedger(ctx, cfg, filepath.Join(cfg.Dir, stream+".db"), nil)
 	if err != nil {
 		return Latency{}, err
 	}

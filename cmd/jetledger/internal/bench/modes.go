@@ -110,9 +110,9 @@ func raw(ctx context.Context, js jetstream.JetStream, n int) (float64, error) {
 }
 
 // openLedger opens a ledger at path with the balance table and run's
-// built-in handler applying Apply.
-func openLedger(ctx context.Context, cfg Config, path string) (*ledger.Store, ledger.Handler, error) {
-	st, err := ledger.Open(path, ledger.Config{Logger: quiet})
+// built-in handler applying Apply, recording its changes to log if not nil.
+func openLedger(ctx context.Context, cfg Config, path string, log ledger.Changelog) (*ledger.Store, ledger.Handler, error) {
+	st, err := ledger.Open(path, ledger.Config{Logger: quiet, Changelog: log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -132,7 +132,7 @@ func openLedger(ctx context.Context, cfg Config, path string) (*ledger.Store, le
 // path, cfg.Batch messages per transaction, and returns the open ledger.
 // The handler is run's built-in one, as wrap makes it if set.
 func consumeLedger(ctx context.Context, cfg Config, path, durable string, wrap func(ledger.Handler) ledger.Handler) (float64, *ledger.Store, error) {
-	st, h, err := openLedger(ctx, cfg, path)
+	st, h, err := openLedger(ctx, cfg, path, nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -190,7 +190,7 @@ func failing(ctx context.Context, cfg Config) (float64, error) {
 // batches like (c), but each is applied in a transaction of its own
 // (ApplyBatch of one) and acked after that commit.
 func perMessage(ctx context.Context, cfg Config) (float64, error) {
-	st, h, err := openLedger(ctx, cfg, filepath.Join(cfg.Dir, "per-msg.db"))
+	st, h, err := openLedger(ctx, cfg, filepath.Join(cfg.Dir, "per-msg.db"), nil)
 	if err != nil {
 		return 0, err
 	}

@@ -30,7 +30,10 @@ import (
 //   - (a) raw: one plain consume-and-ack loop over the whole stream;
 //   - (a_N) raw×N: N such loops in parallel, one per partition filter;
 //   - (c_N) jetledger×N: N jetledger consumers in parallel, one durable
-//     and one ledger per partition, as `run --partition I` does.
+//     and one ledger per partition, as `run --partition I` does;
+//   - (c_N+cl), with Config.Changelog: (c_N) again on fresh durables and
+//     ledgers, each ledger publishing its changes to its partition's
+//     changelog (R3) before each commit, as `run --changelog` does.
 //
 // Each rate is the messages of the stream over the wall time until the
 // last consumer is done. Clients connect to the nodes round robin.
@@ -77,6 +80,7 @@ type ScaleResult struct {
 	Messages     int        `json:"messages"`
 	Batch        int        `json:"batch"`
 	SyncInterval string     `json:"sync_interval"`
+	Changelog    bool       `json:"changelog"` // the rows have (c_N+cl)
 	Rows         []ScaleRow `json:"rows"`
 }
 
@@ -90,10 +94,17 @@ type ScaleRow struct {
 	// RawNPerSec is (a_N), N loops in parallel, one per partition.
 	RawNPerSec float64 `json:"raw_n_msgs_per_sec"`
 	// LedgerPerSec is (c_N), N jetledger consumers in parallel.
-	LedgerPerSec     float64          `json:"jetledger_n_msgs_per_sec"`
-	RatioLedgerRaw   float64          `json:"ratio_jetledger_n_over_raw"`
-	RatioLedgerRawN  float64          `json:"ratio_jetledger_n_over_raw_n"`
-	PartitionResults []ScalePartition `json:"per_partition"`
+	LedgerPerSec    float64 `json:"jetledger_n_msgs_per_sec"`
+	RatioLedgerRaw  float64 `json:"ratio_jetledger_n_over_raw"`
+	RatioLedgerRawN float64 `json:"ratio_jetledger_n_over_raw_n"`
+	// ChangelogPerSec is (c_N+cl), N jetledger consumers each with its
+	// partition's changelog; RatioChangelog is (c_N+cl)/(c_N).
+	ChangelogPerSec float64 `json:"jetledger_n_changelog_msgs_per_sec,omitempty"`
+	RatioChangelog  float64 `json:"ratio_changelog_over_jetledger_n,omitempty"`
+	// ChangelogBytesPerMsg is the bytes the changelog streams hold after
+	// (c_N+cl) (State.Bytes, one replica's) per message of the stream.
+	ChangelogBytesPerMsg float64          `json:"changelog_bytes_per_msg,omitempty"`
+	PartitionResults     []ScalePartition `json:"per_partition"`
 }
 
 // ScalePartition is one partition of a row: its share of the messages and
@@ -107,13 +118,20 @@ type ScalePartition struct {
 	// MeanBatch is the jetledger consumer's messages per committed batch:
 	// below Config.Batch when fetches come back short.
 	MeanBatch float64 `json:"jetledger_mean_batch"`
-	// Ledger is the partition's ledger file, under Config.Dir.
-	Ledger string `json:"-"`
+	// ChangelogPerSec is the partition's rate in (c_N+cl).
+	ChangelogPerSec float64 `json:"jetledger_changelog_msgs_per_sec,omitempty"`
+	// Ledger is the partition's ledger file of (c_N), under Config.Dir;
+	// ChangelogLedger that of (c_N+cl).
+	Ledger          string `json:"-"`
+	ChangelogLedger string `json:"-"`
 }
 
 // validateScale checks the scale run's fields; no partitions, no run.
 func (c Config) validateScale() error {
 	if len(c.Partitions) == 0 {
+		if c.Changelog {
+			return &ConfigError{Flag: "--changelog", Got: true, Want: "--partitions as well"}
+		}
 		return nil
 	}
 	for _, n := range c.Partitions {
@@ -158,7 +176,7 @@ func Scale(ctx context.Context, cfg Config) (ScaleResult, error) {
 	}
 	sync, _ := cfg.scaleSync()
 	res := ScaleResult{Cores: runtime.NumCPU(), Nodes: scaleNodes, Replicas: scaleNodes,
-		Messages: cfg.ScaleMessages, Batch: cfg.Batch, SyncInterval: cfg.SyncInterval}
+		Messages: cfg.ScaleMessages, Batch: cfg.Batch, SyncInterval: cfg.SyncInterval, Changelog: cfg.Changelog}
 	cfg.progress("starting a %d-node JetStream cluster in this process (sync_interval %s)…", scaleNodes, res.SyncInterval)
 	cl, err := startCluster(ctx, filepath.Join(cfg.Dir, "cluster"), sync)
 	if err != nil {
@@ -365,7 +383,7 @@ func (cl *cluster) scaleRow(ctx context.Context, cfg Config, n int) (ScaleRow, e
 	row.RawNPerSec = aN.rate(m)
 
 	cfg.progress("N=%d: (c_N) %d jetledger consumers in parallel (batch %d), one ledger each…", n, n, cfg.Batch)
-	cN, err := ledgerLoops(ctx, cfg, parts, name, aN.counts)
+	cN, err := ledgerLoops(ctx, cfg, parts, name, aN.counts, ledgerRun{})
 	if err != nil {
 		return row, err
 	}
@@ -373,6 +391,10 @@ func (cl *cluster) scaleRow(ctx context.Context, cfg Config, n int) (ScaleRow, e
 	row.RatioLedgerRaw = row.LedgerPerSec / row.RawPerSec
 	row.RatioLedgerRawN = row.LedgerPerSec / row.RawNPerSec
 	row.PartitionResults = partitionResults(n, aN, cN)
+	if cfg.Changelog {
+		cfg.progress("N=%d: (c_N+cl) %d jetledger consumers in parallel, each ledger with its changelog (R%d)…", n, n, scaleNodes)
+		return row, changelogLoops(ctx, cfg, &row, parts, name, aN.counts)
+	}
 	return row, nil
 }
 
@@ -517,7 +539,7 @@ func rawLoops(ctx context.Context, js []jetstream.JetStream, stream string, filt
 // --partition I` does: its own durable, filter and ledger, the balance
 // handler, cfg.Batch messages per transaction. All start together; each
 // stops once it has committed counts[i] messages.
-func ledgerLoops(ctx context.Context, cfg Config, js []jetstream.JetStream, stream string, counts []int) (loops, error) {
+func ledgerLoops(ctx context.Context, cfg Config, js []jetstream.JetStream, stream string, counts []int, run ledgerRun) (loops, error) {
 	n := len(js)
 	l := loops{counts: counts, elapsed: make([]time.Duration, n), ledgers: make([]string, n), batches: make([]int, n)}
 	cons := make([]*consumer.Consumer, n)
@@ -525,10 +547,10 @@ func ledgerLoops(ctx context.Context, cfg Config, js []jetstream.JetStream, stre
 	cancels := make([]context.CancelFunc, n)
 	var start time.Time // set before any consumer runs
 	for i := range n {
-		l.ledgers[i] = filepath.Join(cfg.Dir, fmt.Sprintf("scale%d-p%d.db", n, i))
-		st, h, err := openLedger(ctx, cfg, l.ledgers[i])
+		l.ledgers[i] = filepath.Join(cfg.Dir, fmt.Sprintf("scale%d%s-p%d.db", n, run.tag, i))
+		st, h, err := run.open(ctx, cfg, i, l.ledgers[i])
 		if err != nil {
-			return l, err
+			return l, fmt.Errorf("partition %d: %w", i, err)
 		}
 		defer st.Close()
 		runCtx[i], cancels[i] = context.WithCancel(ctx)
@@ -536,7 +558,7 @@ func ledgerLoops(ctx context.Context, cfg Config, js []jetstream.JetStream, stre
 		var done atomic.Int64
 		want := int64(counts[i])
 		cons[i], err = consumer.New(ctx, js[i], st, consumer.Config{
-			Stream: stream, Durable: fmt.Sprintf("jetledger-p%d", i), FilterSubjects: []string{scaleFilter(i)},
+			Stream: stream, Durable: run.durable(i), FilterSubjects: []string{scaleFilter(i)},
 			Handler: h, Logger: quiet, Plan: ackwait.Plan{BatchSize: cfg.Batch},
 			AfterCommit: func(r consumer.BatchReport) {
 				k := int64(len(r.Results))
@@ -587,14 +609,24 @@ func ledgerLoops(ctx context.Context, cfg Config, js []jetstream.JetStream, stre
 func (r ScaleResult) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "\n%d-node JetStream cluster in this process on loopback, streams R%d on file storage, sync_interval %s; %d messages (100 accounts, the key) per row; %d cores\n",
 		r.Nodes, r.Replicas, r.SyncInterval, r.Messages, r.Cores)
-	fmt.Fprintf(w, "(a) one raw consume+ack loop; (a_N) N raw loops, one per partition; (c_N) N jetledger consumers, one ledger each, batch %d; messages/s\n\n", r.Batch)
-	fmt.Fprintf(w, "%3s %10s %10s %10s %12s %7s %9s  %s\n", "N", "publish", "(a) raw", "(a_N)", "(c_N)", "c_N/a", "c_N/a_N", "per partition (c_N): messages/s (messages, mean batch)")
+	fmt.Fprintf(w, "(a) one raw consume+ack loop; (a_N) N raw loops, one per partition; (c_N) N jetledger consumers, one ledger each, batch %d; messages/s\n", r.Batch)
+	var clHead string
+	if r.Changelog {
+		fmt.Fprintf(w, "(c_N+cl) (c_N) with each ledger's changes published to its partition's changelog (R%d) before each commit; cl B/msg: the changelogs' bytes per message\n", r.Replicas)
+		clHead = fmt.Sprintf(" %12s %8s %9s", "(c_N+cl)", "cl/c_N", "cl B/msg")
+	}
+	fmt.Fprintf(w, "\n%3s %10s %10s %10s %12s %7s %9s%s  %s\n", "N", "publish", "(a) raw", "(a_N)", "(c_N)", "c_N/a", "c_N/a_N", clHead,
+		"per partition (c_N): messages/s (messages, mean batch)")
 	for _, row := range r.Rows {
 		per := make([]string, len(row.PartitionResults))
 		for i, p := range row.PartitionResults {
 			per[i] = fmt.Sprintf("p%d %.0f (%d, %.0f)", p.Partition, p.LedgerPerSec, p.Messages, p.MeanBatch)
 		}
-		fmt.Fprintf(w, "%3d %10.0f %10.0f %10.0f %12.0f %7.2f %9.2f  %s\n", row.Partitions, row.PublishPerSec, row.RawPerSec,
-			row.RawNPerSec, row.LedgerPerSec, row.RatioLedgerRaw, row.RatioLedgerRawN, strings.Join(per, ", "))
+		var cl string
+		if r.Changelog {
+			cl = fmt.Sprintf(" %12.0f %8.2f %9.1f", row.ChangelogPerSec, row.RatioChangelog, row.ChangelogBytesPerMsg)
+		}
+		fmt.Fprintf(w, "%3d %10.0f %10.0f %10.0f %12.0f %7.2f %9.2f%s  %s\n", row.Partitions, row.PublishPerSec, row.RawPerSec,
+			row.RawNPerSec, row.LedgerPerSec, row.RatioLedgerRaw, row.RatioLedgerRawN, cl, strings.Join(per, ", "))
 	}
 }

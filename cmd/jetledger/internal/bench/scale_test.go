@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/ledger"
 )
 
@@ -30,68 +33,132 @@ func balanceHandler(_ context.Context, _ *ledger.Store, _ string) (ledger.Handle
 	}, nil
 }
 
-// TestScaleAppliesEveryMessageOnce runs the scale benchmark small and
-// checks what its jetledger consumers left: across a row's partition
-// ledgers every message is recorded exactly once, in the ledger of its
-// partition, every account lives in one ledger, and the balances add up
-// to the amounts published.
+// TestScaleAppliesEveryMessageOnce runs the scale benchmark small, with
+// the changelog step, and checks what its jetledger consumers left: in
+// each step, across a row's partition ledgers every message is recorded
+// exactly once, in the ledger of its partition, every account lives in
+// one ledger, and the balances add up to the amounts published; and each
+// partition's changelog, applied to a fresh ledger, gives the same ledger
+// rows and balances as (c_N+cl)'s.
 func TestScaleAppliesEveryMessageOnce(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	const m = 2000
-	cfg := Config{Dir: t.TempDir(), Handler: balanceHandler, Partitions: []int{1, 2}, ScaleMessages: m, Batch: 100, SyncInterval: "always"}
+	cfg := Config{Dir: t.TempDir(), Handler: balanceHandler, Partitions: []int{1, 2}, ScaleMessages: m, Batch: 100, SyncInterval: "always", Changelog: true}
+	copies := map[int][]ScalePartition{} // by N: each partition's changelog applied to a fresh ledger
+	copyDir := t.TempDir()
+	cfg.onChangelog = func(ctx context.Context, logs []*changelog.Log) error {
+		for i, log := range logs {
+			p := ScalePartition{Partition: i, Ledger: filepath.Join(copyDir, fmt.Sprintf("copy%d-p%d.db", len(logs), i))}
+			if err := catchUpCopy(ctx, cfg, log, p.Ledger); err != nil {
+				return fmt.Errorf("N=%d p%d: %w", len(logs), i, err)
+			}
+			copies[len(logs)] = append(copies[len(logs)], p)
+		}
+		return nil
+	}
 	res, err := Scale(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Rows) != 2 {
-		t.Fatalf("%d rows, want 2", len(res.Rows))
+	if len(res.Rows) != 2 || !res.Changelog {
+		t.Fatalf("%d rows, changelog %v: want 2, true", len(res.Rows), res.Changelog)
 	}
 	for _, row := range res.Rows {
 		stream := fmt.Sprintf("SCALE%d", row.Partitions)
-		if row.RawPerSec <= 0 || row.RawNPerSec <= 0 || row.LedgerPerSec <= 0 || len(row.PartitionResults) != row.Partitions {
-			t.Errorf("N=%d: rates %v/%v/%v, %d partitions: want positive rates, one result per partition",
-				row.Partitions, row.RawPerSec, row.RawNPerSec, row.LedgerPerSec, len(row.PartitionResults))
+		if row.RawPerSec <= 0 || row.RawNPerSec <= 0 || row.LedgerPerSec <= 0 || row.ChangelogPerSec <= 0 || row.RatioChangelog <= 0 ||
+			len(row.PartitionResults) != row.Partitions {
+			t.Errorf("N=%d: rates %v/%v/%v/%v, ratio %v, %d partitions: want positive rates and ratio, one result per partition",
+				row.Partitions, row.RawPerSec, row.RawNPerSec, row.LedgerPerSec, row.ChangelogPerSec, row.RatioChangelog, len(row.PartitionResults))
 		}
-		seen := map[string]int{}
-		owner := map[string]int{}
-		var total int64
-		for _, p := range row.PartitionResults {
-			ids, accounts, sum := readPartitionLedger(t, p)
-			if len(ids) != p.Messages {
-				t.Errorf("N=%d p%d: %d ledger rows, want its %d messages", row.Partitions, p.Partition, len(ids), p.Messages)
-			}
-			for _, id := range ids {
-				seen[id]++
-			}
-			for _, a := range accounts {
-				if q, ok := owner[a]; ok {
-					t.Errorf("N=%d: account %s in the ledgers of partitions %d and %d", row.Partitions, a, q, p.Partition)
-				}
-				owner[a] = p.Partition
-			}
-			total += sum
+		if row.ChangelogBytesPerMsg <= 0 {
+			t.Errorf("N=%d: %v changelog bytes per message, want some", row.Partitions, row.ChangelogBytesPerMsg)
 		}
-		rng := rand.New(rand.NewPCG(1, 1))
-		var want int64
-		for i := range m {
-			msg := scaleMessage(rng, stream, i)
-			var p struct{ Amount int64 }
-			if err := json.Unmarshal(msg.Data, &p); err != nil {
-				t.Fatal(err)
-			}
-			want += p.Amount
-			if n := seen[scaleID(stream, i)]; n != 1 {
-				t.Errorf("N=%d: message %s applied %d times, want once", row.Partitions, scaleID(stream, i), n)
+		withLog := make([]ScalePartition, len(row.PartitionResults))
+		for i, p := range row.PartitionResults {
+			withLog[i] = p
+			withLog[i].Ledger = p.ChangelogLedger
+		}
+		checkExactlyOnce(t, fmt.Sprintf("N=%d (c_N)", row.Partitions), stream, m, row.PartitionResults)
+		checkExactlyOnce(t, fmt.Sprintf("N=%d (c_N+cl)", row.Partitions), stream, m, withLog)
+		if len(copies[row.Partitions]) != row.Partitions {
+			t.Fatalf("N=%d: %d changelogs read back, want %d", row.Partitions, len(copies[row.Partitions]), row.Partitions)
+		}
+		for i, c := range copies[row.Partitions] {
+			ids, _, sum := readPartitionLedger(t, withLog[i])
+			cids, _, csum := readPartitionLedger(t, c)
+			slices.Sort(ids)
+			slices.Sort(cids)
+			if len(ids) != withLog[i].Messages || !slices.Equal(cids, ids) || csum != sum {
+				t.Errorf("N=%d p%d: the changelog's copy holds %d messages, balances %d; the ledger %d (of %d), %d: want the same",
+					row.Partitions, i, len(cids), csum, len(ids), withLog[i].Messages, sum)
 			}
 		}
-		if len(seen) != m {
-			t.Errorf("N=%d: %d distinct ids in the ledgers, want %d", row.Partitions, len(seen), m)
+	}
+}
+
+// catchUpCopy applies log to a fresh ledger at path, with the handler's
+// schema, and checks it read the whole log: a take-over and a batch at
+// least.
+func catchUpCopy(ctx context.Context, cfg Config, log *changelog.Log, path string) error {
+	st, _, err := openLedger(ctx, cfg, path, nil)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	applied, last, err := log.CatchUp(ctx, st)
+	switch {
+	case err != nil:
+		return err
+	case applied != last || last < 2:
+		return fmt.Errorf("applied %d of the changelog's %d entries: want all, and 2 at least", applied, last)
+	}
+	return nil
+}
+
+// checkExactlyOnce checks a step's partition ledgers: every message of
+// the row's stream recorded once, in its partition's ledger, each account
+// in one ledger, and the balances adding up to the amounts published.
+func checkExactlyOnce(t *testing.T, step, stream string, m int, parts []ScalePartition) {
+	t.Helper()
+	seen := map[string]int{}
+	owner := map[string]int{}
+	var total int64
+	for _, p := range parts {
+		ids, accounts, sum := readPartitionLedger(t, p)
+		if len(ids) != p.Messages {
+			t.Errorf("%s p%d: %d ledger rows, want its %d messages", step, p.Partition, len(ids), p.Messages)
 		}
-		if total != want {
-			t.Errorf("N=%d: balances add up to %d, want the %d published", row.Partitions, total, want)
+		for _, id := range ids {
+			seen[id]++
 		}
+		for _, a := range accounts {
+			if q, ok := owner[a]; ok {
+				t.Errorf("%s: account %s in the ledgers of partitions %d and %d", step, a, q, p.Partition)
+			}
+			owner[a] = p.Partition
+		}
+		total += sum
+	}
+	rng := rand.New(rand.NewPCG(1, 1))
+	var want int64
+	for i := range m {
+		msg := scaleMessage(rng, stream, i)
+		var p struct{ Amount int64 }
+		if err := json.Unmarshal(msg.Data, &p); err != nil {
+			t.Fatal(err)
+		}
+		want += p.Amount
+		if n := seen[scaleID(stream, i)]; n != 1 {
+			t.Errorf("%s: message %s applied %d times, want once", step, scaleID(stream, i), n)
+		}
+	}
+	if len(seen) != m {
+		t.Errorf("%s: %d distinct ids in the ledgers, want %d", step, len(seen), m)
+	}
+	if total != want {
+		t.Errorf("%s: balances add up to %d, want the %d published", step, total, want)
 	}
 }
 
@@ -158,6 +225,8 @@ func TestScaleConfigValidate(t *testing.T) {
 		{name: "too many partitions", change: func(c *Config) { c.Partitions = []int{65} }, wantErr: ErrConfig},
 		{name: "too few messages", change: func(c *Config) { c.ScaleMessages = 999 }, wantErr: ErrConfig},
 		{name: "bad sync", change: func(c *Config) { c.SyncInterval = "sometimes" }, wantErr: ErrConfig},
+		{name: "changelog", change: func(c *Config) { c.Changelog = true }},
+		{name: "changelog without partitions", change: func(c *Config) { c.Partitions, c.Changelog = nil, true }, wantErr: ErrConfig},
 	}
 	for _, tt := range tests {
 		c := ok
