@@ -99,14 +99,13 @@ func (s *Store) startSession() (*recording, error) {
 	one := libc.Xmalloc(tls, 4)
 	defer libc.Xfree(tls, one)
 	*(*int32)(cptr(one)) = 1
-	// Tables without a primary key (a handler's) are recorded by rowid,
-	// and the size is kept so a large transaction is split before it is
-	// copied out.
-	for _, op := range []int32{sqlite3.SQLITE_SESSION_OBJCONFIG_ROWID, sqlite3.SQLITE_SESSION_OBJCONFIG_SIZE} {
-		if rc := sqlite3.Xsqlite3session_object_config(tls, r.sess, op, one); rc != sqlite3.SQLITE_OK {
-			r.close()
-			return nil, fmt.Errorf("ledger: changelog: configure the session: %s", sqlite3Error(tls, rc))
-		}
+	// Tables without a primary key (a handler's) are recorded by rowid.
+	// The session is not sized as it records (OBJCONFIG_SIZE): that costs
+	// on every row of every batch, more than copying out twice the rare
+	// transaction too large for one entry (publish).
+	if rc := sqlite3.Xsqlite3session_object_config(tls, r.sess, sqlite3.SQLITE_SESSION_OBJCONFIG_ROWID, one); rc != sqlite3.SQLITE_OK {
+		r.close()
+		return nil, fmt.Errorf("ledger: changelog: configure the session: %s", sqlite3Error(tls, rc))
 	}
 	if rc := sqlite3.Xsqlite3session_attach(tls, r.sess, 0); rc != sqlite3.SQLITE_OK {
 		r.close()
@@ -150,8 +149,9 @@ func (r *recording) publish(ctx context.Context, tx execer) (done func(error), e
 	max := c.log.MaxEntry()
 	// The position row is part of the changes, so a standby's copy moves
 	// with them; it names the log's last entry of this transaction, which
-	// depends on how many entries the changes take.
-	n := int(sqlite3.Xsqlite3session_changeset_size(r.tls, r.sess)+64)/max + 1
+	// depends on how many entries the changes take: one, unless the
+	// changes copied out say more.
+	n := 1
 	var changes []byte
 	for {
 		if _, err := tx.ExecContext(ctx, `UPDATE jetledger_changelog SET seq = ? WHERE id = 1`, int64(after)+int64(n)); err != nil {
