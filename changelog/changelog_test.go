@@ -12,6 +12,7 @@ import (
 	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go"
 	"go.uber.org/goleak"
 )
 
@@ -224,5 +225,35 @@ func TestStandbyStartsFromTheSnapshot(t *testing.T) {
 	}
 	if a, _ := balance(t, early); a != 70 {
 		t.Fatalf("the copy at the snapshot before holds %d, want 70", a)
+	}
+}
+
+// An entry encoded in a way this version does not know (a newer owner's)
+// stops the catch-up with an error naming the encoding, rather than being
+// applied as it is, or skipped.
+func TestAnEntryOfAnUnknownEncodingIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, s)
+	log, err := changelog.Ensure(ctx, js, changelog.Config{Stream: "PAY", Durable: "pay-p0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, subject := changelog.Names("PAY", "pay-p0")
+	m := nats.NewMsg(subject)
+	m.Data = []byte("changes")
+	m.Header.Set(changelog.HeaderFirst, "1")
+	m.Header.Set(changelog.HeaderParts, "1")
+	m.Header.Set(changelog.HeaderEncoding, "zstd-99")
+	if _, err := js.PublishMsg(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	st := openLedger(t, filepath.Join(t.TempDir(), "b.db"), nil)
+	if _, _, err := log.CatchUp(ctx, st); err == nil || !strings.Contains(err.Error(), "zstd-99") {
+		t.Fatalf("an entry of an unknown encoding: %v, want an error naming it", err)
+	}
+	if p, err := st.ChangelogPosition(ctx); err != nil || p.Seq != 0 {
+		t.Fatalf("the ledger moved to %+v (%v)", p, err)
 	}
 }
