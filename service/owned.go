@@ -92,7 +92,7 @@ func runOwned(ctx context.Context, cfg Config) error {
 		return cfg.Say(step(StepLedger, err))
 	}
 	for {
-		err := lease.Acquire(ctx)
+		err := acquire(ctx, cfg, lease)
 		if errors.Is(err, changelog.ErrLeaseHeld) && o.Standby {
 			err = changelog.Standby(ctx, log, lease, cfg.DB, cfg.Ledger, lag)
 		}
@@ -139,6 +139,20 @@ func openOwned(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream)
 			return nil, nil, cmp.Or(err, ctx.Err())
 		}
 		cfg.Logger.WarnContext(ctx, "the changelog or the lease bucket does not answer yet; retrying", "err", err)
+	}
+}
+
+// acquire takes the lease, waiting out a cluster that does not answer (a
+// run that has just lost the partition to a cut may still be cut off);
+// held by another, it says so (ErrLeaseHeld).
+func acquire(ctx context.Context, cfg Config, lease *changelog.Lease) error {
+	retry := ackwait.Backoff{Base: 250 * time.Millisecond, Max: 5 * time.Second}
+	for n := 1; ; n++ {
+		err := lease.Acquire(ctx)
+		if err == nil || errors.Is(err, changelog.ErrLeaseHeld) || !retry.Wait(ctx, n) {
+			return err
+		}
+		cfg.Logger.WarnContext(ctx, "the lease bucket does not answer yet; retrying", "err", err)
 	}
 }
 

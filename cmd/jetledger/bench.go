@@ -29,7 +29,7 @@ type benchCmd struct {
 	CPUProfile      string        `name:"cpuprofile" placeholder:"FILE" help:"write a CPU profile of run (c) to this file"`
 	Partitions      []int         `name:"partitions" sep:"," placeholder:"N" help:"run the scale benchmark instead of (a)-(d): a 3-node cluster in this process, a stream partitioned into each N in turn (such as 1,2,4)"`
 	ScaleMessages   int           `name:"scale-messages" default:"100000" help:"with --partitions: messages published for each partition count"`
-	Changelog       bool          `name:"changelog" env:"JETLEDGER_BENCH_CHANGELOG" help:"with --partitions: also run (c_N) with each partition's changelog, R3, and report its rate against (c_N) and the changelog bytes per message"`
+	Changelog       bool          `name:"with-changelog" help:"with --partitions: also run (c_N) with each partition's changelog, R3, and report its rate against (c_N) and the changelog bytes per message"`
 	Keep            bool          `name:"keep" help:"keep the temporary directory"`
 	jsonFlag
 }

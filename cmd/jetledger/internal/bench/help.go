@@ -50,7 +50,7 @@ stream's messages over the wall time until the last consumer is done), the
 ratios c_N/a and c_N/a_N, and each partition's share and rate. --messages,
 --rate and the other flags of (a)-(d) are not used then.
 
-With --changelog as well it runs, after (c_N), (c_N+cl): N jetledger
+With --with-changelog as well it runs, after (c_N), (c_N+cl): N jetledger
 consumers again, on fresh durables and fresh ledgers, each ledger with its
 partition's changelog (R3, created by the partition's client; its take-over
 done before the clock starts), so that every batch's changes are stored in

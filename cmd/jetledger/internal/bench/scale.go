@@ -130,7 +130,7 @@ type ScalePartition struct {
 func (c Config) validateScale() error {
 	if len(c.Partitions) == 0 {
 		if c.Changelog {
-			return &ConfigError{Flag: "--changelog", Got: true, Want: "--partitions as well"}
+			return &ConfigError{Flag: "--with-changelog", Got: true, Want: "--partitions as well"}
 		}
 		return nil
 	}

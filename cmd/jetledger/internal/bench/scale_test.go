@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/ledger"
 )
@@ -107,7 +108,13 @@ func catchUpCopy(ctx context.Context, cfg Config, log *changelog.Log, path strin
 		return err
 	}
 	defer st.Close()
+	// The cluster shares the host with the test: a read it does not answer
+	// at once ("no responders" in an election) is tried again, from where
+	// the copy stands.
 	applied, last, err := log.CatchUp(ctx, st)
+	for try := 1; err != nil && !errors.Is(err, changelog.ErrNeedSnapshot) && try < 20 && ackwait.Sleep(ctx, 250*time.Millisecond); try++ {
+		applied, last, err = log.CatchUp(ctx, st)
+	}
 	switch {
 	case err != nil:
 		return err
