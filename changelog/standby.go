@@ -69,15 +69,15 @@ func openCopy(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger
 			if ok {
 				break
 			}
-			switch {
+			switch { // each said once, until it changes
 			case holder != "" && said != holder:
 				l.log.InfoContext(ctx, "changelog: waiting for the owner's first snapshot", "log", l.name, "owner", holder)
+				said = holder
 			case holder == "" && said != "-":
 				l.log.ErrorContext(ctx, "changelog: the partition's owner is gone and stored no snapshot: its ledger is on its own host only, so this standby cannot take it over; start the owner again there (it stores its snapshot before it consumes), or, if that ledger held nothing to keep, delete the changelog stream and restart this standby to begin the log afresh",
 					"log", l.name)
-				holder = "-"
+				said = "-"
 			}
-			said = holder
 			if !ackwait.Sleep(ctx, PollDefault) {
 				return nil, ctx.Err()
 			}

@@ -52,7 +52,9 @@ func TestAMigratedPartitionWaitsForItsFirstSnapshot(t *testing.T) {
 			return true
 		}
 	}
-	consumertest.Eventually(t, 2*time.Minute, "the owner's first snapshot refused", saidOnce(owner, "changelog: the ledger's first snapshot failed"))
+	// Both partitions taken by the owner (a standby started before would
+	// take a partition itself) and stuck at their first snapshot.
+	consumertest.Eventually(t, 2*time.Minute, "the owner's first snapshots refused", saidOnce(owner, "changelog: the ledger's first snapshot failed", 0, 1))
 	standby := r.run(dirs[1], r.c.urls(), "--standby")
 	consumertest.Eventually(t, 2*time.Minute, "the standby waiting for a snapshot", saidOnce(standby, "changelog: waiting for the owner's first snapshot"))
 	r.publish(evs[200:250])
@@ -67,6 +69,9 @@ func TestAMigratedPartitionWaitsForItsFirstSnapshot(t *testing.T) {
 	if logged(standby, "owner", 0) || logged(standby, "owner", 1) {
 		t.Fatalf("the standby took a partition over without a snapshot:\n%s", standby.output())
 	}
+	if n := strings.Count(standby.output(), "stored no snapshot"); n != 2 {
+		t.Errorf("the standby said %d times that the owner stored no snapshot, want once per partition", n)
+	}
 
 	if err := r.c.js.DeleteStream(ctx, broken); err != nil {
 		t.Fatal(err)
@@ -76,14 +81,7 @@ func TestAMigratedPartitionWaitsForItsFirstSnapshot(t *testing.T) {
 	r.publish(evs[250:])
 	r.waitDrained("every event applied")
 	now, copies := r.ledgers(dirs[0]), r.ledgers(dirs[1])
-	consumertest.Eventually(t, 2*time.Minute, "the standby's copies current", func() bool {
-		for i := range now {
-			if position(t, copies[i]) != position(t, now[i]) {
-				return false
-			}
-		}
-		return true
-	})
+	r.waitCopies("the standby's copies current", now, copies)
 	r.stop(owner, "the owner")
 	r.stop(standby, "the standby")
 	checkPartitionedExact(t, now, evs)

@@ -214,6 +214,20 @@ func TestOwnedPartitionsSurviveTheLossOfTheirHost(t *testing.T) {
 	}
 }
 
+// waitCopies waits until each of copies stands at the changelog entry of
+// the owner's ledger of its partition (now).
+func (r *ownedRig) waitCopies(what string, now, copies []*sql.DB) {
+	r.t.Helper()
+	consumertest.Eventually(r.t, 2*time.Minute, what, func() bool {
+		for i := range now {
+			if position(r.t, copies[i]) != position(r.t, now[i]) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // position is the changelog entry a ledger holds last.
 func position(t *testing.T, db *sql.DB) int {
 	t.Helper()
@@ -373,14 +387,7 @@ func TestAnOwnerCutOffFromTheClusterLosesItsPartitions(t *testing.T) {
 		r.waitRole(owner, "the old owner", "lost", 0, 1)
 		now := r.ledgers(dirs[1])
 		copies := r.ledgers(dirs[0])
-		consumertest.Eventually(t, 2*time.Minute, "the old owner's copies caught up", func() bool {
-			for i := range now {
-				if position(t, copies[i]) != position(t, now[i]) {
-					return false
-				}
-			}
-			return true
-		})
+		r.waitCopies("the old owner's copies caught up", now, copies)
 		r.stop(owner, "the old owner, standing by")
 		r.stop(standby, "the new owner")
 		checkPartitionedExact(t, now, evs)
