@@ -109,7 +109,7 @@ func runOwned(ctx context.Context, cfg Config) error {
 		if !errors.Is(err, changelog.ErrLeaseLost) && !errors.Is(err, ledger.ErrNotChangelogOwner) {
 			return err
 		}
-		next := "stopping: run it with --standby to stand by instead"
+		next := "stopping (with " + cfg.Names.Say("Owner.Standby") + " it would stand by instead)"
 		if o.Standby {
 			next = "standing by"
 		}

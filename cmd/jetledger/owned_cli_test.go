@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,5 +65,22 @@ func TestRowCommandsRefuseAnOwnedLedger(t *testing.T) {
 	}
 	if dls, _ := owner.DeadLetters(ctx, 0); it.Status != ledger.StatusQueued || len(dls) != 1 {
 		t.Errorf("the refused commands changed the file: row %s, %d dead letters", it.Status, len(dls))
+	}
+}
+
+// --changelog (or --standby) is a usage error without a server to keep the
+// ledger through, partitioned or not, before anything is created (it was
+// dropped without a word when the run was not partitioned).
+func TestChangelogNeedsNATS(t *testing.T) {
+	for _, extra := range [][]string{{"--changelog"}, {"--standby"}, {"--changelog", "--partitions", "2", "--partition", "0"}} {
+		db := filepath.Join(t.TempDir(), "l.db")
+		args := append([]string{"run", "--db", db, "--stream", "S", "--subjects", "s.*"}, extra...)
+		code, _, errOut := runMain(args...)
+		if code != 2 || !strings.Contains(errOut, "--nats") {
+			t.Errorf("%v: exit %d, want 2 naming --nats\n%s", extra, code, errOut)
+		}
+		if _, err := os.Stat(db); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%v: the refused run left %s: %v", extra, db, err)
+		}
 	}
 }

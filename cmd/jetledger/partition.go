@@ -13,7 +13,7 @@ type partitionFlags struct {
 	Partitions   int   `name:"partitions" placeholder:"N" help:"with --subjects (one subject, its key a '*' token): create the stream partitioned into N by the key token, with NATS's deterministic partition mapping: the subject is stored as '<partition>.<subject>', such as 2.orders.alice.created"`
 	PartitionKey int   `name:"partition-key" default:"1" placeholder:"K" help:"with --partitions: which '*' of the subject is the key, counting from 1"`
 	Partition    []int `name:"partition" placeholder:"I" sep:"," help:"consume these partitions of a partitioned stream (repeat the flag or give a list, such as 0,1): partition I on its own durable <durable>-p<I> into its own ledger, --db with -p<I> before its extension (ledger.db: ledger-p0.db)"`
-	Changelog    bool  `name:"changelog" help:"with --nats: keep each partition's ledger on other hosts too: hold the partition's lease, publish every transaction's changes to its changelog stream before committing, snapshot the ledger; a second run of the partition is refused, naming the owner"`
+	Changelog    bool  `name:"changelog" help:"with --nats: keep the ledger (each partition's) on other hosts too: hold the partition's lease, publish every transaction's changes to its changelog stream before committing, snapshot the ledger; a second run of the partition is refused, naming the owner"`
 	Standby      bool  `name:"standby" help:"with --nats (implies --changelog): while another run owns the partition, keep a copy of its ledger from the changelog and take the partition over when the owner is lost"`
 	Leave        bool  `name:"leave-changelog" help:"without --changelog: make a ledger kept by a changelog this host's alone (stop its standbys first); without it such a ledger refuses every write outside --changelog, and so do the outbox, dlq, prune and replay commands"`
 }
@@ -29,9 +29,6 @@ func (p partitionFlags) parts() service.Partitions {
 // each on the config the service derives from cfg for it, its refusals
 // advised with its own ledger and durable.
 func (c *runCmd) runPartitions(ctx context.Context, cfg service.Config, parts service.Partitions) error {
-	if c.Changelog || c.Standby {
-		cfg.Owner = &service.Owner{Standby: c.Standby, Replicas: c.Replicas}
-	}
 	parts.Run = func(ctx context.Context, p service.Partition) error {
 		pc := p.Config(cfg)
 		return advise(service.Run(ctx, pc))

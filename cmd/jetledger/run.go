@@ -137,6 +137,9 @@ func (c *runCmd) config(log *slog.Logger, hook *webhook.Config) service.Config {
 	cfg.SummaryInterval, cfg.MetricsAddr, cfg.MetricsCert, cfg.MetricsKey = c.SummaryInterval, c.Metrics, c.MetricsCert, c.MetricsKey
 	cfg.Outbox = service.Outbox{Workers: c.Send.OutboxWorkers, MaxAttempts: c.Send.OutboxMaxAttempts}
 	cfg.Prune = service.Prune{Interval: c.PruneInterval, Retention: c.Retention, OutboxRetention: c.OutboxRetention}
+	if c.Changelog || c.Standby {
+		cfg.Owner = &service.Owner{Standby: c.Standby, Replicas: c.Replicas}
+	}
 	cfg.Ledger.LeaveChangelog = c.Leave
 	cfg.StartAttrs = append(cfg.StartAttrs, "webhook", webhook.RedactURL(c.Webhook.URL))
 	return cfg
