@@ -70,10 +70,7 @@ func TestAttackCatchUpAcrossAnUnfinishedEntry(t *testing.T) {
 	_, js := consumertest.Connect(t, s)
 	dir := t.TempDir()
 	cfg := changelog.Config{Stream: "PAY", Durable: "pay-p0", MaxEntry: 1 << 10}
-	log, err := changelog.Ensure(ctx, js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := ensure(t, js, cfg)
 	_, subject := changelog.Names(cfg.Stream, cfg.Durable)
 	hl := &halfLog{Log: log, js: js, subject: subject}
 	a := openLedger(t, filepath.Join(dir, "a.db"), hl)
@@ -133,10 +130,7 @@ func TestAttackCatchUpOnAPurgedLog(t *testing.T) {
 	_, js := consumertest.Connect(t, s)
 	dir := t.TempDir()
 	cfg := changelog.Config{Stream: "PAY", Durable: "pay-p0"}
-	log, err := changelog.Ensure(ctx, js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := ensure(t, js, cfg)
 	a := openLedger(t, filepath.Join(dir, "a.db"), log)
 	if err := a.TakeOver(ctx, log.Instance(), "a", 0, 0); err != nil {
 		t.Fatal(err)

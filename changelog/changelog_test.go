@@ -13,6 +13,7 @@ import (
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"go.uber.org/goleak"
 )
 
@@ -24,6 +25,16 @@ func credit(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
 	}
 	_, err := tx.Enqueue(ctx, "hook", d.Data)
 	return err
+}
+
+// ensure opens the changelog cfg names on js.
+func ensure(t *testing.T, js jetstream.JetStream, cfg changelog.Config) *changelog.Log {
+	t.Helper()
+	log, err := changelog.Ensure(context.Background(), js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return log
 }
 
 func openLedger(t *testing.T, file string, log ledger.Changelog) *ledger.Store {
@@ -65,10 +76,7 @@ func TestLogCarriesAndFences(t *testing.T) {
 	_, js := consumertest.Connect(t, s)
 	dir := t.TempDir()
 	cfg := changelog.Config{Stream: "PAY", Durable: "pay-p0", MaxEntry: 8 << 10}
-	log, err := changelog.Ensure(ctx, js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := ensure(t, js, cfg)
 	owner := openLedger(t, filepath.Join(dir, "a.db"), log)
 	applied, last, err := log.CatchUp(ctx, owner)
 	if err != nil || applied != 0 || last != 0 {
@@ -87,10 +95,7 @@ func TestLogCarriesAndFences(t *testing.T) {
 	if last, _ := log.Last(ctx); last < 10 {
 		t.Fatalf("the log has %d messages; the large batch alone needs more than 10", last)
 	}
-	log2, err := changelog.Ensure(ctx, js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	log2 := ensure(t, js, cfg)
 	standby := openLedger(t, filepath.Join(dir, "b.db"), log2)
 	applied, last, err = log2.CatchUp(ctx, standby)
 	if err != nil || applied != last {
@@ -168,10 +173,7 @@ func TestStandbyStartsFromTheSnapshot(t *testing.T) {
 	s := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, s)
 	dir := t.TempDir()
-	log, err := changelog.Ensure(ctx, js, changelog.Config{Stream: "PAY", Durable: "pay-p0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := ensure(t, js, changelog.Config{Stream: "PAY", Durable: "pay-p0"})
 	owner := openLedger(t, filepath.Join(dir, "a.db"), log)
 	if err := owner.TakeOver(ctx, log.Instance(), "a", 0, 0); err != nil {
 		t.Fatal(err)
@@ -236,10 +238,7 @@ func TestAnEntryOfAnUnknownEncodingIsRefused(t *testing.T) {
 	ctx := context.Background()
 	s := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, s)
-	log, err := changelog.Ensure(ctx, js, changelog.Config{Stream: "PAY", Durable: "pay-p0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := ensure(t, js, changelog.Config{Stream: "PAY", Durable: "pay-p0"})
 	_, subject := changelog.Names("PAY", "pay-p0")
 	m := nats.NewMsg(subject)
 	m.Data = []byte("changes")

@@ -32,10 +32,7 @@ func TestAMigratedLedgerIsInItsFirstSnapshot(t *testing.T) {
 		}
 		pre.Close()
 	}
-	log, err := changelog.Ensure(ctx, js, changelog.Config{Stream: "PAY", Durable: "pay-p0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := ensure(t, js, changelog.Config{Stream: "PAY", Durable: "pay-p0"})
 	ttl := time.Second
 	leaseA, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "a", ttl, 1)
 	if err != nil {

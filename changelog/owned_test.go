@@ -44,10 +44,7 @@ func TestAnOwnerPastItsLeaseCommitsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := changelog.Config{Stream: "PAY", Durable: "pay-p0"}
-	log, err := changelog.Ensure(ctx, js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := ensure(t, js, cfg)
 	if lease, err = changelog.OpenLease(ctx, js, "PAY", "pay-p0", "a", time.Second, 1); err != nil {
 		t.Fatal(err)
 	}

@@ -25,10 +25,7 @@ func TestAStaleOwnersSnapshotDoesNotBreakNewStandbys(t *testing.T) {
 	_, js := consumertest.Connect(t, s)
 	dir := t.TempDir()
 	cfg := changelog.Config{Stream: "PAY", Durable: "pay-p0"}
-	log, err := changelog.Ensure(ctx, js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := ensure(t, js, cfg)
 	budget := ledger.Budget{Work: time.Minute}
 	a := openLedger(t, filepath.Join(dir, "a.db"), log)
 	if err := a.TakeOver(ctx, log.Instance(), "a", 0, 0); err != nil {

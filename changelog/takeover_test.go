@@ -27,10 +27,7 @@ func TestStandbyTakesOverFromALostOwner(t *testing.T) {
 	dir := t.TempDir()
 	cfg := changelog.Config{Stream: "PAY", Durable: "pay-p0"}
 	ttl := 2 * time.Second
-	logA, err := changelog.Ensure(ctx, js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	logA := ensure(t, js, cfg)
 	leaseA, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-a", ttl, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -54,10 +51,7 @@ func TestStandbyTakesOverFromALostOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	logB, err := changelog.Ensure(ctx, js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	logB := ensure(t, js, cfg)
 	leaseB, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-b", ttl, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -129,10 +123,7 @@ func TestNoTakeOverWithoutASnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	log, err := changelog.Ensure(ctx, js, changelog.Config{Stream: "PAY", Durable: "pay-p0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	log := ensure(t, js, changelog.Config{Stream: "PAY", Durable: "pay-p0"})
 	leaseA, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-a", 2*time.Second, 1)
 	if err != nil {
 		t.Fatal(err)
