@@ -373,19 +373,7 @@ func TestAttackCommitBoundAfterPublish(t *testing.T) {
 func TestAttackFencedOwnerOtherWrites(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	log := &memLog{max: 1 << 20}
-	old := openWithLog(t, filepath.Join(dir, "old.db"), log)
-	if err := old.TakeOver(ctx, "log1", "old", 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	apply(t, old, creditAndNote, batchOf(0, 5, 0)...)
-	next := openWithLog(t, filepath.Join(dir, "next.db"), log)
-	log.follow(t, next)
-	last := uint64(len(log.entries))
-	if err := next.TakeOver(ctx, "log1", "next", last, last); err != nil {
-		t.Fatal(err)
-	}
+	old, _ := fencedPair(t)
 	before := fullDump(t, old)
 	var errs []error
 	errs = append(errs, old.RememberConsumer(ctx, "S", "d2", "i"))

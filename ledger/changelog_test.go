@@ -187,24 +187,34 @@ func TestStandbyHoldsWhatTheOwnerHolds(t *testing.T) {
 	}
 }
 
+// fencedPair is an owner, old, that committed five messages, and a
+// second writer, next, that caught up with its log and took it over.
+func fencedPair(t *testing.T) (old, next *ledger.Store) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	log := &memLog{max: 1 << 20}
+	old = openWithLog(t, filepath.Join(dir, "old.db"), log)
+	if err := old.TakeOver(ctx, "log1", "old", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, old, creditAndNote, batchOf(0, 5, 0)...)
+	next = openWithLog(t, filepath.Join(dir, "next.db"), log)
+	log.follow(t, next)
+	last := uint64(len(log.entries))
+	if err := next.TakeOver(ctx, "log1", "next", last, last); err != nil {
+		t.Fatal(err)
+	}
+	return old, next
+}
+
 // A second writer that took over the log fences the first: the first's
 // next batch is rolled back, nothing of it in its file, and it writes
 // nothing more until it takes over again.
 func TestAFencedOwnerCommitsNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dir := t.TempDir()
-	log := &memLog{max: 1 << 20}
-	old := openWithLog(t, filepath.Join(dir, "old.db"), log)
-	if err := old.TakeOver(ctx, "log1", "old", 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	apply(t, old, creditAndNote, batchOf(0, 5, 0)...)
-	next := openWithLog(t, filepath.Join(dir, "next.db"), log)
-	log.follow(t, next)
-	if err := next.TakeOver(ctx, "log1", "next", uint64(len(log.entries)), uint64(len(log.entries))); err != nil {
-		t.Fatal(err)
-	}
+	old, next := fencedPair(t)
 	before := dump(t, old)
 	_, err := old.ApplyBatch(ctx, batchOf(5, 5, 0), creditAndNote, ledger.Budget{Work: time.Minute})
 	if !errors.Is(err, ledger.ErrNotChangelogOwner) {
