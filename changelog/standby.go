@@ -99,12 +99,11 @@ func (l *Log) retry(ctx context.Context, err error) bool {
 func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag func(uint64)) error {
 	said := ""
 	for {
-		if lag != nil {
-			if n, err := l.Lag(ctx, st); err == nil {
-				lag(n) // what this look finds to apply: a standby falling behind finds more each time
-			}
-		}
+		from, perr := st.ChangelogPosition(ctx) // the file's: CatchUp reads the log's last
 		applied, last, err := l.CatchUp(ctx, st)
+		if lag != nil && err == nil && perr == nil {
+			lag(last - min(last, from.Seq)) // what this look found to apply: a standby falling behind finds more each time
+		}
 		holder := ""
 		if err == nil {
 			holder, err = lease.Holder(ctx)
