@@ -31,7 +31,7 @@ func (s *Service) serveMetrics(ctx context.Context, wg *sync.WaitGroup, batches 
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(batches, col, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(batches, col)
 	reg.MustRegister(s.cfg.collectors...)
 	probes := []health.Probe{health.NATS(s.nc), health.Database(s.st), health.Consumer(c)}
 	if store != nil {
@@ -45,9 +45,7 @@ func (s *Service) serveMetrics(ctx context.Context, wg *sync.WaitGroup, batches 
 	if err != nil {
 		return err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.Handle("/healthz", h)
+	mux := metricsMux(reg, h)
 	if to := s.cfg.metricsTo; to != nil {
 		to(mux)
 		wg.Go(func() {
@@ -56,15 +54,36 @@ func (s *Service) serveMetrics(ctx context.Context, wg *sync.WaitGroup, batches 
 		})
 		return nil
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	wg.Go(func() {
+	done := serveHTTP(ctx, s.log, s.cfg.Metrics, s.cfg.MetricsCert, s.cfg.MetricsKey, mux)
+	wg.Go(func() { <-done })
+	return nil
+}
+
+// metricsMux serves reg, with the Go runtime's and the process's
+// collectors added, on /metrics, and health on /healthz.
+func metricsMux(reg *prometheus.Registry, health http.Handler) *http.ServeMux {
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/healthz", health)
+	return mux
+}
+
+// serveHTTP serves h on l, with TLS when cert is set, until ctx ends, and
+// says where (logServing); the channel closes once it has shut down.
+func serveHTTP(ctx context.Context, log *slog.Logger, l net.Listener, cert, key string, h http.Handler) <-chan struct{} {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	done, served := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		srv.Shutdown(sctx) //nolint:errcheck // best effort on exit
-	})
-	l, cert, key := s.cfg.Metrics, s.cfg.MetricsCert, s.cfg.MetricsKey
-	wg.Go(func() {
+		<-served
+	}()
+	go func() {
+		defer close(served)
 		var err error
 		if cert != "" {
 			err = srv.ServeTLS(l, cert, key)
@@ -72,11 +91,11 @@ func (s *Service) serveMetrics(ctx context.Context, wg *sync.WaitGroup, batches 
 			err = srv.Serve(l)
 		}
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("metrics server stopped", "err", err)
+			log.Error("metrics server stopped", "err", err)
 		}
-	})
-	logServing(s.log, l, cert != "")
-	return nil
+	}()
+	logServing(log, l, cert != "")
+	return done
 }
 
 // logServing says where metrics are served, and warns of an address that

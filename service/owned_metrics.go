@@ -2,16 +2,12 @@ package service
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"sync/atomic"
-	"time"
 
 	"github.com/jetledger/jetledger/health"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // ownedMetrics serves Config.Metrics for the whole of an owned run: the
@@ -19,12 +15,12 @@ import (
 // this process owns the partition, so here they are the standby's in
 // between, with the gauges of the partition's ownership in both.
 type ownedMetrics struct {
-	srv     *http.Server
 	standby http.Handler
 	handler atomic.Pointer[http.Handler]
 	owner   prometheus.Gauge
 	lag     prometheus.Gauge
-	served  chan struct{}
+	stop    context.CancelFunc
+	served  <-chan struct{}
 }
 
 // serveOwned starts serving cfg.Metrics, the standby's handler first.
@@ -34,34 +30,19 @@ func serveOwned(cfg Config, nc *nats.Conn) (*ownedMetrics, error) {
 			Help: "1 while this process owns the partition (holds its lease and writes its changelog), 0 while it stands by"}),
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "jetledger_changelog_standby_lag_entries",
 			Help: "changelog entries the standby's copy of the ledger has not applied yet, at its last look (0 while it owns the partition)"}),
-		served: make(chan struct{}),
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m.owner, m.lag, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.owner, m.lag)
 	h, err := health.New(health.Config{Logger: cfg.Logger}, health.NATS(nc))
 	if err != nil {
 		return nil, err
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.Handle("/healthz", h)
-	m.standby = mux
+	m.standby = metricsMux(reg, h)
 	m.mount(nil)
-	m.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*m.handler.Load()).ServeHTTP(w, r) })}
-	go func() {
-		defer close(m.served)
-		var err error
-		if cfg.MetricsCert != "" {
-			err = m.srv.ServeTLS(cfg.Metrics, cfg.MetricsCert, cfg.MetricsKey)
-		} else {
-			err = m.srv.Serve(cfg.Metrics)
-		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			cfg.Logger.Error("metrics server stopped", "err", err)
-		}
-	}()
-	logServing(cfg.Logger, cfg.Metrics, cfg.MetricsCert != "")
+	var ctx context.Context
+	ctx, m.stop = context.WithCancel(context.Background())
+	m.served = serveHTTP(ctx, cfg.Logger, cfg.Metrics, cfg.MetricsCert, cfg.MetricsKey,
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*m.handler.Load()).ServeHTTP(w, r) }))
 	return m, nil
 }
 
@@ -81,8 +62,6 @@ func (m *ownedMetrics) mount(h http.Handler) {
 func (m *ownedMetrics) setLag(n uint64) { m.lag.Set(float64(n)) }
 
 func (m *ownedMetrics) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	m.srv.Shutdown(ctx) //nolint:errcheck // best effort on exit
+	m.stop()
 	<-m.served
 }
