@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"sync"
 	"time"
@@ -63,12 +62,10 @@ func runOwned(ctx context.Context, cfg Config) error {
 	}
 	o.Replicas = max(cmp.Or(o.Replicas, cfg.Stream.Limits.Replicas), 1)
 	o.SnapshotInterval = cmp.Or(o.SnapshotInterval, SnapshotIntervalDefault)
-	if cfg.Metrics == nil && cfg.MetricsAddr != "" {
-		// Taken first: a port in use stops the run before it creates anything.
-		if cfg.Metrics, err = net.Listen("tcp", cfg.MetricsAddr); err != nil {
-			return step(StepMetrics, fmt.Errorf("%s %s: %w", cfg.Names.Say("MetricsAddr"), cfg.MetricsAddr, err))
-		}
-		defer cfg.Metrics.Close()
+	if closeMetrics, err := cfg.listenMetrics(); err != nil {
+		return err
+	} else if closeMetrics != nil {
+		defer closeMetrics()
 	}
 	nc, js, err := cfg.Dial(ctx, *cfg.NATS)
 	if err != nil {

@@ -62,14 +62,26 @@ func Start(ctx context.Context, cfg Config) (*Service, error) {
 	return s, nil
 }
 
+// listenMetrics listens on MetricsAddr when Metrics is not given, first:
+// a port in use stops the run before it creates anything. release, nil when
+// nothing was opened, closes the listener.
+func (c *Config) listenMetrics() (release func(), err error) {
+	if c.Metrics != nil || c.MetricsAddr == "" {
+		return nil, nil
+	}
+	if c.Metrics, err = net.Listen("tcp", c.MetricsAddr); err != nil {
+		return nil, step(StepMetrics, fmt.Errorf("%s %s: %w", c.Names.Say("MetricsAddr"), c.MetricsAddr, err))
+	}
+	l := c.Metrics
+	return func() { l.Close() }, nil
+}
+
 func (s *Service) start(ctx context.Context) (err error) {
 	c := &s.cfg
-	if c.Metrics == nil && c.MetricsAddr != "" {
-		// Taken first: a port in use stops the run before it creates anything.
-		if c.Metrics, err = net.Listen("tcp", c.MetricsAddr); err != nil {
-			return step(StepMetrics, fmt.Errorf("%s %s: %w", c.Names.Say("MetricsAddr"), c.MetricsAddr, err))
-		}
-		s.closers = append(s.closers, func() { c.Metrics.Close() })
+	if closeMetrics, err := c.listenMetrics(); err != nil {
+		return err
+	} else if closeMetrics != nil {
+		s.closers = append(s.closers, closeMetrics)
 	}
 	if err := sqlhandler.Check(ctx, c.DB, c.SQL); err != nil {
 		return step(StepSQL, err)
