@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/changelog"
+	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -120,37 +121,30 @@ func runOwned(ctx context.Context, cfg Config) error {
 
 // openOwned opens the partition's changelog and its lease. A cluster
 // electing a leader, or just started, does not answer at once: waited
-// for, as the consumer's own calls are.
+// for, as the consumer's own calls are (jsretry).
 func openOwned(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream) (*changelog.Log, *changelog.Lease, error) {
 	ttl := LeaseTTL(cfg.Consumer.Plan.WithDefaults().AckWait())
-	retry := ackwait.Backoff{Base: 250 * time.Millisecond, Max: 5 * time.Second}
-	for n := 1; ; n++ {
-		log, err := changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: cfg.Consumer.Durable, Replicas: o.Replicas, Logger: cfg.Logger})
-		var lease *changelog.Lease
-		if err == nil {
-			if lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, cfg.Consumer.Durable, o.Name, ttl, o.Replicas); err == nil {
-				return log, lease, nil
-			}
+	var log *changelog.Log
+	var lease *changelog.Lease
+	err := jsretry.Do(ctx, cfg.Logger, "open the changelog and the lease of "+cfg.Consumer.Durable, func(ctx context.Context) error {
+		var err error
+		if log, err = changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: cfg.Consumer.Durable, Replicas: o.Replicas, Logger: cfg.Logger}); err != nil {
+			return err
 		}
-		if errors.Is(err, changelog.ErrInvalidConfig) || !retry.Wait(ctx, n) {
-			return nil, nil, cmp.Or(err, ctx.Err())
-		}
-		cfg.Logger.WarnContext(ctx, "the changelog or the lease bucket does not answer yet; retrying", "err", err)
+		lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, cfg.Consumer.Durable, o.Name, ttl, o.Replicas)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
 	}
+	return log, lease, nil
 }
 
 // acquire takes the lease, waiting out a cluster that does not answer (a
 // run that has just lost the partition to a cut may still be cut off);
 // held by another, it says so (ErrLeaseHeld).
 func acquire(ctx context.Context, cfg Config, lease *changelog.Lease) error {
-	retry := ackwait.Backoff{Base: 250 * time.Millisecond, Max: 5 * time.Second}
-	for n := 1; ; n++ {
-		err := lease.Acquire(ctx)
-		if err == nil || errors.Is(err, changelog.ErrLeaseHeld) || !retry.Wait(ctx, n) {
-			return err
-		}
-		cfg.Logger.WarnContext(ctx, "the lease bucket does not answer yet; retrying", "err", err)
-	}
+	return jsretry.Do(ctx, cfg.Logger, "take the lease of "+cfg.Consumer.Durable, lease.Acquire)
 }
 
 // runOwner runs the partition while the lease is held.
