@@ -131,9 +131,9 @@ type execer interface {
 // publish puts the transaction's changes in the log, with the ledger's new
 // position among them, before the caller commits; a transaction that
 // changed nothing publishes nothing. The session ends either way. done,
-// called with the COMMIT's error, moves the store's position on, or, if
-// the COMMIT failed after its changes went to the log, keeps the store
-// from writing: the log is then ahead of the file.
+// called with the COMMIT's error, keeps the store from writing if the
+// COMMIT failed after its changes went to the log: the log is then ahead
+// of the file.
 func (r *recording) publish(ctx context.Context, tx execer) (done func(error), err error) {
 	if r == nil {
 		return func(error) {}, nil
@@ -174,14 +174,18 @@ func (r *recording) publish(ctx context.Context, tx execer) (done func(error), e
 		c.fail(err)
 		return nil, fmt.Errorf("%w: %w", ErrNotChangelogOwner, err)
 	}
+	// The position moves on now, while this transaction holds the writer:
+	// its COMMIT hands the connection to the next transaction (an outbox
+	// worker's, a batch) before it returns here, and that one's entry must
+	// follow this one. The writer is the sequencer; a failed COMMIT keeps
+	// the store from writing anyway.
+	c.mu.Lock()
+	c.after = after + uint64(n)
+	c.mu.Unlock()
 	return func(commitErr error) {
 		if commitErr != nil {
 			c.fail(fmt.Errorf("a commit failed after its changes went to the changelog: %w", commitErr))
-			return
 		}
-		c.mu.Lock()
-		c.after = after + uint64(n)
-		c.mu.Unlock()
 	}, nil
 }
 
