@@ -44,4 +44,3 @@ func TestOwnedRunWithWebhookKeepsItsPartitions(t *testing.T) {
 		}
 	}
 }
-
