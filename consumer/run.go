@@ -13,7 +13,9 @@ import (
 
 // Run consumes until ctx ends, then finishes and commits the batch in hand,
 // sends its acks and returns nil. It returns an error when the ledger fails
-// (nothing of that batch is acked) or the consumer is deleted.
+// (nothing of that batch is acked) or the consumer is deleted. A dead letter
+// from the server's max-deliveries advisory that the ledger refuses is tried
+// again until it is recorded or Run returns, which names it as lost.
 //
 // Fetching is pipelined: the next batch is fetched while the current one is
 // applied, so the network round trip overlaps the commit. At most one
@@ -29,12 +31,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if c.serverMax > 0 {
 		// The server may give up on a message whose last delivery we never
 		// saw (a crash); its advisory is the only trace, so record it.
-		sub, err := c.js.Conn().Subscribe(fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", c.cfg.Stream, c.cfg.Durable),
-			func(m *nats.Msg) { c.onMaxDeliveries(ctx, m.Data) })
+		// Its recording ends, and is waited for, when Run returns.
+		stop, err := c.watchAdvisories(ctx)
 		if err != nil {
-			return fmt.Errorf("consumer: subscribe to max-deliveries advisories: %w", err)
+			return err
 		}
-		defer sub.Unsubscribe() //nolint:errcheck // the connection may be closing
+		defer stop()
 	}
 	fetchCtx, stopFetching := context.WithCancel(ctx)
 	defer stopFetching()
