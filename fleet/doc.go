@@ -11,5 +11,6 @@
 // At the hub, AddSite sets up what a site needs there (the bucket, and the
 // effects stream sourcing the site's effects through a durable consumer),
 // idempotently; List reads every site's record and says which need a
-// person, worst first.
+// person, worst first. A row is named by its key, never by the site its
+// record claims: a record naming another site is a mismatch.
 package fleet

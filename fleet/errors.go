@@ -10,6 +10,7 @@ var (
 	ErrEphemeralSource = errors.New("fleet: the effects stream sources the site without a durable consumer")
 	// ErrInvalidConfig: a ListConfig out of range.
 	ErrInvalidConfig = errors.New("fleet: invalid config")
-	// ErrInvalidSite: a Site without a valid domain or stream name.
+	// ErrInvalidSite: a Site without a valid domain or stream name, or a
+	// Reporter whose Site is no JetStream domain.
 	ErrInvalidSite = errors.New("fleet: invalid site")
 )

@@ -17,6 +17,10 @@ import (
 
 // The states of a site in List, worst first.
 const (
+	// StateMismatch: the record under a site's key names another site, or
+	// none, or the key is no site's domain: a misconfigured or forged
+	// reporter, whose record cannot be taken as the site's.
+	StateMismatch  = "mismatch"
 	StateOffline   = "offline"   // no record for longer than ListConfig.Stale
 	StateAttention = "attention" // review rows, dead letters, conflicts or a disk short of space
 	StateBehind    = "behind"    // lagging, or running another version
@@ -49,13 +53,22 @@ type ListConfig struct {
 
 // Status is a site as List sees it.
 type Status struct {
+	// Site is the key the record is stored under in Bucket: the site the
+	// key belongs to. Never the record's own Record.Site, which whoever
+	// wrote the key chose (in JSON, this "site" hides that one).
+	Site string `json:"site"`
 	Record
+	// RecordSite is the site the record says it is (its Record.Site; ""
+	// when it names none or is not JSON). One other than Site, or a Site
+	// that is no domain, is StateMismatch.
+	RecordSite string `json:"record_site"`
 	// Age is how long ago the hub stored the record, by the hub's clock.
 	Age   time.Duration `json:"age"`
 	State string        `json:"state"`
 	// Why says what makes the state, one reason each.
 	Why []string `json:"why,omitempty"`
-	// Attention says whether a person is needed (offline or attention).
+	// Attention says whether a person is needed (mismatch, offline or
+	// attention).
 	Attention bool `json:"attention"`
 }
 
@@ -82,12 +95,7 @@ func List(ctx context.Context, js jetstream.JetStream, cfg ListConfig) ([]Status
 		if err != nil {
 			return nil, fmt.Errorf("fleet: the record of %s: %w", k, err)
 		}
-		var r Record
-		if err := json.Unmarshal(e.Value(), &r); err != nil {
-			r = Record{Site: k, LedgerFree: -1, StoreFree: -1, Problems: []string{"its record is not JSON: " + err.Error()}}
-		}
-		r.Site = cmp.Or(r.Site, k)
-		out = append(out, judge(r, time.Since(e.Created()), cfg))
+		out = append(out, judge(k, e.Value(), time.Since(e.Created()), cfg))
 	}
 	slices.SortFunc(out, func(a, b Status) int {
 		return cmp.Or(cmp.Compare(rank(a.State), rank(b.State)), -cmp.Compare(len(a.Why), len(b.Why)), strings.Compare(a.Site, b.Site))
@@ -96,19 +104,30 @@ func List(ctx context.Context, js jetstream.JetStream, cfg ListConfig) ([]Status
 }
 
 func rank(state string) int {
-	return slices.Index([]string{StateOffline, StateAttention, StateBehind, StateOK}, state)
+	return slices.Index([]string{StateMismatch, StateOffline, StateAttention, StateBehind, StateOK}, state)
 }
 
-// judge is the state of r, stored age ago.
-func judge(r Record, age time.Duration, cfg ListConfig) Status {
+// judge is the state of the site key, whose record value the hub stored
+// age ago. The row is the key's: a record naming another site is judged
+// as it stands and flagged, so that it can neither pass for that site nor
+// take this one out of the list.
+func judge(key string, value []byte, age time.Duration, cfg ListConfig) Status {
 	stale, low, lag := cmp.Or(cfg.Stale, StaleDefault), cmp.Or(cfg.LowDisk, LowDiskDefault), cmp.Or(cfg.Lag, LagDefault)
-	s := Status{Record: r, Age: age, State: StateOK}
+	s := Status{Site: key, Age: age, State: StateOK}
 	need := func(state, why string, args ...any) {
 		s.Why = append(s.Why, fmt.Sprintf(why, args...))
 		if rank(state) < rank(s.State) {
 			s.State = state
 		}
 	}
+	if err := json.Unmarshal(value, &s.Record); err != nil {
+		s.Record = Record{LedgerFree: -1, StoreFree: -1}
+		need(StateAttention, "its record is not JSON: %s", err)
+	} else if why := claimWrong(key, s.Record.Site); why != "" {
+		need(StateMismatch, "%s", why)
+	}
+	r := s.Record
+	s.RecordSite = r.Site
 	if age > stale {
 		need(StateOffline, "no record for %s (its link: %s)", age.Round(time.Second), linkWord(r.Link))
 	}
@@ -138,8 +157,25 @@ func judge(r Record, age time.Duration, cfg ListConfig) Status {
 	if cfg.Version != "" && r.Version != cfg.Version && !strings.Contains(r.Version, " "+cfg.Version+" ") {
 		need(StateBehind, "runs %s, not %s", cmp.Or(r.Version, "an unknown version"), cfg.Version)
 	}
-	s.Attention = s.State == StateOffline || s.State == StateAttention
+	s.Attention = rank(s.State) <= rank(StateAttention)
 	return s
+}
+
+// claimWrong says why a record naming site cannot be the own record of
+// the site whose key it is under, "" when it can. Every release's
+// Reporter keys its record by its Site and names it in the record, so
+// any other record was put there by something else, or by a reporter
+// configured for another site.
+func claimWrong(key, site string) string {
+	switch {
+	case !validName.MatchString(key):
+		return fmt.Sprintf("the key %q is no site's JetStream domain: a misconfigured or forged reporter", key)
+	case site == "":
+		return fmt.Sprintf("the record under key %s names no site: a misconfigured or forged reporter", key)
+	case site != key:
+		return fmt.Sprintf("the record under key %s claims to be site %s: a misconfigured or forged reporter", key, site)
+	}
+	return ""
 }
 
 func linkWord(l Link) string {

@@ -3,6 +3,7 @@ package fleet
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -29,7 +30,9 @@ const reportPoll = time.Second
 // never in its way: Gather reads, the put waits at most a few seconds.
 // Run and Send are not for concurrent use.
 type Reporter struct {
-	// Site is the edge's JetStream domain, the record's key. Required.
+	// Site is the edge's JetStream domain: the record's key, and the site
+	// the record names, which List wants to be the same. Required:
+	// letters, digits, '-' and '_', as a domain is (ErrInvalidSite).
 	Site string
 	// HubDomain is the hub's JetStream domain. Required.
 	HubDomain string
@@ -50,7 +53,8 @@ type Reporter struct {
 	kv jetstream.KeyValue // the hub's bucket, once found
 }
 
-// Run reports until ctx ends.
+// Run reports until ctx ends, or until Send refuses Site
+// (ErrInvalidSite), which it logs.
 func (r *Reporter) Run(ctx context.Context) {
 	log, every := cmp.Or(r.Logger, slog.Default()), cmp.Or(r.Interval, ReportIntervalDefault)
 	t := time.NewTicker(reportPoll)
@@ -64,6 +68,9 @@ func (r *Reporter) Run(ctx context.Context) {
 			err := r.Send(ctx)
 			switch {
 			case ctx.Err() != nil:
+				return
+			case errors.Is(err, ErrInvalidSite):
+				log.ErrorContext(ctx, "the site's status cannot go to the hub", "bucket", Bucket, "site", r.Site, "err", err)
 				return
 			case err == nil:
 				sent, retry = time.Now(), time.Time{}
@@ -91,8 +98,13 @@ func (r *Reporter) Run(ctx context.Context) {
 }
 
 // Send gathers a record and puts it in the hub's bucket, waiting for the
-// hub's acknowledgement a few seconds at most.
+// hub's acknowledgement a few seconds at most. A Site that is no
+// JetStream domain is refused (ErrInvalidSite) before anything is gathered
+// or sent: List would list its record as a mismatch.
 func (r *Reporter) Send(ctx context.Context) error {
+	if !validName.MatchString(r.Site) {
+		return fmt.Errorf("%w: Site %q: want the edge's JetStream domain (letters, digits, '-' and '_'), the key its record goes under", ErrInvalidSite, r.Site)
+	}
 	rec := r.Gather(ctx)
 	rec.Site, rec.At = r.Site, time.Now()
 	rec.Link.LinkStatus = r.Link()

@@ -12,13 +12,13 @@ import (
 )
 
 const fleetHelp = `
-Every edge run reports its state to the hub's bucket ` + fleet.Bucket + ` through its
-leaf link (every 15 s while the link is up, and at once when it comes back).
-With --nats or --context to the hub, fleet lists every site, worst first:
-offline (no record for longer than --stale), attention (outbox rows in review,
-dead letters, conflicts, a disk short of space), behind (lagging, another
-version), ok. Exit 1 when any site needs a person (offline or attention).
-Set up a site at the hub with 'jetledger hub'.`
+Every edge run reports its state to the hub's bucket ` + fleet.Bucket + `, key its
+domain, every 15 s while its leaf link is up and at once when it comes back.
+With --nats or --context to the hub, fleet lists every site by its key, worst
+first: mismatch (the record names another site or none: a misconfigured or
+forged reporter), offline (no record for --stale), attention (review rows, dead
+letters, conflicts, low disk), behind (lagging, another version), ok. Exit 1 on
+mismatch, offline or attention. Set up a site at the hub with 'jetledger hub'.`
 
 const hubHelp = `
 What a site needs at the hub, with --nats or --context to the hub: the bucket
