@@ -14,6 +14,18 @@ var (
 	// entries: it is a copy of another instance of the log, or the entries
 	// it needs were trimmed behind a snapshot.
 	ErrNeedSnapshot = errors.New("changelog: the ledger needs a snapshot")
+	// ErrBehindSnapshot: a ledger holds less than the partition's stored
+	// snapshot; beginning or continuing a log from it, or storing it as
+	// the snapshot, would lose what the snapshot holds.
+	ErrBehindSnapshot = errors.New("changelog: the ledger holds less than the partition's snapshot")
+	// ErrWaiting: the host's ledger can neither follow the log, be
+	// restored from a snapshot, nor begin the log without losing what
+	// another copy holds; the error says why and what would end the wait
+	// (the owner's first snapshot, a fuller copy started, or a person).
+	ErrWaiting = errors.New("changelog: the partition's copy waits")
+	// ErrLogGone: the changelog stream is not there any more (deleted);
+	// Ensure begins a new instance of it.
+	ErrLogGone = errors.New("changelog: the changelog stream is gone")
 	// ErrLeaseHeld: another process owns the partition.
 	ErrLeaseHeld = errors.New("changelog: the partition has another owner")
 	// ErrLeaseLost: the lease was taken over or expired; the owner stops.

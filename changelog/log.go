@@ -3,6 +3,8 @@ package changelog
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -49,6 +51,15 @@ type Config struct {
 	Timeout time.Duration
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// Acked reads the stream sequence through which the partition's
+	// durable has acknowledged every message (its ack floor; 0 when it
+	// has none): a ledger that lacks some of them does not begin a log.
+	// Default nil: not checked.
+	Acked func(context.Context) (uint64, error)
+	// Waiting is told each time a host's copy waits, why (an error
+	// wrapping ErrWaiting), and nil once it goes on: for its health and
+	// metrics. Default nil.
+	Waiting func(error)
 }
 
 // Log is a partition's changelog: a stream of its own holding one subject,
@@ -73,9 +84,25 @@ var _ ledger.Changelog = (*Log)(nil)
 var nameSafe = strings.NewReplacer(".", "_", "*", "_", ">", "_", " ", "_")
 
 // Names returns the stream and the subject of a partition's changelog.
+// They end in a hash of the stream and the durable: joined by "_" alone,
+// stream ORDERS_EU with durable worker and ORDERS with EU_worker named
+// one log, and each partition applied the other's entries.
 func Names(stream, durable string) (name, subject string) {
-	token := nameSafe.Replace(stream + "_" + durable)
+	sum := sha256.Sum256([]byte(stream + "\x00" + durable))
+	token := nameSafe.Replace(stream+"_"+durable) + "_" + hex.EncodeToString(sum[:5])
 	return "JETLEDGER_CL_" + token, "_JETLEDGER.changelog." + token
+}
+
+// Metadata keys of a changelog stream and a snapshot: the partition they
+// belong to, checked by Ensure and Restore.
+const (
+	MetaStream  = "jetledger-stream"
+	MetaDurable = "jetledger-durable"
+)
+
+// belongs says whether meta names the partition stream/durable.
+func belongs(meta map[string]string, stream, durable string) bool {
+	return meta[MetaStream] == stream && meta[MetaDurable] == durable
 }
 
 // Ensure creates the partition's changelog stream if it is missing and
@@ -96,7 +123,8 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Log, erro
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		s, err = jsretry.CreateStream(ctx, js, jetstream.StreamConfig{Name: name, Subjects: []string{subject}, Replicas: cfg.Replicas,
 			Storage: jetstream.FileStorage, Discard: jetstream.DiscardOld, Duplicates: 2 * time.Minute,
-			Description: "jetledger: the changelog of " + cfg.Stream + "/" + cfg.Durable + "'s ledger"})
+			Description: "jetledger: the changelog of " + cfg.Stream + "/" + cfg.Durable + "'s ledger",
+			Metadata:    map[string]string{MetaStream: cfg.Stream, MetaDurable: cfg.Durable}})
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			s, err = js.Stream(ctx, name)
 		}
@@ -105,8 +133,15 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*Log, erro
 		return nil, fmt.Errorf("changelog: stream %s: %w", name, err)
 	}
 	info := s.CachedInfo()
-	return &Log{js: js, cfg: cfg, name: name, subject: subject, log: cfg.Logger,
-		instance: name + "@" + info.Created.UTC().Format(time.RFC3339Nano)}, nil
+	if !belongs(info.Config.Metadata, cfg.Stream, cfg.Durable) {
+		return nil, fmt.Errorf("%w: stream %s is not the changelog of %s/%s (its metadata names %q/%q): delete or rename that stream, which jetledger did not make",
+			ErrInvalidConfig, name, cfg.Stream, cfg.Durable, info.Config.Metadata[MetaStream], info.Config.Metadata[MetaDurable])
+	}
+	return &Log{js: js, cfg: cfg, name: name, subject: subject, log: cfg.Logger, instance: instanceOf(name, info)}, nil
+}
+
+func instanceOf(name string, info *jetstream.StreamInfo) string {
+	return name + "@" + info.Created.UTC().Format(time.RFC3339Nano)
 }
 
 // Instance names this instance of the log: its stream's name and
@@ -118,23 +153,40 @@ func (l *Log) MaxEntry() int { return l.cfg.MaxEntry }
 
 // Last returns the log's last entry's sequence (0: none yet).
 func (l *Log) Last(ctx context.Context) (uint64, error) {
-	s, err := l.js.Stream(ctx, l.name)
+	info, err := l.info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("changelog: %s: %w", l.name, err)
+		return 0, err
 	}
-	return s.CachedInfo().State.LastSeq, nil
+	return info.State.LastSeq, nil
 }
 
 // first is the log's first entry still held (0: none, all trimmed).
 func (l *Log) first(ctx context.Context) (uint64, error) {
-	s, err := l.js.Stream(ctx, l.name)
+	info, err := l.info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("changelog: %s: %w", l.name, err)
+		return 0, err
 	}
-	if st := s.CachedInfo().State; st.Msgs > 0 {
-		return st.FirstSeq, nil
+	if info.State.Msgs > 0 {
+		return info.State.FirstSeq, nil
 	}
 	return 0, nil
+}
+
+// info reads the log's stream; one deleted, or another of its name made
+// since (another instance), is ErrLogGone.
+func (l *Log) info(ctx context.Context) (*jetstream.StreamInfo, error) {
+	s, err := l.js.Stream(ctx, l.name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("%w: %s: %w", ErrLogGone, l.name, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("changelog: %s: %w", l.name, err)
+	}
+	info := s.CachedInfo()
+	if instanceOf(l.name, info) != l.instance {
+		return nil, fmt.Errorf("%w: %s was deleted and made again since this run opened it", ErrLogGone, l.name)
+	}
+	return info, nil
 }
 
 // Append implements ledger.Changelog: each part lands only right after
@@ -186,6 +238,9 @@ func (l *Log) CatchUp(ctx context.Context, st *ledger.Store) (applied, last uint
 		return 0, 0, err
 	}
 	applied = p.Seq
+	if p.Log != l.instance && last == 0 {
+		return 0, 0, nil // nothing to apply: the ledger may begin this log (TakeOver)
+	}
 	if p.Log != l.instance && (p.Log != "" || p.Seq != 0) {
 		return applied, last, fmt.Errorf("%w: the ledger is a copy of %q, not of %s", ErrNeedSnapshot, p.Log, l.instance)
 	}

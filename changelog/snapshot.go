@@ -2,12 +2,12 @@ package changelog
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,11 +17,43 @@ import (
 // object per partition, the ledger as of a changelog entry.
 const SnapshotBucket = "JETLEDGER_SNAPSHOTS"
 
-// Snapshot metadata keys.
+// Snapshot metadata keys: the log instance and entry the snapshot holds
+// last, and where that instance began (ledger.ChangelogOrigin).
 const (
-	metaLog = "jetledger-log"
-	metaSeq = "jetledger-seq"
+	metaLog     = "jetledger-log"
+	metaSeq     = "jetledger-seq"
+	metaFromLog = "jetledger-from-log"
+	metaFromSeq = "jetledger-from-seq"
 )
+
+// snapshotInfo is what a stored snapshot holds: its position.
+type snapshotInfo struct {
+	ledger.ChangelogPosition
+	found bool
+}
+
+// stored reads the partition's snapshot's position (found false: none).
+func (l *Log) stored(ctx context.Context) (snapshotInfo, error) {
+	obs, err := l.snapshots(ctx)
+	if err != nil {
+		return snapshotInfo{}, err
+	}
+	info, err := obs.GetInfo(ctx, l.name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return snapshotInfo{}, nil
+	}
+	if err != nil {
+		return snapshotInfo{}, fmt.Errorf("changelog: read the snapshot of %s: %w", l.name, err)
+	}
+	if !belongs(info.Metadata, l.cfg.Stream, l.cfg.Durable) {
+		return snapshotInfo{}, fmt.Errorf("%w: the snapshot %s in %s is not of %s/%s", ErrInvalidConfig, l.name, SnapshotBucket, l.cfg.Stream, l.cfg.Durable)
+	}
+	si := snapshotInfo{found: true}
+	si.Log, si.Origin.Log = info.Metadata[metaLog], info.Metadata[metaFromLog]
+	si.Seq, _ = strconv.ParseUint(info.Metadata[metaSeq], 10, 64)
+	si.Origin.Seq, _ = strconv.ParseUint(info.Metadata[metaFromSeq], 10, 64)
+	return si, nil
+}
 
 // Snapshot stores a consistent copy of st (ledger.Store.Backup) as the
 // partition's snapshot, and trims the log behind the snapshot before it:
@@ -45,13 +77,19 @@ func (l *Log) Snapshot(ctx context.Context, st *ledger.Store) (uint64, error) {
 	if pos.Log != l.instance {
 		return 0, fmt.Errorf("%w: the ledger is a copy of %q, not of %s", ErrNeedSnapshot, pos.Log, l.instance)
 	}
-	obs, err := l.snapshots(ctx)
+	have, err := l.stored(ctx)
 	if err != nil {
 		return 0, err
 	}
 	prev := uint64(0)
-	if info, err := obs.GetInfo(ctx, l.name); err == nil && info.Metadata[metaLog] == l.instance {
-		prev, _ = strconv.ParseUint(info.Metadata[metaSeq], 10, 64)
+	switch {
+	case have.found && have.Log == l.instance:
+		prev = have.Seq
+	case have.found && !holdsAtLeast(pos, have.ChangelogPosition):
+		// Never replace the one copy others start from with less: this
+		// log began from a file behind the snapshot of the instance before.
+		return 0, fmt.Errorf("%w: the stored snapshot holds entry %d of %s; this ledger's log began from %q entry %d: it would replace a fuller copy",
+			ErrBehindSnapshot, have.Seq, have.Log, pos.Origin.Log, pos.Origin.Seq)
 	}
 	switch {
 	case prev > pos.Seq:
@@ -62,13 +100,19 @@ func (l *Log) Snapshot(ctx context.Context, st *ledger.Store) (uint64, error) {
 	case prev == pos.Seq && prev > 0:
 		return pos.Seq, nil // nothing new since
 	}
+	obs, err := l.snapshots(ctx)
+	if err != nil {
+		return 0, err
+	}
 	f, err := os.Open(copyFile)
 	if err != nil {
 		return 0, fmt.Errorf("changelog: snapshot: %w", err)
 	}
 	defer f.Close()
 	meta := jetstream.ObjectMeta{Name: l.name, Description: "jetledger: the ledger of " + l.cfg.Stream + "/" + l.cfg.Durable,
-		Metadata: map[string]string{metaLog: l.instance, metaSeq: strconv.FormatUint(pos.Seq, 10)}}
+		Metadata: map[string]string{metaLog: l.instance, metaSeq: strconv.FormatUint(pos.Seq, 10),
+			metaFromLog: pos.Origin.Log, metaFromSeq: strconv.FormatUint(pos.Origin.Seq, 10),
+			MetaStream: l.cfg.Stream, MetaDurable: l.cfg.Durable}}
 	if _, err := obs.Put(ctx, meta, f); err != nil {
 		return 0, fmt.Errorf("changelog: store the snapshot of %s: %w", l.name, err)
 	}
@@ -86,25 +130,19 @@ func (l *Log) Snapshot(ctx context.Context, st *ledger.Store) (uint64, error) {
 	return pos.Seq, nil
 }
 
-// Restore puts the partition's latest snapshot of this log at file,
-// replacing what is there (and its -wal and -shm): for a standby that is
-// new or cannot catch up by entries (ErrNeedSnapshot). It says whether
-// there was a snapshot; without one there is nothing to restore yet.
-// file must not be open.
+// Restore puts the partition's latest snapshot at file, if there is one
+// (false: none yet). What is at file goes aside (file.replaced-TIME, with
+// its -wal), unless it is a copy of the snapshot's own log behind it,
+// which the snapshot holds whole: a lifecycle step never destroys a copy
+// before a fuller one is beside it. file must not be open.
 func (l *Log) Restore(ctx context.Context, file string) (bool, error) {
+	have, err := l.stored(ctx)
+	if err != nil || !have.found {
+		return false, err
+	}
 	obs, err := l.snapshots(ctx)
 	if err != nil {
 		return false, err
-	}
-	info, err := obs.GetInfo(ctx, l.name)
-	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("changelog: read the snapshot of %s: %w", l.name, err)
-	}
-	if info.Metadata[metaLog] != l.instance {
-		return false, nil // a snapshot of another instance of the log
 	}
 	tmp := filepath.Join(filepath.Dir(file), "."+filepath.Base(file)+".restore")
 	if err := obs.GetFile(ctx, l.name, tmp); err != nil {
@@ -114,15 +152,40 @@ func (l *Log) Restore(ctx context.Context, file string) (bool, error) {
 	if err := syncPath(tmp); err != nil {
 		return false, err
 	}
-	for _, suffix := range []string{"-wal", "-shm", "-journal"} {
-		if err := os.Remove(file + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return false, fmt.Errorf("changelog: restore: %w", err)
-		}
+	if err := l.setAside(ctx, file, have); err != nil {
+		return false, err
 	}
 	if err := os.Rename(tmp, file); err != nil {
 		return false, fmt.Errorf("changelog: restore: %w", err)
 	}
 	return true, syncPath(filepath.Dir(file))
+}
+
+// setAside moves file (and its -wal) out of the way of a restore, or
+// removes it when the snapshot have holds all of it.
+func (l *Log) setAside(ctx context.Context, file string, have snapshotInfo) error {
+	f, err := readFile(ctx, file)
+	if err != nil {
+		return err
+	}
+	aside := ""
+	if f.exists && !(f.pos.Log == have.Log && f.pos.Seq <= have.Seq) && !f.empty() {
+		aside = file + ".replaced-" + time.Now().UTC().Format("20060102T150405.000")
+		l.log.WarnContext(ctx, "changelog: the ledger file is set aside, not deleted, for the partition's snapshot", "log", l.name, "db", file, "aside", aside,
+			"file_log", f.pos.Log, "file_seq", f.pos.Seq, "snapshot_log", have.Log, "snapshot_seq", have.Seq)
+	}
+	for _, suffix := range []string{"", "-wal", "-shm", "-journal"} {
+		var err error
+		if aside != "" && suffix != "-shm" {
+			err = os.Rename(file+suffix, aside+suffix)
+		} else {
+			err = os.Remove(file + suffix)
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("changelog: restore: %w", err)
+		}
+	}
+	return nil
 }
 
 func (l *Log) snapshots(ctx context.Context) (jetstream.ObjectStore, error) {
@@ -142,18 +205,11 @@ func (l *Log) snapshots(ctx context.Context) (jetstream.ObjectStore, error) {
 
 // positionOf reads the changelog position of the ledger copy at file.
 func positionOf(ctx context.Context, file string) (ledger.ChangelogPosition, error) {
-	var p ledger.ChangelogPosition
-	db, err := sql.Open("sqlite", "file:"+file+"?mode=ro")
-	if err != nil {
-		return p, err
+	f, err := readFile(ctx, file)
+	if err == nil && !f.exists {
+		err = fmt.Errorf("changelog: %s: %w", file, os.ErrNotExist)
 	}
-	defer db.Close()
-	var seq int64
-	if err := db.QueryRowContext(ctx, `SELECT log, seq, owner FROM jetledger_changelog WHERE id = 1`).Scan(&p.Log, &seq, &p.Owner); err != nil {
-		return p, fmt.Errorf("changelog: read the snapshot's position: %w", err)
-	}
-	p.Seq = uint64(seq)
-	return p, nil
+	return f.pos, err
 }
 
 func syncPath(name string) error {

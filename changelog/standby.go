@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
@@ -17,74 +16,51 @@ import (
 const PollDefault = 250 * time.Millisecond
 
 // Standby keeps the ledger at file a current copy of the partition's
-// (restoring the snapshot when it is new or too far behind) until the
-// lease is free and this process takes it. It returns with the lease held
-// and the file closed, caught up as far as the log was when the lease was
-// taken; the owner's Start (TakeOver) applies what came after. lag, if
-// set, is told at each look (every PollDefault) how many of the log's
-// entries the copy lacks, before it applies them. A snapshot not made yet
-// is waited for.
+// until the lease is free and this process takes it. It returns with the
+// lease held and the file closed, caught up as far as the log was when
+// the lease was taken; the owner's Start (TakeOver) applies what came
+// after. Before it follows, the file takes the step of the lifecycle
+// (Prepare): restored from the snapshot (set aside, never deleted, unless
+// the snapshot holds it whole), or a wait that says why, with a growing
+// pause. lag, if set, is told at each look (every PollDefault) how many
+// of the log's entries the copy lacks, before it applies them.
 func Standby(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.Config, lag func(uint64)) error {
+	w := &waiter{l: l}
 	for {
-		st, err := openCopy(ctx, l, lease, file, cfg)
+		begin, err := l.Prepare(ctx, file)
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, ErrWaiting):
+			if !w.wait(ctx, err) {
+				return ctx.Err()
+			}
+			continue
+		case transient(ctx, err):
+			if !l.retry(ctx, err) {
+				return ctx.Err()
+			}
+			continue
+		case err != nil:
+			return err
+		}
+		w.clear()
+		cfg.Changelog = nil
+		st, err := ledger.Open(file, cfg)
 		if err != nil {
 			return err
 		}
-		err = follow(ctx, l, lease, st, lag)
+		err = follow(ctx, l, lease, st, lag, begin)
 		st.Close()
 		if !errors.Is(err, ErrNeedSnapshot) {
 			return err
 		}
-		l.log.InfoContext(ctx, "changelog: the standby's copy is too far behind its log: restoring the snapshot", "log", l.name, "db", file, "err", err)
-		if err := os.Remove(file); err != nil {
-			return fmt.Errorf("changelog: restore %s: %w", file, err)
+		// Decided again after a pause: a log trimmed between the look
+		// and the catch-up is normal, a loop of it is not.
+		if !w.wait(ctx, fmt.Errorf("%w: the copy cannot follow its log by entries: %w", ErrWaiting, err)) {
+			return ctx.Err()
 		}
 	}
-}
-
-// openCopy opens file, restoring the snapshot first when there is no
-// file. A copy starts from a snapshot only, which holds the owner's
-// tables and the rows its file held before it began the log: one begun
-// from the log alone would lack them. Until the owner has stored one it
-// waits, even with the lease free: an owner lost before its first
-// snapshot (which it stores before it consumes anything) leaves its
-// ledger on its own host only, and it is said so.
-func openCopy(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.Config) (*ledger.Store, error) {
-	if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
-		for said := ""; ; {
-			ok, err := l.Restore(ctx, file)
-			holder := ""
-			if err == nil && !ok {
-				holder, err = lease.Holder(ctx)
-			}
-			if transient(ctx, err) {
-				if !l.retry(ctx, err) {
-					return nil, ctx.Err()
-				}
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				break
-			}
-			switch { // each said once, until it changes
-			case holder != "" && said != holder:
-				l.log.InfoContext(ctx, "changelog: waiting for the owner's first snapshot", "log", l.name, "owner", holder)
-				said = holder
-			case holder == "" && said != "-":
-				l.log.ErrorContext(ctx, "changelog: the partition's owner is gone and stored no snapshot: its ledger is on its own host only, so this standby cannot take it over; start the owner again there (it stores its snapshot before it consumes), or, if that ledger held nothing to keep, delete the changelog stream and restart this standby to begin the log afresh",
-					"log", l.name)
-				said = "-"
-			}
-			if !ackwait.Sleep(ctx, PollDefault) {
-				return nil, ctx.Err()
-			}
-		}
-	}
-	cfg.Changelog = nil
-	return ledger.Open(file, cfg)
 }
 
 // retry says that the standby cannot reach its log or lease now (the
@@ -95,12 +71,18 @@ func (l *Log) retry(ctx context.Context, err error) bool {
 	return ackwait.Sleep(ctx, 4*PollDefault)
 }
 
-// follow applies the log to st until the lease is taken.
-func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag func(uint64)) error {
+// follow applies the log to st until the lease is taken. A copy that may
+// begin the log (begin: of an earlier instance, the log still empty)
+// applies nothing and returns ErrNeedSnapshot once the log has entries,
+// another host having begun it, for its step to be decided again.
+func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag func(uint64), begin bool) error {
 	said := ""
 	for {
 		from, perr := st.ChangelogPosition(ctx) // the file's: CatchUp reads the log's last
 		applied, last, err := l.CatchUp(ctx, st)
+		if begin && err == nil && last > 0 {
+			return fmt.Errorf("%w: the log was begun by another host", ErrNeedSnapshot)
+		}
 		if lag != nil && err == nil && perr == nil {
 			lag(last - min(last, from.Seq)) // what this look found to apply: a standby falling behind finds more each time
 		}
@@ -210,6 +192,6 @@ func (l *Log) hasSnapshot(ctx context.Context) bool {
 // cluster electing a leader answers "no responders" or times out), not
 // the ledger's or the log's shape.
 func transient(ctx context.Context, err error) bool {
-	return err != nil && ctx.Err() == nil && !errors.Is(err, ErrNeedSnapshot) && !errors.Is(err, ErrLeaseLost) &&
+	return err != nil && ctx.Err() == nil && !errors.Is(err, ErrNeedSnapshot) && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrLogGone) &&
 		!errors.Is(err, ledger.ErrChangesDoNotFit) && !errors.Is(err, ledger.ErrChangelogBehind) && !errors.Is(err, ledger.ErrInvalidConfig)
 }

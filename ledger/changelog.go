@@ -36,7 +36,24 @@ type ChangelogPosition struct {
 	Log   string // the changelog's instance; "" before any
 	Seq   uint64 // the log's entry this ledger's state includes last
 	Owner string // who took the partition over last
+	// Origin is where Log began, when it began from a file that was a
+	// copy of another instance: that instance and the entry the file
+	// held last. Zero when Log began from a file of no log, or unknown.
+	Origin ChangelogOrigin
 }
+
+// ChangelogOrigin is the position in an earlier instance of a
+// partition's changelog that a later instance began from.
+type ChangelogOrigin struct {
+	Log string
+	Seq uint64
+}
+
+// PositionQuery reads a ledger file's ChangelogPosition: log, seq, owner,
+// origin log and origin seq. For readers of a closed file (a snapshot);
+// the file must be at the schema version of this build.
+const PositionQuery = `SELECT c.log, c.seq, c.owner, coalesce(o.log, ''), coalesce(o.seq, 0)
+	FROM jetledger_changelog c LEFT JOIN jetledger_changelog_origin o ON o.id = 1 WHERE c.id = 1`
 
 // changelogState is a changelog store's side of its log: where its next
 // entry goes and whether it may write at all.
@@ -274,12 +291,12 @@ func (s *Store) writeExec(ctx context.Context, query string, args ...any) (sql.R
 // ChangelogPosition reads where the ledger stands in its changelog.
 func (s *Store) ChangelogPosition(ctx context.Context) (ChangelogPosition, error) {
 	var p ChangelogPosition
-	var seq int64
-	err := s.writer.QueryRowContext(ctx, `SELECT log, seq, owner FROM jetledger_changelog WHERE id = 1`).Scan(&p.Log, &seq, &p.Owner)
+	var seq, oseq int64
+	err := s.writer.QueryRowContext(ctx, PositionQuery).Scan(&p.Log, &seq, &p.Owner, &p.Origin.Log, &oseq)
 	if err != nil {
 		return p, fmt.Errorf("ledger: read the changelog position: %w", interpret(err))
 	}
-	p.Seq = uint64(seq)
+	p.Seq, p.Origin.Seq = uint64(seq), uint64(oseq)
 	return p, nil
 }
 
@@ -326,6 +343,14 @@ func (s *Store) TakeOver(ctx context.Context, log, owner string, applied, last u
 	if _, err := tx.ExecContext(ctx, `UPDATE jetledger_changelog SET log = ?, owner = ? WHERE id = 1`, log, owner+" "+s.cfg.Now().UTC().Format("2006-01-02T15:04:05.000Z")); err != nil {
 		c.fail(err)
 		return fmt.Errorf("ledger: take over: %w", interpret(err))
+	}
+	if pos.Log != log {
+		// The log begins from this file: where the file stood is what a
+		// copy of the earlier instance is measured against.
+		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO jetledger_changelog_origin (id, log, seq) VALUES (1, ?, ?)`, pos.Log, int64(pos.Seq)); err != nil {
+			c.fail(err)
+			return fmt.Errorf("ledger: take over: %w", interpret(err))
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("ledger: take over changelog %s after %d: %w", log, after, err)
@@ -384,7 +409,8 @@ func (s *Store) keptBy(ctx context.Context, leave bool) error {
 	switch {
 	case log == "":
 	case leave:
-		if _, err := s.writer.ExecContext(ctx, `UPDATE jetledger_changelog SET log = '', seq = 0, owner = '' WHERE id = 1`); err != nil {
+		if _, err := s.writer.ExecContext(ctx, `UPDATE jetledger_changelog SET log = '', seq = 0, owner = '' WHERE id = 1;
+			DELETE FROM jetledger_changelog_origin`); err != nil {
 			return fmt.Errorf("ledger: leave changelog %s: %w", log, interpret(err))
 		}
 		s.log.WarnContext(ctx, "the ledger leaves its changelog: it is this host's alone from now on, and the partition's standbys no longer follow it", "changelog", log, "db", s.path)

@@ -56,13 +56,7 @@ func runOwned(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return cfg.Say(err)
 	}
-	o := *cfg.Owner
-	if o.Name == "" {
-		host, _ := os.Hostname()
-		o.Name = fmt.Sprintf("%s:%d", host, os.Getpid())
-	}
-	o.Replicas = max(cmp.Or(o.Replicas, cfg.Stream.Limits.Replicas), 1)
-	o.SnapshotInterval = cmp.Or(o.SnapshotInterval, SnapshotIntervalDefault)
+	o := ownerDefaults(cfg)
 	if closeMetrics, err := cfg.listenMetrics(); err != nil {
 		return err
 	} else if closeMetrics != nil {
@@ -74,15 +68,16 @@ func runOwned(ctx context.Context, cfg Config) error {
 	}
 	defer nc.Close()
 	var lag func(uint64)
+	var waiting func(error)
 	if cfg.Metrics != nil {
 		m, err := serveOwned(cfg, nc)
 		if err != nil {
 			return step(StepMetrics, err)
 		}
 		defer m.close()
-		cfg.metricsTo, cfg.collectors, lag = m.mount, []prometheus.Collector{m.owner, m.lag}, m.setLag
+		cfg.metricsTo, cfg.collectors, lag, waiting = m.mount, []prometheus.Collector{m.owner, m.lag, m.waiting}, m.setLag, m.setWaiting
 	}
-	log, lease, err := openOwned(ctx, cfg, o, js)
+	log, lease, err := openOwned(ctx, cfg, o, js, waiting)
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -91,11 +86,19 @@ func runOwned(ctx context.Context, cfg Config) error {
 	}
 	for {
 		err := acquire(ctx, cfg, lease)
-		if errors.Is(err, changelog.ErrLeaseHeld) && o.Standby {
+		if err == nil {
+			err = prepareOwned(ctx, cfg, o, log, lease)
+		}
+		if (errors.Is(err, changelog.ErrLeaseHeld) || errors.Is(err, changelog.ErrWaiting)) && o.Standby {
 			err = changelog.Standby(ctx, log, lease, cfg.DB, cfg.Ledger, lag)
 		}
 		if ctx.Err() != nil {
 			return nil
+		}
+		if errors.Is(err, changelog.ErrLogGone) && o.Standby {
+			if log, err = reopenLog(ctx, cfg, o, js, waiting, err); err == nil {
+				continue
+			}
 		}
 		if err != nil {
 			return cfg.Say(step(StepLedger, err))
@@ -104,7 +107,7 @@ func runOwned(ctx context.Context, cfg Config) error {
 		if ctx.Err() != nil {
 			return err
 		}
-		if !errors.Is(err, changelog.ErrLeaseLost) && !errors.Is(err, ledger.ErrNotChangelogOwner) {
+		if !errors.Is(err, changelog.ErrLeaseLost) && !errors.Is(err, ledger.ErrNotChangelogOwner) && !errors.Is(err, changelog.ErrLogGone) {
 			return err
 		}
 		next := "stopping (with " + cfg.Names.Say("Owner.Standby") + " it would stand by instead)"
@@ -116,19 +119,84 @@ func runOwned(ctx context.Context, cfg Config) error {
 		if !o.Standby {
 			return err
 		}
+		// The log may be gone (deleted): the next look is at the one
+		// there now, begun again if need be, from the fullest copy.
+		if log, err = reopenLog(ctx, cfg, o, js, waiting, err); err != nil {
+			return cfg.Say(step(StepLedger, err))
+		}
 	}
+}
+
+// reopenLog opens the partition's changelog again after why: a log
+// deleted since is made anew (another instance), which the lifecycle
+// (changelog.Log.Prepare) lets only a copy holding all the old one's
+// snapshot and acknowledged messages begin.
+func reopenLog(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream, waiting func(error), why error) (*changelog.Log, error) {
+	if errors.Is(why, changelog.ErrLogGone) {
+		cfg.Logger.WarnContext(ctx, "the partition's changelog stream is gone (deleted): opening it again", "stream", cfg.Stream.Name, "durable", cfg.Consumer.Durable, "err", why)
+	}
+	log, _, err := openOwned(ctx, cfg, o, js, waiting)
+	return log, err
+}
+
+// prepareOwned brings the ledger file, with the lease just taken, to
+// where it may own the log (changelog.Log.Prepare): restored from the
+// snapshot if it is behind it. A file that may neither follow the log nor
+// begin it gives the lease up at once, for a host with a fuller copy, and
+// the error (ErrWaiting) says why.
+func prepareOwned(ctx context.Context, cfg Config, o Owner, log *changelog.Log, lease *changelog.Lease) error {
+	err := jsretry.Do(ctx, cfg.Logger, "prepare the ledger of "+cfg.Consumer.Durable, func(ctx context.Context) error {
+		_, err := log.Prepare(ctx, cfg.DB)
+		return err
+	})
+	if err != nil {
+		lease.Release()
+		if !o.Standby {
+			return fmt.Errorf("%w (the lease was given up)", err)
+		}
+		cfg.Logger.WarnContext(ctx, "the partition's lease was free, but this host's copy may not own it: standing by", "stream", cfg.Stream.Name, "durable", cfg.Consumer.Durable, "err", err)
+	}
+	return err
+}
+
+// ackFloor reads the stream sequence through which the partition's
+// durable has acknowledged every message (0: no durable yet).
+func ackFloor(js jetstream.JetStream, stream, durable string) func(context.Context) (uint64, error) {
+	return func(ctx context.Context) (uint64, error) {
+		c, err := js.Consumer(ctx, stream, durable)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+			return 0, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		return c.CachedInfo().AckFloor.Stream, nil
+	}
+}
+
+// ownerDefaults is cfg.Owner with its defaults.
+func ownerDefaults(cfg Config) Owner {
+	o := *cfg.Owner
+	if o.Name == "" {
+		host, _ := os.Hostname()
+		o.Name = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	o.Replicas = max(cmp.Or(o.Replicas, cfg.Stream.Limits.Replicas), 1)
+	o.SnapshotInterval = cmp.Or(o.SnapshotInterval, SnapshotIntervalDefault)
+	return o
 }
 
 // openOwned opens the partition's changelog and its lease. A cluster
 // electing a leader, or just started, does not answer at once: waited
 // for, as the consumer's own calls are (jsretry).
-func openOwned(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream) (*changelog.Log, *changelog.Lease, error) {
+func openOwned(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream, waiting func(error)) (*changelog.Log, *changelog.Lease, error) {
 	ttl := LeaseTTL(cfg.Consumer.Plan.WithDefaults().AckWait())
 	var log *changelog.Log
 	var lease *changelog.Lease
 	err := jsretry.Do(ctx, cfg.Logger, "open the changelog and the lease of "+cfg.Consumer.Durable, func(ctx context.Context) error {
 		var err error
-		if log, err = changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: cfg.Consumer.Durable, Replicas: o.Replicas, Logger: cfg.Logger}); err != nil {
+		if log, err = changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: cfg.Consumer.Durable, Replicas: o.Replicas, Logger: cfg.Logger,
+			Acked: ackFloor(js, cfg.Stream.Name, cfg.Consumer.Durable), Waiting: waiting}); err != nil {
 			return err
 		}
 		lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, cfg.Consumer.Durable, o.Name, ttl, o.Replicas)

@@ -19,6 +19,8 @@ type ownedMetrics struct {
 	handler atomic.Pointer[http.Handler]
 	owner   prometheus.Gauge
 	lag     prometheus.Gauge
+	waiting prometheus.Gauge
+	why     atomic.Pointer[error] // the copy's wait, nil while it goes on
 	stop    context.CancelFunc
 	served  <-chan struct{}
 }
@@ -30,10 +32,12 @@ func serveOwned(cfg Config, nc *nats.Conn) (*ownedMetrics, error) {
 			Help: "1 while this process owns the partition (holds its lease and writes its changelog), 0 while it stands by"}),
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{Name: "jetledger_changelog_standby_lag_entries",
 			Help: "changelog entries the standby's copy of the ledger has not applied yet, at its last look (0 while it owns the partition)"}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "jetledger_changelog_waiting",
+			Help: "1 while this host's copy of the partition can neither follow its log, be restored nor begin the log (the log says why: the owner's first snapshot, a fuller copy elsewhere, or a person)"}),
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m.owner, m.lag)
-	h, err := health.New(health.Config{Logger: cfg.Logger}, health.NATS(nc))
+	reg.MustRegister(m.owner, m.lag, m.waiting)
+	h, err := health.New(health.Config{Logger: cfg.Logger}, health.NATS(nc), health.Probe{Name: "changelog", Check: m.waitingCheck})
 	if err != nil {
 		return nil, err
 	}
@@ -56,6 +60,25 @@ func (m *ownedMetrics) mount(h http.Handler) {
 		m.lag.Set(0)
 	}
 	m.handler.Store(&h)
+}
+
+// setWaiting is changelog.Config.Waiting: the copy waits (why) or goes on (nil).
+func (m *ownedMetrics) setWaiting(why error) {
+	if why == nil {
+		m.waiting.Set(0)
+		m.why.Store(nil)
+		return
+	}
+	m.waiting.Set(1)
+	m.why.Store(&why)
+}
+
+// waitingCheck is the health probe "changelog": unhealthy while the copy waits.
+func (m *ownedMetrics) waitingCheck(context.Context) error {
+	if why := m.why.Load(); why != nil {
+		return *why
+	}
+	return nil
 }
 
 // setLag is changelog.Standby's lag report.

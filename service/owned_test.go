@@ -135,7 +135,7 @@ func TestOpenOwnedRefusesAnotherTiming(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	log, lease, err := openOwned(ctx, cfg, *cfg.Owner, js)
+	log, lease, err := openOwned(ctx, cfg, *cfg.Owner, js, nil)
 	if !errors.Is(err, changelog.ErrInvalidConfig) || log != nil || lease != nil || !strings.Contains(err.Error(), "1h0m0s") {
 		t.Fatalf("a lease bucket of TTL 1h: %v, %v, %v; want ErrInvalidConfig naming the TTL", log, lease, err)
 	}

@@ -1,0 +1,279 @@
+package changelog
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/ledger"
+)
+
+// A host's ledger file, before it follows or owns its partition, takes
+// one step, decided by the first rule of lifecycle that matches what the
+// file, the stored snapshot and the log hold. Restoring sets a file aside
+// unless the snapshot holds all of it (Restore), so no rule destroys a
+// copy; a ledger begins a log only when it holds at least the snapshot
+// and every message the durable acknowledged; anything else waits, saying
+// why, rather than guess.
+type step int
+
+const (
+	stepFollow  step = iota // apply the log's entries after the file's position
+	stepRestore             // replace the file with the partition's snapshot
+	stepBegin               // the file may begin the log (when its host holds the lease)
+	stepWait                // none of these is safe: wait, and say why
+)
+
+// situation is what a step is decided on.
+type situation struct {
+	file        fileState
+	snap        snapshotInfo
+	log         string // this log's instance
+	first, last uint64 // the log's first entry held (0: none) and its last
+	acked       uint64 // the durable's acknowledged floor (stream sequence); 0: none or unknown
+}
+
+// rule is one row of the lifecycle: when it matches, its step is taken;
+// a wait's why says what it waits for.
+type rule struct {
+	name  string
+	match func(s situation) bool
+	step  step
+	why   func(s situation) string
+}
+
+func (s situation) ours() bool          { return s.file.pos.Log == s.log }
+func (s situation) noLog() bool         { return s.file.pos.Log == "" }
+func (s situation) holds(n uint64) bool { return n == s.last || (s.first != 0 && s.first <= n+1) }
+func (s situation) snapOurs() bool      { return s.snap.found && s.snap.Log == s.log }
+
+var lifecycle = []rule{
+	{"a copy ahead of its log", func(s situation) bool { return s.ours() && s.file.pos.Seq > s.last }, stepWait,
+		func(s situation) string {
+			return fmt.Sprintf("the file holds entry %d of the log, which ends at %d: the log lost entries this file alone holds; keep this file, and have a person compare it with the owner's", s.file.pos.Seq, s.last)
+		}},
+	{"a copy its log brings up to date", func(s situation) bool { return s.ours() && s.holds(s.file.pos.Seq) }, stepFollow, nil},
+	{"a copy behind its log's first entry, the snapshot fuller", func(s situation) bool {
+		return s.ours() && s.snapOurs() && s.snap.Seq >= s.file.pos.Seq && s.holds(s.snap.Seq)
+	}, stepRestore, nil},
+	{"a copy behind entries nobody holds", func(s situation) bool { return s.ours() }, stepWait,
+		func(s situation) string {
+			return fmt.Sprintf("the file holds entry %d, the log holds entries from %d and the snapshot through %d: the entries between were purged or trimmed; the owner's next snapshot ends this wait", s.file.pos.Seq, s.first, s.snap.Seq)
+		}},
+	{"no ledger yet, a snapshot", func(s situation) bool { return s.file.fresh() && s.snap.found }, stepRestore, nil},
+	{"no ledger yet, no snapshot, nothing acknowledged, an empty log", func(s situation) bool {
+		return s.file.fresh() && s.last == 0 && s.acked == 0
+	}, stepBegin, nil},
+	{"no ledger yet, no snapshot", func(s situation) bool { return s.file.fresh() }, stepWait,
+		func(s situation) string {
+			return fmt.Sprintf("the partition has no snapshot, its log %d entries and its durable acknowledged through stream sequence %d: its ledger is on another host; start the run there (it stores the snapshot before it consumes)", s.last, s.acked)
+		}},
+	{"a file of no log, the partition's snapshot", func(s situation) bool { return s.noLog() && s.snap.found }, stepRestore, nil},
+	{"a file of no log joins its empty log", func(s situation) bool { return s.noLog() && s.last == 0 }, stepBegin, nil},
+	{"a file of no log, a log with entries and no snapshot", func(s situation) bool { return s.noLog() }, stepWait,
+		func(s situation) string {
+			return "the log has entries and no snapshot yet: its owner stores one before it consumes; start the owner again if it is gone"
+		}},
+	{"a copy of an earlier log, the new one begun from as much", func(s situation) bool {
+		return s.snapOurs() && s.snap.Origin.Log == s.file.pos.Log && s.snap.Origin.Seq >= s.file.pos.Seq
+	}, stepRestore, nil},
+	{"a copy of an earlier log, the new one begun from less", func(s situation) bool {
+		return s.snapOurs() && s.snap.Origin.Log == s.file.pos.Log
+	}, stepWait, func(s situation) string {
+		return fmt.Sprintf("the file holds entry %d of %s, but the partition's log began again from entry %d of it: entries this file alone holds are in no log; keep this file, and have a person settle the partition", s.file.pos.Seq, s.file.pos.Log, s.snap.Origin.Seq)
+	}},
+	{"a copy of a log older still", func(s situation) bool { return s.snapOurs() }, stepRestore, nil},
+	{"a copy of an earlier log behind its snapshot", func(s situation) bool {
+		return s.snap.found && s.snap.Log == s.file.pos.Log && s.snap.Seq > s.file.pos.Seq && s.last == 0
+	}, stepRestore, nil},
+	{"a copy of an earlier log, at least its snapshot, an empty log", func(s situation) bool {
+		return (!s.snap.found || s.snap.Log == s.file.pos.Log) && s.last == 0
+	}, stepBegin, nil},
+	{"a copy of an earlier log, the new log not snapshotted yet", func(s situation) bool { return true }, stepWait,
+		func(s situation) string {
+			return fmt.Sprintf("the file is a copy of %s; the partition's log %s has %d entries and no snapshot of its own yet: its owner stores one before it consumes", s.file.pos.Log, s.log, s.last)
+		}},
+}
+
+// decide is the first rule of lifecycle that matches s. A ledger that
+// would begin the log must hold every message the durable acknowledged:
+// a copy that lacks some, while a fuller one may be on another host,
+// waits for that one.
+func decide(s situation) (rule, error) {
+	for _, r := range lifecycle {
+		if !r.match(s) {
+			continue
+		}
+		if r.step == stepBegin && s.acked > s.file.seen {
+			return rule{name: r.name + ", lacking acknowledged messages", step: stepWait}, fmt.Errorf("%w: this file holds messages through stream sequence %d, the durable acknowledged through %d: a fuller copy of the partition is on another host; start the run there, or, if none is left, a person restores what was lost", ErrWaiting, s.file.seen, s.acked)
+		}
+		if r.step == stepWait {
+			return r, fmt.Errorf("%w (%s): %s", ErrWaiting, r.name, r.why(s))
+		}
+		return r, nil
+	}
+	panic("changelog: the lifecycle's last rule matches everything")
+}
+
+// fileState is what a ledger file holds, read before it is opened.
+type fileState struct {
+	exists bool
+	pos    ledger.ChangelogPosition
+	rows   int64  // processed messages, outbox rows and dead letters
+	seen   uint64 // the highest stream sequence it has seen
+}
+
+// fresh: no file, or one of no log with nothing in it.
+func (f fileState) fresh() bool { return !f.exists || f.empty() }
+
+func (f fileState) empty() bool { return f.pos.Log == "" && f.pos.Seq == 0 && f.rows == 0 }
+
+// readFile reads file's state without opening it as a store (it is not
+// open; a store would migrate it). A file of an earlier schema reads as
+// far as it goes.
+func readFile(ctx context.Context, file string) (fileState, error) {
+	if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
+		return fileState{}, nil
+	}
+	db, err := sql.Open("sqlite", "file:"+file+"?mode=ro&_pragma=busy_timeout(5000)")
+	if err != nil {
+		return fileState{}, err
+	}
+	defer db.Close()
+	f := fileState{exists: true}
+	var seq, oseq int64
+	err = db.QueryRowContext(ctx, ledger.PositionQuery).Scan(&f.pos.Log, &seq, &f.pos.Owner, &f.pos.Origin.Log, &oseq)
+	if err != nil && !missingTable(err) {
+		return f, fmt.Errorf("changelog: read %s: %w", file, err)
+	}
+	if err != nil { // before 0012: no origin
+		err = db.QueryRowContext(ctx, `SELECT log, seq, owner FROM jetledger_changelog WHERE id = 1`).Scan(&f.pos.Log, &seq, &f.pos.Owner)
+	}
+	if err != nil && !missingTable(err) {
+		return f, fmt.Errorf("changelog: read %s: %w", file, err)
+	}
+	f.pos.Seq, f.pos.Origin.Seq = uint64(seq), uint64(oseq)
+	var seen sql.NullInt64
+	err = db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM processed_messages) + (SELECT count(*) FROM outbox) + (SELECT count(*) FROM dead_letters),
+		(SELECT max(max(stream_seq), max(last_seq)) FROM processed_messages)`).Scan(&f.rows, &seen)
+	if err != nil && !missingTable(err) {
+		return f, fmt.Errorf("changelog: read %s: %w", file, err)
+	}
+	f.seen = uint64(max(seen.Int64, 0))
+	return f, nil
+}
+
+// missingTable: a file made before the table was.
+func missingTable(err error) bool {
+	var e interface{ Code() int }
+	return errors.As(err, &e) && e.Code() == 1 // SQLITE_ERROR: no such table/column
+}
+
+// situation reads what the step at file is decided on.
+func (l *Log) situation(ctx context.Context, file string) (situation, error) {
+	s := situation{log: l.instance}
+	var err error
+	if s.file, err = readFile(ctx, file); err != nil {
+		return s, err
+	}
+	if s.snap, err = l.stored(ctx); err != nil {
+		return s, err
+	}
+	if s.last, err = l.Last(ctx); err != nil {
+		return s, err
+	}
+	if s.first, err = l.first(ctx); err != nil {
+		return s, err
+	}
+	if l.cfg.Acked != nil {
+		if s.acked, err = l.cfg.Acked(ctx); err != nil {
+			return s, err
+		}
+	}
+	return s, nil
+}
+
+// Prepare brings the ledger file, not open, to where it can follow or
+// own the log: it restores the partition's snapshot when the lifecycle
+// says so (the file set aside unless the snapshot holds it whole), and
+// says whether the file may begin the log. An error wrapping ErrWaiting
+// says why nothing safe can be done now; the server's errors are
+// returned as they are, to be tried again.
+func (l *Log) Prepare(ctx context.Context, file string) (begin bool, err error) {
+	for restored := false; ; restored = true {
+		s, err := l.situation(ctx, file)
+		if err != nil {
+			return false, err
+		}
+		r, err := decide(s)
+		if err != nil || r.step != stepRestore {
+			return r.step == stepBegin, err
+		}
+		if restored {
+			return false, fmt.Errorf("%w (%s): the restored snapshot still does not fit (entry %d of %s)", ErrWaiting, r.name, s.snap.Seq, s.snap.Log)
+		}
+		l.log.InfoContext(ctx, "changelog: restoring the partition's snapshot", "log", l.name, "db", file, "rule", r.name,
+			"file_log", s.file.pos.Log, "file_seq", s.file.pos.Seq, "snapshot_log", s.snap.Log, "snapshot_seq", s.snap.Seq)
+		if _, err := l.Restore(ctx, file); err != nil {
+			return false, err
+		}
+	}
+}
+
+// waiter says a wait once per reason, at warn, then at error once it has
+// lasted errorAfter, and spaces the looks with a growing pause.
+type waiter struct {
+	l       *Log
+	reason  string
+	since   time.Time
+	errored bool
+	tries   int
+}
+
+const waitErrorAfter = 30 * time.Second
+
+// wait says err (a wait's reason) as it needs saying and pauses; false
+// once ctx has ended.
+func (w *waiter) wait(ctx context.Context, err error) bool {
+	if msg := err.Error(); msg != w.reason {
+		w.reason, w.since, w.errored, w.tries = msg, time.Now(), false, 0
+		w.l.log.WarnContext(ctx, "changelog: the partition's copy cannot go on yet", "log", w.l.name, "err", err)
+	} else if !w.errored && time.Since(w.since) > waitErrorAfter {
+		w.errored = true
+		w.l.log.ErrorContext(ctx, "changelog: the partition's copy still cannot go on", "log", w.l.name, "waited", time.Since(w.since).Round(time.Second), "err", err)
+	}
+	if w.l.cfg.Waiting != nil {
+		w.l.cfg.Waiting(err)
+	}
+	w.tries++
+	return ackwait.Sleep(ctx, min(PollDefault<<min(w.tries, 6), 10*time.Second))
+}
+
+// clear says the wait is over.
+func (w *waiter) clear() {
+	if w.reason != "" && w.l.cfg.Waiting != nil {
+		w.l.cfg.Waiting(nil)
+	}
+	w.reason, w.tries = "", 0
+}
+
+// Release gives the lease up now, if this owner still holds it: a host
+// that took it and then found its copy may not begin or continue the log.
+func (l *Lease) Release() { l.release() }
+
+// holdsAtLeast says whether a ledger at pos holds all a snapshot at have
+// holds: a later entry of the same log, or a log begun from a file that
+// held at least as much of have's.
+func holdsAtLeast(pos, have ledger.ChangelogPosition) bool {
+	switch {
+	case pos.Log == have.Log:
+		return pos.Seq >= have.Seq
+	case pos.Origin.Log == have.Log:
+		return pos.Origin.Seq >= have.Seq
+	}
+	return false
+}
