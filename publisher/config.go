@@ -41,9 +41,9 @@ type Config struct {
 	Window int
 	// Logger receives retry warnings. Default slog.Default().
 	Logger *slog.Logger
-	// OnAck, if set, is called by PublishBatch with each ack as it is
-	// confirmed, in order: a caller that dies mid-batch still knows which
-	// messages the stream has.
+	// OnAck, if set, is called by PublishBatch and PublishSeq with each
+	// ack as it is confirmed, in order: a caller that dies mid-batch still
+	// knows which messages the stream has.
 	OnAck func(Ack)
 	// Explicit says the caller sets Attempts and Timeout itself, as a
 	// command line whose flags have defaults does: a zero is refused, not

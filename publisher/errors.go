@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jetledger/jetledger/internal/say"
+	"github.com/nats-io/nats.go"
 )
 
 var (
@@ -44,6 +45,62 @@ type LineError struct {
 
 func (e *LineError) Error() string { return fmt.Sprintf("publisher: line %d: %v", e.Line, e.Err) }
 func (e *LineError) Unwrap() error { return e.Err }
+
+// PublishError is the message PublishSeq stopped at. The Published
+// messages before it are stored and nothing after it was sent, so that,
+// unless MaybeStored, publishing again from it stores each message once.
+type PublishError struct {
+	Published int    // messages acked before it
+	Line      int    // its Message.Line; 0: not read from lines
+	ID        string // its Nats-Msg-Id
+	Size      int    // its Data, in bytes
+	// MaybeStored: the publish may have reached the stream (a timeout, a
+	// lost connection, a cancel while its ack was awaited). False: the
+	// client or the server refused it, and the stream does not have it.
+	MaybeStored bool
+	Err         error
+}
+
+func (e *PublishError) Error() string {
+	return fmt.Sprintf("publisher: %s (id %s): %v", e.place(), e.ID, e.Err)
+}
+
+func (e *PublishError) Unwrap() error { return e.Err }
+
+// place is its line, or its place among the messages when it has none.
+func (e *PublishError) place() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("line %d", e.Line)
+	}
+	return fmt.Sprintf("message %d", e.Published+1)
+}
+
+// Say is the failure in names' words ("Lines": what the lines were read
+// from): what is stored, and where to publish again from.
+func (e *PublishError) Say(names map[string]string) string {
+	what := e.place()
+	if e.Line > 0 {
+		what = say.Name(names, "Lines") + " " + what
+	}
+	done := fmt.Sprintf("published %d messages", e.Published)
+	if e.Published > 0 {
+		done += ", those before it,"
+	}
+	done += " and sent none after it"
+	if e.MaybeStored {
+		return fmt.Sprintf("%s (id %s) may or may not be stored: %v; %s; look for id %s in the stream, then publish again from %s, or from the one after it if it is there",
+			what, e.ID, e.Err, done, e.ID, e.place())
+	}
+	detail, fix := "", "fix it"
+	switch {
+	case errors.Is(e.Err, nats.ErrMaxPayload):
+		detail = fmt.Sprintf(" (%d bytes of data, plus headers)", e.Size)
+		fix = fmt.Sprintf("shorten %s or raise the server's max_payload", e.place())
+	case errors.Is(e.Err, ErrWrongStream):
+		fix = "send it to a server where the expected stream captures its subject"
+	}
+	return fmt.Sprintf("%s was not published: %v%s; %s; %s, then publish again from %s", what, e.Err, detail, done, fix, e.place())
+}
 
 // IDError is an id FieldID or CheckID refused.
 type IDError struct {

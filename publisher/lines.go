@@ -74,7 +74,7 @@ func ScanLines(r io.Reader, cfg Lines) iter.Seq2[Message, error] {
 			if len(b) == 0 {
 				continue
 			}
-			m, err := Message{Subject: cfg.Subject, Data: b}, error(nil)
+			m, err := Message{Subject: cfg.Subject, Data: b, Line: line}, error(nil)
 			if !cfg.Raw && !json.Valid(b) {
 				err = &LineError{Line: line, Err: ErrNotJSON}
 			} else if cfg.IDField != "" {

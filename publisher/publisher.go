@@ -30,6 +30,9 @@ type Message struct {
 	// it, whichever stream captures the subject on the server reached
 	// stores it.
 	ExpectStream string
+	// Line is the input line it was read from (ScanLines), from 1, so that
+	// a failure names it; it is not sent. Default 0: not read from lines.
+	Line int
 }
 
 // Ack is the stream's answer to a publish.
@@ -126,6 +129,16 @@ func (p *Publisher) natsMsg(m Message) (*nats.Msg, string, error) {
 func retryable(err error) bool {
 	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}
+
+// refusal reports errors after which the message is known not to be
+// stored: the client would not send it, or the stream answered with an
+// error. After any other (a timeout, a lost connection, a cancel while
+// the ack was awaited) it may be.
+func refusal(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) || errors.Is(err, nats.ErrMaxPayload) ||
+		errors.Is(err, nats.ErrBadSubject) || errors.Is(err, ErrNoSubject)
 }
 
 // Publish publishes m and waits for the stream's ack, retrying timeouts and
@@ -234,7 +247,10 @@ func awaitAck(ctx context.Context, f jetstream.PubAckFuture, late <-chan time.Ti
 // PublishBatch publishes msgs asynchronously, Config.Window at a time, and
 // returns their acks in order. A message whose asynchronous publish fails is
 // retried synchronously with the same id. On error the acks of the messages
-// before the failing one are returned with it.
+// before the failing one are returned with it; the messages after it in its
+// window were sent already and may be stored too, without an ack returned.
+// PublishSeq sends one message at a time, for callers that must know
+// exactly what is stored after a failure.
 func (p *Publisher) PublishBatch(ctx context.Context, msgs []Message) ([]Ack, error) {
 	acks := make([]Ack, 0, len(msgs))
 	for start := 0; start < len(msgs); start += p.cfg.Window {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
@@ -16,9 +17,11 @@ Publish JSON messages with a stable Nats-Msg-Id header, so that a retried
 publish is dropped by the stream's duplicate window and a redelivery is a
 no-op at the consumer. With --data one message is published; otherwise each
 non-empty line of standard input is one JSON message, published as it comes
-(tail -f events.jsonl | jetledger publish ... works); a line that is not JSON
-stops it, exit 2, after those before it. --all-or-nothing checks all input
-before anything is published.
+(tail -f events.jsonl | jetledger publish ... works), each once the stream
+has stored the one before it: a line that is not JSON (exit 2) or that the
+server refuses (exit 1; over its max_payload, say) stops it with the lines
+before it stored and none after it, and names the line to publish again
+from. --all-or-nothing checks all input before anything is published.
 
 Ids: --id for the --data message, --id-field to take each line's id from a
 top-level JSON field (a webhook provider's event id, say), otherwise a new
@@ -45,7 +48,8 @@ type publishCmd struct {
 	Raw      bool          `name:"raw" help:"publish lines as they are, without checking that they are JSON"`
 	Whole    bool          `name:"all-or-nothing" help:"read and check all of standard input before publishing any of it (default: each line is published as it comes, tail -f too, and a bad line stops it after those before it)"`
 	jsonFlag
-	Log logFlags `embed:"" group:"log"`
+	Log   logFlags  `embed:"" group:"log"`
+	stdin io.Reader // the lines; nil: os.Stdin (a test gives its own)
 }
 
 func (publishCmd) Help() string { return publishHelp }
@@ -55,7 +59,10 @@ var publishNames = map[string]string{"Subject": "--subject", "Data": "--data", "
 	"Raw": "--raw", "Lines": "standard input", "Attempts": "--attempts", "Timeout": "--timeout"}
 
 func (c *publishCmd) Run(inv *invocation) error {
-	in := publisher.Input{Subject: c.Subject, Data: []byte(c.Data), ID: c.ID, IDField: c.IDField, Raw: c.Raw, Lines: os.Stdin,
+	if c.stdin == nil {
+		c.stdin = os.Stdin
+	}
+	in := publisher.Input{Subject: c.Subject, Data: []byte(c.Data), ID: c.ID, IDField: c.IDField, Raw: c.Raw, Lines: c.stdin,
 		ExpectStream: c.Stream, Names: publishNames}
 	cfg := publisher.Config{Attempts: c.Attempts, Timeout: c.Timeout, Explicit: true, Names: publishNames}
 	if err := cmp.Or(in.Check(), cfg.Validate()); err != nil {
@@ -92,8 +99,13 @@ func (c *publishCmd) Run(inv *invocation) error {
 	if name, err := p.CheckStream(inv.ctx, js, c.Subject, c.Stream); errors.Is(err, publisher.ErrDuplicateWindowTooShort) {
 		log.WarnContext(inv.ctx, "retries may outlive the stream's duplicate window", "stream", name, "err", err)
 	}
-	n, err := p.PublishSeq(inv.ctx, msgs)
+	n, err := p.PublishSeq(inv.ctx, msgs) // one at a time: nothing after a failed line is stored
+	var failed *publisher.PublishError
 	switch {
+	case errors.As(err, &failed) && failed.Line > 0 && errors.Is(err, publisher.ErrWrongStream):
+		return reworded{err, failed.Say(publishNames) + "; check --nats (or the NATS context) and --stream"}
+	case errors.As(err, &failed) && failed.Line > 0:
+		return reworded{err, failed.Say(publishNames)}
 	case errors.Is(err, publisher.ErrWrongStream):
 		return fmt.Errorf("published %d messages: %w; check --nats (or the NATS context) and --stream", n, err)
 	case errors.As(err, new(*publisher.ConfigError)), errors.As(err, new(*publisher.ReadError)):
