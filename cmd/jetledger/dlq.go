@@ -152,6 +152,9 @@ var requeueNames = map[string]string{"Wait": "--wait", "JetStream": "--nats (or 
 // (requeue.Error.Say), publishing by hand said with 'jetledger publish'; a
 // copy not sourced in time is said by requeue itself, with --wait.
 func requeueAdvice(err error, d ledger.DeadLetter) error {
+	if errors.Is(err, requeue.ErrNotDiscarded) {
+		return reworded{err, fmt.Sprintf("%v: run 'jetledger dlq discard %d'", err, d.ID)}
+	}
 	var re *requeue.Error
 	if !errors.As(err, &re) {
 		return err

@@ -13,6 +13,10 @@ var (
 	// ErrInvalidConfig: a Config with a negative Wait (*ConfigError), or
 	// Requeue called without a Ledger or a JetStream.
 	ErrInvalidConfig = errors.New("requeue: invalid config")
+	// ErrNotDiscarded: the copy was published, but removing the dead
+	// letter failed; the error says where the copy is. Discard the dead
+	// letter; requeuing it again would publish a second copy.
+	ErrNotDiscarded = errors.New("requeue: requeued, but the dead letter was not removed")
 	// ErrNoMsgID: the dead letter has no Nats-Msg-Id, so a copy could not
 	// be deduplicated; it is kept.
 	ErrNoMsgID = errors.New("requeue: the dead letter has no Nats-Msg-Id")

@@ -21,6 +21,9 @@ const WaitDefault = 30 * time.Second
 // Ledger is what Requeue needs of the ledger that keeps the dead letters:
 // to delete one once its copy is proven.
 type Ledger interface {
+	// CheckMayWrite returns the refusal a write would meet (an owned
+	// partition's copy: ledger.ErrChangelogCopy), writing nothing.
+	CheckMayWrite(ctx context.Context) error
 	DiscardDeadLetter(ctx context.Context, id int64) error
 }
 
@@ -93,13 +96,20 @@ func Requeue(ctx context.Context, js jetstream.JetStream, l Ledger, d ledger.Dea
 	if err != nil {
 		return Result{}, fmt.Errorf("requeue: %w", err)
 	}
+	// The dead letter is removed once the copy is in: a ledger that would
+	// refuse that (an owned partition's copy) is refused first, or its
+	// copy would be applied and the dead letter kept, and requeued again.
+	if err := l.CheckMayWrite(ctx); err != nil {
+		return Result{}, fmt.Errorf("requeue: dead letter %d is kept and nothing was published: %w", d.ID, err)
+	}
 	r := &requeuer{js: js, wait: cfg.Wait, pub: p, names: cfg.Names}
 	res, err := r.republish(ctx, d)
 	if err != nil {
 		return res, err
 	}
 	if err := l.DiscardDeadLetter(ctx, d.ID); err != nil {
-		return res, fmt.Errorf("requeued into %s seq %d, but removing the dead letter failed: %w", d.Stream, res.Seq, err)
+		return res, fmt.Errorf("%w: its copy is in %s seq %d with its original id and will be applied once; discard dead letter %d (another requeue would publish a second copy): %w",
+			ErrNotDiscarded, d.Stream, res.Seq, d.ID, err)
 	}
 	return res, nil
 }

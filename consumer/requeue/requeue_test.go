@@ -18,6 +18,8 @@ type discards struct{ n int }
 
 func (l *discards) DiscardDeadLetter(context.Context, int64) error { l.n++; return nil }
 
+func (l *discards) CheckMayWrite(context.Context) error { return nil }
+
 // Requeue refuses, before any I/O, a config out of range and a dead
 // letter without a Nats-Msg-Id.
 func TestRequeueRefusesBeforeIO(t *testing.T) {
