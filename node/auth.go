@@ -7,11 +7,13 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jetledger/jetledger/internal/say"
 	"github.com/nats-io/nats-server/v2/server"
@@ -21,7 +23,11 @@ import (
 // subjects and receive their acks, and nothing else. No stream or consumer
 // API but the two a publisher reads (the stream's info and the name
 // lookup by subject); no subscription but to its acks, under
-// PublisherInboxPrefix.
+// PublisherInboxPrefix. Publishers are in an account of their own
+// (PublisherAccount), which reaches the run's only through those
+// subjects: a reply subject a publisher names is one of its own account,
+// so that neither an ack nor the API's answer can be delivered into one
+// of the run's streams.
 type PublishRole struct {
 	// Tokens are the publishers' credentials: a client giving one of them
 	// (nats.Token) has this role. Several, so that one can be replaced
@@ -55,6 +61,17 @@ type TLSConfig struct {
 // out of its reach.
 const PublisherInboxPrefix = "_INBOX.publishers"
 
+// PublisherAccount is the account of the publishers' clients. It has no
+// JetStream of its own and imports, as services of the run's account, the
+// stream's subjects and the two API subjects a publisher may use. A
+// service import sends a request on with a reply subject of the server's
+// (_R_...), which it maps back into the importer's account: whatever
+// reply a publisher names, the stream's ack and the API's answer are
+// delivered in this account, where no stream is. Publishers in the run's
+// account had theirs stored in any stream whose subject they named as the
+// reply (nats-server checks no permission on a reply subject).
+const PublisherAccount = "JETLEDGER_PUBLISHERS"
+
 // Roles, as the server reports a client's user name (Connz).
 const (
 	roleInternal  = "jetledger-internal"
@@ -71,6 +88,9 @@ type authenticator struct {
 	admin      string
 	publishers []string
 	publish    *server.Permissions
+	// pubAcc is PublisherAccount, set by isolate once the server runs:
+	// until then a publisher is not let in.
+	pubAcc atomic.Pointer[server.Account]
 }
 
 // newAuthenticator is cfg's, or nil when cfg asks for no token: no client
@@ -103,15 +123,45 @@ func (a *authenticator) Check(c server.ClientAuthentication) bool {
 	}
 	for _, p := range a.publishers {
 		if equal(tok, p) {
-			return a.register(c, rolePublisher, a.publish)
+			acc := a.pubAcc.Load()
+			return acc != nil && a.registerIn(c, acc, rolePublisher, a.publish)
 		}
 	}
 	return false
 }
 
 func (a *authenticator) register(c server.ClientAuthentication, role string, p *server.Permissions) bool {
-	c.RegisterUser(&server.User{Username: role, Account: a.srv.GlobalAccount(), Permissions: p})
+	return a.registerIn(c, a.srv.GlobalAccount(), role, p)
+}
+
+func (a *authenticator) registerIn(c server.ClientAuthentication, acc *server.Account, role string, p *server.Permissions) bool {
+	c.RegisterUser(&server.User{Username: role, Account: acc, Permissions: p})
 	return true
+}
+
+// isolate makes PublisherAccount, which imports from the run's (global)
+// account each subject a publisher may publish to, and nothing else. It
+// runs once the server has started: an account registered before would
+// make nats-server give the global account no JetStream.
+func (a *authenticator) isolate() error {
+	if len(a.publishers) == 0 {
+		return nil
+	}
+	run := a.srv.GlobalAccount()
+	pub, err := a.srv.RegisterAccount(PublisherAccount)
+	if err != nil {
+		return fmt.Errorf("node: publishers' account: %w", err)
+	}
+	for _, subj := range a.publish.Publish.Allow {
+		if err := run.AddServiceExport(subj, []*server.Account{pub}); err != nil {
+			return fmt.Errorf("node: publishers' account: export %s: %w", subj, err)
+		}
+		if err := pub.AddServiceImport(run, subj, subj); err != nil {
+			return fmt.Errorf("node: publishers' account: import %s: %w", subj, err)
+		}
+	}
+	a.pubAcc.Store(pub)
+	return nil
 }
 
 // inProcess reports a connection made by nats.InProcessServer: a pipe.
@@ -143,14 +193,8 @@ func (cfg Config) checkAuth(addr listenAddr) error {
 	case len(p.Tokens) > 0 && len(p.Subjects) == 0:
 		return refuse(ErrInvalidConfig, "%s needs %s: the stream's subjects, which publishers may publish to", name("Publishers.Tokens"), name("Publishers.Subjects"))
 	}
-	for _, subj := range p.Subjects {
-		// A first token that is a wildcard, $ (the JetStream and system
-		// APIs) or _INBOX would let a publisher delete the stream or read
-		// the replies to others' requests.
-		first, _, _ := strings.Cut(subj, ".")
-		if len(p.Tokens) > 0 && (first == "*" || first == ">" || strings.HasPrefix(first, "$") || strings.HasPrefix(first, "_INBOX")) {
-			return refuse(ErrInvalidConfig, "%s %q: a publisher may publish only to subjects whose first token is a name (not *, >, $... or _INBOX): %q would reach the JetStream API", name("Publishers.Subjects"), subj, subj)
-		}
+	if err := p.checkSubjects(name("Publishers.Subjects")); err != nil {
+		return err
 	}
 	switch {
 	case cfg.TLS.set() && (cfg.TLS.Cert == "" || cfg.TLS.Key == ""):
@@ -167,6 +211,33 @@ func (cfg Config) checkAuth(addr listenAddr) error {
 	if !authenticated && !cfg.Insecure && !loopback(addr.host) {
 		return refuse(ErrUnauthenticated, "%s %s is not a loopback address, and a client there would need no credential: anyone who can reach it could delete the stream; give %s (and %s for publishers), or %s on a network you trust",
 			name("Listen"), net.JoinHostPort(addr.host, strconv.Itoa(addr.port)), name("Token"), name("Publishers.Tokens"), name("Insecure"))
+	}
+	return nil
+}
+
+// checkSubjects refuses publishers' subjects that reach beyond the
+// stream: said names Subjects in the refusal.
+func (p PublishRole) checkSubjects(said string) error {
+	if len(p.Tokens) == 0 {
+		return nil
+	}
+	for i, subj := range p.Subjects {
+		// A first token that is a wildcard, $ (the JetStream and system
+		// APIs, the run's lease, fleet and snapshot buckets), _INBOX or
+		// _JETLEDGER (the run's changelogs and its own inboxes) would let
+		// a publisher delete the stream, read the replies to others'
+		// requests or fence the run.
+		first, _, _ := strings.Cut(subj, ".")
+		if first == "*" || first == ">" || strings.HasPrefix(first, "$") || strings.HasPrefix(first, "_INBOX") || strings.HasPrefix(first, "_JETLEDGER") {
+			return refuse(ErrInvalidConfig, "%s %q: a publisher may publish only to subjects whose first token is a name (not *, >, $..., _INBOX... or _JETLEDGER...): %q would reach the JetStream API or the run's own subjects", said, subj, subj)
+		}
+		// Each subject is imported into the run's account on its own: a
+		// publish to two that overlap would be stored twice.
+		for _, other := range p.Subjects[:i] {
+			if server.SubjectsCollide(subj, other) {
+				return refuse(ErrInvalidConfig, "%s %q and %q overlap: a stream's subjects do not", said, other, subj)
+			}
+		}
 	}
 	return nil
 }

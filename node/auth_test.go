@@ -175,6 +175,11 @@ func TestNonLoopbackListenNeedsAuthentication(t *testing.T) {
 		{Config{Publishers: PublishRole{Tokens: []string{"p"}, Stream: "EV", Subjects: []string{"*.x"}}}, ErrInvalidConfig},
 		{Config{Publishers: PublishRole{Tokens: []string{"p"}, Stream: "EV", Subjects: []string{"$JS.API.>"}}}, ErrInvalidConfig},
 		{Config{Publishers: PublishRole{Tokens: []string{"p"}, Stream: "EV", Subjects: []string{"_INBOX.x"}}}, ErrInvalidConfig},
+		{Config{Publishers: PublishRole{Tokens: []string{"p"}, Stream: "EV", Subjects: []string{"_JETLEDGER.changelog.>"}}}, ErrInvalidConfig},
+		{Config{Publishers: PublishRole{Tokens: []string{"p"}, Stream: "EV", Subjects: []string{"_JETLEDGER_INBOX.x"}}}, ErrInvalidConfig},
+		{Config{Publishers: PublishRole{Tokens: []string{"p"}, Stream: "EV", Subjects: []string{"ev.a", "ev.*"}}}, ErrInvalidConfig},
+		{Config{Publishers: PublishRole{Tokens: []string{"p"}, Stream: "EV", Subjects: []string{"ev.*.x", "ev.a.*"}}}, ErrInvalidConfig},
+		{Config{Publishers: PublishRole{Tokens: []string{"p"}, Stream: "EV", Subjects: []string{"ev.a", "ev.a"}}}, ErrInvalidConfig},
 		{Config{Publishers: PublishRole{Tokens: []string{"p"}, Stream: "EV", Subjects: []string{"ev.*", "orders.>"}}}, nil},
 		{Config{Leaf: &LeafConfig{URLs: []string{"nats-leaf://h:7422"}, Domain: "s1"}, Publishers: PublishRole{Tokens: []string{"p"}, Stream: "EV", Subjects: []string{"ev"}}}, ErrInvalidConfig},
 	} {

@@ -137,6 +137,13 @@ func start(ctx context.Context, opts *server.Options, lock *storeLock, auth *aut
 		srv.WaitForShutdown()
 		return nil, fmt.Errorf("node: start: the server did not become ready within %s", readyTimeout)
 	}
+	if auth != nil {
+		if err := auth.isolate(); err != nil {
+			srv.Shutdown()
+			srv.WaitForShutdown()
+			return nil, err
+		}
+	}
 	return &Node{srv: srv, lock: lock, dir: opts.StoreDir}, nil
 }
 

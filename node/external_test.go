@@ -1,0 +1,171 @@
+package node_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// docsConf is the nats-server configuration docs/security.md gives for an
+// external server: its one conf block.
+func docsConf(t *testing.T) string {
+	t.Helper()
+	page, err := os.ReadFile("../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(page), "```conf\n")
+	conf, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed || strings.Contains(rest[len(conf):], "```conf") {
+		t.Fatal("docs/security.md: want one ```conf block")
+	}
+	return conf
+}
+
+// runServer runs nats-server with conf on a free port, JetStream in a
+// temporary directory.
+func runServer(t *testing.T, conf string) *server.Server {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "nats.conf")
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Host, opts.Port, opts.JetStream, opts.StoreDir = "127.0.0.1", server.RANDOM_PORT, true, t.TempDir()
+	opts.NoLog, opts.NoSigs = true, true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Start()
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	return srv
+}
+
+// externalDoors is the docs' external server, its run's streams made by
+// the user run, and a publisher connected as the user publisher.
+func externalDoors(t *testing.T) *doorsWorld {
+	t.Helper()
+	t.Setenv("RUN_PASSWORD", "run-secret")
+	t.Setenv("PUBLISHER_PASSWORD", "publisher-secret")
+	srv := runServer(t, docsConf(t))
+	own, err := jetstream.New(connect(t, srv.ClientURL(), nats.UserInfo("run", "run-secret")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &doorsWorld{srv: srv, own: own, stream: "ORDERS", prefix: "orders"}
+	w.makeStreams(t)
+	w.pub = connect(t, srv.ClientURL(), nats.UserInfo("publisher", "publisher-secret"))
+	if w.pjs, err = jetstream.New(w.pub); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// The configuration docs/security.md gives for an external server: the
+// publisher publishes, gets its acks and finds its stream by subject; it
+// writes none of the run's own subjects, directly or through a reply, and
+// the API on their streams does not answer it; the run writes there.
+// Not parallel: the configuration's passwords are environment variables.
+func TestExternalServerConfigOfTheDocs(t *testing.T) {
+	w := externalDoors(t)
+	if name, err := w.pjs.StreamNameBySubject(t.Context(), "orders.1"); err != nil || name != "ORDERS" {
+		t.Fatalf("the publisher's lookup of its stream: %q %v", name, err)
+	}
+	w.checkReplies(t)
+	w.checkAPIReplies(t)
+	w.checkDirect(t)
+	w.checkAPI(t)
+}
+
+// Why publishers need an account of their own: nats-server checks no
+// permission on a reply subject. A user in the run's account allowed to
+// publish to the stream's subjects alone has its ack stored behind every
+// door named as its reply. If this fails, nats-server has changed, and
+// docs/security.md says more than it should.
+func TestPermissionsDoNotCoverReplySubjects(t *testing.T) {
+	t.Parallel()
+	srv := runServer(t, `accounts: {
+  LEDGER: {
+    jetstream: enabled
+    users: [
+      {user: run, password: run-secret}
+      {user: publisher, password: publisher-secret, permissions: {publish: "orders.>", subscribe: "_INBOX.>"}}
+    ]
+  }
+}`)
+	own, err := jetstream.New(connect(t, srv.ClientURL(), nats.UserInfo("run", "run-secret")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &doorsWorld{srv: srv, own: own, stream: "ORDERS", prefix: "orders"}
+	w.makeStreams(t)
+	w.pub = connect(t, srv.ClientURL(), nats.UserInfo("publisher", "publisher-secret"))
+	if w.pjs, err = jetstream.New(w.pub); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range runsDoors() {
+		n := w.wroteBehind(t, d, func() {
+			if err := w.pub.PublishMsg(&nats.Msg{Subject: "orders.attack", Reply: d.subject}); err != nil {
+				t.Fatal(err)
+			}
+			w.settle(t)
+		})
+		if n != 1 {
+			t.Errorf("%s: the publisher's ack with reply %s wrote %d messages in %s, want 1", d.name, d.subject, n, d.stream)
+		}
+	}
+}
+
+// Why the docs' configuration imports $JS.API.INFO into the publishers'
+// account: without it nats-server imports its own JetStream API there as
+// well, which answers the publisher's requests with "JetStream not enabled
+// for account" beside the run's account's answer.
+func TestExternalServerConfigNeedsTheInfoImport(t *testing.T) {
+	t.Setenv("RUN_PASSWORD", "run-secret")
+	t.Setenv("PUBLISHER_PASSWORD", "publisher-secret")
+	conf := docsConf(t)
+	line := `      {service: {account: LEDGER, subject: "$JS.API.INFO"}}` + "\n"
+	if !strings.Contains(conf, line) {
+		t.Fatalf("the docs' configuration has no line %q", line)
+	}
+	srv := runServer(t, strings.Replace(conf, line, "", 1))
+	pub := connect(t, srv.ClientURL(), nats.UserInfo("publisher", "publisher-secret"))
+	answers, err := pub.SubscribeSync("_INBOX.answers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.PublishRequest("$JS.API.STREAM.NAMES", "_INBOX.answers", nil); err != nil {
+		t.Fatal(err)
+	}
+	notEnabled := false
+	for range 2 {
+		m, err := answers.NextMsg(5 * time.Second)
+		if err != nil {
+			t.Fatalf("answers to the publisher's stream names request: %v", err)
+		}
+		var resp struct {
+			Error *jetstream.APIError `json:"error"`
+		}
+		if err := json.Unmarshal(m.Data, &resp); err != nil {
+			t.Fatal(err)
+		}
+		notEnabled = notEnabled || resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeJetStreamNotEnabledForAccount
+	}
+	if !notEnabled {
+		t.Error("no answer said JetStream is not enabled for the publishers' account")
+	}
+}
