@@ -1,120 +1,369 @@
 package changelog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // LeaseBucket is the KV bucket of the partitions' leases, one key per
-// partition, each expiring TTL after its owner's last renewal.
+// partition, each expiring its own TTL after its owner's last renewal.
 const LeaseBucket = "JETLEDGER_LEASES"
+
+const (
+	leaseStream = "KV_" + LeaseBucket
+	// headerLeaseTTL holds the writer's TTL exactly (Nats-TTL is whole
+	// seconds), for runs of one partition to compare their timings. A key
+	// without it is an earlier version's.
+	headerLeaseTTL = "Jetledger-Lease-TTL"
+	// metaMadeAgain marks a bucket made by a run that had it open: the one
+	// before was deleted under its holders, who may still hold their leases.
+	metaMadeAgain = "jetledger-made-again"
+	// kvOperation is the header of nats.go's KV delete markers.
+	kvOperation = "KV-Operation"
+	// codeMsgTTLDisabled: nats-server's JSMessageTTLDisabledErr, a bucket
+	// made (again) by a run that has not yet turned per-key TTLs on.
+	codeMsgTTLDisabled jetstream.ErrorCode = 10166
+)
 
 // Lease is a partition's ownership: a key in LeaseBucket created by the
 // owner and updated only with the revision it last wrote, so two
-// processes can never both believe a renewal succeeded. The bucket's TTL
-// lets the key go once its owner stops renewing.
+// processes can never both believe a renewal succeeded. Each write sets
+// the key's own TTL (nats-server 2.11's per-message TTL), which lets it go
+// once its owner stops renewing: partitions of different timings share
+// the bucket, whose MaxAge is kept at least as long as any of them.
 type Lease struct {
-	kv    jetstream.KeyValue
-	key   string
-	owner string
-	ttl   time.Duration
+	js       jetstream.JetStream
+	key      string
+	subject  string // the key's, as read
+	put      string // the key's subject as written (behind a domain's API prefix)
+	owner    string
+	ttl      time.Duration
+	replicas int
+	log      *slog.Logger
 
 	mu      sync.Mutex
 	rev     uint64    // the revision this owner wrote last; 0: not held
 	renewed time.Time // when the last successful write was sent
+	heldIn  time.Time // the creation of the bucket rev was written in
+	stream  jetstream.Stream
+	created time.Time // the bucket's, telling it from one made again
+}
+
+// LeaseOption sets an optional part of a Lease.
+type LeaseOption func(*Lease)
+
+// LeaseLogger is where the lease says what it did about its bucket (made
+// again after it was deleted). Default slog.Default().
+func LeaseLogger(log *slog.Logger) LeaseOption {
+	return func(l *Lease) { l.log = cmp.Or(log, l.log) }
 }
 
 // OpenLease opens (creating the bucket if it is missing) the lease of the
-// partition durable of stream, for owner, with ttl. A bucket made before
-// keeps its TTL; one that differs from ttl is refused.
-func OpenLease(ctx context.Context, js jetstream.JetStream, stream, durable, owner string, ttl time.Duration, replicas int) (*Lease, error) {
+// partition durable of stream, for owner, with ttl. The partition's holder
+// having another TTL is refused (ErrInvalidConfig): runs of one partition
+// share its timing. Other partitions may have other TTLs.
+func OpenLease(ctx context.Context, js jetstream.JetStream, stream, durable, owner string, ttl time.Duration, replicas int, opts ...LeaseOption) (*Lease, error) {
 	if owner == "" || ttl < time.Second {
 		return nil, fmt.Errorf("%w: a lease needs an owner and a TTL of 1s or more (have %q, %v)", ErrInvalidConfig, owner, ttl)
 	}
-	kv, err := js.KeyValue(ctx, LeaseBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: ttl, History: 1, Replicas: max(replicas, 1),
-			Description: "jetledger: who owns each partition"})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, LeaseBucket)
-		}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("changelog: lease bucket %s: %w", LeaseBucket, err)
-	}
-	st, err := kv.Status(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("changelog: lease bucket %s: %w", LeaseBucket, err)
-	}
-	if st.TTL() != ttl {
-		return nil, fmt.Errorf("%w: the lease bucket %s expires keys after %v, this run's lease is %v: give every run of the stream the same timing, or delete the bucket while no run is up",
-			ErrInvalidConfig, LeaseBucket, st.TTL(), ttl)
-	}
 	key := nameSafe.Replace(stream) + "." + nameSafe.Replace(durable)
-	return &Lease{kv: kv, key: key, owner: owner, ttl: ttl}, nil
+	subject := "$KV." + LeaseBucket + "." + key
+	l := &Lease{js: js, key: key, subject: subject, put: apiPrefix(js) + subject,
+		owner: owner, ttl: ttl, replicas: max(replicas, 1), log: slog.Default()}
+	for _, o := range opts {
+		o(l)
+	}
+	if _, err := l.ensure(ctx); err != nil {
+		return nil, err
+	}
+	if _, err := l.Holder(ctx); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// apiPrefix is what nats.go's KV puts before a key's subject when js
+// speaks to a domain or through an API prefix.
+func apiPrefix(js jetstream.JetStream) string {
+	o := js.Options()
+	if o.Domain != "" {
+		return "$JS." + o.Domain + ".API."
+	}
+	if p := strings.TrimSuffix(o.APIPrefix, ".") + "."; p != "." && p != jetstream.DefaultAPIPrefix {
+		return p
+	}
+	return ""
+}
+
+// ensure opens the bucket, making it if it is missing (marked as made
+// again when this lease knew one before), and has it keep this lease's
+// keys: per-key TTLs on, MaxAge never shorter than the TTL (an earlier
+// version's bucket has one TTL for all keys, its MaxAge: it is only ever
+// lengthened, so that no key goes before its own TTL).
+func (l *Lease) ensure(ctx context.Context) (*jetstream.StreamInfo, error) {
+	l.mu.Lock()
+	known := l.created
+	l.mu.Unlock()
+	s, err := l.js.Stream(ctx, leaseStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		s, err = l.create(ctx, !known.IsZero())
+	}
+	if err != nil {
+		return nil, fmt.Errorf("changelog: lease bucket %s: %w", LeaseBucket, err)
+	}
+	info := s.CachedInfo()
+	if cfg := info.Config; !cfg.AllowMsgTTL || cfg.MaxAge > 0 && cfg.MaxAge < l.ttl {
+		cfg.AllowMsgTTL = true
+		if cfg.MaxAge > 0 {
+			cfg.MaxAge = max(cfg.MaxAge, l.ttl)
+		}
+		if s, err = l.js.UpdateStream(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("changelog: lease bucket %s: keep keys of TTL %v: %w", LeaseBucket, l.ttl, err)
+		}
+		info = s.CachedInfo()
+	}
+	l.mu.Lock()
+	changed := !l.created.IsZero() && !l.created.Equal(info.Created) // said once, by the look that saw it first
+	l.stream, l.created = s, info.Created
+	l.mu.Unlock()
+	if changed {
+		l.log.WarnContext(ctx, "changelog: the lease bucket was deleted and is made again: each owner takes its key back; no lease in it is taken for a TTL",
+			"bucket", LeaseBucket, "key", l.key, "owner", l.owner)
+	}
+	return info, nil
+}
+
+// create makes the bucket, as a KV bucket whose MaxAge is this lease's
+// TTL (which a run of an earlier version, of that TTL, accepts).
+func (l *Lease) create(ctx context.Context, again bool) (jetstream.Stream, error) {
+	var meta map[string]string
+	if again {
+		meta = map[string]string{metaMadeAgain: "true"}
+	}
+	_, err := l.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: LeaseBucket, TTL: l.ttl, History: 1, Replicas: l.replicas,
+		Description: "jetledger: who owns each partition", Metadata: meta})
+	if err != nil && !errors.Is(err, jetstream.ErrBucketExists) { // made by another meanwhile
+		return nil, err
+	}
+	return l.js.Stream(ctx, leaseStream)
+}
+
+// record is the lease's key as last written.
+type record struct {
+	holder string        // "" when nobody holds it
+	rev    uint64        // the key's last revision (a delete marker's too); 0: never written
+	ttl    time.Duration // the holder's TTL; 0 for an earlier version's key
+}
+
+// read reads the key; a bucket gone is made again first.
+func (l *Lease) read(ctx context.Context) (record, error) {
+	var rec record
+	err := l.retrying(ctx, func(ctx context.Context) error {
+		l.mu.Lock()
+		s := l.stream
+		l.mu.Unlock()
+		m, err := s.GetLastMsgForSubject(ctx, l.subject)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			rec = record{}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rec = record{rev: m.Sequence}
+		if m.Header.Get(kvOperation) == "" && m.Header.Get(jetstream.MarkerReasonHeader) == "" { // not deleted
+			rec.holder = string(m.Data)
+			rec.ttl, _ = time.ParseDuration(m.Header.Get(headerLeaseTTL))
+		}
+		return nil
+	})
+	if err != nil {
+		return record{}, fmt.Errorf("changelog: read lease %s: %w", l.key, err)
+	}
+	return rec, l.agrees(rec)
+}
+
+// agrees refuses a holder of this partition with another TTL.
+func (l *Lease) agrees(rec record) error {
+	if rec.holder == "" || rec.ttl == 0 || rec.ttl == l.ttl {
+		return nil
+	}
+	return fmt.Errorf("%w: %s holds the partition's lease %s with a TTL of %v, this run's is %v: runs of one partition must share its timing (the lease's TTL is the consumer's AckWait plus 1s): give this run the holder's, or change it once every run of the partition has stopped and its lease has expired (%v after the last renewal)",
+		ErrInvalidConfig, rec.holder, l.key, rec.ttl, l.ttl, rec.ttl)
+}
+
+// write writes the key after revision after (0: none), with its TTL.
+func (l *Lease) write(ctx context.Context, after uint64) (uint64, error) {
+	m := nats.NewMsg(l.put)
+	m.Data = []byte(l.owner)
+	m.Header.Set(headerLeaseTTL, l.ttl.String())
+	ack, err := l.js.PublishMsg(ctx, m, jetstream.WithExpectStream(leaseStream), jetstream.WithExpectLastSequencePerSubject(after),
+		jetstream.WithMsgTTL(keyTTL(l.ttl)), jetstream.WithRetryAttempts(0))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// keyTTL is ttl in whole seconds, rounded up: the server counts a
+// per-message TTL in seconds, and one cut short would free a lease its
+// owner still holds.
+func keyTTL(ttl time.Duration) time.Duration {
+	return (ttl + time.Second - 1).Truncate(time.Second)
+}
+
+// retrying runs op, and once more after the bucket is made again if op
+// found it gone.
+func (l *Lease) retrying(ctx context.Context, op func(context.Context) error) error {
+	err := op(ctx)
+	if !bucketGone(err) {
+		return err
+	}
+	l.mu.Lock()
+	known := l.created
+	l.mu.Unlock()
+	info, rerr := l.ensure(ctx)
+	if rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	if info.Created.Equal(known) && !ttlDisabled(err) {
+		return err // the bucket is there: the server did not answer in time
+	}
+	return op(ctx)
+}
+
+// bucketGone says whether err may mean that the bucket is gone: a write
+// finds no stream to answer, a read no responders or no stream (whether
+// it is gone, ensure asks), or a bucket made again has no per-key TTLs yet.
+func bucketGone(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) ||
+		errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamNotFound || ttlDisabled(err)
+}
+
+func ttlDisabled(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == codeMsgTTLDisabled
+}
+
+// wrongRevision says whether a write was refused for the key's revision.
+func wrongRevision(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 // Holder says who holds the lease now ("" when nobody does).
 func (l *Lease) Holder(ctx context.Context) (string, error) {
-	e, err := l.kv.Get(ctx, l.key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("changelog: read lease %s: %w", l.key, err)
-	}
-	return string(e.Value()), nil
+	rec, err := l.read(ctx)
+	return rec.holder, err
 }
 
 // Acquire takes the lease if nobody holds it; held by another, the error
-// wraps ErrLeaseHeld and names the holder.
+// wraps ErrLeaseHeld and names the holder. In a bucket made again after a
+// deletion it takes none for a TTL: their holders may hold them still.
 func (l *Lease) Acquire(ctx context.Context) error {
+	rec, err := l.read(ctx)
+	if err != nil {
+		return err
+	}
+	if rec.holder != "" {
+		return fmt.Errorf("%w: %s holds %s", ErrLeaseHeld, rec.holder, l.key)
+	}
+	// After the read, which may have made the bucket again; and MaxAge
+	// again: a run of a shorter TTL may have shortened it meanwhile.
+	info, err := l.ensure(ctx)
+	if err != nil {
+		return err
+	}
+	if age := bucketAge(info); info.Config.Metadata[metaMadeAgain] != "" && age < l.ttl {
+		return fmt.Errorf("%w: the lease bucket %s was deleted and made again %v ago: whoever held %s may hold it for %v more",
+			ErrLeaseHeld, LeaseBucket, age.Round(time.Millisecond), l.key, (l.ttl - age).Round(time.Millisecond))
+	}
 	sent := time.Now()
-	rev, err := l.kv.Create(ctx, l.key, []byte(l.owner))
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	rev, err := l.write(ctx, rec.rev)
+	if wrongRevision(err) {
 		holder, _ := l.Holder(ctx)
-		return fmt.Errorf("%w: %s holds %s", ErrLeaseHeld, holder, l.key)
+		return fmt.Errorf("%w: %s took %s first", ErrLeaseHeld, holder, l.key)
 	}
 	if err != nil {
 		return fmt.Errorf("changelog: take lease %s: %w", l.key, err)
 	}
-	l.mu.Lock()
-	l.rev, l.renewed = rev, sent
-	l.mu.Unlock()
+	l.hold(rev, sent)
 	return nil
+}
+
+// bucketAge is how long ago the bucket was made, by the server's clock.
+func bucketAge(info *jetstream.StreamInfo) time.Duration {
+	if info.TimeStamp.IsZero() {
+		return time.Since(info.Created)
+	}
+	return info.TimeStamp.Sub(info.Created)
 }
 
 // Renew writes the lease again with the revision last written: if anyone
 // else wrote it since, or it expired, the lease is lost (ErrLeaseLost).
+// The bucket deleted (so the key with it) while the lease is held, it
+// makes the bucket again if need be and takes the key back, which no
+// other run takes in a bucket made again before its TTL has passed.
 func (l *Lease) Renew(ctx context.Context) error {
 	l.mu.Lock()
-	rev := l.rev
+	rev, heldIn := l.rev, l.heldIn
 	l.mu.Unlock()
 	if rev == 0 {
 		return fmt.Errorf("%w: not held", ErrLeaseLost)
 	}
 	sent := time.Now()
-	next, err := l.kv.Update(ctx, l.key, []byte(l.owner), rev)
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || errors.Is(err, jetstream.ErrKeyNotFound) {
-		l.mu.Lock()
-		l.rev = 0
-		l.mu.Unlock()
-		return fmt.Errorf("%w: %s was written by another, or expired: %v", ErrLeaseLost, l.key, err)
+	next, err := l.write(ctx, rev)
+	if bucketGone(err) || wrongRevision(err) {
+		info, ierr := l.ensure(ctx)
+		switch {
+		case ierr != nil:
+			err = errors.Join(err, ierr)
+		case info.Created.Equal(heldIn) && bucketGone(err): // the server did not answer in time
+		case info.Created.Equal(heldIn):
+			l.lose()
+			return fmt.Errorf("%w: %s was written by another, or expired: %v", ErrLeaseLost, l.key, err)
+		case !l.Held():
+			l.lose()
+			return fmt.Errorf("%w: the lease bucket %s was made again after this owner's hold of %s had ended", ErrLeaseLost, LeaseBucket, l.key)
+		default: // the bucket made again: the key went with the one before
+			next, err = l.write(ctx, 0)
+			if wrongRevision(err) {
+				l.lose()
+				return fmt.Errorf("%w: %s was taken in the lease bucket made again: %v", ErrLeaseLost, l.key, err)
+			}
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("changelog: renew lease %s: %w", l.key, err)
 	}
-	l.mu.Lock()
-	l.rev, l.renewed = next, sent
-	l.mu.Unlock()
+	l.hold(next, sent)
 	return nil
+}
+
+// hold records the revision this owner has just written, sent at sent.
+func (l *Lease) hold(rev uint64, sent time.Time) {
+	l.mu.Lock()
+	l.rev, l.renewed, l.heldIn = rev, sent, l.created
+	l.mu.Unlock()
+}
+
+func (l *Lease) lose() {
+	l.mu.Lock()
+	l.rev = 0
+	l.mu.Unlock()
 }
 
 // Held says whether the owner may still act: a quarter of the TTL before
@@ -152,7 +401,8 @@ func (l *Lease) Keep(ctx context.Context) error {
 	}
 }
 
-// release deletes the key if it is still this owner's.
+// release deletes the key if it is still this owner's, as nats.go's KV
+// does (a delete marker), which expires as the key would have.
 func (l *Lease) release() {
 	l.mu.Lock()
 	rev := l.rev
@@ -163,7 +413,10 @@ func (l *Lease) release() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_ = l.kv.Delete(ctx, l.key, jetstream.LastRevision(rev)) // lost: the TTL lets it go
+	m := nats.NewMsg(l.put)
+	m.Header.Set(kvOperation, "DEL")
+	_, _ = l.js.PublishMsg(ctx, m, jetstream.WithExpectStream(leaseStream), jetstream.WithExpectLastSequencePerSubject(rev),
+		jetstream.WithMsgTTL(keyTTL(l.ttl)), jetstream.WithRetryAttempts(0)) // lost: the TTL lets it go
 }
 
 // Owned is the log as its owner's ledger writes it

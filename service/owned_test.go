@@ -117,19 +117,27 @@ func processed(t *testing.T, file string) int {
 	return n
 }
 
-// A lease bucket made for another timing is refused at once, naming both
-// TTLs, not retried (it is no server's passing error); a run stopped while
-// it waits for the bucket returns nothing to use.
+// The partition's lease held with another timing is refused at once,
+// naming both TTLs, not retried (it is no server's passing error); another
+// partition's lease of another TTL is not in the way. A run stopped while
+// it waits returns nothing to use.
 func TestOpenOwnedRefusesAnotherTiming(t *testing.T) {
 	t.Parallel()
 	srv := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, srv)
-	if _, err := changelog.OpenLease(t.Context(), js, "S", "other", "x", time.Hour, 1); err != nil {
+	if _, err := changelog.OpenLease(t.Context(), js, "S", "other", "x", 2*time.Hour, 1); err != nil {
+		t.Fatalf("another partition's lease of another TTL: %v", err)
+	}
+	held, err := changelog.OpenLease(t.Context(), js, "S", "d", "x", time.Hour, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := held.Acquire(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	cfg := testConfig(t, t.TempDir())
 	cfg.NATS, cfg.Owner = &natsconn.Config{URL: srv.ClientURL()}, &Owner{Name: "a"}
-	cfg, err := cfg.withDefaults()
+	cfg, err = cfg.withDefaults()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +145,6 @@ func TestOpenOwnedRefusesAnotherTiming(t *testing.T) {
 	defer cancel()
 	log, lease, err := openOwned(ctx, cfg, *cfg.Owner, js, nil)
 	if !errors.Is(err, changelog.ErrInvalidConfig) || log != nil || lease != nil || !strings.Contains(err.Error(), "1h0m0s") {
-		t.Fatalf("a lease bucket of TTL 1h: %v, %v, %v; want ErrInvalidConfig naming the TTL", log, lease, err)
+		t.Fatalf("the partition's lease held with a TTL of 1h: %v, %v, %v; want ErrInvalidConfig naming the TTL", log, lease, err)
 	}
 }
