@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/jsretry"
@@ -75,6 +76,9 @@ type Log struct {
 	subject  string
 	instance string
 	log      *slog.Logger
+
+	readMu sync.Mutex // one catch-up at a time reads rd
+	rd     *reader
 }
 
 var _ ledger.Changelog = (*Log)(nil)
@@ -234,10 +238,11 @@ func (l *Log) CatchUp(ctx context.Context, st *ledger.Store) (applied, last uint
 	if err != nil {
 		return 0, 0, err
 	}
-	if last, err = l.Last(ctx); err != nil {
+	info, err := l.info(ctx)
+	if err != nil {
 		return 0, 0, err
 	}
-	applied = p.Seq
+	applied, last = p.Seq, info.State.LastSeq
 	if p.Log != l.instance && last == 0 {
 		return 0, 0, nil // nothing to apply: the ledger may begin this log (TakeOver)
 	}
@@ -247,29 +252,42 @@ func (l *Log) CatchUp(ctx context.Context, st *ledger.Store) (applied, last uint
 	if applied >= last {
 		return applied, last, nil
 	}
-	if first, err := l.first(ctx); err != nil {
-		return applied, last, err
-	} else if first > applied+1 || first == 0 {
+	if first := info.State.FirstSeq; info.State.Msgs == 0 || first > applied+1 {
 		return applied, last, fmt.Errorf("%w: %s holds entries from %d, the ledger needs %d", ErrNeedSnapshot, l.name, first, applied+1)
 	}
-	cons, err := l.js.OrderedConsumer(ctx, l.name, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: applied + 1})
+	l.readMu.Lock()
+	defer l.readMu.Unlock()
+	applied, err = l.apply(ctx, st, applied, last)
 	if err != nil {
-		return applied, last, fmt.Errorf("changelog: read %s: %w", l.name, err)
+		l.rd = nil // read again from the ledger's position next time
+	}
+	return applied, last, err
+}
+
+// apply reads the log from applied+1 through last and applies its whole
+// entries to st, returning the entry applied last.
+func (l *Log) apply(ctx context.Context, st *ledger.Store, applied, last uint64) (done uint64, err error) {
+	rd, err := l.readerAt(ctx, applied+1)
+	if err != nil {
+		return applied, err
 	}
 	var pending []byte
 	var first, parts uint64
+	whole := entries{st: st, log: l.instance}
+	// Whatever ends the read, the whole entries gathered are applied.
+	defer func() { done = cmp.Or(whole.flushed(ctx), applied) }()
 	for read := applied; read < last; {
-		m, err := cons.Next(jetstream.FetchContext(ctx))
+		m, err := rd.next(ctx, last-read)
 		if err != nil {
-			return applied, last, fmt.Errorf("changelog: read %s after %d: %w", l.name, read, err)
+			return applied, fmt.Errorf("changelog: read %s after %d: %w", l.name, read, err)
 		}
 		md, err := m.Metadata()
 		if err != nil {
-			return applied, last, err
+			return applied, err
 		}
 		seq := md.Sequence.Stream
 		if read == applied && seq != applied+1 && pending == nil {
-			return applied, last, fmt.Errorf("%w: %s starts at %d, the ledger needs %d", ErrNeedSnapshot, l.name, seq, applied+1)
+			return applied, fmt.Errorf("%w: %s starts at %d, the ledger needs %d", ErrNeedSnapshot, l.name, seq, applied+1)
 		}
 		read = seq
 		f, _ := strconv.ParseUint(m.Headers().Get(HeaderFirst), 10, 64)
@@ -282,18 +300,112 @@ func (l *Log) CatchUp(ctx context.Context, st *ledger.Store) (applied, last uint
 		}
 		data, err := decode(m)
 		if err != nil {
-			return applied, last, fmt.Errorf("changelog: entry %d of %s: %w", seq, l.name, err)
+			return applied, fmt.Errorf("changelog: entry %d of %s: %w", seq, l.name, err)
 		}
 		pending = append(pending, data...)
 		if seq != first+parts-1 {
 			continue
 		}
-		if err := st.ApplyChanges(ctx, l.instance, seq, pending); err != nil {
-			return applied, last, err
+		if err := whole.add(ctx, seq, pending); err != nil {
+			return applied, err
 		}
-		applied, pending = seq, nil
+		pending = nil
 	}
-	return applied, last, nil
+	return applied, whole.flush(ctx) // done: set by the deferred flush
+}
+
+// entries gathers whole entries to apply in one transaction, up to
+// applyBatch of them or applyBytes of changes; what was applied last
+// comes back from flushed.
+type entries struct {
+	st      *ledger.Store
+	log     string
+	batch   []ledger.ChangelogEntry
+	bytes   int
+	applied uint64
+	err     error
+}
+
+const (
+	applyBatch = 256
+	applyBytes = 8 << 20
+)
+
+func (e *entries) add(ctx context.Context, last uint64, changes []byte) error {
+	e.batch = append(e.batch, ledger.ChangelogEntry{Last: last, Changes: changes})
+	if e.bytes += len(changes); len(e.batch) >= applyBatch || e.bytes >= applyBytes {
+		return e.flush(ctx)
+	}
+	return nil
+}
+
+// flush applies the entries gathered; on failure none of them is.
+func (e *entries) flush(ctx context.Context) error {
+	if len(e.batch) == 0 || e.err != nil {
+		return e.err
+	}
+	if e.err = e.st.ApplyEntries(ctx, e.log, e.batch); e.err == nil {
+		e.applied = e.batch[len(e.batch)-1].Last
+	}
+	e.batch, e.bytes = e.batch[:0], 0
+	return e.err
+}
+
+// flushed applies what is gathered, if it can, and says the entry applied
+// last (0: none).
+func (e *entries) flushed(ctx context.Context) uint64 {
+	e.flush(ctx) //nolint:errcheck // the caller has its own error, or had this one from flush
+	return e.applied
+}
+
+// reader is a follower's ordered consumer of the log, kept from one look
+// to the next and read in batches: a consumer made at each look and a
+// request per entry read a busy log at tens of entries a second on a
+// cluster, and the consumers' churn answered "no responders".
+type reader struct {
+	cons jetstream.Consumer
+	at   uint64 // the stream sequence it delivers next
+	buf  []jetstream.Msg
+}
+
+// readBatch is the most entries one fetch asks for.
+const readBatch = 256
+
+// readerAt is the log's reader, made anew unless it is at seq.
+func (l *Log) readerAt(ctx context.Context, seq uint64) (*reader, error) {
+	if l.rd != nil && l.rd.at == seq {
+		return l.rd, nil
+	}
+	cons, err := l.js.OrderedConsumer(ctx, l.name, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq})
+	if err != nil {
+		return nil, fmt.Errorf("changelog: read %s: %w", l.name, err)
+	}
+	l.rd = &reader{cons: cons, at: seq}
+	return l.rd, nil
+}
+
+// next returns the next message, fetching up to want of them at a time.
+func (r *reader) next(ctx context.Context, want uint64) (jetstream.Msg, error) {
+	if len(r.buf) == 0 {
+		fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		batch, err := r.cons.Fetch(int(min(want, readBatch)), jetstream.FetchContext(fctx))
+		if err != nil {
+			return nil, err
+		}
+		for m := range batch.Messages() {
+			r.buf = append(r.buf, m)
+		}
+		if len(r.buf) == 0 {
+			return nil, cmp.Or(batch.Error(), error(nats.ErrTimeout))
+		}
+	}
+	m := r.buf[0]
+	r.buf = r.buf[1:]
+	if md, err := m.Metadata(); err == nil {
+		r.at = md.Sequence.Stream + 1
+	}
+	return m, nil
 }
 
 // decode returns the changes a message of the log holds.

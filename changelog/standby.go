@@ -192,6 +192,6 @@ func (l *Log) hasSnapshot(ctx context.Context) bool {
 // cluster electing a leader answers "no responders" or times out), not
 // the ledger's or the log's shape.
 func transient(ctx context.Context, err error) bool {
-	return err != nil && ctx.Err() == nil && !errors.Is(err, ErrNeedSnapshot) && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrLogGone) &&
+	return err != nil && ctx.Err() == nil && !errors.Is(err, ErrNeedSnapshot) && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrLogGone) && !errors.Is(err, ErrInvalidConfig) &&
 		!errors.Is(err, ledger.ErrChangesDoNotFit) && !errors.Is(err, ledger.ErrChangelogBehind) && !errors.Is(err, ledger.ErrInvalidConfig)
 }

@@ -366,6 +366,20 @@ func (s *Store) TakeOver(ctx context.Context, log, owner string, applied, last u
 // different or gone) fails the whole entry with ErrChangesDoNotFit:
 // the ledger is not the copy the log was written from.
 func (s *Store) ApplyChanges(ctx context.Context, log string, last uint64, changes []byte) error {
+	return s.ApplyEntries(ctx, log, []ChangelogEntry{{Last: last, Changes: changes}})
+}
+
+// ChangelogEntry is one entry of a changelog: its changes, which end at
+// the log's entry Last.
+type ChangelogEntry struct {
+	Last    uint64
+	Changes []byte
+}
+
+// ApplyEntries applies consecutive entries of changelog log in one
+// transaction, each as ApplyChanges does, checked entry by entry: a
+// standby catching up on a backlog pays one commit for many entries.
+func (s *Store) ApplyEntries(ctx context.Context, log string, entries []ChangelogEntry) error {
 	if c := s.changelog; c != nil {
 		c.mu.Lock()
 		owner := c.owner
@@ -374,22 +388,28 @@ func (s *Store) ApplyChanges(ctx context.Context, log string, last uint64, chang
 			return fmt.Errorf("%w: the store owns its changelog and writes it itself", ErrInvalidConfig)
 		}
 	}
+	if len(entries) == 0 {
+		return nil
+	}
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("ledger: apply changes: %w", interpret(err))
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	if err := s.applyChangeset(ctx, tx, changes); err != nil {
-		return err
+	for _, e := range entries {
+		if err := s.applyChangeset(ctx, tx, e.Changes); err != nil {
+			return err
+		}
+		var have string
+		var seq int64
+		if err := tx.QueryRowContext(ctx, `SELECT log, seq FROM jetledger_changelog WHERE id = 1`).Scan(&have, &seq); err != nil {
+			return fmt.Errorf("ledger: apply changes: %w", interpret(err))
+		}
+		if have != log || uint64(seq) != e.Last {
+			return fmt.Errorf("%w: after the entry ending at %d of %s the ledger says %s/%d", ErrChangesDoNotFit, e.Last, log, have, seq)
+		}
 	}
-	var have string
-	var seq int64
-	if err := tx.QueryRowContext(ctx, `SELECT log, seq FROM jetledger_changelog WHERE id = 1`).Scan(&have, &seq); err != nil {
-		return fmt.Errorf("ledger: apply changes: %w", interpret(err))
-	}
-	if have != log || uint64(seq) != last {
-		return fmt.Errorf("%w: after the entry ending at %d of %s the ledger says %s/%d", ErrChangesDoNotFit, last, log, have, seq)
-	}
+	last := entries[len(entries)-1].Last
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("ledger: apply changes through %d: %w", last, interpret(err))
 	}

@@ -199,7 +199,7 @@ func openOwned(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream,
 			Acked: ackFloor(js, cfg.Stream.Name, cfg.Consumer.Durable), Waiting: waiting}); err != nil {
 			return err
 		}
-		lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, cfg.Consumer.Durable, o.Name, ttl, o.Replicas)
+		lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, cfg.Consumer.Durable, o.Name, ttl, o.Replicas, changelog.LeaseLogger(cfg.Logger))
 		return err
 	})
 	if err != nil {
