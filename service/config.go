@@ -119,6 +119,9 @@ type Config struct {
 	// standby and owner phases (ownedMetrics).
 	metricsTo  func(http.Handler)
 	collectors []prometheus.Collector
+	// leaseHeld: the caller holds the partition's lease (runOwned,
+	// runLeased), so Run does not take it again.
+	leaseHeld bool
 	// Logger receives every record. Default slog.Default().
 	Logger *slog.Logger
 }

@@ -19,8 +19,11 @@ import (
 // Run starts the service (Start), consumes until ctx ends, and closes it.
 // Its errors are said in cfg.Names' words (Config.Say).
 func Run(ctx context.Context, cfg Config) error {
-	if cfg.Owner != nil {
+	switch {
+	case cfg.Owner != nil:
 		return runOwned(ctx, cfg)
+	case cfg.NATS != nil && !cfg.leaseHeld && cfg.Shared == nil:
+		return runLeased(ctx, cfg)
 	}
 	s, err := Start(ctx, cfg)
 	if err != nil {

@@ -1,0 +1,134 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/changelog"
+	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/jsretry"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// runLeased runs cfg, a run on a server others may share, as the one
+// consumer of its durable: it holds the partition's lease, the one owned
+// runs hold, while it consumes. Two runs of one durable on two ledgers
+// would each apply what the other had committed and not acknowledged; a
+// second run waits for the lease through one TTL (a run that stopped
+// without giving it up, SIGKILLed, lets it go then) and is then refused,
+// naming the holder (ErrOwned). There is no fence on the commit path
+// without a changelog: a run that cannot renew stops consuming.
+func runLeased(ctx context.Context, cfg Config) error {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return cfg.Say(err)
+	}
+	nc, js, err := cfg.Dial(ctx, *cfg.NATS)
+	if err != nil {
+		return cfg.Say(step(StepConnect, err))
+	}
+	defer nc.Close()
+	ttl := LeaseTTL(cfg.Consumer.Plan.WithDefaults().AckWait())
+	durable := cmp.Or(cfg.Consumer.Durable, consumer.DurableDefault)
+	host, _ := os.Hostname()
+	var lease *changelog.Lease
+	err = jsretry.Do(ctx, cfg.Logger, "open the lease of "+durable, func(ctx context.Context) error {
+		lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, durable, fmt.Sprintf("%s:%d", host, os.Getpid()), ttl,
+			max(cfg.Stream.Limits.Replicas, 1), changelog.LeaseLogger(cfg.Logger))
+		return err
+	})
+	if err == nil {
+		err = waitLease(ctx, cfg, lease, ttl)
+	}
+	if err == nil && cfg.Ledger.LeaveChangelog {
+		err = catchUpToLeave(ctx, cfg, js, durable)
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	if err != nil {
+		return cfg.Say(step(StepLedger, err))
+	}
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		if err := lease.Keep(runCtx); err != nil {
+			cfg.Logger.ErrorContext(ctx, "lost the durable's lease: this run stops consuming, as another may take the durable over", "stream", cfg.Stream.Name, "durable", durable, "err", err)
+			stop(err)
+		}
+	}()
+	cfg.leaseHeld = true
+	err = Run(runCtx, cfg)
+	stop(nil)
+	<-kept
+	if cause := context.Cause(runCtx); errors.Is(cause, changelog.ErrLeaseLost) {
+		return cfg.Say(step(StepLedger, errors.Join(cause, err)))
+	}
+	return err
+}
+
+// waitLease takes the lease, waiting through one TTL and a quarter while
+// another holds it; still held then, it is another live run's: refused.
+func waitLease(ctx context.Context, cfg Config, lease *changelog.Lease, ttl time.Duration) error {
+	until := time.Now().Add(ttl + ttl/4)
+	said := false
+	for {
+		err := jsretry.Do(ctx, cfg.Logger, "take the lease", lease.Acquire)
+		if !errors.Is(err, changelog.ErrLeaseHeld) || time.Now().After(until) {
+			if errors.Is(err, changelog.ErrLeaseHeld) {
+				return fmt.Errorf("%w: another run consumes this durable; one run per durable (a second would apply again what the first committed and has not acknowledged): stop that one, or give this one another durable", err)
+			}
+			return err
+		}
+		if !said {
+			cfg.Logger.InfoContext(ctx, "the durable's lease is held: waiting until its holder renews it no more (a run stopped without giving it up lets it go within its TTL)",
+				"stream", cfg.Stream.Name, "err", err, "ttl", ttl)
+			said = true
+		}
+		if !ackwait.Sleep(ctx, ttl/4) {
+			return ctx.Err()
+		}
+	}
+}
+
+// catchUpToLeave brings a ledger file kept by the partition's changelog
+// up to its log's last entry before the run takes it out of the log
+// (Config.LeaveChangelog): a copy behind its log would otherwise lose
+// what it lacks, which the stream has acknowledged. The lease is held, so
+// no owner writes the log meanwhile. A copy the log cannot bring up to
+// date is refused; a log no longer there leaves the file as it is.
+func catchUpToLeave(ctx context.Context, cfg Config, js jetstream.JetStream, durable string) error {
+	name, _ := changelog.Names(cfg.Stream.Name, durable)
+	if _, err := js.Stream(ctx, name); errors.Is(err, jetstream.ErrStreamNotFound) {
+		cfg.Logger.WarnContext(ctx, "the partition's changelog is gone: the ledger leaves it as it stands", "changelog", name, "db", cfg.DB)
+		return nil
+	}
+	log, err := changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: durable, Logger: cfg.Logger})
+	if err != nil {
+		return err
+	}
+	lcfg := cfg.Ledger
+	lcfg.LeaveChangelog, lcfg.Changelog = false, nil
+	st, err := ledger.Open(cfg.DB, lcfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if pos, err := st.ChangelogPosition(ctx); err != nil || pos.Log != log.Instance() {
+		return err // not a copy of this log: nothing in it is this file's
+	}
+	applied, last, err := log.CatchUp(ctx, st)
+	if err != nil {
+		return fmt.Errorf("the ledger cannot leave its changelog yet: it stands at entry %d, its log at %d, and the log cannot bring it up to date (%w): run it with the standby setting until it holds the log's last entry, then leave", applied, last, err)
+	}
+	cfg.Logger.InfoContext(ctx, "the ledger holds its changelog's last entry before it leaves it", "changelog", name, "db", cfg.DB, "entry", applied)
+	return nil
+}
