@@ -57,6 +57,12 @@ type Config struct {
 	// has none): a ledger that lacks some of them does not begin a log.
 	// Default nil: not checked.
 	Acked func(context.Context) (uint64, error)
+	// Schema, if set, is run on a standby's copy each time it is opened,
+	// before it follows the log: a schema's statements (DDL) are in no
+	// entry, so the tables a later version of the owner writes must be
+	// made on the standby first (upgrade standbys first). It must be
+	// idempotent, as the owner runs it at each start too. Default nil.
+	Schema func(context.Context, *ledger.Store) error
 	// Waiting is told each time a host's copy waits, why (an error
 	// wrapping ErrWaiting), and nil once it goes on: for its health and
 	// metrics. Default nil.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
+	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -50,8 +51,20 @@ func Standby(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.
 		if err != nil {
 			return err
 		}
+		if l.cfg.Schema != nil {
+			if err := l.cfg.Schema(ctx, st); err != nil {
+				st.Close()
+				return fmt.Errorf("changelog: the run's schema on the standby's copy %s: %w", file, err)
+			}
+		}
 		err = follow(ctx, l, lease, st, lag, begin)
 		st.Close()
+		if errors.Is(err, ErrWaiting) {
+			if !w.wait(ctx, err) {
+				return ctx.Err()
+			}
+			continue
+		}
 		if !errors.Is(err, ErrNeedSnapshot) {
 			return err
 		}
@@ -82,6 +95,12 @@ func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag fun
 		applied, last, err := l.CatchUp(ctx, st)
 		if begin && err == nil && last > 0 {
 			return fmt.Errorf("%w: the log was begun by another host", ErrNeedSnapshot)
+		}
+		if cannotApply(ctx, err) {
+			// Not the server's passing trouble: the copy itself (a full
+			// disk, an entry it cannot decode or fit). It is waited on,
+			// reported, and never taken over from while it lasts.
+			return fmt.Errorf("%w: the copy cannot apply its log, and no standby takes a partition over while it cannot: %w", ErrWaiting, err)
 		}
 		if lag != nil && err == nil && perr == nil {
 			lag(last - min(last, from.Seq)) // what this look found to apply: a standby falling behind finds more each time
@@ -186,6 +205,13 @@ func (l *Log) hasSnapshot(ctx context.Context) bool {
 		return false
 	}
 	return err != nil || info.Metadata[metaLog] == l.instance
+}
+
+// cannotApply says whether err, a catch-up's, is the copy's own trouble
+// rather than the server's or a step for the lifecycle to decide.
+func cannotApply(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() == nil && !jsretry.Transient(err) && !errors.Is(err, ErrNeedSnapshot) && !errors.Is(err, ErrLogGone) &&
+		!errors.Is(err, ErrInvalidConfig)
 }
 
 // transient says whether err is the server's, worth trying again (a

@@ -159,6 +159,17 @@ func prepareOwned(ctx context.Context, cfg Config, o Owner, log *changelog.Log, 
 	return err
 }
 
+// copySchema runs the run's schema on a standby's copy (changelog.Config.Schema).
+func copySchema(cfg Config) func(context.Context, *ledger.Store) error {
+	if cfg.SQL.Schema == "" {
+		return nil
+	}
+	return func(ctx context.Context, st *ledger.Store) error {
+		_, err := st.Exec(ctx, cfg.SQL.Schema)
+		return err
+	}
+}
+
 // ackFloor reads the stream sequence through which the partition's
 // durable has acknowledged every message (0: no durable yet).
 func ackFloor(js jetstream.JetStream, stream, durable string) func(context.Context) (uint64, error) {
@@ -196,7 +207,7 @@ func openOwned(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream,
 	err := jsretry.Do(ctx, cfg.Logger, "open the changelog and the lease of "+cfg.Consumer.Durable, func(ctx context.Context) error {
 		var err error
 		if log, err = changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: cfg.Consumer.Durable, Replicas: o.Replicas, Logger: cfg.Logger,
-			Acked: ackFloor(js, cfg.Stream.Name, cfg.Consumer.Durable), Waiting: waiting}); err != nil {
+			Acked: ackFloor(js, cfg.Stream.Name, cfg.Consumer.Durable), Waiting: waiting, Schema: copySchema(cfg)}); err != nil {
 			return err
 		}
 		lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, cfg.Consumer.Durable, o.Name, ttl, o.Replicas, changelog.LeaseLogger(cfg.Logger))
@@ -226,7 +237,7 @@ func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, leas
 			stop(err) // the consumer stops fetching before the lease can pass
 		}
 	}()
-	cfg.Owner = nil
+	cfg.Owner, cfg.leaseHeld = nil, true
 	// Each entry is published only while the lease is held, and a commit
 	// whose entry landed after it ended is rolled back (Log.Owned).
 	cfg.Ledger.Changelog = log.Owned(lease)

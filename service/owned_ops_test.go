@@ -2,6 +2,9 @@ package service
 
 import (
 	"context"
+	"database/sql"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -135,4 +138,123 @@ func TestReplacementHostRestoresTheSnapshot(t *testing.T) {
 	publish(t, js, 40, 50)
 	consumertest.Eventually(t, 2*time.Minute, "the replacement commits all 50", func() bool { return processed(t, c.cfg.DB) == 50 })
 	c.halt()
+}
+
+// Issue 42, item 11: a table added by the run's schema, upgraded
+// standby-first. The standby runs the new schema; the owner, still on the
+// old one, is stopped and the standby owns the partition, writing the new
+// table; the old owner comes back with the new schema as a standby: its
+// copy, the file it owned, gets the new table from its own schema when it
+// opens and follows the new owner's entries into it. Before, a standby
+// never ran its schema on its copy, and stopped at the first entry
+// writing the table (ErrChangesDoNotFit).
+func TestAStandbyRunsItsSchemaOnItsCopy(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	const v1 = `CREATE TABLE IF NOT EXISTS a (id TEXT PRIMARY KEY);`
+	const v2 = v1 + `CREATE TABLE IF NOT EXISTS b (id TEXT PRIMARY KEY);`
+	a, b := newOwnedHost(t, srv.ClientURL(), "a", 0), newOwnedHost(t, srv.ClientURL(), "b", 0)
+	a.cfg.SQL.Schema, a.cfg.SQL.Apply = v1, `INSERT INTO a VALUES (:msg_id)`
+	b.cfg.SQL.Schema, b.cfg.SQL.Apply = v2, `INSERT INTO a VALUES (:msg_id); INSERT INTO b VALUES (:msg_id)`
+	a.start()
+	consumertest.Eventually(t, time.Minute, "a owns the partition", func() bool { return hasSnapshot(t, js) })
+	b.start()
+	publish(t, js, 0, 10)
+	consumertest.Eventually(t, time.Minute, "b's copy holds 10", func() bool { return processed(t, b.cfg.DB) == 10 })
+	a.halt() // b owns the partition, with the new schema
+	publish(t, js, 10, 20)
+	consumertest.Eventually(t, time.Minute, "b commits 20", func() bool { return processed(t, b.cfg.DB) == 20 })
+	a.cfg.SQL = b.cfg.SQL
+	a.start()
+	publish(t, js, 20, 30)
+	consumertest.Eventually(t, time.Minute, "a's copy follows into the new table", func() bool {
+		select {
+		case err := <-a.done:
+			t.Fatalf("the upgraded standby stopped: %v", err)
+		default:
+		}
+		return processed(t, a.cfg.DB) == 30 && rows(t, a.cfg.DB, "b") == 20
+	})
+	a.halt()
+	b.halt()
+}
+
+// rows counts a table's rows (-1 if it cannot be read).
+func rows(t *testing.T, file, table string) int {
+	db, err := sql.Open("sqlite", "file:"+filepath.ToSlash(file)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	n := -1
+	_ = db.QueryRow(`SELECT count(*) FROM ` + table).Scan(&n)
+	return n
+}
+
+// Issue 42, item 13: a standby whose copy cannot apply its log (here: the
+// owner writes a table the standby's schema lacks) does not stop, does not
+// take the partition over, and says so where a person looks: the gauge
+// jetledger_changelog_waiting is 1 and /healthz is unhealthy. Before, it
+// said "cannot reach its log or its lease" each second and looked healthy.
+func TestAStandbyThatCannotApplyItsLogIsUnhealthy(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	a, b := newOwnedHost(t, srv.ClientURL(), "a", 0), newOwnedHost(t, srv.ClientURL(), "b", 0)
+	a.cfg.SQL.Schema, a.cfg.SQL.Apply = `CREATE TABLE IF NOT EXISTS b (id TEXT PRIMARY KEY)`, `INSERT INTO b VALUES (:msg_id)`
+	listen := func() string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.cfg.Metrics = l
+		return "http://" + l.Addr().String()
+	}
+	base := listen()
+	a.start()
+	consumertest.Eventually(t, time.Minute, "a owns the partition", func() bool { return hasSnapshot(t, js) })
+	publish(t, js, 0, 5) // b's snapshot will hold table b: the owner's schema made it
+	consumertest.Eventually(t, time.Minute, "a commits 5", func() bool { return processed(t, a.cfg.DB) == 5 })
+	b.start()
+	waitGauges(t, base+"/metrics", "jetledger_changelog_owner 0")
+	// The standby's copy loses the table (a disk restored from an old
+	// backup, say): the owner's next entries do not fit it.
+	consumertest.Eventually(t, time.Minute, "b's copy holds 5", func() bool { return processed(t, b.cfg.DB) == 5 })
+	b.halt()
+	dropTable(t, b.cfg.DB, "b")
+	base = listen() // the first closed with its run
+	b.start()
+	publish(t, js, 5, 10)
+	waitGauges(t, base+"/metrics", "jetledger_changelog_waiting 1")
+	if code := healthCode(t, base+"/healthz"); code == http.StatusOK {
+		t.Fatalf("/healthz of a standby that cannot apply its log: %d, want unhealthy", code)
+	}
+	select {
+	case err := <-b.done:
+		t.Fatalf("the standby stopped: %v", err)
+	default:
+	}
+	a.halt()
+	b.halt()
+}
+
+func dropTable(t *testing.T, file, table string) {
+	db, err := sql.Open("sqlite", "file:"+filepath.ToSlash(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`DROP TABLE ` + table); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func healthCode(t *testing.T, url string) int {
+	resp, err := http.Get(url) //nolint:noctx // a test's probe
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
 }
