@@ -13,6 +13,8 @@ import (
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/natsconn"
+	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -34,6 +36,11 @@ func runLeased(ctx context.Context, cfg Config) error {
 		return cfg.Say(step(StepConnect, err))
 	}
 	defer nc.Close()
+	// The lease bucket needs JetStream: a server without it is refused as
+	// Start refuses it, not waited for.
+	if err := stream.RequireJetStream(ctx, js); errors.Is(err, stream.ErrNoJetStream) {
+		return cfg.Say(step(StepServer, &NoJetStreamError{URL: natsconn.RedactURL(cfg.NATS.URL), NATS: cfg.Names.Say("NATS"), Err: err}))
+	}
 	ttl := LeaseTTL(cfg.Consumer.Plan.WithDefaults().AckWait())
 	durable := cmp.Or(cfg.Consumer.Durable, consumer.DurableDefault)
 	host, _ := os.Hostname()

@@ -142,9 +142,13 @@ func TestRunStoppedWhileWaitingForTheServer(t *testing.T) {
 		t.Fatal("server not ready")
 	}
 	p := startCommand(t, "run", "--nats", srv.ClientURL(), "--db", filepath.Join(t.TempDir(), "l.db"), "--stream", "EV", "--log-format", "json")
-	consumertest.Eventually(t, 30*time.Second, "run to say it waits for the stream", func() bool {
+	// Its first wait: the durable's lease (a run on a shared server holds
+	// it), else the stream.
+	consumertest.Eventually(t, 30*time.Second, "run to say it waits for the server", func() bool {
 		p.failIfExited(t)
-		_, ok := p.record(func(r map[string]any) bool { return r[jsretry.KeyWaitingFor] == "look up stream EV" })
+		_, ok := p.record(func(r map[string]any) bool {
+			return r[jsretry.KeyWaitingFor] == "look up stream EV" || r[jsretry.KeyWaitingFor] == "open the lease of jetledger"
+		})
 		return ok
 	})
 	if code := p.stop(t); code != exitOK {
