@@ -277,3 +277,22 @@ func holdsAtLeast(pos, have ledger.ChangelogPosition) bool {
 	}
 	return false
 }
+
+// Gap says whether the log lacks entries after its stored snapshot (it
+// was purged, or trimmed past it): a copy behind the log's first entry
+// can go on only from a newer snapshot, which its owner should store now.
+func (l *Log) Gap(ctx context.Context) (bool, error) {
+	info, err := l.info(ctx)
+	if err != nil {
+		return false, err
+	}
+	snap, err := l.stored(ctx)
+	if err != nil || !snap.found || snap.Log != l.instance {
+		return false, err
+	}
+	st := info.State
+	if st.Msgs == 0 {
+		return st.LastSeq > snap.Seq, nil
+	}
+	return st.FirstSeq > snap.Seq+1, nil
+}

@@ -265,18 +265,33 @@ func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, leas
 }
 
 // keepSnapshots snapshots the ledger at the take-over (unless Own stored
-// one, and nothing has changed since) and every SnapshotInterval until ctx
-// ends; a snapshot that fails is tried again every few seconds until one
-// is stored.
+// one, and nothing has changed since), every SnapshotInterval, and as soon
+// as the log lacks entries after the stored snapshot (purged: a standby
+// behind it can go on only from a newer snapshot) until ctx ends; a
+// snapshot that fails is tried again every few seconds until one is
+// stored.
 func keepSnapshots(ctx context.Context, cfg Config, o Owner, log *changelog.Log, st *ledger.Store) {
-	for wait := time.Duration(0); ackwait.Sleep(ctx, wait); {
-		wait = o.SnapshotInterval
+	look := min(o.SnapshotInterval, 5*time.Second)
+	for due := time.Now(); ; {
+		if time.Now().Before(due) {
+			if gap, err := log.Gap(ctx); err != nil || !gap {
+				if !ackwait.Sleep(ctx, min(look, time.Until(due))) {
+					return
+				}
+				continue
+			}
+			cfg.Logger.WarnContext(ctx, "the changelog lacks entries after the stored snapshot (purged?): snapshotting now, for standbys behind it")
+		}
+		due = time.Now().Add(o.SnapshotInterval)
 		if _, err := log.Snapshot(ctx, st); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			cfg.Logger.WarnContext(ctx, "snapshot of the ledger failed; tried again", "err", err)
-			wait = min(wait, 5*time.Second)
+			due = time.Now().Add(look)
+		}
+		if !ackwait.Sleep(ctx, min(look, time.Until(due))) {
+			return
 		}
 	}
 }

@@ -258,3 +258,43 @@ func healthCode(t *testing.T, url string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// Issue 42, item 10: the changelog purged while a standby is behind it.
+// The standby waits (no loop of restores), the owner notices that its log
+// lacks entries after its snapshot and stores a new one at once, and the
+// standby's copy goes on from it. Before, standbys restored the old
+// snapshot hundreds of times a second, and the next snapshot came after
+// SnapshotInterval (10 minutes).
+func TestAPurgedChangelogIsBridgedByASnapshot(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	a, b := newOwnedHost(t, srv.ClientURL(), "a", 0), newOwnedHost(t, srv.ClientURL(), "b", 0)
+	a.start()
+	consumertest.Eventually(t, time.Minute, "a owns the partition", func() bool { return hasSnapshot(t, js) })
+	b.start()
+	publish(t, js, 0, 20)
+	consumertest.Eventually(t, time.Minute, "b's copy holds 20", func() bool { return processed(t, b.cfg.DB) == 20 })
+	b.halt()
+	publish(t, js, 20, 40)
+	consumertest.Eventually(t, time.Minute, "a commits 40", func() bool { return processed(t, a.cfg.DB) == 40 })
+	name, _ := changelog.Names("S", "d")
+	s, err := js.Stream(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Purge(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	consumertest.Eventually(t, time.Minute, "b's copy, from the owner's new snapshot, holds 40", func() bool {
+		select {
+		case err := <-b.done:
+			t.Fatalf("the standby stopped: %v", err)
+		default:
+		}
+		return processed(t, b.cfg.DB) == 40
+	})
+	a.halt()
+	b.halt()
+}
