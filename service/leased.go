@@ -67,8 +67,8 @@ func runLeased(ctx context.Context, cfg Config) error {
 	kept := make(chan struct{})
 	go func() {
 		defer close(kept)
-		if err := lease.Keep(runCtx); err != nil {
-			cfg.Logger.ErrorContext(ctx, "lost the durable's lease: this run stops consuming, as another may take the durable over", "stream", cfg.Stream.Name, "durable", durable, "err", err)
+		if err := keepPlain(runCtx, cfg, lease, ttl); err != nil {
+			cfg.Logger.ErrorContext(ctx, "another run took the durable's lease: this run stops consuming", "stream", cfg.Stream.Name, "durable", durable, "err", err)
 			stop(err)
 		}
 	}()
@@ -76,7 +76,7 @@ func runLeased(ctx context.Context, cfg Config) error {
 	err = Run(runCtx, cfg)
 	stop(nil)
 	<-kept
-	if cause := context.Cause(runCtx); errors.Is(cause, changelog.ErrLeaseLost) {
+	if cause := context.Cause(runCtx); errors.Is(cause, changelog.ErrLeaseHeld) {
 		return cfg.Say(step(StepLedger, errors.Join(cause, err)))
 	}
 	return err
@@ -137,5 +137,37 @@ func catchUpToLeave(ctx context.Context, cfg Config, js jetstream.JetStream, dur
 		return fmt.Errorf("the ledger cannot leave its changelog yet: it stands at entry %d, its log at %d, and the log cannot bring it up to date (%w): run it with the standby setting until it holds the log's last entry, then leave", applied, last, err)
 	}
 	cfg.Logger.InfoContext(ctx, "the ledger holds its changelog's last entry before it leaves it", "changelog", name, "db", cfg.DB, "entry", applied)
+	return nil
+}
+
+// keepPlain renews a plain run's lease every quarter TTL until ctx ends
+// (then gives it up), and returns ErrLeaseHeld once another run holds it.
+// A lease that lapsed while the server could not be reached (a network
+// partition, which stops the consumer too) is taken again when it can be:
+// with no changelog to fence, what matters is that two runs never consume
+// the durable together for longer than a renewal takes to find out.
+func keepPlain(ctx context.Context, cfg Config, lease *changelog.Lease, ttl time.Duration) error {
+	defer lease.Release()
+	said := false
+	for ackwait.Sleep(ctx, ttl/4) {
+		rctx, cancel := context.WithTimeout(ctx, ttl/4)
+		err := lease.Renew(rctx)
+		if errors.Is(err, changelog.ErrLeaseLost) {
+			err = lease.Acquire(rctx)
+		}
+		cancel()
+		switch {
+		case err == nil:
+			if said {
+				cfg.Logger.InfoContext(ctx, "the durable's lease is held again", "stream", cfg.Stream.Name)
+			}
+			said = false
+		case errors.Is(err, changelog.ErrLeaseHeld):
+			return err
+		case !said && ctx.Err() == nil:
+			cfg.Logger.WarnContext(ctx, "the durable's lease cannot be renewed now; trying again", "stream", cfg.Stream.Name, "err", err)
+			said = true
+		}
+	}
 	return nil
 }
