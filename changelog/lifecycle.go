@@ -34,7 +34,7 @@ type situation struct {
 	snap        snapshotInfo
 	log         string // this log's instance
 	first, last uint64 // the log's first entry held (0: none) and its last
-	acked       uint64 // the durable's acknowledged floor (stream sequence); 0: none or unknown
+	acked       uint64 // a message the durable acknowledged that the file has not seen (stream sequence); 0: none or unknown
 }
 
 // rule is one row of the lifecycle: when it matches, its step is taken;
@@ -108,8 +108,8 @@ func decide(s situation) (rule, error) {
 		if !r.match(s) {
 			continue
 		}
-		if r.step == stepBegin && s.acked > s.file.seen {
-			return rule{name: r.name + ", lacking acknowledged messages", step: stepWait}, fmt.Errorf("%w: this file holds messages through stream sequence %d, the durable acknowledged through %d: a fuller copy of the partition is on another host; start the run there, or, if none is left, a person restores what was lost", ErrWaiting, s.file.seen, s.acked)
+		if r.step == stepBegin && s.acked != 0 {
+			return rule{name: r.name + ", lacking acknowledged messages", step: stepWait}, fmt.Errorf("%w: this file holds messages through stream sequence %d, the durable acknowledged the one at %d: a fuller copy of the partition is on another host; start the run there, or, if none is left, a person restores what was lost", ErrWaiting, s.file.seen, s.acked)
 		}
 		if r.step == stepWait {
 			return r, fmt.Errorf("%w (%s): %s", ErrWaiting, r.name, r.why(s))
@@ -159,7 +159,8 @@ func readFile(ctx context.Context, file string) (fileState, error) {
 	f.pos.Seq, f.pos.Origin.Seq = uint64(seq), uint64(oseq)
 	var seen sql.NullInt64
 	err = db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM processed_messages) + (SELECT count(*) FROM outbox) + (SELECT count(*) FROM dead_letters),
-		(SELECT max(max(stream_seq), max(last_seq)) FROM processed_messages)`).Scan(&f.rows, &seen)
+		max(coalesce((SELECT max(max(stream_seq), max(last_seq)) FROM processed_messages), 0),
+			coalesce((SELECT max(stream_seq) FROM dead_letters), 0), coalesce((SELECT max(stream_seq) FROM conflicts), 0))`).Scan(&f.rows, &seen)
 	if err != nil && !missingTable(err) {
 		return f, fmt.Errorf("changelog: read %s: %w", file, err)
 	}
@@ -190,7 +191,7 @@ func (l *Log) situation(ctx context.Context, file string) (situation, error) {
 		return s, err
 	}
 	if l.cfg.Acked != nil {
-		if s.acked, err = l.cfg.Acked(ctx); err != nil {
+		if s.acked, err = l.cfg.Acked(ctx, s.file.seen); err != nil {
 			return s, err
 		}
 	}

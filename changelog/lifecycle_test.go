@@ -48,7 +48,7 @@ func TestLifecycleDecides(t *testing.T) {
 		// Item 5: a ledger rebuilt by replay, joining a log that has a snapshot, gives way to it (set aside).
 		{"a plain ledger, the partition has a snapshot", situation{file: fileState{exists: true, rows: 30, seen: 30}, snap: snap(L, 9, ledger.ChangelogOrigin{}), log: L, last: 20}, stepRestore, false},
 		// Item 4: the log deleted; the owner's file, as full as the old snapshot, begins the new one.
-		{"copy of the deleted log, at least its snapshot", situation{file: file(L1, 50, 50), snap: snap(L1, 40, ledger.ChangelogOrigin{}), log: L, acked: 50}, stepBegin, false},
+		{"copy of the deleted log, at least its snapshot", situation{file: file(L1, 50, 50), snap: snap(L1, 40, ledger.ChangelogOrigin{}), log: L}, stepBegin, false},
 		{"copy of the deleted log, behind its snapshot", situation{file: file(L1, 30, 30), snap: snap(L1, 40, ledger.ChangelogOrigin{}), log: L}, stepRestore, false},
 		{"copy of the deleted log lacking acked messages", situation{file: file(L1, 45, 45), snap: snap(L1, 40, ledger.ChangelogOrigin{}), log: L, acked: 50}, stepWait, true},
 		{"copy of the deleted log, new log begun from as much", situation{file: file(L1, 45, 45), snap: snap(L, 3, ledger.ChangelogOrigin{Log: L1, Seq: 50}), log: L, first: 1, last: 3}, stepRestore, false},

@@ -52,11 +52,11 @@ type Config struct {
 	Timeout time.Duration
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
-	// Acked reads the stream sequence through which the partition's
-	// durable has acknowledged every message (its ack floor; 0 when it
-	// has none): a ledger that lacks some of them does not begin a log.
-	// Default nil: not checked.
-	Acked func(context.Context) (uint64, error)
+	// Acked returns the stream sequence of a message the partition's
+	// durable has acknowledged after stream sequence after, or 0 when
+	// there is none: a ledger that has seen messages only through after
+	// lacks it, and does not begin a log. Default nil: not checked.
+	Acked func(ctx context.Context, after uint64) (uint64, error)
 	// Schema, if set, is run on a standby's copy each time it is opened,
 	// before it follows the log: a schema's statements (DDL) are in no
 	// entry, so the tables a later version of the owner writes must be

@@ -45,7 +45,6 @@ func Standby(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.
 		case err != nil:
 			return err
 		}
-		w.clear()
 		cfg.Changelog = nil
 		st, err := ledger.Open(file, cfg)
 		if err != nil {
@@ -57,7 +56,7 @@ func Standby(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.
 				return fmt.Errorf("changelog: the run's schema on the standby's copy %s: %w", file, err)
 			}
 		}
-		err = follow(ctx, l, lease, st, lag, begin)
+		err = follow(ctx, l, lease, st, lag, begin, w)
 		st.Close()
 		if errors.Is(err, ErrWaiting) {
 			if !w.wait(ctx, err) {
@@ -88,13 +87,24 @@ func (l *Log) retry(ctx context.Context, err error) bool {
 // begin the log (begin: of an earlier instance, the log still empty)
 // applies nothing and returns ErrNeedSnapshot once the log has entries,
 // another host having begun it, for its step to be decided again.
-func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag func(uint64), begin bool) error {
+func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag func(uint64), begin bool, w *waiter) error {
 	said := ""
 	for {
 		from, perr := st.ChangelogPosition(ctx) // the file's: CatchUp reads the log's last
-		applied, last, err := l.CatchUp(ctx, st)
-		if begin && err == nil && last > 0 {
-			return fmt.Errorf("%w: the log was begun by another host", ErrNeedSnapshot)
+		var applied, last uint64
+		var err error
+		if begin {
+			// Nothing to apply: a copy that may begin the log waits for
+			// the lease, or for another host to begin it (then its step
+			// is decided again: it restores that host's snapshot).
+			if last, err = l.Last(ctx); err == nil && last > 0 {
+				return fmt.Errorf("%w: the log was begun by another host", ErrNeedSnapshot)
+			}
+		} else {
+			applied, last, err = l.CatchUp(ctx, st)
+		}
+		if err == nil {
+			w.clear() // the copy goes on
 		}
 		if cannotApply(ctx, err) {
 			// Not the server's passing trouble: the copy itself (a full

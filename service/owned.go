@@ -53,6 +53,9 @@ func LeaseTTL(ackWait time.Duration) time.Duration { return ackWait + time.Secon
 // are said by it.
 func runOwned(ctx context.Context, cfg Config) error {
 	cfg, err := cfg.withDefaults()
+	if err == nil {
+		err = cfg.load() // SchemaFile: the standby runs it on its copy too
+	}
 	if err != nil {
 		return cfg.Say(err)
 	}
@@ -105,17 +108,15 @@ func runOwned(ctx context.Context, cfg Config) error {
 		}
 		err = runOwner(ctx, cfg, o, log, lease)
 		if ctx.Err() != nil {
+			if errors.Is(err, context.Canceled) {
+				return nil // stopped while it started: a clean stop
+			}
 			return err
 		}
 		if !errors.Is(err, changelog.ErrLeaseLost) && !errors.Is(err, ledger.ErrNotChangelogOwner) && !errors.Is(err, changelog.ErrLogGone) {
 			return err
 		}
-		next := "stopping (with " + cfg.Names.Say("Owner.Standby") + " it would stand by instead)"
-		if o.Standby {
-			next = "standing by"
-		}
-		cfg.Logger.WarnContext(ctx, "lost the partition's ownership: this process commits and acknowledges nothing more of it; "+next,
-			"stream", cfg.Stream.Name, "durable", cfg.Consumer.Durable, "owner", o.Name, "role", "lost", "err", err)
+		sayLost(ctx, cfg, o, err)
 		if !o.Standby {
 			return err
 		}
@@ -125,6 +126,16 @@ func runOwned(ctx context.Context, cfg Config) error {
 			return cfg.Say(step(StepLedger, err))
 		}
 	}
+}
+
+// sayLost logs that the partition's ownership was lost, and what comes next.
+func sayLost(ctx context.Context, cfg Config, o Owner, err error) {
+	next := "stopping (with " + cfg.Names.Say("Owner.Standby") + " it would stand by instead)"
+	if o.Standby {
+		next = "standing by"
+	}
+	cfg.Logger.WarnContext(ctx, "lost the partition's ownership: this process commits and acknowledges nothing more of it; "+next,
+		"stream", cfg.Stream.Name, "durable", cfg.Consumer.Durable, "owner", o.Name, "role", "lost", "err", err)
 }
 
 // reopenLog opens the partition's changelog again after why: a log
@@ -145,9 +156,13 @@ func reopenLog(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream,
 // begin it gives the lease up at once, for a host with a fuller copy, and
 // the error (ErrWaiting) says why.
 func prepareOwned(ctx context.Context, cfg Config, o Owner, log *changelog.Log, lease *changelog.Lease) error {
-	err := jsretry.Do(ctx, cfg.Logger, "prepare the ledger of "+cfg.Consumer.Durable, func(ctx context.Context) error {
-		_, err := log.Prepare(ctx, cfg.DB)
-		return err
+	// The lease is renewed meanwhile: a restore, or a snapshot bucket
+	// made on a fresh cluster, can outlast its TTL.
+	err := holding(ctx, lease, LeaseTTL(cfg.Consumer.Plan.WithDefaults().AckWait()), func() error {
+		return jsretry.Do(ctx, cfg.Logger, "prepare the ledger of "+cfg.Consumer.Durable, func(ctx context.Context) error {
+			_, err := log.Prepare(ctx, cfg.DB)
+			return err
+		})
 	})
 	if err != nil {
 		lease.Release()
@@ -170,10 +185,29 @@ func copySchema(cfg Config) func(context.Context, *ledger.Store) error {
 	}
 }
 
-// ackFloor reads the stream sequence through which the partition's
-// durable has acknowledged every message (0: no durable yet).
-func ackFloor(js jetstream.JetStream, stream, durable string) func(context.Context) (uint64, error) {
-	return func(ctx context.Context) (uint64, error) {
+// holding runs f while renewing lease every quarter of ttl.
+func holding(ctx context.Context, lease *changelog.Lease, ttl time.Duration, f func() error) error {
+	hctx, stop := context.WithCancel(ctx)
+	var renewals sync.WaitGroup
+	renewals.Go(func() {
+		for ackwait.Sleep(hctx, ttl/4) {
+			rctx, cancel := context.WithTimeout(hctx, ttl/4)
+			lease.Renew(rctx) //nolint:errcheck // Held says what came of it: Own checks it
+			cancel()
+		}
+	})
+	defer renewals.Wait()
+	defer stop()
+	return f()
+}
+
+// ackedAfter reads, for the lifecycle, a message the partition's durable
+// has acknowledged after stream sequence after: the lowest sequence of
+// one of its filter's messages the stream holds in (after, ack floor], or
+// 0 when there is none (or no durable yet). The ack floor alone is not
+// it: it moves over the other partitions' messages too.
+func ackedAfter(js jetstream.JetStream, stream, durable string) func(context.Context, uint64) (uint64, error) {
+	return func(ctx context.Context, after uint64) (uint64, error) {
 		c, err := js.Consumer(ctx, stream, durable)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 			return 0, nil
@@ -181,7 +215,33 @@ func ackFloor(js jetstream.JetStream, stream, durable string) func(context.Conte
 		if err != nil {
 			return 0, err
 		}
-		return c.CachedInfo().AckFloor.Stream, nil
+		info := c.CachedInfo()
+		floor := info.AckFloor.Stream
+		if floor <= after {
+			return 0, nil
+		}
+		s, err := js.Stream(ctx, stream)
+		if err != nil {
+			return 0, err
+		}
+		filters := append([]string{info.Config.FilterSubject}, info.Config.FilterSubjects...)
+		lowest := uint64(0)
+		for _, f := range filters {
+			if f == "" && len(filters) > 1 {
+				continue
+			}
+			m, err := s.GetMsg(ctx, after+1, jetstream.WithGetMsgSubject(cmp.Or(f, ">")))
+			if errors.Is(err, jetstream.ErrMsgNotFound) {
+				continue
+			}
+			if err != nil {
+				return 0, err
+			}
+			if m.Sequence <= floor && (lowest == 0 || m.Sequence < lowest) {
+				lowest = m.Sequence
+			}
+		}
+		return lowest, nil
 	}
 }
 
@@ -207,7 +267,7 @@ func openOwned(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream,
 	err := jsretry.Do(ctx, cfg.Logger, "open the changelog and the lease of "+cfg.Consumer.Durable, func(ctx context.Context) error {
 		var err error
 		if log, err = changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: cfg.Consumer.Durable, Replicas: o.Replicas, Logger: cfg.Logger,
-			Acked: ackFloor(js, cfg.Stream.Name, cfg.Consumer.Durable), Waiting: waiting, Schema: copySchema(cfg)}); err != nil {
+			Acked: ackedAfter(js, cfg.Stream.Name, cfg.Consumer.Durable), Waiting: waiting, Schema: copySchema(cfg)}); err != nil {
 			return err
 		}
 		lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, cfg.Consumer.Durable, o.Name, ttl, o.Replicas, changelog.LeaseLogger(cfg.Logger))
