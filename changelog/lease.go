@@ -333,8 +333,10 @@ func (l *Lease) Renew(ctx context.Context) error {
 			err = errors.Join(err, ierr)
 		case info.Created.Equal(heldIn) && bucketGone(err): // the server did not answer in time
 		case info.Created.Equal(heldIn):
-			l.lose()
-			return fmt.Errorf("%w: %s was written by another, or expired: %v", ErrLeaseLost, l.key, err)
+			if next, err = l.rewrite(ctx); err != nil {
+				l.lose()
+				return fmt.Errorf("%w: %s was written by another, or expired: %v", ErrLeaseLost, l.key, err)
+			}
 		case !l.Held():
 			l.lose()
 			return fmt.Errorf("%w: the lease bucket %s was made again after this owner's hold of %s had ended", ErrLeaseLost, LeaseBucket, l.key)
@@ -351,6 +353,21 @@ func (l *Lease) Renew(ctx context.Context) error {
 	}
 	l.hold(next, sent)
 	return nil
+}
+
+// rewrite renews the key after its last revision if that names this
+// owner: a renewal whose answer was lost (a timeout) wrote it, and the
+// next, sent with the revision before, was refused. Owner names are a
+// process's own (host and pid), so nobody else wrote it.
+func (l *Lease) rewrite(ctx context.Context) (uint64, error) {
+	rec, err := l.read(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if rec.holder != l.owner {
+		return 0, fmt.Errorf("%w: %q holds it", ErrLeaseLost, rec.holder)
+	}
+	return l.write(ctx, rec.rev)
 }
 
 // hold records the revision this owner has just written, sent at sent.

@@ -1,0 +1,47 @@
+package changelog_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/changelog"
+	"github.com/jetledger/jetledger/consumer/consumertest"
+)
+
+// A renewal whose answer was lost (a timeout) wrote the key: the next,
+// sent after the revision before, is refused by the stream. The key still
+// names this owner, so the lease is renewed, not lost (a plain run stopped
+// itself on it, "another run took the durable's lease", naming itself);
+// a key naming another is still lost.
+func TestARenewalWhoseAnswerWasLostKeepsTheLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	a, err := changelog.OpenLease(ctx, js, "PAY", "p0", "host-a:1", 3*time.Second, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The lost answer's write: the same owner, one revision on.
+	kv, err := js.KeyValue(ctx, changelog.LeaseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "PAY.p0", []byte("host-a:1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Renew(ctx); err != nil || !a.Held() {
+		t.Fatalf("a renewal after a lost answer of its own: %v, held %v", err, a.Held())
+	}
+	if _, err := kv.Put(ctx, "PAY.p0", []byte("host-b:2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Renew(ctx); !errors.Is(err, changelog.ErrLeaseLost) {
+		t.Fatalf("a renewal after another wrote the key: %v, want ErrLeaseLost", err)
+	}
+}
