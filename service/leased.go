@@ -62,6 +62,7 @@ func runLeased(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return cfg.Say(step(StepLedger, err))
 	}
+	cfg.leaseHeld = true // before the keeper's goroutine reads cfg
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	kept := make(chan struct{})
@@ -72,7 +73,6 @@ func runLeased(ctx context.Context, cfg Config) error {
 			stop(err)
 		}
 	}()
-	cfg.leaseHeld = true
 	err = Run(runCtx, cfg)
 	stop(nil)
 	<-kept
