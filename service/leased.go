@@ -65,16 +65,20 @@ func runLeased(ctx context.Context, cfg Config) error {
 	cfg.leaseHeld = true // before the keeper's goroutine reads cfg
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
+	// Kept until the run has drained its batch in hand (runOwner's reason).
+	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopKeeping()
 	kept := make(chan struct{})
 	go func() {
 		defer close(kept)
-		if err := keepPlain(runCtx, cfg, lease, ttl); err != nil {
+		if err := keepPlain(keepCtx, cfg, lease, ttl); err != nil {
 			cfg.Logger.ErrorContext(ctx, "another run took the durable's lease: this run stops consuming", "stream", cfg.Stream.Name, "durable", durable, "err", err)
 			stop(err)
 		}
 	}()
 	err = Run(runCtx, cfg)
 	stop(nil)
+	stopKeeping()
 	<-kept
 	if cause := context.Cause(runCtx); errors.Is(cause, changelog.ErrLeaseHeld) {
 		return cfg.Say(step(StepLedger, errors.Join(cause, err)))

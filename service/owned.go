@@ -290,10 +290,15 @@ func acquire(ctx context.Context, cfg Config, lease *changelog.Lease) error {
 func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, lease *changelog.Lease) error {
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
+	// The lease is kept until the run has drained, not only until it is
+	// told to stop: the batch in hand at a SIGTERM commits through the
+	// log, which takes an entry only while the lease is held.
+	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopKeeping()
 	kept := make(chan struct{})
 	go func() {
 		defer close(kept)
-		if err := lease.Keep(runCtx); err != nil {
+		if err := lease.Keep(keepCtx); err != nil {
 			stop(err) // the consumer stops fetching before the lease can pass
 		}
 	}()
@@ -317,6 +322,7 @@ func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, leas
 	}
 	err := Run(runCtx, cfg)
 	stop(nil)
+	stopKeeping() // drained: the lease goes now, to a standby at once
 	<-kept
 	if cause := context.Cause(runCtx); errors.Is(cause, changelog.ErrLeaseLost) {
 		return errors.Join(cause, err)
