@@ -1,9 +1,11 @@
 package changelog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
@@ -45,19 +47,17 @@ func Standby(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.
 		case err != nil:
 			return err
 		}
-		cfg.Changelog = nil
-		st, err := ledger.Open(file, cfg)
+		st, err := openCopy(ctx, l, file, cfg, begin)
 		if err != nil {
 			return err
 		}
-		if l.cfg.Schema != nil {
-			if err := l.cfg.Schema(ctx, st); err != nil {
-				st.Close()
-				return fmt.Errorf("changelog: the run's schema on the standby's copy %s: %w", file, err)
-			}
-		}
 		err = follow(ctx, l, lease, st, lag, begin, w)
-		st.Close()
+		if st != nil {
+			st.Close()
+		}
+		if errors.Is(err, errBegunElsewhere) {
+			continue // its snapshot is next: decided again at once
+		}
 		if errors.Is(err, ErrWaiting) {
 			if !w.wait(ctx, err) {
 				return ctx.Err()
@@ -75,6 +75,31 @@ func Standby(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.
 	}
 }
 
+// errBegunElsewhere: a copy that might have begun the log found it begun
+// by another host.
+var errBegunElsewhere = fmt.Errorf("%w: the log was begun by another host", ErrNeedSnapshot)
+
+// openCopy opens the standby's copy at file, with the run's schema, or
+// nil when there is no file and it may begin the log: none is made until
+// it is this host's to begin, or another's snapshot to restore.
+func openCopy(ctx context.Context, l *Log, file string, cfg ledger.Config, begin bool) (*ledger.Store, error) {
+	if _, err := os.Stat(file); begin && errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	cfg.Changelog = nil
+	st, err := ledger.Open(file, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if l.cfg.Schema != nil {
+		if err := l.cfg.Schema(ctx, st); err != nil {
+			st.Close()
+			return nil, fmt.Errorf("changelog: the run's schema on the standby's copy %s: %w", file, err)
+		}
+	}
+	return st, nil
+}
+
 // retry says that the standby cannot reach its log or lease now (the
 // server's error, err), and waits before it tries again; false once ctx
 // has ended.
@@ -90,7 +115,11 @@ func (l *Log) retry(ctx context.Context, err error) bool {
 func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag func(uint64), begin bool, w *waiter) error {
 	said := ""
 	for {
-		from, perr := st.ChangelogPosition(ctx) // the file's: CatchUp reads the log's last
+		var from ledger.ChangelogPosition
+		var perr error
+		if st != nil {
+			from, perr = st.ChangelogPosition(ctx) // the file's: CatchUp reads the log's last
+		}
 		var applied, last uint64
 		var err error
 		if begin {
@@ -98,7 +127,7 @@ func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag fun
 			// the lease, or for another host to begin it (then its step
 			// is decided again: it restores that host's snapshot).
 			if last, err = l.Last(ctx); err == nil && last > 0 {
-				return fmt.Errorf("%w: the log was begun by another host", ErrNeedSnapshot)
+				return errBegunElsewhere
 			}
 		} else {
 			applied, last, err = l.CatchUp(ctx, st)
@@ -137,10 +166,14 @@ func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag fun
 		if err != nil {
 			return err
 		}
-		if holder != "" && holder != said {
+		switch {
+		case holder == "" || holder == said:
+		case begin:
+			l.log.InfoContext(ctx, "changelog: waiting for the partition's owner to begin its log", "log", l.name, "owner", holder)
+		default:
 			l.log.InfoContext(ctx, "changelog: standing by; the partition is owned", "log", l.name, "owner", holder)
-			said = holder
 		}
+		said = cmp.Or(holder, said)
 		if !ackwait.Sleep(ctx, PollDefault) {
 			return ctx.Err()
 		}

@@ -47,7 +47,7 @@ func runLeased(ctx context.Context, cfg Config) error {
 	var lease *changelog.Lease
 	err = jsretry.Do(ctx, cfg.Logger, "open the lease of "+durable, func(ctx context.Context) error {
 		lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, durable, fmt.Sprintf("%s:%d", host, os.Getpid()), ttl,
-			max(cfg.Stream.Limits.Replicas, 1), changelog.LeaseLogger(cfg.Logger))
+			leaseReplicas(cfg, len(nc.Servers())), changelog.LeaseLogger(cfg.Logger))
 		return err
 	})
 	if err == nil {
@@ -174,4 +174,12 @@ func keepPlain(ctx context.Context, cfg Config, lease *changelog.Lease, ttl time
 		}
 	}
 	return nil
+}
+
+// leaseReplicas is the lease bucket's replicas when a plain run makes it:
+// the stream's, or on a cluster (servers the client knows of) up to 3,
+// so that the lease, which every run now needs to consume, is not on one
+// server of a cluster whose stream outlives it.
+func leaseReplicas(cfg Config, servers int) int {
+	return max(cfg.Stream.Limits.Replicas, min(servers, 3), 1)
 }
