@@ -278,6 +278,16 @@ func (l *Lease) Acquire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if rec.holder == l.owner {
+		// An earlier try of this process whose answer was lost wrote it.
+		sent := time.Now()
+		rev, err := l.write(ctx, rec.rev)
+		if err != nil {
+			return fmt.Errorf("changelog: take lease %s: %w", l.key, err)
+		}
+		l.hold(rev, sent)
+		return nil
+	}
 	if rec.holder != "" {
 		return fmt.Errorf("%w: %s holds %s", ErrLeaseHeld, rec.holder, l.key)
 	}
@@ -294,6 +304,10 @@ func (l *Lease) Acquire(ctx context.Context) error {
 	sent := time.Now()
 	rev, err := l.write(ctx, rec.rev)
 	if wrongRevision(err) {
+		if rev, rerr := l.rewrite(ctx); rerr == nil { // our own lost answer took it
+			l.hold(rev, sent)
+			return nil
+		}
 		holder, _ := l.Holder(ctx)
 		return fmt.Errorf("%w: %s took %s first", ErrLeaseHeld, holder, l.key)
 	}

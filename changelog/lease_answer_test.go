@@ -44,4 +44,17 @@ func TestARenewalWhoseAnswerWasLostKeepsTheLease(t *testing.T) {
 	if err := a.Renew(ctx); !errors.Is(err, changelog.ErrLeaseLost) {
 		t.Fatalf("a renewal after another wrote the key: %v, want ErrLeaseLost", err)
 	}
+
+	// A take whose answer was lost: the key names this process, so taking
+	// it again succeeds (a plain run was refused naming "" as the other).
+	if _, err := kv.Put(ctx, "PAY.p0", []byte("host-c:3")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := changelog.OpenLease(ctx, js, "PAY", "p0", "host-c:3", 3*time.Second, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Acquire(ctx); err != nil || !c.Held() {
+		t.Fatalf("taking a lease its own lost answer wrote: %v, held %v", err, c.Held())
+	}
 }

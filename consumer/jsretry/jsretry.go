@@ -51,7 +51,8 @@ const (
 // Transient reports whether err means that nobody could answer the call
 // now, so that the same call may get an answer later: a try's timeout
 // (the servers that are not a leader stay silent while one is elected),
-// no responders, a connection reconnecting, and the server's "temporarily
+// no responders (to a request, or to a publish: no response from stream),
+// a connection reconnecting, and the server's "temporarily
 // unavailable", "not leader" and "offline" errors. Anything else is an
 // answer: not found, a refused configuration, a permission.
 func Transient(err error) bool {
@@ -60,7 +61,7 @@ func Transient(err error) bool {
 	case err == nil:
 		return false
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout),
-		errors.Is(err, nats.ErrNoResponders), errors.Is(err, nats.ErrConnectionReconnecting):
+		errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrConnectionReconnecting):
 		return true
 	case errors.As(err, &api):
 		switch api.ErrorCode {
