@@ -599,9 +599,10 @@ func TestOwnedChangelogPurgedUnderAStandby(t *testing.T) {
 			return err == nil && h == ""
 		})
 		consistently(t, 10*time.Second, "nobody takes partition 0 over from a copy missing entries", func() bool {
+			// Not the lease's holder: a KV read may be served by a replica
+			// behind (direct get); what counts is that nobody consumes.
 			h, err := r.leaseHolder(0)
-			ok := running(standby) && (err != nil || h == "") && !logged(standby, "owner", 0) &&
-				gauge(addr, "jetledger_changelog_waiting") == 1
+			ok := running(standby) && !logged(standby, "owner", 0) && gauge(addr, "jetledger_changelog_waiting") == 1
 			if !ok {
 				t.Logf("running %v, holder %q (%v), owner logged %v, waiting gauge %v", running(standby), h, err, logged(standby, "owner", 0), gauge(addr, "jetledger_changelog_waiting"))
 			}

@@ -3,6 +3,7 @@ package service
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -46,7 +47,7 @@ func runLeased(ctx context.Context, cfg Config) error {
 	host, _ := os.Hostname()
 	var lease *changelog.Lease
 	err = jsretry.Do(ctx, cfg.Logger, "open the lease of "+durable, func(ctx context.Context) error {
-		lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, durable, fmt.Sprintf("%s:%d", host, os.Getpid()), ttl,
+		lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, durable, runName(host), ttl,
 			leaseReplicas(cfg, len(nc.Servers())), changelog.LeaseLogger(cfg.Logger))
 		return err
 	})
@@ -182,4 +183,11 @@ func keepPlain(ctx context.Context, cfg Config, lease *changelog.Lease, ttl time
 // server of a cluster whose stream outlives it.
 func leaseReplicas(cfg Config, servers int) int {
 	return max(cfg.Stream.Limits.Replicas, min(servers, 3), 1)
+}
+
+// runName names this run in a lease: host, process and a random tag, as
+// two runs of one process (a Go program's, a test's) must differ: a lease
+// that names this run is taken to be its own.
+func runName(host string) string {
+	return fmt.Sprintf("%s:%d:%s", host, os.Getpid(), rand.Text()[:6])
 }

@@ -26,7 +26,7 @@ type Owner struct {
 	// another is refused (ErrOwned).
 	Standby bool
 	// Name is this process in the lease, as the others' logs say it.
-	// Default host name and process id.
+	// Default host name, process id and a random tag.
 	Name string
 	// Replicas of the changelog, the lease bucket and the snapshots.
 	// Default Stream.Limits.Replicas, at least 1.
@@ -250,7 +250,7 @@ func ownerDefaults(cfg Config) Owner {
 	o := *cfg.Owner
 	if o.Name == "" {
 		host, _ := os.Hostname()
-		o.Name = fmt.Sprintf("%s:%d", host, os.Getpid())
+		o.Name = runName(host)
 	}
 	o.Replicas = max(cmp.Or(o.Replicas, cfg.Stream.Limits.Replicas), 1)
 	o.SnapshotInterval = cmp.Or(o.SnapshotInterval, SnapshotIntervalDefault)
