@@ -23,8 +23,8 @@ import (
 // consumer of its durable: it holds the partition's lease, the one owned
 // runs hold, while it consumes. Two runs of one durable on two ledgers
 // would each apply what the other had committed and not acknowledged; a
-// second run waits for the lease through one TTL (a run that stopped
-// without giving it up, SIGKILLed, lets it go then) and is then refused,
+// second run waits for the lease through two TTLs (a run that stopped
+// without giving it up, SIGKILLed, lets it go within one) and is then refused,
 // naming the holder (ErrOwned). There is no fence on the commit path
 // without a changelog: a run that cannot renew stops consuming.
 func runLeased(ctx context.Context, cfg Config) error {
@@ -87,10 +87,12 @@ func runLeased(ctx context.Context, cfg Config) error {
 	return err
 }
 
-// waitLease takes the lease, waiting through one TTL and a quarter while
-// another holds it; still held then, it is another live run's: refused.
+// waitLease takes the lease, waiting through two TTLs and 2 s while
+// another holds it (a key's TTL counts in whole seconds, and a take whose
+// answer was lost holds it for one); still held then, it is another live
+// run's: refused.
 func waitLease(ctx context.Context, cfg Config, lease *changelog.Lease, ttl time.Duration) error {
-	until := time.Now().Add(ttl + ttl/4)
+	until := time.Now().Add(2*ttl + 2*time.Second)
 	said := false
 	for {
 		err := jsretry.Do(ctx, cfg.Logger, "take the lease", lease.Acquire)
