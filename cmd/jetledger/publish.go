@@ -101,13 +101,15 @@ func (c *publishCmd) Run(inv *invocation) error {
 	}
 	n, err := p.PublishSeq(inv.ctx, msgs) // one at a time: nothing after a failed line is stored
 	var failed *publisher.PublishError
+	const checkServer = "; check --nats (or the NATS context) and --stream" // the stream reached is not the one named
 	switch {
-	case errors.As(err, &failed) && failed.Line > 0 && errors.Is(err, publisher.ErrWrongStream):
-		return reworded{err, failed.Say(publishNames) + "; check --nats (or the NATS context) and --stream"}
 	case errors.As(err, &failed) && failed.Line > 0:
+		if errors.Is(err, publisher.ErrWrongStream) {
+			return reworded{err, failed.Say(publishNames) + checkServer}
+		}
 		return reworded{err, failed.Say(publishNames)}
 	case errors.Is(err, publisher.ErrWrongStream):
-		return fmt.Errorf("published %d messages: %w; check --nats (or the NATS context) and --stream", n, err)
+		return fmt.Errorf("published %d messages: %w"+checkServer, n, err)
 	case errors.As(err, new(*publisher.ConfigError)), errors.As(err, new(*publisher.ReadError)):
 		return inputError(err) // its acks are printed above
 	case err != nil:
