@@ -52,7 +52,7 @@ func runLeased(ctx context.Context, cfg Config) error {
 		return err
 	})
 	if err == nil {
-		err = waitLease(ctx, cfg, lease, ttl)
+		err = waitLease(ctx, cfg, lease)
 	}
 	if err == nil && cfg.Ledger.LeaveChangelog {
 		err = catchUpToLeave(ctx, cfg, js, durable)
@@ -64,24 +64,14 @@ func runLeased(ctx context.Context, cfg Config) error {
 		return cfg.Say(step(StepLedger, err))
 	}
 	cfg.leaseHeld = true // before the keeper's goroutine reads cfg
-	runCtx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	// Kept until the run has drained its batch in hand (runOwner's reason).
-	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopKeeping()
-	kept := make(chan struct{})
-	go func() {
-		defer close(kept)
-		if err := keepPlain(keepCtx, cfg, lease, ttl); err != nil {
+	err, cause := runKept(ctx, cfg, func(ctx context.Context) error {
+		err := keepPlain(ctx, cfg, lease)
+		if err != nil {
 			cfg.Logger.ErrorContext(ctx, "another run took the durable's lease: this run stops consuming", "stream", cfg.Stream.Name, "durable", durable, "err", err)
-			stop(err)
 		}
-	}()
-	err = Run(runCtx, cfg)
-	stop(nil)
-	stopKeeping()
-	<-kept
-	if cause := context.Cause(runCtx); errors.Is(cause, changelog.ErrLeaseHeld) {
+		return err
+	})
+	if errors.Is(cause, changelog.ErrLeaseHeld) {
 		return cfg.Say(step(StepLedger, errors.Join(cause, err)))
 	}
 	return err
@@ -91,7 +81,8 @@ func runLeased(ctx context.Context, cfg Config) error {
 // another holds it (a key's TTL counts in whole seconds, and a take whose
 // answer was lost holds it for one); still held then, it is another live
 // run's: refused.
-func waitLease(ctx context.Context, cfg Config, lease *changelog.Lease, ttl time.Duration) error {
+func waitLease(ctx context.Context, cfg Config, lease *changelog.Lease) error {
+	ttl := lease.TTL()
 	until := time.Now().Add(2*ttl + 2*time.Second)
 	said := false
 	for {
@@ -153,7 +144,8 @@ func catchUpToLeave(ctx context.Context, cfg Config, js jetstream.JetStream, dur
 // partition, which stops the consumer too) is taken again when it can be:
 // with no changelog to fence, what matters is that two runs never consume
 // the durable together for longer than a renewal takes to find out.
-func keepPlain(ctx context.Context, cfg Config, lease *changelog.Lease, ttl time.Duration) error {
+func keepPlain(ctx context.Context, cfg Config, lease *changelog.Lease) error {
+	ttl := lease.TTL()
 	defer lease.Release()
 	said := false
 	for ackwait.Sleep(ctx, ttl/4) {

@@ -158,7 +158,7 @@ func reopenLog(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream,
 func prepareOwned(ctx context.Context, cfg Config, o Owner, log *changelog.Log, lease *changelog.Lease) error {
 	// The lease is renewed meanwhile: a restore, or a snapshot bucket
 	// made on a fresh cluster, can outlast its TTL.
-	err := holding(ctx, lease, LeaseTTL(cfg.Consumer.Plan.WithDefaults().AckWait()), func() error {
+	err := holding(ctx, lease, func() error {
 		return jsretry.Do(ctx, cfg.Logger, "prepare the ledger of "+cfg.Consumer.Durable, func(ctx context.Context) error {
 			_, err := log.Prepare(ctx, cfg.DB)
 			return err
@@ -185,8 +185,9 @@ func copySchema(cfg Config) func(context.Context, *ledger.Store) error {
 	}
 }
 
-// holding runs f while renewing lease every quarter of ttl.
-func holding(ctx context.Context, lease *changelog.Lease, ttl time.Duration, f func() error) error {
+// holding runs f while renewing lease every quarter of its TTL.
+func holding(ctx context.Context, lease *changelog.Lease, f func() error) error {
+	ttl := lease.TTL()
 	hctx, stop := context.WithCancel(ctx)
 	var renewals sync.WaitGroup
 	renewals.Go(func() {
@@ -288,20 +289,6 @@ func acquire(ctx context.Context, cfg Config, lease *changelog.Lease) error {
 
 // runOwner runs the partition while the lease is held.
 func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, lease *changelog.Lease) error {
-	runCtx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
-	// The lease is kept until the run has drained, not only until it is
-	// told to stop: the batch in hand at a SIGTERM commits through the
-	// log, which takes an entry only while the lease is held.
-	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopKeeping()
-	kept := make(chan struct{})
-	go func() {
-		defer close(kept)
-		if err := lease.Keep(keepCtx); err != nil {
-			stop(err) // the consumer stops fetching before the lease can pass
-		}
-	}()
 	cfg.Owner, cfg.leaseHeld = nil, true
 	// Each entry is published only while the lease is held, and a commit
 	// whose entry landed after it ended is rolled back (Log.Owned).
@@ -312,7 +299,7 @@ func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, leas
 		}
 		cfg.Logger.InfoContext(ctx, "owning the partition: its changes go to its changelog before each commit",
 			"stream", cfg.Stream.Name, "durable", cfg.Consumer.Durable, "owner", o.Name, "role", "owner")
-		snapCtx, stopSnapshots := context.WithCancel(runCtx)
+		snapCtx, stopSnapshots := context.WithCancel(ctx) // the run's: Start's
 		var snapshots sync.WaitGroup
 		snapshots.Go(func() { keepSnapshots(snapCtx, cfg, o, log, st) })
 		return func() {
@@ -320,14 +307,36 @@ func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, leas
 			snapshots.Wait()
 		}, nil
 	}
-	err := Run(runCtx, cfg)
-	stop(nil)
-	stopKeeping() // drained: the lease goes now, to a standby at once
-	<-kept
-	if cause := context.Cause(runCtx); errors.Is(cause, changelog.ErrLeaseLost) {
+	err, cause := runKept(ctx, cfg, lease.Keep)
+	if errors.Is(cause, changelog.ErrLeaseLost) {
 		return errors.Join(cause, err)
 	}
 	return err
+}
+
+// runKept runs cfg (Run) while keep holds the partition's lease. keep goes
+// on until the run has drained, not only until it is told to stop: the
+// batch in hand at a SIGTERM commits (through the log, on an owned
+// partition, which takes an entry only while the lease is held). A keep
+// that returns an error stops the run, which is its cause; the lease goes
+// once the run has drained, to another host at once.
+func runKept(ctx context.Context, cfg Config, keep func(context.Context) error) (err, cause error) {
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopKeeping()
+	kept := make(chan struct{})
+	go func() {
+		defer close(kept)
+		if err := keep(keepCtx); err != nil {
+			stop(err) // the consumer stops fetching before the lease can pass
+		}
+	}()
+	err = Run(runCtx, cfg)
+	stop(nil)
+	stopKeeping()
+	<-kept
+	return err, context.Cause(runCtx)
 }
 
 // keepSnapshots snapshots the ledger at the take-over (unless Own stored
