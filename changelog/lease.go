@@ -278,17 +278,9 @@ func (l *Lease) Acquire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if rec.holder == l.owner {
-		// An earlier try of this process whose answer was lost wrote it.
-		sent := time.Now()
-		rev, err := l.write(ctx, rec.rev)
-		if err != nil {
-			return fmt.Errorf("changelog: take lease %s: %w", l.key, err)
-		}
-		l.hold(rev, sent)
-		return nil
-	}
-	if rec.holder != "" {
+	// A key naming this owner was written by an earlier try of its own
+	// whose answer was lost: taken as a free one, after its revision.
+	if rec.holder != "" && rec.holder != l.owner {
 		return fmt.Errorf("%w: %s holds %s", ErrLeaseHeld, rec.holder, l.key)
 	}
 	// After the read, which may have made the bucket again; and MaxAge
@@ -297,7 +289,7 @@ func (l *Lease) Acquire(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if age := bucketAge(info); info.Config.Metadata[metaMadeAgain] != "" && age < l.ttl {
+	if age := bucketAge(info); info.Config.Metadata[metaMadeAgain] != "" && age < l.ttl && rec.holder != l.owner {
 		return fmt.Errorf("%w: the lease bucket %s was deleted and made again %v ago: whoever held %s may hold it for %v more",
 			ErrLeaseHeld, LeaseBucket, age.Round(time.Millisecond), l.key, (l.ttl - age).Round(time.Millisecond))
 	}

@@ -184,12 +184,11 @@ func (l *Log) situation(ctx context.Context, file string) (situation, error) {
 	if s.snap, err = l.stored(ctx); err != nil {
 		return s, err
 	}
-	if s.last, err = l.Last(ctx); err != nil {
+	info, err := l.info(ctx)
+	if err != nil {
 		return s, err
 	}
-	if s.first, err = l.first(ctx); err != nil {
-		return s, err
-	}
+	s.last, s.first = info.State.LastSeq, firstHeld(info.State)
 	if l.cfg.Acked != nil {
 		if s.acked, err = l.cfg.Acked(ctx, s.file.seen); err != nil {
 			return s, err
@@ -219,7 +218,7 @@ func (l *Log) Prepare(ctx context.Context, file string) (begin bool, err error) 
 		}
 		l.log.InfoContext(ctx, "changelog: restoring the partition's snapshot", "log", l.name, "db", file, "rule", r.name,
 			"file_log", s.file.pos.Log, "file_seq", s.file.pos.Seq, "snapshot_log", s.snap.Log, "snapshot_seq", s.snap.Seq)
-		if _, err := l.Restore(ctx, file); err != nil {
+		if err := l.restore(ctx, file, s.snap, s.file); err != nil {
 			return false, err
 		}
 	}
@@ -266,6 +265,9 @@ func (w *waiter) clear() {
 // that took it and then found its copy may not begin or continue the log.
 func (l *Lease) Release() { l.release() }
 
+// TTL is the lease's time to live after its last renewal.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
 // holdsAtLeast says whether a ledger at pos holds all a snapshot at have
 // holds: a later entry of the same log, or a log begun from a file that
 // held at least as much of have's.
@@ -291,9 +293,8 @@ func (l *Log) Gap(ctx context.Context) (bool, error) {
 	if err != nil || !snap.found || snap.Log != l.instance {
 		return false, err
 	}
-	st := info.State
-	if st.Msgs == 0 {
-		return st.LastSeq > snap.Seq, nil
+	if first := firstHeld(info.State); first != 0 {
+		return first > snap.Seq+1, nil
 	}
-	return st.FirstSeq > snap.Seq+1, nil
+	return info.State.LastSeq > snap.Seq, nil
 }

@@ -170,16 +170,12 @@ func (l *Log) Last(ctx context.Context) (uint64, error) {
 	return info.State.LastSeq, nil
 }
 
-// first is the log's first entry still held (0: none, all trimmed).
-func (l *Log) first(ctx context.Context) (uint64, error) {
-	info, err := l.info(ctx)
-	if err != nil {
-		return 0, err
+// firstHeld is a log's first entry still held (0: none, all trimmed).
+func firstHeld(st jetstream.StreamState) uint64 {
+	if st.Msgs > 0 {
+		return st.FirstSeq
 	}
-	if info.State.Msgs > 0 {
-		return info.State.FirstSeq, nil
-	}
-	return 0, nil
+	return 0
 }
 
 // info reads the log's stream; one deleted, or another of its name made
@@ -258,7 +254,7 @@ func (l *Log) CatchUp(ctx context.Context, st *ledger.Store) (applied, last uint
 	if applied >= last {
 		return applied, last, nil
 	}
-	if first := info.State.FirstSeq; info.State.Msgs == 0 || first > applied+1 {
+	if first := firstHeld(info.State); first == 0 || first > applied+1 {
 		return applied, last, fmt.Errorf("%w: %s holds entries from %d, the ledger needs %d", ErrNeedSnapshot, l.name, first, applied+1)
 	}
 	l.readMu.Lock()

@@ -140,34 +140,39 @@ func (l *Log) Restore(ctx context.Context, file string) (bool, error) {
 	if err != nil || !have.found {
 		return false, err
 	}
-	obs, err := l.snapshots(ctx)
+	f, err := readFile(ctx, file)
 	if err != nil {
 		return false, err
+	}
+	return true, l.restore(ctx, file, have, f)
+}
+
+// restore puts the stored snapshot have at file, which holds f.
+func (l *Log) restore(ctx context.Context, file string, have snapshotInfo, f fileState) error {
+	obs, err := l.snapshots(ctx)
+	if err != nil {
+		return err
 	}
 	tmp := filepath.Join(filepath.Dir(file), "."+filepath.Base(file)+".restore")
 	if err := obs.GetFile(ctx, l.name, tmp); err != nil {
 		os.Remove(tmp)
-		return false, fmt.Errorf("changelog: fetch the snapshot of %s: %w", l.name, err)
+		return fmt.Errorf("changelog: fetch the snapshot of %s: %w", l.name, err)
 	}
 	if err := syncPath(tmp); err != nil {
-		return false, err
-	}
-	if err := l.setAside(ctx, file, have); err != nil {
-		return false, err
-	}
-	if err := os.Rename(tmp, file); err != nil {
-		return false, fmt.Errorf("changelog: restore: %w", err)
-	}
-	return true, syncPath(filepath.Dir(file))
-}
-
-// setAside moves file (and its -wal) out of the way of a restore, or
-// removes it when the snapshot have holds all of it.
-func (l *Log) setAside(ctx context.Context, file string, have snapshotInfo) error {
-	f, err := readFile(ctx, file)
-	if err != nil {
 		return err
 	}
+	if err := l.setAside(ctx, file, have, f); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		return fmt.Errorf("changelog: restore: %w", err)
+	}
+	return syncPath(filepath.Dir(file))
+}
+
+// setAside moves file, holding f, (and its -wal) out of the way of a
+// restore, or removes it when the snapshot have holds all of it.
+func (l *Log) setAside(ctx context.Context, file string, have snapshotInfo, f fileState) error {
 	aside := ""
 	if f.exists && !(f.pos.Log == have.Log && f.pos.Seq <= have.Seq) && !f.empty() {
 		aside = file + ".replaced-" + time.Now().UTC().Format("20060102T150405.000")

@@ -55,21 +55,17 @@ func Standby(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.
 		if st != nil {
 			st.Close()
 		}
-		if errors.Is(err, errBegunElsewhere) {
+		switch {
+		case errors.Is(err, errBegunElsewhere):
 			continue // its snapshot is next: decided again at once
-		}
-		if errors.Is(err, ErrWaiting) {
-			if !w.wait(ctx, err) {
-				return ctx.Err()
-			}
-			continue
-		}
-		if !errors.Is(err, ErrNeedSnapshot) {
+		case errors.Is(err, ErrNeedSnapshot):
+			// Decided again after a pause: a log trimmed between the look
+			// and the catch-up is normal, a loop of it is not.
+			err = fmt.Errorf("%w: the copy cannot follow its log by entries: %w", ErrWaiting, err)
+		case !errors.Is(err, ErrWaiting):
 			return err
 		}
-		// Decided again after a pause: a log trimmed between the look
-		// and the catch-up is normal, a loop of it is not.
-		if !w.wait(ctx, fmt.Errorf("%w: the copy cannot follow its log by entries: %w", ErrWaiting, err)) {
+		if !w.wait(ctx, err) {
 			return ctx.Err()
 		}
 	}
