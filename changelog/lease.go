@@ -237,7 +237,10 @@ func (l *Lease) retrying(ctx context.Context, op func(context.Context) error) er
 		return errors.Join(err, rerr)
 	}
 	if info.Created.Equal(known) && !ttlDisabled(err) {
-		return err // the bucket is there: the server did not answer in time
+		// The bucket is there: the server did not answer in time, or a
+		// stream just made is not known yet where the read went (a fresh
+		// cluster). Either passes: said as the server's trouble, retried.
+		return fmt.Errorf("%w: %w", jetstream.ErrNoStreamResponse, err)
 	}
 	return op(ctx)
 }

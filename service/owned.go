@@ -88,7 +88,7 @@ func runOwned(ctx context.Context, cfg Config) error {
 		return cfg.Say(step(StepLedger, err))
 	}
 	for {
-		err := acquire(ctx, cfg, lease)
+		err := acquire(ctx, cfg, o, lease)
 		if err == nil {
 			err = prepareOwned(ctx, cfg, o, log, lease)
 		}
@@ -282,8 +282,14 @@ func openOwned(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream,
 
 // acquire takes the lease, waiting out a cluster that does not answer (a
 // run that has just lost the partition to a cut may still be cut off);
-// held by another, it says so (ErrLeaseHeld).
-func acquire(ctx context.Context, cfg Config, lease *changelog.Lease) error {
+// held by another, it says so (ErrLeaseHeld). A run that is not a standby
+// waits for a lease held by a run that
+// stopped without giving it up (a supervisor restarting a SIGKILLed owner
+// within its TTL), as a plain run does (waitLease).
+func acquire(ctx context.Context, cfg Config, o Owner, lease *changelog.Lease) error {
+	if !o.Standby {
+		return waitLease(ctx, cfg, lease)
+	}
 	return jsretry.Do(ctx, cfg.Logger, "take the lease of "+cfg.Consumer.Durable, lease.Acquire)
 }
 
