@@ -98,3 +98,42 @@ func TestLeavingTheChangelogCatchesUpFirst(t *testing.T) {
 		t.Fatalf("the run that left the changelog: %v", err)
 	}
 }
+
+// An owner (a changelog, no standby) started again by its supervisor
+// within the TTL of the lease its SIGKILLed run left: it waits the lease
+// out and owns the partition. Before, it was refused at once (ErrOwned),
+// naming its own dead run (TestAMigratedPartitionWaitsForItsFirstSnapshot
+// in CI).
+func TestAnOwnerRestartedAtOnceWaitsForItsDeadRunsLease(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	dead, err := changelog.OpenLease(t.Context(), js, "S", "d", "killed:1", LeaseTTL(quickPlan.WithDefaults().AckWait()), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dead.Acquire(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	h := newOwnedHost(t, srv.ClientURL(), "a", 0)
+	h.cfg.Owner.Standby, h.cfg.Consumer.Plan = false, quickPlan
+	h.start()
+	running := func() {
+		select {
+		case err := <-h.done:
+			t.Fatalf("the restarted owner ended: %v", err)
+		default:
+		}
+	}
+	consumertest.Eventually(t, time.Minute, "the restarted owner makes its stream", func() bool {
+		running()
+		_, err := js.Stream(t.Context(), "S")
+		return err == nil
+	})
+	publish(t, js, 0, 10)
+	consumertest.Eventually(t, time.Minute, "the restarted owner commits", func() bool {
+		running()
+		return processed(t, h.cfg.DB) == 10
+	})
+	h.halt()
+}
