@@ -210,11 +210,14 @@ func (l *Log) Prepare(ctx context.Context, file string) (begin bool, err error) 
 			return false, err
 		}
 		r, err := decide(s)
+		if restored && err == nil && r.step == stepRestore {
+			r.step, err = stepWait, fmt.Errorf("%w (%s): the restored snapshot still does not fit (entry %d of %s)", ErrWaiting, r.name, s.snap.Seq, s.snap.Log)
+		}
+		if merr := l.Move(ctx, roleOf[r.step], Facts{Step: r.step}); merr != nil {
+			return false, merr
+		}
 		if err != nil || r.step != stepRestore {
 			return r.step == stepBegin, err
-		}
-		if restored {
-			return false, fmt.Errorf("%w (%s): the restored snapshot still does not fit (entry %d of %s)", ErrWaiting, r.name, s.snap.Seq, s.snap.Log)
 		}
 		l.log.InfoContext(ctx, "changelog: restoring the partition's snapshot", "log", l.name, "db", file, "rule", r.name,
 			"file_log", s.file.pos.Log, "file_seq", s.file.pos.Seq, "snapshot_log", s.snap.Log, "snapshot_seq", s.snap.Seq)
@@ -222,6 +225,17 @@ func (l *Log) Prepare(ctx context.Context, file string) (begin bool, err error) 
 			return false, err
 		}
 	}
+}
+
+// roleOf is the role a run moves to when the lifecycle decides a step.
+var roleOf = map[step]Role{stepFollow: RoleFollowing, stepBegin: RoleFollowing, stepRestore: RoleRestoring, stepWait: RoleWaiting}
+
+// Move moves the run of this log to role to (Roles.Move).
+func (l *Log) Move(ctx context.Context, to Role, f Facts) error {
+	if l.cfg.Roles == nil {
+		return nil
+	}
+	return l.cfg.Roles.Move(ctx, to, f)
 }
 
 // waiter says a wait once per reason, at warn, then at error once it has

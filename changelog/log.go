@@ -67,6 +67,11 @@ type Config struct {
 	// wrapping ErrWaiting), and nil once it goes on: for its health and
 	// metrics. Default nil.
 	Waiting func(error)
+	// Roles keeps the run's role in the partition's lifecycle (the table
+	// of moves), across the logs it opens, and refuses a move the table
+	// lacks. Default nil: moves are not kept (a test that plays two hosts
+	// with one Log).
+	Roles *Roles
 }
 
 // Log is a partition's changelog: a stream of its own holding one subject,

@@ -65,6 +65,9 @@ func Standby(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.
 		case !errors.Is(err, ErrWaiting):
 			return err
 		}
+		if merr := l.Move(ctx, RoleWaiting, Facts{Step: stepWait}); merr != nil {
+			return merr
+		}
 		if !w.wait(ctx, err) {
 			return ctx.Err()
 		}
@@ -184,6 +187,9 @@ func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag fun
 // the log (it had no entries), or whose log has no snapshot yet, has its
 // snapshot stored before Own returns.
 func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
+	if err := l.Move(ctx, RoleTaking, Facts{Lease: lease}); err != nil {
+		return err
+	}
 	for {
 		if !lease.Held() {
 			return fmt.Errorf("%w: before the take-over", ErrLeaseLost)
@@ -204,9 +210,11 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 		}
 		l.log.InfoContext(ctx, "changelog: took the log over: every entry after this one is this owner's", "log", l.name, "after", last)
 		if last == 0 || !l.hasSnapshot(ctx) {
-			return l.firstSnapshot(ctx, lease, st)
+			if err := l.firstSnapshot(ctx, lease, st); err != nil {
+				return err
+			}
 		}
-		return nil
+		return l.Move(ctx, RoleOwner, Facts{Lease: lease, TookOver: true})
 	}
 }
 
@@ -250,13 +258,13 @@ func (l *Log) hasSnapshot(ctx context.Context) bool {
 // rather than the server's or a step for the lifecycle to decide.
 func cannotApply(ctx context.Context, err error) bool {
 	return err != nil && ctx.Err() == nil && !jsretry.Transient(err) && !errors.Is(err, ErrNeedSnapshot) && !errors.Is(err, ErrLogGone) &&
-		!errors.Is(err, ErrInvalidConfig)
+		!errors.Is(err, ErrInvalidConfig) && !errors.Is(err, ErrIllegalMove)
 }
 
 // transient says whether err is the server's, worth trying again (a
 // cluster electing a leader answers "no responders" or times out), not
 // the ledger's or the log's shape.
 func transient(ctx context.Context, err error) bool {
-	return err != nil && ctx.Err() == nil && !errors.Is(err, ErrNeedSnapshot) && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrLogGone) && !errors.Is(err, ErrInvalidConfig) &&
+	return err != nil && ctx.Err() == nil && !errors.Is(err, ErrNeedSnapshot) && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrLogGone) && !errors.Is(err, ErrInvalidConfig) && !errors.Is(err, ErrIllegalMove) &&
 		!errors.Is(err, ledger.ErrChangesDoNotFit) && !errors.Is(err, ledger.ErrChangelogBehind) && !errors.Is(err, ledger.ErrInvalidConfig)
 }

@@ -55,7 +55,7 @@ func runLeased(ctx context.Context, cfg Config) error {
 		err = waitLease(ctx, cfg, lease)
 	}
 	if err == nil && cfg.Ledger.LeaveChangelog {
-		err = catchUpToLeave(ctx, cfg, js, durable)
+		err = catchUpToLeave(ctx, cfg, js, durable, lease)
 	}
 	if ctx.Err() != nil {
 		return nil
@@ -110,14 +110,18 @@ func waitLease(ctx context.Context, cfg Config, lease *changelog.Lease) error {
 // what it lacks, which the stream has acknowledged. The lease is held, so
 // no owner writes the log meanwhile. A copy the log cannot bring up to
 // date is refused; a log no longer there leaves the file as it is.
-func catchUpToLeave(ctx context.Context, cfg Config, js jetstream.JetStream, durable string) error {
+func catchUpToLeave(ctx context.Context, cfg Config, js jetstream.JetStream, durable string, lease *changelog.Lease) error {
 	name, _ := changelog.Names(cfg.Stream.Name, durable)
 	if _, err := js.Stream(ctx, name); errors.Is(err, jetstream.ErrStreamNotFound) {
 		cfg.Logger.WarnContext(ctx, "the partition's changelog is gone: the ledger leaves it as it stands", "changelog", name, "db", cfg.DB)
 		return nil
 	}
-	log, err := changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: durable, Logger: cfg.Logger})
+	roles := changelog.NewRoles(cfg.Logger, nil)
+	log, err := changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: durable, Logger: cfg.Logger, Roles: roles})
 	if err != nil {
+		return err
+	}
+	if err := log.Move(ctx, changelog.RoleLeaving, changelog.Facts{Lease: lease}); err != nil {
 		return err
 	}
 	lcfg := cfg.Ledger
@@ -135,7 +139,7 @@ func catchUpToLeave(ctx context.Context, cfg Config, js jetstream.JetStream, dur
 		return fmt.Errorf("the ledger cannot leave its changelog yet: it stands at entry %d, its log at %d, and the log cannot bring it up to date (%w): run it with the standby setting until it holds the log's last entry, then leave", applied, last, err)
 	}
 	cfg.Logger.InfoContext(ctx, "the ledger holds its changelog's last entry before it leaves it", "changelog", name, "db", cfg.DB, "entry", applied)
-	return nil
+	return log.Move(ctx, changelog.RoleLeft, changelog.Facts{Lease: lease, CaughtUp: true}) // CatchUp returned: every whole entry is in the file
 }
 
 // keepPlain renews a plain run's lease every quarter TTL until ctx ends

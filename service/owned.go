@@ -13,6 +13,7 @@ import (
 	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -70,17 +71,12 @@ func runOwned(ctx context.Context, cfg Config) error {
 		return cfg.Say(step(StepConnect, err))
 	}
 	defer nc.Close()
-	var lag func(uint64)
-	var waiting func(error)
-	if cfg.Metrics != nil {
-		m, err := serveOwned(cfg, nc)
-		if err != nil {
-			return step(StepMetrics, err)
-		}
-		defer m.close()
-		cfg.metricsTo, cfg.collectors, lag, waiting = m.mount, []prometheus.Collector{m.owner, m.lag, m.waiting}, m.setLag, m.setWaiting
+	watch, lag, unwatch, err := watchOwned(&cfg, nc)
+	if err != nil {
+		return step(StepMetrics, err)
 	}
-	log, lease, err := openOwned(ctx, cfg, o, js, waiting)
+	defer unwatch()
+	log, lease, err := openOwned(ctx, cfg, o, js, watch)
 	if ctx.Err() != nil {
 		return nil
 	}
@@ -99,7 +95,7 @@ func runOwned(ctx context.Context, cfg Config) error {
 			return nil
 		}
 		if errors.Is(err, changelog.ErrLogGone) && o.Standby {
-			if log, err = reopenLog(ctx, cfg, o, js, waiting, err); err == nil {
+			if log, err = reopenLog(ctx, cfg, o, js, watch, err); err == nil {
 				continue
 			}
 		}
@@ -117,15 +113,41 @@ func runOwned(ctx context.Context, cfg Config) error {
 			return err
 		}
 		sayLost(ctx, cfg, o, err)
-		if !o.Standby {
-			return err
+		if merr := log.Move(ctx, changelog.RoleFenced, changelog.Facts{}); merr != nil || !o.Standby {
+			return cmp.Or(merr, err)
 		}
 		// The log may be gone (deleted): the next look is at the one
 		// there now, begun again if need be, from the fullest copy.
-		if log, err = reopenLog(ctx, cfg, o, js, waiting, err); err != nil {
+		if log, err = reopenLog(ctx, cfg, o, js, watch, err); err == nil {
+			err = log.Move(ctx, changelog.RoleNew, changelog.Facts{})
+		}
+		if err != nil {
 			return cfg.Say(step(StepLedger, err))
 		}
 	}
+}
+
+// watchOwned serves cfg.Metrics for an owned run (serveOwned) and
+// returns what each log the run opens reports to: its waits, and its role,
+// kept across logs by one table of moves (changelog.Roles), and the
+// standby's lag. unwatch says the run stopped and stops serving.
+func watchOwned(cfg *Config, nc *nats.Conn) (watch changelog.Config, lag func(uint64), unwatch func(), err error) {
+	var observe func(changelog.Role)
+	closeMetrics := func() {}
+	if cfg.Metrics != nil {
+		m, err := serveOwned(*cfg, nc)
+		if err != nil {
+			return watch, nil, nil, err
+		}
+		closeMetrics = m.close
+		cfg.metricsTo, cfg.collectors, lag = m.mount, []prometheus.Collector{m.owner, m.lag, m.waiting, m.role}, m.setLag
+		watch.Waiting, observe = m.setWaiting, m.setRole
+	}
+	watch.Roles = changelog.NewRoles(cfg.Logger, observe)
+	return watch, lag, func() {
+		watch.Roles.Move(context.Background(), changelog.RoleStopped, changelog.Facts{}) //nolint:errcheck // always allowed
+		closeMetrics()
+	}, nil
 }
 
 // sayLost logs that the partition's ownership was lost, and what comes next.
@@ -142,11 +164,11 @@ func sayLost(ctx context.Context, cfg Config, o Owner, err error) {
 // deleted since is made anew (another instance), which the lifecycle
 // (changelog.Log.Prepare) lets only a copy holding all the old one's
 // snapshot and acknowledged messages begin.
-func reopenLog(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream, waiting func(error), why error) (*changelog.Log, error) {
+func reopenLog(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream, watch changelog.Config, why error) (*changelog.Log, error) {
 	if errors.Is(why, changelog.ErrLogGone) {
 		cfg.Logger.WarnContext(ctx, "the partition's changelog stream is gone (deleted): opening it again", "stream", cfg.Stream.Name, "durable", cfg.Consumer.Durable, "err", why)
 	}
-	log, _, err := openOwned(ctx, cfg, o, js, waiting)
+	log, _, err := openOwned(ctx, cfg, o, js, watch)
 	return log, err
 }
 
@@ -260,15 +282,16 @@ func ownerDefaults(cfg Config) Owner {
 
 // openOwned opens the partition's changelog and its lease. A cluster
 // electing a leader, or just started, does not answer at once: waited
-// for, as the consumer's own calls are (jsretry).
-func openOwned(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream, waiting func(error)) (*changelog.Log, *changelog.Lease, error) {
+// for, as the consumer's own calls are (jsretry). watch's Waiting and
+// Roles are the log's.
+func openOwned(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream, watch changelog.Config) (*changelog.Log, *changelog.Lease, error) {
 	ttl := LeaseTTL(cfg.Consumer.Plan.WithDefaults().AckWait())
 	var log *changelog.Log
 	var lease *changelog.Lease
 	err := jsretry.Do(ctx, cfg.Logger, "open the changelog and the lease of "+cfg.Consumer.Durable, func(ctx context.Context) error {
 		var err error
 		if log, err = changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: cfg.Consumer.Durable, Replicas: o.Replicas, Logger: cfg.Logger,
-			Acked: ackedAfter(js, cfg.Stream.Name, cfg.Consumer.Durable), Waiting: waiting, Schema: copySchema(cfg)}); err != nil {
+			Acked: ackedAfter(js, cfg.Stream.Name, cfg.Consumer.Durable), Waiting: watch.Waiting, Roles: watch.Roles, Schema: copySchema(cfg)}); err != nil {
 			return err
 		}
 		lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, cfg.Consumer.Durable, o.Name, ttl, o.Replicas, changelog.LeaseLogger(cfg.Logger))
@@ -283,9 +306,9 @@ func openOwned(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream,
 // acquire takes the lease, waiting out a cluster that does not answer (a
 // run that has just lost the partition to a cut may still be cut off);
 // held by another, it says so (ErrLeaseHeld). A run that is not a standby
-// waits for a lease held by a run that
-// stopped without giving it up (a supervisor restarting a SIGKILLed owner
-// within its TTL), as a plain run does (waitLease).
+// waits for a lease held by a run that stopped without giving it up (a
+// supervisor restarting a SIGKILLed owner within its TTL), as a plain run
+// does (waitLease).
 func acquire(ctx context.Context, cfg Config, o Owner, lease *changelog.Lease) error {
 	if !o.Standby {
 		return waitLease(ctx, cfg, lease)

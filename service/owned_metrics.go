@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/health"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +21,7 @@ type ownedMetrics struct {
 	owner   prometheus.Gauge
 	lag     prometheus.Gauge
 	waiting prometheus.Gauge
+	role    *prometheus.GaugeVec
 	why     atomic.Pointer[error] // the copy's wait, nil while it goes on
 	stop    context.CancelFunc
 	served  <-chan struct{}
@@ -34,9 +36,11 @@ func serveOwned(cfg Config, nc *nats.Conn) (*ownedMetrics, error) {
 			Help: "changelog entries the standby's copy of the ledger has not applied yet, at its last look (0 while it owns the partition)"}),
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "jetledger_changelog_waiting",
 			Help: "1 while this host's copy of the partition can neither follow its log, be restored nor begin the log (the log says why: the owner's first snapshot, a fuller copy elsewhere, or a person)"}),
+		role: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "jetledger_changelog_role",
+			Help: "1 for the role this run has in its partition's lifecycle (new, waiting, restoring, following, taking, owner, fenced, stopped), 0 for the others"}, []string{"role"}),
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m.owner, m.lag, m.waiting)
+	reg.MustRegister(m.owner, m.lag, m.waiting, m.role)
 	h, err := health.New(health.Config{Logger: cfg.Logger}, health.NATS(nc), health.Probe{Name: "changelog", Check: m.waitingCheck})
 	if err != nil {
 		return nil, err
@@ -79,6 +83,21 @@ func (m *ownedMetrics) waitingCheck(context.Context) error {
 		return *why
 	}
 	return nil
+}
+
+// setRole is changelog.Roles' observer: the role moved to.
+func (m *ownedMetrics) setRole(r changelog.Role) {
+	for _, x := range []changelog.Role{changelog.RoleNew, changelog.RoleWaiting, changelog.RoleRestoring, changelog.RoleFollowing,
+		changelog.RoleTaking, changelog.RoleOwner, changelog.RoleFenced, changelog.RoleStopped} {
+		m.role.WithLabelValues(string(x)).Set(b2f(x == r))
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // setLag is changelog.Standby's lag report.

@@ -226,7 +226,7 @@ func TestAStandbyThatCannotApplyItsLogIsUnhealthy(t *testing.T) {
 	base = listen() // the first closed with its run
 	b.start()
 	publish(t, js, 5, 10)
-	waitGauges(t, base+"/metrics", "jetledger_changelog_waiting 1")
+	waitGauges(t, base+"/metrics", "jetledger_changelog_waiting 1", `jetledger_changelog_role{role="waiting"} 1`)
 	if code := healthCode(t, base+"/healthz"); code == http.StatusOK {
 		t.Fatalf("/healthz of a standby that cannot apply its log: %d, want unhealthy", code)
 	}

@@ -48,7 +48,7 @@ func TestOwnedRunsServeTheirRoleAndLag(t *testing.T) {
 	ctxA, stopA := context.WithCancel(t.Context())
 	defer stopA()
 	doneA := run(ctxA, cfgA)
-	waitGauges(t, metricsA, "jetledger_changelog_owner 1")
+	waitGauges(t, metricsA, "jetledger_changelog_owner 1", `jetledger_changelog_role{role="owner"} 1`)
 	cfgB, metricsB := owned("b")
 	ctxB, stopB := context.WithCancel(t.Context())
 	defer stopB()
@@ -58,13 +58,13 @@ func TestOwnedRunsServeTheirRoleAndLag(t *testing.T) {
 	publish(t, js, 0, 20)
 	consumertest.Eventually(t, time.Minute, "the owner commits 20", func() bool { return processed(t, cfgA.DB) == 20 })
 	consumertest.Eventually(t, time.Minute, "the standby's copy holds 20", func() bool { return processed(t, cfgB.DB) == 20 })
-	waitGauges(t, metricsB, "jetledger_changelog_owner 0", "jetledger_changelog_standby_lag_entries 0")
+	waitGauges(t, metricsB, "jetledger_changelog_owner 0", "jetledger_changelog_standby_lag_entries 0", `jetledger_changelog_role{role="following"} 1`)
 
 	stopA()
 	if err := <-doneA; err != nil {
 		t.Fatalf("the owner's run: %v", err)
 	}
-	waitGauges(t, metricsB, "jetledger_changelog_owner 1", "jetledger_changelog_standby_lag_entries 0")
+	waitGauges(t, metricsB, "jetledger_changelog_owner 1", "jetledger_changelog_standby_lag_entries 0", `jetledger_changelog_role{role="owner"} 1`, `jetledger_changelog_role{role="following"} 0`)
 	publish(t, js, 20, 30)
 	consumertest.Eventually(t, time.Minute, "the new owner commits 30", func() bool { return processed(t, cfgB.DB) == 30 })
 	stopB()
@@ -143,7 +143,7 @@ func TestOpenOwnedRefusesAnotherTiming(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	log, lease, err := openOwned(ctx, cfg, *cfg.Owner, js, nil)
+	log, lease, err := openOwned(ctx, cfg, *cfg.Owner, js, changelog.Config{})
 	if !errors.Is(err, changelog.ErrInvalidConfig) || log != nil || lease != nil || !strings.Contains(err.Error(), "1h0m0s") {
 		t.Fatalf("the partition's lease held with a TTL of 1h: %v, %v, %v; want ErrInvalidConfig naming the TTL", log, lease, err)
 	}
