@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
@@ -51,6 +52,21 @@ func (s situation) noLog() bool         { return s.file.pos.Log == "" }
 func (s situation) holds(n uint64) bool { return n == s.last || (s.first != 0 && s.first <= n+1) }
 func (s situation) snapOurs() bool      { return s.snap.found && s.snap.Log == s.log }
 
+// left: a file taken out of its log (LeaveChangelog), which may have
+// changed outside it since; its origin is where it left.
+func (s situation) left() bool { return s.noLog() && s.file.pos.Origin.Log != "" }
+
+// leftFrom is where a file that left its log stood in it.
+func (s situation) leftFrom() ledger.ChangelogPosition {
+	return ledger.ChangelogPosition{Log: s.file.pos.Origin.Log, Seq: s.file.pos.Origin.Seq}
+}
+
+// streamOf is the stream of a log's instance (name@created).
+func streamOf(instance string) string {
+	name, _, _ := strings.Cut(instance, "@")
+	return name
+}
+
 var lifecycle = []rule{
 	{"a copy ahead of its log", func(s situation) bool { return s.ours() && s.file.pos.Seq > s.last }, stepWait,
 		func(s situation) string {
@@ -71,6 +87,20 @@ var lifecycle = []rule{
 	{"no ledger yet, no snapshot", func(s situation) bool { return s.file.fresh() }, stepWait,
 		func(s situation) string {
 			return fmt.Sprintf("the partition has no snapshot, its log %d entries and its durable acknowledged through stream sequence %d: its ledger is on another host; start the run there (it stores the snapshot before it consumes)", s.last, s.acked)
+		}},
+	// A file that left its log is never replaced by a snapshot: what it
+	// applied outside the log is in no entry and no snapshot.
+	{"a file that left a log, an empty log, the snapshot no fuller", func(s situation) bool {
+		return s.left() && s.last == 0 && (!s.snap.found || holdsAtLeast(s.leftFrom(), s.snap.ChangelogPosition))
+	}, stepBegin, nil},
+	{"a file that left this log at its last entry", func(s situation) bool {
+		return s.left() && s.file.pos.Origin.Log == s.log && s.file.pos.Origin.Seq == s.last
+	}, stepWait, func(s situation) string {
+		return fmt.Sprintf("the file left the log at its last entry, %d, and may have changed outside it since (--leave-changelog): such changes are in no entry, and the log's copies cannot follow them. To take this file back into the log, delete the changelog stream %s: this file then begins a new log, and the standbys restore its snapshot (their copies set aside, not deleted)", s.last, streamOf(s.log))
+	}},
+	{"a file that left a log the partition went on without", func(s situation) bool { return s.left() }, stepWait,
+		func(s situation) string {
+			return fmt.Sprintf("the file left %s at entry %d and may have changed outside it since (--leave-changelog); the partition's log went on without it (%s, at entry %d): two histories. Keep this file, and have a person settle the partition against the owner's ledger", s.file.pos.Origin.Log, s.file.pos.Origin.Seq, s.log, s.last)
 		}},
 	{"a file of no log, the partition's snapshot", func(s situation) bool { return s.noLog() && s.snap.found }, stepRestore, nil},
 	{"a file of no log joins its empty log", func(s situation) bool { return s.noLog() && s.last == 0 }, stepBegin, nil},

@@ -21,6 +21,9 @@ func TestLifecycleDecides(t *testing.T) {
 	file := func(log string, seq, seen uint64) fileState {
 		return fileState{exists: true, pos: pos(log, seq), rows: int64(seq), seen: seen}
 	}
+	left := func(log string, seq, seen uint64) fileState {
+		return fileState{exists: true, pos: ledger.ChangelogPosition{Origin: ledger.ChangelogOrigin{Log: log, Seq: seq}}, rows: int64(seen), seen: seen}
+	}
 	snap := func(log string, seq uint64, from ledger.ChangelogOrigin) snapshotInfo {
 		p := pos(log, seq)
 		p.Origin = from
@@ -54,6 +57,14 @@ func TestLifecycleDecides(t *testing.T) {
 		{"copy of the deleted log, new log begun from as much", situation{file: file(L1, 45, 45), snap: snap(L, 3, ledger.ChangelogOrigin{Log: L1, Seq: 50}), log: L, first: 1, last: 3}, stepRestore, false},
 		{"copy of the deleted log, new log begun from less", situation{file: file(L1, 55, 55), snap: snap(L, 3, ledger.ChangelogOrigin{Log: L1, Seq: 50}), log: L, first: 1, last: 3}, stepWait, true},
 		{"copy of the deleted log, the new log not snapshotted", situation{file: file(L1, 50, 50), snap: snap(L1, 40, ledger.ChangelogOrigin{}), log: L, last: 2}, stepWait, true},
+		// A file that left its log (--leave-changelog) at entry 50 and
+		// applied more outside it is never restored over.
+		{"left the log at its last entry", situation{file: left(L1, 50, 60), snap: snap(L1, 40, ledger.ChangelogOrigin{}), log: L1, first: 1, last: 50}, stepWait, true},
+		{"left the log, the log deleted since", situation{file: left(L1, 50, 60), snap: snap(L1, 40, ledger.ChangelogOrigin{}), log: L}, stepBegin, false},
+		{"left the log, the log deleted, a fuller snapshot", situation{file: left(L1, 50, 60), snap: snap(L1, 55, ledger.ChangelogOrigin{}), log: L}, stepWait, true},
+		{"left the log, the partition went on without it", situation{file: left(L1, 50, 60), snap: snap(L1, 55, ledger.ChangelogOrigin{}), log: L1, first: 1, last: 58}, stepWait, true},
+		{"left the log, a new log begun elsewhere", situation{file: left(L1, 50, 60), snap: snap(L, 3, ledger.ChangelogOrigin{Log: L1, Seq: 50}), log: L, first: 1, last: 3}, stepWait, true},
+		{"left the log with nothing in it: restored", situation{file: fileState{exists: true, pos: ledger.ChangelogPosition{Origin: ledger.ChangelogOrigin{Log: L1, Seq: 50}}}, snap: snap(L1, 50, ledger.ChangelogOrigin{}), log: L1, first: 1, last: 50}, stepRestore, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

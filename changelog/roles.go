@@ -68,6 +68,15 @@ var (
 		}
 	}
 	always = func(Facts) error { return nil }
+	// withLease is check, the lease held first.
+	withLease = func(check func(Facts) error) func(Facts) error {
+		return func(f Facts) error {
+			if err := leaseHeld(f); err != nil {
+				return err
+			}
+			return check(f)
+		}
+	}
 )
 
 // moves is the table. Every role may stop; nothing else is allowed.
@@ -93,27 +102,21 @@ var moves = []move{
 	{RoleFollowing, RoleFollowing, decided(stepFollow, stepBegin)},
 	{RoleFollowing, RoleTaking, leaseHeld},
 	{RoleFollowing, RoleFenced, always}, // a run that took the lease loses it before its take-over
-	{RoleTaking, RoleOwner, func(f Facts) error {
-		if err := leaseHeld(f); err != nil {
-			return err
-		}
+	{RoleTaking, RoleOwner, withLease(func(f Facts) error {
 		if !f.TookOver {
 			return errors.New("the store has not taken the log over")
 		}
 		return nil
-	}},
+	})},
 	{RoleTaking, RoleFenced, always},
 	{RoleOwner, RoleFenced, always},
 	{RoleFenced, RoleNew, always},
-	{RoleLeaving, RoleLeft, func(f Facts) error {
-		if err := leaseHeld(f); err != nil {
-			return err
-		}
+	{RoleLeaving, RoleLeft, withLease(func(f Facts) error {
 		if !f.CaughtUp {
 			return errors.New("the file lacks entries of the log")
 		}
 		return nil
-	}},
+	})},
 }
 
 // Roles keeps a run's role in its partition's lifecycle, for one run

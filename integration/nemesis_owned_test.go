@@ -66,13 +66,13 @@ const (
 	nemOwnedLeases  = nemKind("oleases")  // the lease bucket deleted under both hosts
 	nemOwnedSchema  = nemKind("oschema")  // a table added to --schema: the host standing by restarted first, then the other
 	nemOwnedTwice   = nemKind("otwice")   // both hosts stopped, then started at the same moment
-	// nemOwnedLeave is never generated (weight 0): both stopped, the
-	// owner of partition Arg%2 run alone with --leave-changelog
-	// --partition Arg%2 while events of it arrive, stopped, both back. It
-	// cannot keep exactly once by design: the file that left is of no
-	// log, and the lifecycle's rule "a file of no log, the partition's
-	// snapshot" restores the snapshot over it (setting it aside), so what
-	// it applied out of the log is in no final ledger. Kept to replay it.
+	// nemOwnedLeave: both stopped, the owner of partition Arg%2 run
+	// alone with --leave-changelog --partition Arg%2 while events of it
+	// arrive (a person settling rows), stopped, the partition's changelog
+	// deleted (how a file that left joins again: docs/scaling.md), both
+	// back. Before the file that left kept where it left, its host
+	// restored the older snapshot over it, and what it applied out of the
+	// log was in no final ledger.
 	nemOwnedLeave = nemKind("oleave")
 )
 
@@ -193,7 +193,7 @@ func init() {
 			nemReplay: true, nemRequeue: true, nemDiscard: true, nemResolve: true, nemCancel: true, nemRetry: true, nemRecreate: true},
 		extra: []nemWeight{{nemOwnedKill, 4, between(5, 30)}, {nemOwnedMidSend, 2, nil}, {nemOwnedNode, 3, between(0, 2)},
 			{nemOwnedReplace, 2, between(0, 1)}, {nemOwnedCLDel, 2, between(0, 2)}, {nemOwnedCLPurge, 2, between(0, 2)},
-			{nemOwnedLeases, 2, nil}, {nemOwnedSchema, 2, nil}, {nemOwnedTwice, 2, nil}, {nemOwnedLeave, 0, between(0, 1)}},
+			{nemOwnedLeases, 2, nil}, {nemOwnedSchema, 2, nil}, {nemOwnedTwice, 2, nil}, {nemOwnedLeave, 2, between(0, 1)}},
 		steps: map[nemKind]func(w *nemWorld, st nemStep){
 			nemOwnedKill:    func(w *nemWorld, st nemStep) { ownedOf(w).killOwner(w, st) },
 			nemOwnedMidSend: func(w *nemWorld, _ nemStep) { ownedOf(w).midSend(w) },
@@ -312,8 +312,11 @@ func (o *nemOwned) holder(w *nemWorld, i int) int {
 	if err != nil {
 		return -1
 	}
-	v := string(e.Value())
-	pid, err := strconv.Atoi(v[strings.LastIndexByte(v, ':')+1:])
+	f := strings.Split(string(e.Value()), ":") // host:pid:tag (service.runName)
+	if len(f) < 3 {
+		return -1
+	}
+	pid, err := strconv.Atoi(f[len(f)-2])
 	if err != nil || pid == 0 {
 		return -1
 	}
@@ -763,6 +766,15 @@ func (o *nemOwned) leave(w *nemWorld, i int) {
 		w.t.Logf("oleave: host %d did not drain partition %d within 1m: %s", h, i, o.said(w, h))
 	}
 	o.stop(w, h)
+	name := changelogName(i)
+	if !poll(30*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := w.js.DeleteStream(ctx, name)
+		return err == nil || errors.Is(err, jetstream.ErrStreamNotFound)
+	}) {
+		w.t.Fatalf("oleave: changelog %s not deleted within 30s", name)
+	}
 	o.launch(w, 0, nil)
 	o.launch(w, 1, nil)
 	o.waitOwned(w, "oleave: both back")

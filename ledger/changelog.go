@@ -344,9 +344,10 @@ func (s *Store) TakeOver(ctx context.Context, log, owner string, applied, last u
 		c.fail(err)
 		return fmt.Errorf("ledger: take over: %w", interpret(err))
 	}
-	if pos.Log != log {
+	if pos.Log != log && pos.Log != "" {
 		// The log begins from this file: where the file stood is what a
-		// copy of the earlier instance is measured against.
+		// copy of the earlier instance is measured against. A file of no
+		// log keeps its origin: the log it left (LeaveChangelog), if any.
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO jetledger_changelog_origin (id, log, seq) VALUES (1, ?, ?)`, pos.Log, int64(pos.Seq)); err != nil {
 			c.fail(err)
 			return fmt.Errorf("ledger: take over: %w", interpret(err))
@@ -423,14 +424,17 @@ func (s *Store) ApplyEntries(ctx context.Context, log string, entries []Changelo
 // kept by (its writes are then refused), or with leave clears it.
 func (s *Store) keptBy(ctx context.Context, leave bool) error {
 	var log string
-	if err := s.writer.QueryRowContext(ctx, `SELECT log FROM jetledger_changelog WHERE id = 1`).Scan(&log); err != nil {
+	var seq int64
+	if err := s.writer.QueryRowContext(ctx, `SELECT log, seq FROM jetledger_changelog WHERE id = 1`).Scan(&log, &seq); err != nil {
 		return fmt.Errorf("ledger: read the changelog position: %w", interpret(err))
 	}
 	switch {
 	case log == "":
 	case leave:
-		if _, err := s.writer.ExecContext(ctx, `UPDATE jetledger_changelog SET log = '', seq = 0, owner = '' WHERE id = 1;
-			DELETE FROM jetledger_changelog_origin`); err != nil {
+		// Where it left is its origin: a file that changed outside its log
+		// is never replaced by that log's snapshot when it joins again
+		// (changelog's lifecycle); it may begin a new log.
+		if err := leaveLog(ctx, s.writer, log, seq); err != nil {
 			return fmt.Errorf("ledger: leave changelog %s: %w", log, interpret(err))
 		}
 		s.log.WarnContext(ctx, "the ledger leaves its changelog: it is this host's alone from now on, and the partition's standbys no longer follow it", "changelog", log, "db", s.path)
@@ -438,6 +442,23 @@ func (s *Store) keptBy(ctx context.Context, leave bool) error {
 		s.copyOf.Store(&log)
 	}
 	return nil
+}
+
+// leaveLog takes the ledger out of log, where it stands at entry seq, in
+// one transaction: of no log, its origin where it left.
+func leaveLog(ctx context.Context, db *sql.DB, log string, seq int64) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	if _, err := tx.ExecContext(ctx, `UPDATE jetledger_changelog SET log = '', seq = 0, owner = '' WHERE id = 1`); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO jetledger_changelog_origin (id, log, seq) VALUES (1, ?, ?)`, log, seq); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // applyChangeset applies changes on the writer's connection, which the

@@ -3,6 +3,9 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +13,7 @@ import (
 	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/natsconn"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // quickPlan keeps the lease's TTL short: AckWait about 2s.
@@ -74,29 +78,13 @@ func TestLeavingTheChangelogCatchesUpFirst(t *testing.T) {
 	t.Parallel()
 	srv := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, srv)
-	a, b := newOwnedHost(t, srv.ClientURL(), "a", 0), newOwnedHost(t, srv.ClientURL(), "b", 0)
-	a.cfg.Consumer.Plan, b.cfg.Consumer.Plan = quickPlan, quickPlan
-	a.start()
-	consumertest.Eventually(t, time.Minute, "a owns the partition", func() bool { return hasSnapshot(t, js) })
-	b.start()
-	publish(t, js, 0, 20)
-	consumertest.Eventually(t, time.Minute, "b's copy holds 20", func() bool { return processed(t, b.cfg.DB) == 20 })
+	a, b := ownedPair(t, srv, js, quickPlan, 20)
 	b.halt()
 	publish(t, js, 20, 50)
 	consumertest.Eventually(t, time.Minute, "a commits 50", func() bool { return processed(t, a.cfg.DB) == 50 })
 	a.halt()
 
-	leave := b.cfg
-	leave.Owner, leave.Ledger.LeaveChangelog = nil, true
-	ctx, stop := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, leave) }()
-	publish(t, js, 50, 55)
-	consumertest.Eventually(t, time.Minute, "the ledger that left its log holds all 55", func() bool { return processed(t, leave.DB) == 55 })
-	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("the run that left the changelog: %v", err)
-	}
+	runOutOfTheLog(t, js, b.cfg, 50, 55)
 }
 
 // An owner (a changelog, no standby) started again by its supervisor
@@ -136,4 +124,74 @@ func TestAnOwnerRestartedAtOnceWaitsForItsDeadRunsLease(t *testing.T) {
 		return processed(t, h.cfg.DB) == 10
 	})
 	h.halt()
+}
+
+// A ledger taken out of its changelog (--leave-changelog: a person
+// settles rows on it) consumes on its own, then is started again with the
+// changelog. It never gives way to the older snapshot: it waits, saying
+// to delete the log, and once the log is deleted it begins the new one,
+// and the standby's copy of the old log restores its snapshot. Every
+// message is in both ledgers. Before, the rejoining file restored the
+// older snapshot over itself, and what it applied outside the log was in
+// no ledger but the file set aside.
+func TestRejoiningTheChangelogKeepsWhatWasAppliedOutsideIt(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	a, b := ownedPair(t, srv, js, quickPlan, 20)
+	b.halt()
+	a.halt()
+
+	runOutOfTheLog(t, js, a.cfg, 20, 30)
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.cfg.Metrics = l
+	a.start()
+	waitGauges(t, "http://"+l.Addr().String()+"/metrics", "jetledger_changelog_waiting 1", `jetledger_changelog_role{role="waiting"} 1`)
+	if n := processed(t, a.cfg.DB); n != 30 || setAside(a) {
+		t.Fatalf("the rejoining ledger holds %d of 30, files %v: it gave way to the older snapshot", n, a.files())
+	}
+	name, _ := changelog.Names("S", "d")
+	if err := js.DeleteStream(t.Context(), name); err != nil {
+		t.Fatal(err)
+	}
+	b.start()
+	publish(t, js, 30, 40)
+	consumertest.Eventually(t, time.Minute, "a, back in a new log, commits 40", func() bool { return processed(t, a.cfg.DB) == 40 })
+	consumertest.Eventually(t, time.Minute, "b's copy, restored from a's snapshot, holds 40", func() bool { return processed(t, b.cfg.DB) == 40 })
+	if setAside(a) {
+		t.Fatalf("a's files %v: its own was set aside", a.files())
+	}
+	a.halt()
+	b.halt()
+}
+
+// setAside says whether a restore set h's file aside.
+func setAside(h *ownedHost) bool {
+	for _, f := range h.files() {
+		if strings.Contains(f, ".replaced-") {
+			return true
+		}
+	}
+	return false
+}
+
+// runOutOfTheLog runs cfg's ledger out of its changelog (LeaveChangelog,
+// a plain run), publishes messages from to to-1 and stops it once its
+// ledger holds all to.
+func runOutOfTheLog(t *testing.T, js jetstream.JetStream, cfg Config, from, to int) {
+	t.Helper()
+	cfg.Owner, cfg.Ledger.LeaveChangelog = nil, true
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	publish(t, js, from, to)
+	consumertest.Eventually(t, time.Minute, fmt.Sprintf("the ledger out of its log holds all %d", to), func() bool { return processed(t, cfg.DB) == to })
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("the run out of the changelog: %v", err)
+	}
 }

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -10,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/natsconn"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -45,6 +48,21 @@ func (h *ownedHost) halt() {
 	if err := <-h.done; err != nil {
 		h.t.Fatalf("%s's run: %v", h.cfg.Owner.Name, err)
 	}
+}
+
+// ownedPair starts owner a and standby b of the test partition, each with
+// plan (zero: the default), publishes n messages and waits until b's copy
+// holds them.
+func ownedPair(t *testing.T, srv *server.Server, js jetstream.JetStream, plan ackwait.Plan, n int) (a, b *ownedHost) {
+	t.Helper()
+	a, b = newOwnedHost(t, srv.ClientURL(), "a", 0), newOwnedHost(t, srv.ClientURL(), "b", 0)
+	a.cfg.Consumer.Plan, b.cfg.Consumer.Plan = plan, plan
+	a.start()
+	consumertest.Eventually(t, time.Minute, "a owns the partition", func() bool { return hasSnapshot(t, js) })
+	b.start()
+	publish(t, js, 0, n)
+	consumertest.Eventually(t, time.Minute, fmt.Sprintf("b's copy holds %d", n), func() bool { return processed(t, b.cfg.DB) == n })
+	return a, b
 }
 
 // files lists the host's ledger files, its own and any set aside.
@@ -269,12 +287,7 @@ func TestAPurgedChangelogIsBridgedByASnapshot(t *testing.T) {
 	t.Parallel()
 	srv := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, srv)
-	a, b := newOwnedHost(t, srv.ClientURL(), "a", 0), newOwnedHost(t, srv.ClientURL(), "b", 0)
-	a.start()
-	consumertest.Eventually(t, time.Minute, "a owns the partition", func() bool { return hasSnapshot(t, js) })
-	b.start()
-	publish(t, js, 0, 20)
-	consumertest.Eventually(t, time.Minute, "b's copy holds 20", func() bool { return processed(t, b.cfg.DB) == 20 })
+	a, b := ownedPair(t, srv, js, ackwait.Plan{}, 20)
 	b.halt()
 	publish(t, js, 20, 40)
 	consumertest.Eventually(t, time.Minute, "a commits 40", func() bool { return processed(t, a.cfg.DB) == 40 })
