@@ -138,7 +138,10 @@ func decide(s situation) (rule, error) {
 		if !r.match(s) {
 			continue
 		}
-		if r.step == stepBegin && s.acked != 0 {
+		// A copy at its log's last entry that lacks an acknowledged
+		// message: a run out of the log applied it (--leave-changelog).
+		atLast := r.step == stepFollow && s.ours() && s.file.pos.Seq == s.last
+		if (r.step == stepBegin || atLast) && s.acked != 0 {
 			return rule{name: r.name + ", lacking acknowledged messages", step: stepWait}, fmt.Errorf("%w: this file holds messages through stream sequence %d, the durable acknowledged the one at %d: a fuller copy of the partition is on another host; start the run there, or, if none is left, a person restores what was lost", ErrWaiting, s.file.seen, s.acked)
 		}
 		if r.step == stepWait {
@@ -188,9 +191,8 @@ func readFile(ctx context.Context, file string) (fileState, error) {
 	}
 	f.pos.Seq, f.pos.Origin.Seq = uint64(seq), uint64(oseq)
 	var seen sql.NullInt64
-	err = db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM processed_messages) + (SELECT count(*) FROM outbox) + (SELECT count(*) FROM dead_letters),
-		max(coalesce((SELECT max(max(stream_seq), max(last_seq)) FROM processed_messages), 0),
-			coalesce((SELECT max(stream_seq) FROM dead_letters), 0), coalesce((SELECT max(stream_seq) FROM conflicts), 0))`).Scan(&f.rows, &seen)
+	err = db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM processed_messages) + (SELECT count(*) FROM outbox) + (SELECT count(*) FROM dead_letters), (`+
+		strings.TrimPrefix(ledger.SeenQuery, "SELECT ")+`)`).Scan(&f.rows, &seen)
 	if err != nil && !missingTable(err) {
 		return f, fmt.Errorf("changelog: read %s: %w", file, err)
 	}
@@ -211,6 +213,14 @@ func (l *Log) situation(ctx context.Context, file string) (situation, error) {
 	if s.file, err = readFile(ctx, file); err != nil {
 		return s, err
 	}
+	// The acknowledgements before the log: an owner publishes an entry
+	// before it commits and acknowledges, so every message acknowledged
+	// by then is in an entry the log's last, read after, covers.
+	if l.cfg.Acked != nil {
+		if s.acked, err = l.cfg.Acked(ctx, s.file.seen); err != nil {
+			return s, err
+		}
+	}
 	if s.snap, err = l.stored(ctx); err != nil {
 		return s, err
 	}
@@ -219,11 +229,6 @@ func (l *Log) situation(ctx context.Context, file string) (situation, error) {
 		return s, err
 	}
 	s.last, s.first = info.State.LastSeq, firstHeld(info.State)
-	if l.cfg.Acked != nil {
-		if s.acked, err = l.cfg.Acked(ctx, s.file.seen); err != nil {
-			return s, err
-		}
-	}
 	return s, nil
 }
 

@@ -37,6 +37,9 @@ func TestLifecycleDecides(t *testing.T) {
 	}{
 		{"copy within its log", situation{file: file(L, 10, 10), log: L, first: 5, last: 20}, stepFollow, false},
 		{"copy at the last of a purged log", situation{file: file(L, 20, 20), log: L, first: 0, last: 20}, stepFollow, false},
+		// A copy at its log's last entry lacking an acknowledged message: a run out of the log applied it.
+		{"copy at its log's last, lacking acked messages", situation{file: file(L, 20, 20), log: L, first: 1, last: 20, acked: 25}, stepWait, true},
+		{"copy behind its log, acked messages ahead", situation{file: file(L, 10, 10), log: L, first: 1, last: 20, acked: 15}, stepFollow, false},
 		{"copy ahead of its log (entries lost)", situation{file: file(L, 30, 30), log: L, first: 1, last: 20}, stepWait, true},
 		{"copy behind a trimmed log, snapshot fits", situation{file: file(L, 3, 3), snap: snap(L, 9, ledger.ChangelogOrigin{}), log: L, first: 10, last: 20}, stepRestore, false},
 		// Item 10: a purged log whose snapshot is behind it: a wait, not a loop of restores.

@@ -102,6 +102,7 @@ var moves = []move{
 	{RoleFollowing, RoleFollowing, decided(stepFollow, stepBegin)},
 	{RoleFollowing, RoleTaking, leaseHeld},
 	{RoleFollowing, RoleFenced, always}, // a run that took the lease loses it before its take-over
+	{RoleTaking, RoleWaiting, decided(stepWait)}, // a copy that lacks acknowledged messages gives the lease up
 	{RoleTaking, RoleOwner, withLease(func(f Facts) error {
 		if !f.TookOver {
 			return errors.New("the store has not taken the log over")

@@ -195,7 +195,15 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 			return fmt.Errorf("%w: before the take-over", ErrLeaseLost)
 		}
 		applied, last, err := l.CatchUp(ctx, st)
-		if transient(ctx, err) && ackwait.Sleep(ctx, PollDefault) {
+		if err == nil {
+			err = l.holdsAcked(ctx, st, last)
+		}
+		if errors.Is(err, ErrWaiting) {
+			// Given up at once, for the host that holds the rest.
+			lease.Release()
+			return errors.Join(err, l.Move(ctx, RoleWaiting, Facts{Step: stepWait}))
+		}
+		if errors.Is(err, errLogMoved) || transient(ctx, err) && ackwait.Sleep(ctx, PollDefault) {
 			continue
 		}
 		if err != nil {
@@ -216,6 +224,33 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 		}
 		return l.Move(ctx, RoleOwner, Facts{Lease: lease, TookOver: true})
 	}
+}
+
+// errLogMoved: the log has entries after those a take-over applied (a
+// writer that had not stopped yet): it catches up again.
+var errLogMoved = errors.New("changelog: the log moved on during the take-over")
+
+// holdsAcked refuses a take-over (ErrWaiting) by st, caught up through
+// the log's entry last, that lacks a message the partition's durable
+// acknowledged: a run out of the log applied it (--leave-changelog on a
+// file elsewhere), and owning without it would lose it. A log that moved
+// past last meanwhile is caught up with first (errLogMoved).
+func (l *Log) holdsAcked(ctx context.Context, st *ledger.Store, last uint64) error {
+	if l.cfg.Acked == nil {
+		return nil
+	}
+	seen, err := st.Seen(ctx)
+	if err != nil {
+		return err
+	}
+	acked, err := l.cfg.Acked(ctx, seen)
+	if err != nil || acked == 0 {
+		return err
+	}
+	if now, err := l.Last(ctx); err != nil || now > last {
+		return cmp.Or(err, errLogMoved)
+	}
+	return fmt.Errorf("%w: the copy holds the log through its last entry, %d, and messages through stream sequence %d, but the partition's durable acknowledged the one at %d, which is in no entry: a run out of the log (--leave-changelog) applied it; start that file's host (its ledger joins again once the log is deleted: docs/scaling.md), or have a person settle the partition", ErrWaiting, last, seen, acked)
 }
 
 // firstSnapshot stores the snapshot of a ledger that has just begun the

@@ -300,6 +300,21 @@ func (s *Store) ChangelogPosition(ctx context.Context) (ChangelogPosition, error
 	return p, nil
 }
 
+// SeenQuery reads the highest stream sequence a ledger has seen: of a
+// message it processed (or a later copy of one), dead-lettered, or
+// recorded a conflict of; NULL or 0 for none.
+const SeenQuery = `SELECT max(coalesce((SELECT max(max(stream_seq), max(last_seq)) FROM processed_messages), 0),
+	coalesce((SELECT max(stream_seq) FROM dead_letters), 0), coalesce((SELECT max(stream_seq) FROM conflicts), 0))`
+
+// Seen is the highest stream sequence the ledger has seen (SeenQuery).
+func (s *Store) Seen(ctx context.Context) (uint64, error) {
+	var n sql.NullInt64
+	if err := s.writer.QueryRowContext(ctx, SeenQuery).Scan(&n); err != nil {
+		return 0, fmt.Errorf("ledger: read the highest stream sequence seen: %w", interpret(err))
+	}
+	return uint64(max(n.Int64, 0)), nil
+}
+
 // TakeOver makes the store its partition's writer in changelog log (an
 // instance's name), as owner: one entry saying so is published after the
 // log's last, and from then on an entry of any other writer that still

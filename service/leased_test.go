@@ -195,3 +195,31 @@ func runOutOfTheLog(t *testing.T, js jetstream.JetStream, cfg Config, from, to i
 		t.Fatalf("the run out of the changelog: %v", err)
 	}
 }
+
+// A standby left running while its owner's file is taken out of the log
+// (docs: stop the standbys first) takes the lease once the run out of the
+// log stops. Its copy lacks what that run applied and acknowledged, so it
+// does not own: it gives the lease up and waits, saying so, rather than
+// consume on without those messages.
+func TestAStandbyNeverOwnsACopyLackingAcknowledgedMessages(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	a, b := ownedPair(t, srv, js, quickPlan, 20)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.halt()
+	b.cfg.Metrics = l
+	b.start()
+	waitGauges(t, "http://"+l.Addr().String()+"/metrics", `jetledger_changelog_role{role="following"} 1`)
+	a.halt()
+	runOutOfTheLog(t, js, a.cfg, 20, 30)
+	waitGauges(t, "http://"+l.Addr().String()+"/metrics", "jetledger_changelog_waiting 1", `jetledger_changelog_role{role="waiting"} 1`)
+	publish(t, js, 30, 35)
+	if n := processed(t, b.cfg.DB); n != 20 {
+		t.Fatalf("the standby's copy holds %d: it consumed without the 10 applied out of the log", n)
+	}
+	b.halt()
+}

@@ -109,6 +109,9 @@ func runOwned(ctx context.Context, cfg Config) error {
 			}
 			return err
 		}
+		if errors.Is(err, changelog.ErrWaiting) && o.Standby {
+			continue // the take-over gave the lease up (changelog.Own): its copy's step is decided again, a wait
+		}
 		if !errors.Is(err, changelog.ErrLeaseLost) && !errors.Is(err, ledger.ErrNotChangelogOwner) && !errors.Is(err, changelog.ErrLogGone) {
 			return err
 		}
