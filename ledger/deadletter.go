@@ -3,6 +3,7 @@ package ledger
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -102,6 +103,7 @@ func (s *Store) deadLetters(ctx context.Context, where string, args ...any) ([]D
 
 // ConflictRecord is a same-id-different-payload case from the conflicts table.
 type ConflictRecord struct {
+	ID             int64     `json:"id"`
 	MessageID      string    `json:"message_id"`
 	Stream         string    `json:"stream"`
 	Sequence       uint64    `json:"stream_seq"`
@@ -109,6 +111,11 @@ type ConflictRecord struct {
 	ExistingSHA256 []byte    `json:"existing_sha256"` // of the applied payload
 	NewSHA256      []byte    `json:"new_sha256"`      // of the payload that reused the id
 	SeenAt         time.Time `json:"seen_at"`
+	// Acknowledged is when a person acknowledged it (AcknowledgeConflict),
+	// zero while it needs attention; By and Note say who and how.
+	Acknowledged time.Time `json:"acknowledged,omitzero"`
+	By           string    `json:"acknowledged_by,omitempty"`
+	Note         string    `json:"note,omitempty"`
 }
 
 // Conflicts lists recorded conflicts, oldest first, at most limit (0: all).
@@ -116,13 +123,18 @@ func (s *Store) Conflicts(ctx context.Context, limit int) ([]ConflictRecord, err
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := s.reader.QueryContext(ctx, `SELECT message_id, stream, stream_seq, subject,
-		existing_sha256, new_sha256, seen_at FROM conflicts ORDER BY id LIMIT ?`, limit)
+	rows, err := s.reader.QueryContext(ctx, `SELECT c.id, c.message_id, c.stream, c.stream_seq, c.subject,
+		c.existing_sha256, c.new_sha256, c.seen_at, a.acknowledged_at, coalesce(a.acknowledged_by, ''), coalesce(a.note, '')
+		FROM conflicts c LEFT JOIN jetledger_conflict_acks a ON a.conflict_id = c.id ORDER BY c.id LIMIT ?`, limit)
 	return collect("list conflicts", rows, err, func(sc scanner) (ConflictRecord, error) {
 		var c ConflictRecord
 		var seq, seen int64
-		err := sc.Scan(&c.MessageID, &c.Stream, &seq, &c.Subject, &c.ExistingSHA256, &c.NewSHA256, &seen)
+		var acked sql.NullInt64
+		err := sc.Scan(&c.ID, &c.MessageID, &c.Stream, &seq, &c.Subject, &c.ExistingSHA256, &c.NewSHA256, &seen, &acked, &c.By, &c.Note)
 		c.Sequence, c.SeenAt = uint64(seq), time.UnixMilli(seen)
+		if acked.Valid {
+			c.Acknowledged = time.UnixMilli(acked.Int64)
+		}
 		return c, err
 	})
 }

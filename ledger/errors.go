@@ -66,6 +66,9 @@ var (
 var (
 	// ErrNotFound: no row (outbox row, dead letter) has that id.
 	ErrNotFound = errors.New("ledger: not found")
+	// ErrAlreadySettled: a person's decision was taken on the row before
+	// (a conflict acknowledged): nothing changed.
+	ErrAlreadySettled = errors.New("ledger: already settled")
 	// ErrNotClaimed: the row was not queued (another worker has it, or it is
 	// done). Not a failure: stop, someone else is responsible.
 	ErrNotClaimed = errors.New("ledger: outbox row not claimed: it is not queued")

@@ -1,0 +1,79 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// The kinds of a ledger's rows that need a person: a decision nobody but
+// a person can take, which a process left alone never settles.
+const (
+	AttentionReview     = "review"      // outbox rows whose send is ambiguous: resolve, retry or cancel
+	AttentionDeadLetter = "dead_letter" // messages given up on: requeue or discard
+	AttentionConflict   = "conflict"    // an id reused with another payload, not acknowledged yet
+)
+
+// AttentionKinds are the kinds Attention reports, in its order.
+var AttentionKinds = []string{AttentionReview, AttentionDeadLetter, AttentionConflict}
+
+// Attention is how many rows of a kind need a person, and since when the
+// oldest of them has (zero when none).
+type Attention struct {
+	Kind   string    `json:"kind"`
+	Count  int64     `json:"count"`
+	Oldest time.Time `json:"oldest,omitzero"`
+}
+
+// Attention counts, in one read, the rows that need a person, one entry
+// per kind of AttentionKinds (a count of 0 included). A review row is
+// counted from when it went to review, a dead letter from when it was
+// recorded, a conflict from when it was seen.
+func (s *Store) Attention(ctx context.Context) ([]Attention, error) {
+	var counts [3]int64
+	var oldest [3]sql.NullInt64
+	err := s.reader.QueryRowContext(ctx, `SELECT
+		(SELECT count(*) FROM outbox WHERE status = 'review'),
+		(SELECT min(updated_at) FROM outbox WHERE status = 'review'),
+		(SELECT count(*) FROM dead_letters),
+		(SELECT min(created_at) FROM dead_letters),
+		(SELECT count(*) FROM conflicts c WHERE NOT EXISTS (SELECT 1 FROM jetledger_conflict_acks a WHERE a.conflict_id = c.id)),
+		(SELECT min(seen_at) FROM conflicts c WHERE NOT EXISTS (SELECT 1 FROM jetledger_conflict_acks a WHERE a.conflict_id = c.id))`).Scan(
+		&counts[0], &oldest[0], &counts[1], &oldest[1], &counts[2], &oldest[2])
+	if err != nil {
+		return nil, fmt.Errorf("ledger: count the rows that need a person in %s: %w", s.path, interpret(err))
+	}
+	out := make([]Attention, len(AttentionKinds))
+	for i, k := range AttentionKinds {
+		out[i] = Attention{Kind: k, Count: counts[i]}
+		if oldest[i].Valid {
+			out[i].Oldest = time.UnixMilli(oldest[i].Int64)
+		}
+	}
+	return out, nil
+}
+
+// AcknowledgeConflict records that a person (by) has seen conflict id and
+// settled it outside the ledger (note says how): it no longer needs
+// attention. A conflict acknowledged before is ErrAlreadySettled; an
+// unknown id, ErrNotFound.
+func (s *Store) AcknowledgeConflict(ctx context.Context, id int64, by, note string) error {
+	res, err := s.writeExec(ctx, `INSERT INTO jetledger_conflict_acks (conflict_id, acknowledged_at, acknowledged_by, note)
+		SELECT id, ?, ?, ? FROM conflicts WHERE id = ? ON CONFLICT (conflict_id) DO NOTHING`,
+		s.cfg.Now().UnixMilli(), by, note, id)
+	if err != nil {
+		return fmt.Errorf("ledger: acknowledge conflict %d: %w", id, interpret(err))
+	}
+	if n, _ := res.RowsAffected(); n == 1 {
+		return nil
+	}
+	var known bool
+	if err := s.reader.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM conflicts WHERE id = ?)`, id).Scan(&known); err != nil {
+		return fmt.Errorf("ledger: acknowledge conflict %d: %w", id, interpret(err))
+	}
+	if !known {
+		return fmt.Errorf("%w: conflict %d", ErrNotFound, id)
+	}
+	return fmt.Errorf("%w: conflict %d was acknowledged before", ErrAlreadySettled, id)
+}

@@ -1,0 +1,86 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/ledger"
+)
+
+// What needs a person is counted per kind, with the oldest one's time:
+// review rows from when they went to review, dead letters from when they
+// were recorded, conflicts until a person acknowledges them.
+func TestAttentionCountsWhatNeedsAPerson(t *testing.T) {
+	t.Parallel()
+	now := time.UnixMilli(1_700_000_000_000)
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	want := func(review, dead, conflict int64, oldest map[string]time.Time) {
+		t.Helper()
+		got, err := st.Attention(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts := map[string]int64{ledger.AttentionReview: review, ledger.AttentionDeadLetter: dead, ledger.AttentionConflict: conflict}
+		for _, a := range got {
+			if a.Count != counts[a.Kind] || !a.Oldest.Equal(oldest[a.Kind]) {
+				t.Fatalf("attention %+v, want count %d oldest %v", a, counts[a.Kind], oldest[a.Kind])
+			}
+		}
+		if len(got) != 3 {
+			t.Fatalf("attention %+v: want the three kinds", got)
+		}
+	}
+	want(0, 0, 0, nil)
+
+	first, _ := enqueueWith(t, st, "m1", nil)
+	second, _ := enqueueWith(t, st, "m2", nil)
+	toReview := func(id string) {
+		if _, err := st.Transition(ctx, id, ledger.Claim, ledger.Params{Worker: "w", Lease: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Transition(ctx, id, ledger.Review, ledger.Params{Worker: "w", Reason: "timed out"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := now.Add(time.Minute)
+	now = t0
+	toReview(first)
+	now = now.Add(time.Minute)
+	toReview(second)
+	if err := st.RecordDeadLetters(ctx, []ledger.DeadLetter{{MessageID: "d", Stream: "S", Sequence: 9, Subject: "ev", Reason: "bad", Deliveries: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplyBatch(ctx, []ledger.Delivery{delivery("c", 10, "a")}, noop, ledger.Budget{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.ApplyBatch(ctx, []ledger.Delivery{delivery("c", 11, "other")}, noop, ledger.Budget{}); err != nil {
+		t.Fatal(err)
+	}
+	want(2, 1, 1, map[string]time.Time{ledger.AttentionReview: t0, ledger.AttentionDeadLetter: now, ledger.AttentionConflict: now})
+
+	cs, err := st.Conflicts(ctx, 0)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("conflicts %+v, %v", cs, err)
+	}
+	if err := st.AcknowledgeConflict(ctx, cs[0].ID, "ops@example", "the sender reused the id: refunded by hand"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.AcknowledgeConflict(ctx, cs[0].ID, "ops@example", "again"); !errors.Is(err, ledger.ErrAlreadySettled) {
+		t.Fatalf("a second acknowledgement: %v, want ErrAlreadySettled", err)
+	}
+	if err := st.AcknowledgeConflict(ctx, 999, "ops@example", ""); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("an unknown conflict: %v, want ErrNotFound", err)
+	}
+	if cs, _ = st.Conflicts(ctx, 0); cs[0].Acknowledged.IsZero() || cs[0].By != "ops@example" || cs[0].Note == "" {
+		t.Fatalf("the acknowledged conflict lists as %+v", cs[0])
+	}
+	want(2, 1, 0, map[string]time.Time{ledger.AttentionReview: t0, ledger.AttentionDeadLetter: now})
+}
