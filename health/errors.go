@@ -16,6 +16,10 @@ var (
 	// StateLinkDown, and degrades the report (Report.Degraded) without
 	// making it unhealthy: the edge processes what it holds.
 	ErrLinkDown = errors.New("health: the link to the hub is down")
+	// ErrAttention: something needs a person (an *AttentionError says
+	// what). Reported as StateAttention and in Report.Attention, without
+	// making the report unhealthy: a decision waiting is not a dead process.
+	ErrAttention = errors.New("health: needs a person")
 	// ErrInvalidConfig: a Config field is out of range, or a probe has no
 	// name or check, or two probes share a name.
 	ErrInvalidConfig = errors.New("health: invalid config")

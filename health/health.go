@@ -26,12 +26,13 @@ const (
 	StateAtMaxSize    = "at_max_size"   // database: at its maximum size
 	StateWriteFailed  = "write_failed"  // store: the server failed a write and keeps the failure until restarted
 	StateLinkDown     = "link_down"     // hub: an edge's leaf link is down; degraded, not unhealthy (the edge works on)
+	StateAttention    = "attention"     // something needs a person (Report.Attention says what); healthy
 	StateFailed       = "failed"        // any other error
 )
 
 // States are every state a Handler reports.
 var States = []string{StateOK, StateNotConnected, StateUnavailable, StateReadOnly,
-	StateDiskFull, StateAtMaxSize, StateWriteFailed, StateLinkDown, StateFailed}
+	StateDiskFull, StateAtMaxSize, StateWriteFailed, StateLinkDown, StateAttention, StateFailed}
 
 // Defaults of Config.
 const (
@@ -70,7 +71,33 @@ type Report struct {
 	// hub link of an edge): the process does its work and stays healthy.
 	Degraded bool              `json:"degraded,omitempty"`
 	Checks   map[string]string `json:"checks"`
+	// Attention is what needs a person, from the probes that said so
+	// (an *AttentionError); none while nothing does.
+	Attention []Need `json:"attention,omitempty"`
 }
+
+// Need is one kind of thing that needs a person: how many, since when the
+// oldest has, and what to do (a command or the page to read).
+type Need struct {
+	Kind   string    `json:"kind"`
+	Count  int64     `json:"count"`
+	Oldest time.Time `json:"oldest,omitzero"`
+	Do     string    `json:"do,omitempty"`
+}
+
+// AttentionError is a probe's answer when something needs a person: the
+// process is healthy, and Needs say what.
+type AttentionError struct{ Needs []Need }
+
+func (e *AttentionError) Error() string {
+	s := "needs a person:"
+	for _, n := range e.Needs {
+		s += fmt.Sprintf(" %d %s", n.Count, n.Kind)
+	}
+	return s
+}
+
+func (e *AttentionError) Is(target error) bool { return target == ErrAttention }
 
 // Handler serves the last round of its probes as JSON (200 when all are
 // healthy, 503 otherwise), run again when it is older than Config.Refresh.
@@ -127,13 +154,19 @@ func (h *Handler) Current(ctx context.Context) Report {
 		cancel()
 		state := StateOf(err)
 		rep.Checks[p.Name] = state
-		if errors.Is(err, ErrLinkDown) {
+		var need *AttentionError
+		switch {
+		case errors.As(err, &need):
+			rep.Attention = append(rep.Attention, need.Needs...)
+		case errors.Is(err, ErrLinkDown):
 			rep.Degraded = true
-		} else {
+		default:
 			rep.Healthy = rep.Healthy && err == nil
 		}
 		if was := h.report.Checks[p.Name]; was != state && (was != "" || err != nil) {
-			if err != nil {
+			if errors.Is(err, ErrAttention) {
+				h.log.WarnContext(ctx, "something needs a person", "check", p.Name, "was", was, "needs", err)
+			} else if err != nil {
 				h.log.WarnContext(ctx, "health check failing", "check", p.Name, "state", state, "was", was, "err", err)
 			} else {
 				h.log.InfoContext(ctx, "health check ok again", "check", p.Name, "was", was)
@@ -153,6 +186,8 @@ func StateOf(err error) string {
 		return StateWriteFailed
 	case errors.Is(err, ErrLinkDown):
 		return StateLinkDown
+	case errors.Is(err, ErrAttention):
+		return StateAttention
 	case errors.Is(err, ErrNotConnected):
 		return StateNotConnected
 	case errors.Is(err, ErrConsumerUnavailable):

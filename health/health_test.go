@@ -108,3 +108,47 @@ func TestNewValidates(t *testing.T) {
 		}
 	}
 }
+
+// A ledger with rows that need a person answers 200, healthy, with the
+// check "attention" and what needs doing per kind; settled, the attention
+// goes.
+func TestAttentionIsHealthyAndSaysWhat(t *testing.T) {
+	t.Parallel()
+	st, err := ledger.Open(t.TempDir()+"/l.db", ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	h, err := health.New(health.Config{Refresh: time.Nanosecond, Logger: quiet}, health.Attention(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func() (int, health.Report) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		var rep health.Report
+		if err := json.Unmarshal(rec.Body.Bytes(), &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rec.Code, rep
+	}
+	if code, rep := get(); code != http.StatusOK || rep.Checks["attention"] != health.StateOK || len(rep.Attention) != 0 {
+		t.Fatalf("an empty ledger: %d %+v", code, rep)
+	}
+	ctx := context.Background()
+	if err := st.RecordDeadLetters(ctx, []ledger.DeadLetter{{MessageID: "d", Stream: "S", Sequence: 3, Subject: "ev", Reason: "bad", Deliveries: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	code, rep := get()
+	if code != http.StatusOK || !rep.Healthy || rep.Checks["attention"] != health.StateAttention || len(rep.Attention) != 1 ||
+		rep.Attention[0].Kind != ledger.AttentionDeadLetter || rep.Attention[0].Count != 1 || rep.Attention[0].Do == "" || rep.Attention[0].Oldest.IsZero() {
+		t.Fatalf("a dead letter: %d %+v", code, rep)
+	}
+	dls, _ := st.DeadLetters(ctx, 0)
+	if err := st.DiscardDeadLetter(ctx, dls[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if code, rep := get(); code != http.StatusOK || rep.Checks["attention"] != health.StateOK || len(rep.Attention) != 0 {
+		t.Fatalf("settled: %d %+v", code, rep)
+	}
+}

@@ -77,3 +77,40 @@ func Link(up func() (bool, string)) Probe {
 		return nil
 	}}
 }
+
+// AttentionReader is what the attention probe reads of a ledger
+// (*ledger.Store).
+type AttentionReader interface {
+	Attention(ctx context.Context) ([]ledger.Attention, error)
+}
+
+var _ AttentionReader = (*ledger.Store)(nil)
+
+// LedgerDo is what to do about each kind of ledger.Attention.
+var LedgerDo = map[string]string{
+	ledger.AttentionReview:     "jetledger outbox list --status review; then outbox resolve, retry or cancel",
+	ledger.AttentionDeadLetter: "jetledger dlq list; then dlq requeue or discard",
+	ledger.AttentionConflict:   "jetledger conflicts list; then acknowledge each once settled",
+}
+
+// Attention is the probe "attention": while any of the ledger's rows need
+// a person (ledger.Store.Attention), an *AttentionError with a Need per
+// kind that has some. Healthy either way.
+func Attention(st AttentionReader) Probe {
+	return Probe{"attention", func(ctx context.Context) error {
+		as, err := st.Attention(ctx)
+		if err != nil {
+			return err
+		}
+		var needs []Need
+		for _, a := range as {
+			if a.Count > 0 {
+				needs = append(needs, Need{Kind: a.Kind, Count: a.Count, Oldest: a.Oldest, Do: LedgerDo[a.Kind]})
+			}
+		}
+		if len(needs) == 0 {
+			return nil
+		}
+		return &AttentionError{Needs: needs}
+	}}
+}

@@ -24,14 +24,21 @@ type OutboxCounter interface {
 	OutboxCounts(ctx context.Context) (map[ledger.Status]int64, error)
 }
 
+// AttentionCounter is what jetledger_attention and
+// jetledger_attention_oldest_seconds read of a ledger (*ledger.Store).
+type AttentionCounter interface {
+	Attention(ctx context.Context) ([]ledger.Attention, error)
+}
+
 // SendCounter is what jetledger_outbox_sends_total reads of a dispatcher
 // (*outbox.Dispatcher).
 type SendCounter interface{ Counts() outbox.Counts }
 
 var (
-	_ Counter       = (*consumer.Consumer)(nil)
-	_ OutboxCounter = (*ledger.Store)(nil)
-	_ SendCounter   = (*outbox.Dispatcher)(nil)
+	_ Counter          = (*consumer.Consumer)(nil)
+	_ OutboxCounter    = (*ledger.Store)(nil)
+	_ AttentionCounter = (*ledger.Store)(nil)
+	_ SendCounter      = (*outbox.Dispatcher)(nil)
 )
 
 // Config says what a Collector reads at scrape time.
@@ -42,6 +49,10 @@ type Config struct {
 	// Outbox, when set, is read for jetledger_outbox_rows{status}. Default
 	// nil: left out.
 	Outbox OutboxCounter
+	// Attention, when set, is read for jetledger_attention{kind} and
+	// jetledger_attention_oldest_seconds{kind}: the rows that need a
+	// person. Default nil: left out.
+	Attention AttentionCounter
 	// Sends, when set, is read for jetledger_outbox_sends_total{result}.
 	// Default nil: left out (no sink).
 	Sends SendCounter
@@ -55,9 +66,11 @@ type Config struct {
 type Collector struct {
 	counters      []prometheus.Collector
 	outbox        OutboxCounter
+	attention     AttentionCounter
 	sends         SendCounter
 	timeout       time.Duration
 	rows, results *prometheus.Desc
+	needs, oldest *prometheus.Desc
 }
 
 // New validates cfg and returns its Collector; it reads nothing until
@@ -70,9 +83,13 @@ func New(cfg Config) (*Collector, error) {
 		return nil, fmt.Errorf("%w: ScrapeTimeout %v: want 0 (default) or more", ErrInvalidConfig, cfg.ScrapeTimeout)
 	}
 	c := cfg.Consumer
-	col := &Collector{outbox: cfg.Outbox, sends: cfg.Sends, timeout: cmp.Or(cfg.ScrapeTimeout, ScrapeTimeoutDefault),
+	col := &Collector{outbox: cfg.Outbox, attention: cfg.Attention, sends: cfg.Sends, timeout: cmp.Or(cfg.ScrapeTimeout, ScrapeTimeoutDefault),
 		rows:    prometheus.NewDesc("jetledger_outbox_rows", "Outbox rows per state; review rows wait for a person.", []string{"status"}, nil),
-		results: prometheus.NewDesc("jetledger_outbox_sends_total", "Outbox send outcomes.", []string{"result"}, nil)}
+		results: prometheus.NewDesc("jetledger_outbox_sends_total", "Outbox send outcomes.", []string{"result"}, nil),
+		needs: prometheus.NewDesc("jetledger_attention", "Rows that need a person, per kind: review (an ambiguous send), dead_letter, conflict (not acknowledged).",
+			[]string{"kind"}, nil),
+		oldest: prometheus.NewDesc("jetledger_attention_oldest_seconds", "How long the oldest row of each kind has needed a person; 0 when none does.",
+			[]string{"kind"}, nil)}
 	counter := func(name, help string, f func(consumer.Counts) uint64) {
 		col.counters = append(col.counters, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
 			func() float64 { return float64(f(c.Counts())) }))
@@ -96,6 +113,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.outbox != nil {
 		ch <- c.rows
 	}
+	if c.attention != nil {
+		ch <- c.needs
+		ch <- c.oldest
+	}
 	if c.sends != nil {
 		ch <- c.results
 	}
@@ -108,6 +129,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.outbox != nil {
 		c.collectOutbox(ch)
+	}
+	if c.attention != nil {
+		c.collectAttention(ch)
 	}
 	if c.sends != nil {
 		n := c.sends.Counts()
@@ -128,5 +152,24 @@ func (c *Collector) collectOutbox(ch chan<- prometheus.Metric) {
 	}
 	for _, s := range ledger.Statuses {
 		ch <- prometheus.MustNewConstMetric(c.rows, prometheus.GaugeValue, float64(counts[s]), string(s))
+	}
+}
+
+// collectAttention reports the rows that need a person, per kind.
+func (c *Collector) collectAttention(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	as, err := c.attention.Attention(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.needs, err)
+		return
+	}
+	for _, a := range as {
+		age := 0.0
+		if !a.Oldest.IsZero() {
+			age = max(time.Since(a.Oldest).Seconds(), 0)
+		}
+		ch <- prometheus.MustNewConstMetric(c.needs, prometheus.GaugeValue, float64(a.Count), a.Kind)
+		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age, a.Kind)
 	}
 }

@@ -16,13 +16,18 @@ type rows map[ledger.Status]int64
 
 func (r rows) OutboxCounts(context.Context) (map[ledger.Status]int64, error) { return r, nil }
 
+type attention []ledger.Attention
+
+func (a attention) Attention(context.Context) ([]ledger.Attention, error) { return a, nil }
+
 type sends outbox.Counts
 
 func (s sends) Counts() outbox.Counts { return outbox.Counts(s) }
 
 func TestCollectorReadsAtScrape(t *testing.T) {
 	t.Parallel()
-	col, err := metrics.New(metrics.Config{Consumer: counts{}, Outbox: rows{ledger.StatusReview: 2}, Sends: sends{Sent: 5}})
+	needs := attention{{Kind: ledger.AttentionReview, Count: 2, Oldest: time.Now().Add(-time.Hour)}, {Kind: ledger.AttentionConflict}}
+	col, err := metrics.New(metrics.Config{Consumer: counts{}, Outbox: rows{ledger.StatusReview: 2}, Attention: needs, Sends: sends{Sent: 5}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,10 +48,14 @@ func TestCollectorReadsAtScrape(t *testing.T) {
 		}
 	}
 	for key, want := range map[string]float64{"jetledger_messages_applied_total": 3, "jetledger_outbox_rows{review}": 2,
-		"jetledger_outbox_rows{queued}": 0, "jetledger_outbox_sends_total{sent}": 5, "jetledger_outbox_sends_total{deleted}": 0} {
+		"jetledger_outbox_rows{queued}": 0, "jetledger_outbox_sends_total{sent}": 5, "jetledger_outbox_sends_total{deleted}": 0,
+		"jetledger_attention{review}": 2, "jetledger_attention{conflict}": 0, "jetledger_attention_oldest_seconds{conflict}": 0} {
 		if v, ok := got[key]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)
 		}
+	}
+	if age := got["jetledger_attention_oldest_seconds{review}"]; age < 3600 || age > 3600+60 {
+		t.Errorf("the oldest review row's age: %v s, want an hour", age)
 	}
 }
 

@@ -22,7 +22,7 @@ import (
 // serveMetrics serves /metrics and /healthz on Config.Metrics until ctx
 // ends, its goroutines in wg; store is the embedded node, nil with NATS.
 func (s *Service) serveMetrics(ctx context.Context, wg *sync.WaitGroup, batches *metrics.Batches, c *consumer.Consumer, d *outbox.Dispatcher, store *node.Node) error {
-	cfg := metrics.Config{Consumer: c, Outbox: s.st}
+	cfg := metrics.Config{Consumer: c, Outbox: s.st, Attention: s.st}
 	if d != nil {
 		cfg.Sends = d
 	}
@@ -33,7 +33,7 @@ func (s *Service) serveMetrics(ctx context.Context, wg *sync.WaitGroup, batches 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(batches, col)
 	reg.MustRegister(s.cfg.collectors...)
-	probes := []health.Probe{health.NATS(s.nc), health.Database(s.st), health.Consumer(c)}
+	probes := []health.Probe{health.NATS(s.nc), health.Database(s.st), health.Consumer(c), health.Attention(s.st)}
 	if store != nil {
 		probes = append(probes, StoreProbe(store))
 	}
