@@ -101,7 +101,7 @@ var moves = []move{
 	{RoleFollowing, RoleRestoring, decided(stepRestore)},
 	{RoleFollowing, RoleFollowing, decided(stepFollow, stepBegin)},
 	{RoleFollowing, RoleTaking, leaseHeld},
-	{RoleFollowing, RoleFenced, always}, // a run that took the lease loses it before its take-over
+	{RoleFollowing, RoleFenced, always},          // a run that took the lease loses it before its take-over
 	{RoleTaking, RoleWaiting, decided(stepWait)}, // a copy that lacks acknowledged messages gives the lease up
 	{RoleTaking, RoleOwner, withLease(func(f Facts) error {
 		if !f.TookOver {
