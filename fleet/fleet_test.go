@@ -9,6 +9,8 @@ import (
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/fleet"
+	"github.com/jetledger/jetledger/health"
+	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/node"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -59,6 +61,14 @@ func TestAddSiteThenList(t *testing.T) {
 	put(fleet.Record{Site: "review", Review: 2, Link: up, LedgerFree: 1 << 40, StoreFree: -1})
 	put(fleet.Record{Site: "disk", Link: up, LedgerFree: 1 << 20})
 	put(fleet.Record{Site: "old", Version: "jetledger v0 commit y", Link: up, LedgerFree: -1, StoreFree: -1})
+	// Edges that send their attention: judged by it, the longest waiting
+	// first; one whose conflicts are all acknowledged needs nobody.
+	now := time.Now()
+	put(fleet.Record{Site: "short", Link: up, LedgerFree: -1, StoreFree: -1, DeadLetters: 5,
+		Attention: []health.Need{{Kind: ledger.AttentionDeadLetter, Count: 5, Oldest: now.Add(-time.Minute)}}})
+	put(fleet.Record{Site: "long", Link: up, LedgerFree: -1, StoreFree: -1, Review: 1,
+		Attention: []health.Need{{Kind: ledger.AttentionReview, Count: 1, Oldest: now.Add(-3 * time.Hour)}}})
+	put(fleet.Record{Site: "acked", Version: "jetledger v1 commit x", Link: up, LedgerFree: -1, StoreFree: -1, Conflicts: 2, Attention: []health.Need{}})
 	if _, err := kv.Put(ctx, "junk", []byte("not json")); err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +80,11 @@ func TestAddSiteThenList(t *testing.T) {
 	for _, s := range sites {
 		got = append(got, s.Site+":"+s.State)
 	}
-	want := "disk:attention junk:attention review:attention old:behind ok:ok"
+	want := "long:attention short:attention disk:attention junk:attention review:attention old:behind acked:ok ok:ok"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("List: %s; want %s", strings.Join(got, " "), want)
 	}
-	if err := fleet.NeedPerson(sites); err == nil || !strings.Contains(err.Error(), "3 of 5") {
+	if err := fleet.NeedPerson(sites); err == nil || !strings.Contains(err.Error(), "5 of 8") {
 		t.Fatalf("NeedPerson: %v", err)
 	}
 	if _, err := fleet.List(ctx, js, fleet.ListConfig{Stale: -time.Second}); !errors.Is(err, fleet.ErrInvalidConfig) {
@@ -85,7 +95,8 @@ func TestAddSiteThenList(t *testing.T) {
 		t.Fatalf("with everything stale: %v %+v", err, stale)
 	}
 	var b strings.Builder
-	if err := fleet.WriteTable(&b, sites); err != nil || !strings.Contains(b.String(), "2 outbox rows in review") {
+	if err := fleet.WriteTable(&b, sites); err != nil || !strings.Contains(b.String(), "2 outbox rows in review") ||
+		!strings.Contains(b.String(), "1 outbox rows in review, the oldest for 3h") {
 		t.Fatalf("WriteTable: %v\n%s", err, b.String())
 	}
 }

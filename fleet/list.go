@@ -98,9 +98,27 @@ func List(ctx context.Context, js jetstream.JetStream, cfg ListConfig) ([]Status
 		out = append(out, judge(k, e.Value(), time.Since(e.Created()), cfg))
 	}
 	slices.SortFunc(out, func(a, b Status) int {
-		return cmp.Or(cmp.Compare(rank(a.State), rank(b.State)), -cmp.Compare(len(a.Why), len(b.Why)), strings.Compare(a.Site, b.Site))
+		// Of one state, the site whose need has waited longest first.
+		return cmp.Or(cmp.Compare(rank(a.State), rank(b.State)), compareWaited(a.oldestNeed(), b.oldestNeed()),
+			-cmp.Compare(len(a.Why), len(b.Why)), strings.Compare(a.Site, b.Site))
 	})
 	return out, nil
+}
+
+// compareWaited orders the earlier of two times first, and a zero (no
+// need) last.
+func compareWaited(a, b time.Time) int {
+	if a.IsZero() || b.IsZero() {
+		return cmp.Compare(boolInt(a.IsZero()), boolInt(b.IsZero()))
+	}
+	return a.Compare(b)
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func rank(state string) int {
@@ -134,14 +152,20 @@ func judge(key string, value []byte, age time.Duration, cfg ListConfig) Status {
 	for _, p := range r.Problems {
 		need(StateAttention, "%s", p)
 	}
-	if r.Review > 0 {
-		need(StateAttention, "%d outbox rows in review", r.Review)
+	for _, n := range r.Attention {
+		n.Where, n.Do = "", "" // the site's own paths and commands: the row names the site
+		need(StateAttention, "%s", n.Text(time.Now()))
 	}
-	if r.DeadLetters > 0 {
-		need(StateAttention, "%d dead letters", r.DeadLetters)
-	}
-	if r.Conflicts > 0 {
-		need(StateAttention, "%d conflicts", r.Conflicts)
+	if r.Attention == nil { // an edge of an earlier version: its counts
+		if r.Review > 0 {
+			need(StateAttention, "%d outbox rows in review", r.Review)
+		}
+		if r.DeadLetters > 0 {
+			need(StateAttention, "%d dead letters", r.DeadLetters)
+		}
+		if r.Conflicts > 0 {
+			need(StateAttention, "%d conflicts", r.Conflicts)
+		}
 	}
 	for _, d := range []struct {
 		what string

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jetledger/jetledger/health"
 	"github.com/jetledger/jetledger/node"
 	"github.com/jetledger/jetledger/stream"
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,6 +36,21 @@ type Record struct {
 	StoreFree   int64     `json:"store_disk_free"`     // bytes free on the embedded store's disk (-1: unknown)
 	Link        Link      `json:"link"`                // the hub link as the edge sees it
 	Problems    []string  `json:"problems,omitempty"`  // what the edge could not read for this record
+	// Attention is what needs a person at the site, each kind with how
+	// many and since when (status.Report.Attention). Nil from an edge of
+	// an earlier version: its counts above are judged instead.
+	Attention []health.Need `json:"attention"`
+}
+
+// oldestNeed is when the longest-waiting need of r began; zero for none.
+func (r Record) oldestNeed() time.Time {
+	var t time.Time
+	for _, n := range r.Attention {
+		if !n.Oldest.IsZero() && (t.IsZero() || n.Oldest.Before(t)) {
+			t = n.Oldest
+		}
+	}
+	return t
 }
 
 // Link is an edge's link to its hub, and how far its sourcing in both

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,7 +83,40 @@ type Need struct {
 	Kind   string    `json:"kind"`
 	Count  int64     `json:"count"`
 	Oldest time.Time `json:"oldest,omitzero"`
+	Where  string    `json:"where,omitempty"` // the ledger or part it is in, where several are read (status)
 	Do     string    `json:"do,omitempty"`
+}
+
+// Text says the need in one line: how many of what, where, for how
+// long, and what to do.
+func (n Need) Text(now time.Time) string {
+	s := fmt.Sprintf("%d %s", n.Count, cmp.Or(kindWords[n.Kind], strings.ReplaceAll(n.Kind, "_", " ")))
+	if n.Where != "" {
+		s += " in " + n.Where
+	}
+	if !n.Oldest.IsZero() {
+		s += ", the oldest for " + now.Sub(n.Oldest).Round(time.Second).String()
+	}
+	if n.Do != "" {
+		s += ": " + n.Do
+	}
+	return s
+}
+
+// kindWords say the kinds of ledger.Attention as a count's noun.
+var kindWords = map[string]string{ledger.AttentionReview: "outbox rows in review", ledger.AttentionDeadLetter: "dead letters",
+	ledger.AttentionConflict: "conflicts not acknowledged"}
+
+// LedgerNeeds are the needs of a ledger's rows (ledger.Store.Attention),
+// the kinds that have some, in where.
+func LedgerNeeds(as []ledger.Attention, where string) []Need {
+	var needs []Need
+	for _, a := range as {
+		if a.Count > 0 {
+			needs = append(needs, Need{Kind: a.Kind, Count: a.Count, Oldest: a.Oldest, Where: where, Do: LedgerDo[a.Kind]})
+		}
+	}
+	return needs
 }
 
 // AttentionError is a probe's answer when something needs a person: the

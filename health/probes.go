@@ -102,12 +102,7 @@ func Attention(st AttentionReader) Probe {
 		if err != nil {
 			return err
 		}
-		var needs []Need
-		for _, a := range as {
-			if a.Count > 0 {
-				needs = append(needs, Need{Kind: a.Kind, Count: a.Count, Oldest: a.Oldest, Do: LedgerDo[a.Kind]})
-			}
-		}
+		needs := LedgerNeeds(as, "")
 		if len(needs) == 0 {
 			return nil
 		}

@@ -51,6 +51,10 @@ func (s *Service) fleetRecord(started time.Time) func(context.Context) fleet.Rec
 		if rep.Hub != nil {
 			r.Link = *rep.Hub
 		}
+		r.Attention = rep.Attention
+		if r.Attention == nil {
+			r.Attention = []health.Need{} // none: judged by it, not by the counts of an earlier version
+		}
 		if free, ok := ledger.DiskFree(c.DB); ok {
 			r.LedgerFree = free
 		}

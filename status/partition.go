@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/partition"
+	"github.com/jetledger/jetledger/health"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -64,12 +65,13 @@ func readPartitionLedgers(ctx context.Context, cfg Config, rep *Report) {
 	log := cmp.Or(cfg.Logger, slog.Default())
 	for _, i := range cfg.Partitions {
 		p := Partition{Partition: i, Ledger: partition.Ledger(cfg.DB, i)}
-		s, outbox, err := readPartitionLedger(ctx, p.Ledger, log)
+		s, outbox, as, err := readPartitionLedger(ctx, p.Ledger, log)
 		if err != nil {
 			rep.Problems = append(rep.Problems, fmt.Errorf("partition %d: %w", i, err))
 		} else {
 			p.LedgerRows, p.DeadLetters, p.Conflicts, p.Outbox = s.Processed, s.DeadLetters, s.Conflicts, outbox
 			sum.Add(s) // its path is none of theirs: each partition names its own
+			rep.Attention = append(rep.Attention, health.LedgerNeeds(as, p.Ledger)...)
 			for k, n := range outbox {
 				rep.Outbox[k] += n
 			}
@@ -79,18 +81,22 @@ func readPartitionLedgers(ctx context.Context, cfg Config, rep *Report) {
 	rep.Ledger = sum
 }
 
-func readPartitionLedger(ctx context.Context, path string, log *slog.Logger) (ledger.Stats, map[ledger.Status]int64, error) {
+func readPartitionLedger(ctx context.Context, path string, log *slog.Logger) (ledger.Stats, map[ledger.Status]int64, []ledger.Attention, error) {
 	st, err := ledger.Open(path, ledger.Config{Logger: log})
 	if err != nil {
-		return ledger.Stats{}, nil, err
+		return ledger.Stats{}, nil, nil, err
 	}
 	defer st.Close()
 	s, err := st.Stats(ctx)
 	if err != nil {
-		return ledger.Stats{}, nil, err
+		return ledger.Stats{}, nil, nil, err
 	}
 	outbox, err := st.OutboxCounts(ctx)
-	return s, outbox, err
+	if err != nil {
+		return ledger.Stats{}, nil, nil, err
+	}
+	as, err := st.Attention(ctx)
+	return s, outbox, as, err
 }
 
 // readPartitions fills in every partition of a partitioned stream with its

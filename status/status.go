@@ -11,6 +11,7 @@ import (
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/partition"
 	"github.com/jetledger/jetledger/fleet"
+	"github.com/jetledger/jetledger/health"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -87,6 +88,9 @@ type Report struct {
 	Partitions []Partition `json:"partitions,omitempty"`
 	// Hub is an edge's sourcing from its hub, when the stream copies one.
 	Hub *fleet.Link `json:"hub,omitempty"`
+	// Attention is what needs a person in the ledgers read: each kind
+	// that has some, and where.
+	Attention []health.Need `json:"attention,omitempty"`
 	// Problems are the parts that could not be read and the plan's refusal
 	// of the consumer (ackwait.Plan.Validate's error), in the order met.
 	Problems []error `json:"-"`
@@ -149,6 +153,11 @@ func readLedger(ctx context.Context, st *ledger.Store, rep *Report) {
 	if err == nil {
 		rep.Ledger = &s
 		rep.Outbox, err = st.OutboxCounts(ctx)
+	}
+	var as []ledger.Attention
+	if err == nil {
+		as, err = st.Attention(ctx)
+		rep.Attention = health.LedgerNeeds(as, st.Path())
 	}
 	if err != nil {
 		rep.Problems = append(rep.Problems, err)

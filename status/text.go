@@ -62,6 +62,9 @@ func (r Report) WriteText(w io.Writer) error {
 		}
 		writeField(&b, "outbox", strings.TrimSuffix(strings.Join(counts, " "), ","))
 	}
+	for _, n := range r.Attention {
+		writeField(&b, "ATTENTION", n.Text(time.Now()))
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

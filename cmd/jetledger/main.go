@@ -31,7 +31,10 @@ const (
 	exitOK      = kongx.ExitOK
 	exitFailure = kongx.ExitFailure // runtime failure
 	exitUsage   = kongx.ExitUsage   // bad flags, arguments or input format
+	// exitAttention: status found something that needs a person.
+	exitAttention = kongx.ExitAttention
 )
+
 
 // gcPercent is the collector's target unless GOGC says otherwise: a
 // consumer's heap is small and steady (about 40 MiB over a million

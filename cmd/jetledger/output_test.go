@@ -30,13 +30,12 @@ func TestStatusFitsOneHundredColumns(t *testing.T) {
 	for _, s := range ledger.Statuses {
 		outbox[s] = 1_000_000_000
 	}
-	rep := statusReport{
-		Stream:   &streamStatus{Name: "PAYMENTS", FirstSeq: 1, LastSeq: 1 << 40, Messages: 1 << 40, DuplicateWindow: 2 * time.Minute},
-		Consumer: &consumerStatus{Name: "jetledger", AckWait: 3 * time.Second, PlanAckWait: plan.AckWait(), Pending: 1 << 30, AckPending: 1000, Redelivered: 1000, AckFloorSeq: 1 << 40},
+	rep := statusReport{Report: status.Report{
+		Stream:   &status.Stream{Name: "PAYMENTS", FirstSeq: 1, LastSeq: 1 << 40, Messages: 1 << 40, DuplicateWindow: 2 * time.Minute},
+		Consumer: &status.Consumer{Name: "jetledger", AckWait: 3 * time.Second, PlanAckWait: plan.AckWait(), Pending: 1 << 30, AckPending: 1000, Redelivered: 1000, AckFloorSeq: 1 << 40},
 		Ledger:   &ledger.Stats{Path: "/var/lib/jetledger/payments.db", Processed: 1 << 40, SizeBytes: 1 << 40, Oldest: time.Now()},
 		Outbox:   outbox,
-		Problems: problems,
-	}
+	}, Problems: problems}
 	var out bytes.Buffer
 	printStatus(&out, rep)
 	for _, line := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/consumer/partition"
+	"github.com/jetledger/jetledger/health"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/publisher"
 	"github.com/nats-io/nats-server/v2/server"
@@ -55,8 +56,8 @@ func partitionedLedgers(t *testing.T, js jetstream.JetStream, db string) {
 
 // status reads every partition's ledger on this host: a dead letter in any
 // of them is counted, in the sum and in its partition, and names no ledger
-// that is not there; a partition's ledger it cannot read is a problem
-// (exit 1).
+// that is not there; it needs a person, in that partition's ledger (exit
+// 3); a partition's ledger it cannot read is a problem (exit 1).
 func TestStatusReadsEveryPartitionsLedger(t *testing.T) {
 	t.Parallel()
 	srv := consumertest.RunServer(t)
@@ -77,10 +78,14 @@ func TestStatusReadsEveryPartitionsLedger(t *testing.T) {
 			Ledger      string `json:"ledger"`
 			DeadLetters int64  `json:"dead_letters"`
 		} `json:"partitions"`
-		Problems []string `json:"problems"`
+		Attention []health.Need `json:"attention"`
+		Problems  []string      `json:"problems"`
 	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitOK {
-		t.Fatalf("status: exit %d, %v\n%s%s", code, err, out, errOut)
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != exitAttention {
+		t.Fatalf("status: exit %d, %v, want %d\n%s%s", code, err, exitAttention, out, errOut)
+	}
+	if len(rep.Attention) != 1 || rep.Attention[0].Kind != ledger.AttentionDeadLetter || rep.Attention[0].Where != partition.Ledger(db, home) {
+		t.Errorf("status's attention %+v, want the dead letter in partition %d's ledger", rep.Attention, home)
 	}
 	if rep.Ledger == nil || rep.Ledger.DeadLetters != 1 {
 		t.Errorf("status counts %+v dead letters over the partitions, want 1", rep.Ledger)

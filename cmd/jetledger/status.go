@@ -8,8 +8,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/jetledger/jetledger/fleet"
-	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/service"
 	"github.com/jetledger/jetledger/status"
 )
@@ -22,15 +21,12 @@ of the given timing flags, pending, waiting for ack, redelivered), the ledger
 (rows, size, oldest), the outbox per state, dead letters and conflicts. For
 a partitioned stream (run --partitions), every partition: its durable
 <durable>-p<I> (pending, waiting for ack, acked through, whether a consumer
-is fetching now) and its ledger <db>-p<I> when it is on this host. Exit 1
-when a part cannot be read or the consumer's AckWait is unsafe; exit 2 when
---stream is left out and the ledger recorded several consumers.`
-
-type (
-	streamStatus    = status.Stream
-	consumerStatus  = status.Consumer
-	partitionStatus = status.Partition
-)
+is fetching now) and its ledger <db>-p<I> when it is on this host. An
+ATTENTION line for each kind of row that needs a person (review rows, dead
+letters, conflicts not acknowledged): how many, where, since when, and what to
+do. Exit 1 when a part cannot be read or the consumer's AckWait is unsafe;
+exit 2 when --stream is left out and the ledger recorded several consumers;
+exit 3 when nothing failed and something needs a person.`
 
 // servesStatus is the stream and durable status read, and where their
 // names came from: given, the ledger (as run recorded them) or the defaults.
@@ -42,16 +38,12 @@ type servesStatus struct {
 }
 
 // statusReport is status.Report as printed: with the names read and the
-// problems said in the command line's terms.
+// problems said in the command line's terms (its own Problems hide the
+// report's).
 type statusReport struct {
-	Serves     *servesStatus           `json:"serves,omitempty"`
-	Stream     *streamStatus           `json:"stream,omitempty"`
-	Consumer   *consumerStatus         `json:"consumer,omitempty"`
-	Ledger     *ledger.Stats           `json:"ledger,omitempty"`
-	Outbox     map[ledger.Status]int64 `json:"outbox,omitempty"`
-	Partitions []partitionStatus       `json:"partitions,omitempty"`
-	Hub        *fleet.Link             `json:"hub,omitempty"`
-	Problems   []string                `json:"problems,omitempty"`
+	Serves *servesStatus `json:"serves,omitempty"`
+	status.Report
+	Problems []string `json:"problems,omitempty"`
 }
 
 // statusCmd is `jetledger status`.
@@ -88,8 +80,7 @@ func (c *statusCmd) Run(inv *invocation) error {
 	} else if err != nil {
 		return err
 	}
-	rep := statusReport{Serves: &servesStatus{r.Chosen.Stream, r.Chosen.Durable, r.Chosen.From, r.Chosen.Origin(r.NamesLedger, streamNames)},
-		Stream: r.Stream, Consumer: r.Consumer, Ledger: r.Report.Ledger, Outbox: r.Outbox, Partitions: r.Partitions, Hub: r.Hub}
+	rep := statusReport{Serves: &servesStatus{r.Chosen.Stream, r.Chosen.Durable, r.Chosen.From, r.Chosen.Origin(r.NamesLedger, streamNames)}, Report: r.Report}
 	for _, p := range r.Problems {
 		rep.Problems = append(rep.Problems, dbHint(p).Error())
 	}
@@ -106,6 +97,9 @@ func (c *statusCmd) Run(inv *invocation) error {
 	if len(rep.Problems) > 0 {
 		return fmt.Errorf("%d problem(s): %s", len(rep.Problems), rep.Problems[0])
 	}
+	if len(rep.Attention) > 0 {
+		return kongx.Attention(fmt.Errorf("%d kind(s) of rows need a person (the ATTENTION lines say what, where and what to do)", len(rep.Attention)))
+	}
 	return nil
 }
 
@@ -119,7 +113,7 @@ func printStatus(w io.Writer, r statusReport) {
 		}
 		status.WriteField(w, "serves", text)
 	}
-	status.Report{Stream: r.Stream, Consumer: r.Consumer, Ledger: r.Ledger, Outbox: r.Outbox, Partitions: r.Partitions, Hub: r.Hub}.WriteText(w)
+	r.WriteText(w)
 	for _, p := range r.Problems {
 		status.WriteField(w, "PROBLEM", p)
 	}

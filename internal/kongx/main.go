@@ -13,7 +13,30 @@ const (
 	ExitOK      = 0
 	ExitFailure = 1 // a runtime failure
 	ExitUsage   = 2 // bad flags, arguments or input: the caller's
+	// ExitAttention: the command did its work and found something that
+	// needs a person (status): for a monitoring script, neither a failure
+	// nor the caller's mistake.
+	ExitAttention = 3
 )
+
+// Coded is a command's error with an exit code of its own (ExitAttention);
+// Main prints it as any other.
+type Coded interface {
+	error
+	ExitCode() int
+}
+
+// Attention is err, a command's outcome that needs a person, with the exit
+// code ExitAttention.
+func Attention(err error) error { return coded{err, ExitAttention} }
+
+type coded struct {
+	error
+	code int
+}
+
+func (c coded) ExitCode() int { return c.code }
+func (c coded) Unwrap() error { return c.error }
 
 // Program is what Main needs of a command line.
 type Program struct {
@@ -40,6 +63,7 @@ func Exit(code int) { panic(exitRequest(code)) }
 // outcome to an exit code. A usage error (the parser's, an empty value,
 // or one Program.Usage claims) is printed with where the command's help
 // is: ExitUsage. Any other error is printed after the command's name:
+// its own code if it is Coded, else
 // ExitFailure. No arguments at all print the usage, asked for by mistake,
 // to stderr.
 func (p Program) Main(args []string, stdout, stderr io.Writer, binds ...any) (code int) {
@@ -80,6 +104,9 @@ func (p Program) Main(args []string, stdout, stderr io.Writer, binds ...any) (co
 		return usage(stderr, name, err)
 	default:
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		if c := Coded(nil); errors.As(err, &c) {
+			return c.ExitCode()
+		}
 		return ExitFailure
 	}
 }
