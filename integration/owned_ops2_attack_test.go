@@ -551,3 +551,153 @@ func TestAttack2ChangelogDeletedThenOwnerKilled(t *testing.T) {
 	checkAsideHeld(t, dirs[0], finals)
 	checkAsideHeld(t, dirs[1], finals)
 }
+
+// 8. An owner run with --changelog alone (no --standby) SIGKILLed and
+// restarted at once while a --standby host runs: either it owns again,
+// or the standby took over and the restarted run, after waiting out the
+// lease, exits non-zero naming the holder (one owner) — never an illegal
+// move, never both owning. Every event once.
+func TestAttack2ChangelogOnlyOwnerRestartedBesideAStandby(t *testing.T) {
+	a := newA2(t, "PAY")
+	dirs := []string{t.TempDir(), t.TempDir()}
+	first := a.start("A", dirs[0], "--changelog", "--standby")
+	a.r.waitRole(first, "A", "owner", 0, 1)
+	stopOK(t, first, "A (first start)")
+	hosts := []*proc{a.start("A", dirs[0], "--changelog"), nil}
+	a.r.waitRole(hosts[0], "A (--changelog)", "owner", 0, 1)
+	hosts[1] = a.start("B", dirs[1], "--standby")
+	a.r.waitStandsBy(hosts[1], "B")
+	evs := makeEvents(randFor(t), a.r.pub, 300)
+	a.r.publish(evs[:100])
+	a.r.waitApplied("the first 100 applied", 100, dirs...)
+	for round := range 2 {
+		a.r.publish(evs[100+50*round : 150+50*round])
+		hosts[0].kill()
+		killed := time.Now()
+		hosts[0] = a.start("A", dirs[0], "--changelog")
+		consumertest.Eventually(t, 2*time.Minute, fmt.Sprintf("round %d: A owning both, or refused", round), func() bool {
+			return !running(hosts[0]) || (logged(hosts[0], "owner", 0) && logged(hosts[0], "owner", 1))
+		})
+		if !running(hosts[0]) {
+			code := hosts[0].wait(0)
+			t.Logf("round %d: the restarted --changelog run exited %d after %v: %s", round, code, time.Since(killed).Round(time.Millisecond), lastLines(hosts[0].output(), 3))
+			if code == 0 {
+				t.Errorf("round %d: refused with exit 0", round)
+			}
+			if !strings.Contains(hosts[0].output(), "holds") {
+				t.Errorf("round %d: the refusal names no holder:\n%s", round, tail(hosts[0].output()))
+			}
+			hosts[0] = a.start("A", dirs[0], "--changelog", "--standby")
+			a.r.waitStandsBy(hosts[0], "A, a standby now")
+		} else {
+			t.Logf("round %d: the restarted --changelog run owns both again", round)
+		}
+		for i := range ownedDurables {
+			a.ownerOf(fmt.Sprintf("round %d", round), i, hosts...)
+		}
+	}
+	a.r.publish(evs[200:])
+	a.r.waitApplied("every event applied", len(evs), dirs...)
+	o0, o1 := a.ownerOf("end", 0, hosts...), a.ownerOf("end", 1, hosts...)
+	now := []string{partDB(dirs[o0], 0), partDB(dirs[o1], 1)}
+	copies := []string{partDB(dirs[1-o0], 0), partDB(dirs[1-o1], 1)}
+	waitSamePosition(t, "the copies caught up", now, copies)
+	a.r.stopAll(map[string]*proc{"A": hosts[0], "B": hosts[1]})
+	for i := range ownedDurables {
+		if logged(hosts[0], "owner", i) && logged(hosts[1], "owner", i) && o0 >= 0 {
+			t.Logf("partition %d owned by both final runs at some point (hand-over)", i)
+		}
+	}
+	finals := openLedgers(t, now...)
+	checkPartitionedExact(t, finals, evs)
+	checkPartitionedExact(t, openLedgers(t, copies...), evs)
+}
+
+// 9. A ledger that left its log, consumed alone, started again with
+// --changelog alone (no --standby): the docs say it waits, saying to
+// delete the log; it must not own. Once the log is deleted (a run
+// started again if the first exited), it begins the new log and owns.
+func TestAttack2RejoinWithChangelogOnly(t *testing.T) {
+	a := newA2(t, "PAY")
+	dir := t.TempDir()
+	owner := a.start("A", dir, "--changelog", "--standby")
+	a.r.waitRole(owner, "A", "owner", 0, 1)
+	evs := makeEvents(randFor(t), a.r.pub, 200)
+	a.r.publish(evs[:80])
+	a.r.waitApplied("the first 80 applied", 80, dir)
+	stopOK(t, owner, "A")
+	leaving := a.start("A leaving", dir, "--leave-changelog")
+	a.r.publish(evs[80:140])
+	a.r.waitApplied("60 applied out of the log", 140, dir)
+	stopOK(t, leaving, "A leaving")
+	rejoin := a.start("A rejoining", dir, "--changelog")
+	consumertest.Eventually(t, 2*time.Minute, "A (--changelog) saying to delete its log", func() bool {
+		return strings.Contains(rejoin.output(), "delete the changelog stream")
+	})
+	if logged(rejoin, "owner", 0) || logged(rejoin, "owner", 1) {
+		t.Fatalf("A owned while the log it left is there")
+	}
+	if !running(rejoin) {
+		t.Logf("the --changelog run did not wait: it exited %d: %s", rejoin.wait(0), lastLines(rejoin.output(), 2))
+	} else {
+		consistently(t, 5*time.Second, "A waits", func() bool { return running(rejoin) })
+	}
+	a.deleteLogs(0, 1)
+	if !running(rejoin) {
+		rejoin = a.start("A rejoining again", dir, "--changelog")
+	}
+	a.r.waitRole(rejoin, "A after its logs were deleted", "owner", 0, 1)
+	a.r.publish(evs[140:])
+	a.r.waitApplied("every event applied", len(evs), dir)
+	b := a.start("B", t.TempDir(), "--standby")
+	a.r.waitStandsBy(b, "B")
+	stopOK(t, b, "B")
+	stopOK(t, rejoin, "A")
+	checkPartitionedExact(t, openLedgers(t, partDB(dir, 0), partDB(dir, 1)), evs)
+}
+
+// 10. The owner's file leaves its log and consumes alone; then the
+// standby's host, whose copy stands at the log's last entry but lacks
+// what the first applied out of the log (acknowledged), is run with
+// --leave-changelog too. A copy at its log's last entry lacking
+// acknowledged messages must not go on as the partition's ledger (the
+// session's rule for take-overs): it should refuse or wait, saying why,
+// not consume on, splitting the partition's events over two files.
+func TestAttack2SecondHostLeavesLackingAcknowledged(t *testing.T) {
+	a := newA2(t, "PAY")
+	dirA, dirB := t.TempDir(), t.TempDir()
+	owner := a.start("A", dirA, "--changelog", "--standby")
+	a.r.waitRole(owner, "A", "owner", 0, 1)
+	standby := a.start("B", dirB, "--standby")
+	a.r.waitStandsBy(standby, "B")
+	evs := makeEvents(randFor(t), a.r.pub, 200)
+	a.r.publish(evs[:80])
+	a.r.waitApplied("the first 80 applied", 80, dirA)
+	pathsA, pathsB := []string{partDB(dirA, 0), partDB(dirA, 1)}, []string{partDB(dirB, 0), partDB(dirB, 1)}
+	waitSamePosition(t, "B caught up", pathsA, pathsB)
+	stopOK(t, standby, "B")
+	stopOK(t, owner, "A")
+	leaving := a.start("A leaving", dirA, "--leave-changelog")
+	a.r.publish(evs[80:140])
+	a.r.waitApplied("60 applied by A out of the log", 140, dirA)
+	stopOK(t, leaving, "A leaving")
+	bLeaving := a.start("B leaving", dirB, "--leave-changelog")
+	a.r.publish(evs[140:])
+	// Give it time to consume, or to say it will not.
+	consumertest.Eventually(t, 2*time.Minute, "B's leave run consumed, exited, or said it waits", func() bool {
+		return !running(bLeaving) || a.r.c.drained(a.r.stream, ownedDurables...) || strings.Contains(bLeaving.output(), "cannot go on") || strings.Contains(bLeaving.output(), "acknowledged")
+	})
+	held := 0
+	for _, p := range pathsB {
+		n, _ := fileInt(p, `SELECT count(*) FROM processed_messages`)
+		held += n
+	}
+	t.Logf("B's leave run: running %v; B's files hold %d messages; the durables drained %v; its last lines:\n%s", running(bLeaving), held, a.r.c.drained(a.r.stream, ownedDurables...), lastLines(bLeaving.output(), 4))
+	if held > 80 && held < len(evs) {
+		t.Errorf("B's copy, lacking the %d messages A acknowledged out of the log, left its log and consumed on: B's files hold %d of %d events, A's the rest: the partition's events are split over two ledgers, none whole", 60, held, len(evs))
+	}
+	if running(bLeaving) {
+		bLeaving.signal(syscall.SIGTERM)
+		bLeaving.wait(time.Minute)
+	}
+}

@@ -35,7 +35,6 @@ const (
 	exitAttention = kongx.ExitAttention
 )
 
-
 // gcPercent is the collector's target unless GOGC says otherwise: a
 // consumer's heap is small and steady (about 40 MiB over a million
 // messages), and collecting half as often was 5-10 % more messages/s in
