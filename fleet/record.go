@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jetledger/jetledger/health"
@@ -69,6 +70,22 @@ type Link struct {
 	// unacknowledged count says nothing: a flow-controlled consumer's acks
 	// come only with flow control, every so many messages.)
 	EffectsNotAtHub uint64 `json:"effects_not_at_hub"`
+	// SourceError is the server's error sourcing the copy from the hub
+	// (the hub's stream deleted, a permission), "" while it sources.
+	SourceError string `json:"source_error,omitempty"`
+}
+
+// AttentionSourceFailing is the kind of health.Need of a copy that cannot
+// source from its hub: it stays until the server sources again.
+const AttentionSourceFailing = "source_failing"
+
+// Needs is what needs a person in l: a failing source.
+func (l Link) Needs() []health.Need {
+	if l.SourceError == "" {
+		return nil
+	}
+	return []health.Need{{Kind: AttentionSourceFailing, Count: 1,
+		Do: "the site's copy cannot source from the hub (" + l.SourceError + "): make the hub's stream again (jetledger hub), or fix the leaf's permissions"}}
 }
 
 // Marshal is the record as put in Bucket.
@@ -86,6 +103,9 @@ func ReadSourcing(ctx context.Context, js jetstream.JetStream, copy, effects str
 		return l, fmt.Errorf("fleet: the copy %s: %w", copy, err)
 	}
 	for _, src := range s.CachedInfo().Sources {
+		if src.Error != nil && l.SourceError == "" {
+			l.SourceError = fmt.Sprintf("%s from %s: %s", src.Name, sourceDomain(src), src.Error.Description)
+		}
 		l.Lag += src.Lag
 		if src.Active >= 0 && (l.HeardAgo < 0 || src.Active < l.HeardAgo) {
 			l.HeardAgo = src.Active
@@ -105,6 +125,14 @@ func ReadSourcing(ctx context.Context, js jetstream.JetStream, copy, effects str
 	return l, nil
 }
 
+// sourceDomain is the JetStream domain src is read from, "" when local.
+func sourceDomain(src *jetstream.StreamSourceInfo) string {
+	if src.External == nil {
+		return "this domain"
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(src.External.APIPrefix, "$JS."), ".API")
+}
+
 // Line says l in one line, as status shows it at an edge. From the
 // edge's own server (no LinkStatus), the link is judged by the copy's
 // heartbeat: a durable source hears from the hub every second.
@@ -122,5 +150,9 @@ func (l Link) Line() string {
 	if l.HeardAgo >= 0 {
 		heard = "heard from " + l.HeardAgo.Round(100*time.Millisecond).String() + " ago"
 	}
-	return fmt.Sprintf("%s, %s, %d not yet copied, %d effects not at the hub", state, heard, l.Lag, l.EffectsNotAtHub)
+	line := fmt.Sprintf("%s, %s, %d not yet copied, %d effects not at the hub", state, heard, l.Lag, l.EffectsNotAtHub)
+	if l.SourceError != "" {
+		line += "; SOURCING FAILS: " + l.SourceError
+	}
+	return line
 }

@@ -83,14 +83,13 @@ func (s *Service) hubProbe() health.Probe {
 	})
 }
 
-// hubGauges are the edge's link metrics: up, seconds since it last came
-// up, the copy's sourcing lag and the effects not yet at the hub, read
-// from the edge's own server at most once a second.
-func (s *Service) hubGauges() []prometheus.Collector {
+// sourcing reads the copy's sourcing from the hub (fleet.ReadSourcing)
+// on the edge's own server, at most once a second.
+func (s *Service) sourcing() func() fleet.Link {
 	var mu sync.Mutex
 	var at time.Time
 	var last fleet.Link
-	read := func() fleet.Link {
+	return func() fleet.Link {
 		mu.Lock()
 		defer mu.Unlock()
 		if time.Since(at) > time.Second {
@@ -103,6 +102,24 @@ func (s *Service) hubGauges() []prometheus.Collector {
 		}
 		return last
 	}
+}
+
+// sourcingProbe is /healthz's "sourcing" at an edge: a copy that cannot
+// source from its hub (its stream there deleted) needs a person for as
+// long as it fails; healthy, as the edge works on with what it holds.
+func sourcingProbe(read func() fleet.Link) health.Probe {
+	return health.Probe{Name: "sourcing", Check: func(context.Context) error {
+		if needs := read().Needs(); len(needs) > 0 {
+			return &health.AttentionError{Needs: needs}
+		}
+		return nil
+	}}
+}
+
+// hubGauges are the edge's link metrics: up, seconds since it last came
+// up, the copy's sourcing lag and the effects not yet at the hub, read
+// by read.
+func (s *Service) hubGauges(read func() fleet.Link) []prometheus.Collector {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
@@ -121,5 +138,11 @@ func (s *Service) hubGauges() []prometheus.Collector {
 		}),
 		gauge("jetledger_hub_sourcing_lag_messages", "The hub's messages for this site the local stream has not copied, as last heard.", func() float64 { return float64(read().Lag) }),
 		gauge("jetledger_effects_not_at_hub", "Effects in the local effects stream the hub has not taken yet.", func() float64 { return float64(read().EffectsNotAtHub) }),
+		gauge("jetledger_hub_sourcing_failing", "1 while the local stream cannot source from the hub (the server's error: its stream there deleted, a permission).", func() float64 {
+			if read().SourceError != "" {
+				return 1
+			}
+			return 0
+		}),
 	}
 }

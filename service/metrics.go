@@ -38,8 +38,9 @@ func (s *Service) serveMetrics(ctx context.Context, wg *sync.WaitGroup, batches 
 		probes = append(probes, StoreProbe(store))
 	}
 	if s.node != nil && s.cfg.site() != "" {
-		probes = append(probes, s.hubProbe())
-		reg.MustRegister(s.hubGauges()...)
+		read := s.sourcing()
+		probes = append(probes, s.hubProbe(), sourcingProbe(read))
+		reg.MustRegister(s.hubGauges(read)...)
 	}
 	h, err := health.New(health.Config{Logger: s.log}, probes...)
 	if err != nil {

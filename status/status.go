@@ -210,6 +210,7 @@ func readHub(ctx context.Context, js JetStream, cfg Config, rep *Report) {
 		return
 	}
 	rep.Hub = &l
+	rep.Attention = append(rep.Attention, l.Needs()...)
 }
 
 // consumerOf is the consumer's part of a report, checked against cfg.Plan.
