@@ -9,6 +9,7 @@ import (
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -28,6 +29,11 @@ type OutboxCounter interface {
 // jetledger_attention_oldest_seconds read of a ledger (*ledger.Store).
 type AttentionCounter interface {
 	Attention(ctx context.Context) ([]ledger.Attention, error)
+}
+
+// ConsumerInfo is what the consumer's lag gauges read (*consumer.Consumer).
+type ConsumerInfo interface {
+	Info(ctx context.Context) (*jetstream.ConsumerInfo, error)
 }
 
 // SendCounter is what jetledger_outbox_sends_total reads of a dispatcher
@@ -53,6 +59,10 @@ type Config struct {
 	// jetledger_attention_oldest_seconds{kind}: the rows that need a
 	// person. Default nil: left out.
 	Attention AttentionCounter
+	// Lag, when set, is read for jetledger_consumer_pending_messages and
+	// jetledger_consumer_ack_pending_messages: one request to the server
+	// per scrape. Default nil: left out.
+	Lag ConsumerInfo
 	// Sends, when set, is read for jetledger_outbox_sends_total{result}.
 	// Default nil: left out (no sink).
 	Sends SendCounter
@@ -67,10 +77,12 @@ type Collector struct {
 	counters      []prometheus.Collector
 	outbox        OutboxCounter
 	attention     AttentionCounter
+	lag           ConsumerInfo
 	sends         SendCounter
 	timeout       time.Duration
 	rows, results *prometheus.Desc
 	needs, oldest *prometheus.Desc
+	pending, acks *prometheus.Desc
 }
 
 // New validates cfg and returns its Collector; it reads nothing until
@@ -83,13 +95,15 @@ func New(cfg Config) (*Collector, error) {
 		return nil, fmt.Errorf("%w: ScrapeTimeout %v: want 0 (default) or more", ErrInvalidConfig, cfg.ScrapeTimeout)
 	}
 	c := cfg.Consumer
-	col := &Collector{outbox: cfg.Outbox, attention: cfg.Attention, sends: cfg.Sends, timeout: cmp.Or(cfg.ScrapeTimeout, ScrapeTimeoutDefault),
+	col := &Collector{outbox: cfg.Outbox, attention: cfg.Attention, lag: cfg.Lag, sends: cfg.Sends, timeout: cmp.Or(cfg.ScrapeTimeout, ScrapeTimeoutDefault),
 		rows:    prometheus.NewDesc("jetledger_outbox_rows", "Outbox rows per state; review rows wait for a person.", []string{"status"}, nil),
 		results: prometheus.NewDesc("jetledger_outbox_sends_total", "Outbox send outcomes.", []string{"result"}, nil),
 		needs: prometheus.NewDesc("jetledger_attention", "Rows that need a person, per kind: review (an ambiguous send), dead_letter, conflict (not acknowledged).",
 			[]string{"kind"}, nil),
 		oldest: prometheus.NewDesc("jetledger_attention_oldest_seconds", "How long the oldest row of each kind has needed a person; 0 when none does.",
-			[]string{"kind"}, nil)}
+			[]string{"kind"}, nil),
+		pending: prometheus.NewDesc("jetledger_consumer_pending_messages", "Messages of the stream the durable has not delivered yet: the lag.", nil, nil),
+		acks:    prometheus.NewDesc("jetledger_consumer_ack_pending_messages", "Messages delivered and not acknowledged yet.", nil, nil)}
 	counter := func(name, help string, f func(consumer.Counts) uint64) {
 		col.counters = append(col.counters, prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
 			func() float64 { return float64(f(c.Counts())) }))
@@ -117,6 +131,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- c.needs
 		ch <- c.oldest
 	}
+	if c.lag != nil {
+		ch <- c.pending
+		ch <- c.acks
+	}
 	if c.sends != nil {
 		ch <- c.results
 	}
@@ -132,6 +150,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if c.attention != nil {
 		c.collectAttention(ch)
+	}
+	if c.lag != nil {
+		c.collectLag(ch)
 	}
 	if c.sends != nil {
 		n := c.sends.Counts()
@@ -172,4 +193,17 @@ func (c *Collector) collectAttention(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.needs, prometheus.GaugeValue, float64(a.Count), a.Kind)
 		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age, a.Kind)
 	}
+}
+
+// collectLag reports the durable's pending and unacknowledged messages.
+func (c *Collector) collectLag(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	info, err := c.lag.Info(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.pending, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(info.NumPending))
+	ch <- prometheus.MustNewConstMetric(c.acks, prometheus.GaugeValue, float64(info.NumAckPending))
 }

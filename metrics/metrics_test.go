@@ -9,6 +9,7 @@ import (
 	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/metrics"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -20,6 +21,13 @@ type attention []ledger.Attention
 
 func (a attention) Attention(context.Context) ([]ledger.Attention, error) { return a, nil }
 
+type lag jetstream.ConsumerInfo
+
+func (l lag) Info(context.Context) (*jetstream.ConsumerInfo, error) {
+	i := jetstream.ConsumerInfo(l)
+	return &i, nil
+}
+
 type sends outbox.Counts
 
 func (s sends) Counts() outbox.Counts { return outbox.Counts(s) }
@@ -27,7 +35,8 @@ func (s sends) Counts() outbox.Counts { return outbox.Counts(s) }
 func TestCollectorReadsAtScrape(t *testing.T) {
 	t.Parallel()
 	needs := attention{{Kind: ledger.AttentionReview, Count: 2, Oldest: time.Now().Add(-time.Hour)}, {Kind: ledger.AttentionConflict}}
-	col, err := metrics.New(metrics.Config{Consumer: counts{}, Outbox: rows{ledger.StatusReview: 2}, Attention: needs, Sends: sends{Sent: 5}})
+	col, err := metrics.New(metrics.Config{Consumer: counts{}, Outbox: rows{ledger.StatusReview: 2}, Attention: needs, Sends: sends{Sent: 5},
+		Lag: lag{NumPending: 7, NumAckPending: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +58,7 @@ func TestCollectorReadsAtScrape(t *testing.T) {
 	}
 	for key, want := range map[string]float64{"jetledger_messages_applied_total": 3, "jetledger_outbox_rows{review}": 2,
 		"jetledger_outbox_rows{queued}": 0, "jetledger_outbox_sends_total{sent}": 5, "jetledger_outbox_sends_total{deleted}": 0,
-		"jetledger_attention{review}": 2, "jetledger_attention{conflict}": 0, "jetledger_attention_oldest_seconds{conflict}": 0} {
+		"jetledger_consumer_pending_messages": 7, "jetledger_consumer_ack_pending_messages": 3, "jetledger_attention{review}": 2, "jetledger_attention{conflict}": 0, "jetledger_attention_oldest_seconds{conflict}": 0} {
 		if v, ok := got[key]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", key, v, ok, want)
 		}
