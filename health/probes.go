@@ -90,7 +90,7 @@ var _ AttentionReader = (*ledger.Store)(nil)
 var LedgerDo = map[string]string{
 	ledger.AttentionReview:     "jetledger outbox list --status review; then outbox resolve, retry or cancel",
 	ledger.AttentionDeadLetter: "jetledger dlq list; then dlq requeue or discard",
-	ledger.AttentionConflict:   "jetledger conflicts list; then acknowledge each once settled",
+	ledger.AttentionConflict:   "jetledger ledger conflicts; settle each with its sender",
 }
 
 // Attention is the probe "attention": while any of the ledger's rows need
