@@ -259,10 +259,16 @@ func (l *Log) holdsAcked(ctx context.Context, st *ledger.Store, last uint64) err
 // from a snapshot only. It tries again every few seconds while the lease
 // is held.
 func (l *Log) firstSnapshot(ctx context.Context, lease *Lease, st *ledger.Store) error {
-	for {
+	for waited := false; ; waited = true {
 		_, err := l.Snapshot(ctx, st)
 		if err == nil {
+			if waited && l.cfg.Waiting != nil {
+				l.cfg.Waiting(nil)
+			}
 			return nil
+		}
+		if l.cfg.Waiting != nil { // nothing is consumed meanwhile: said where a person looks
+			l.cfg.Waiting(fmt.Errorf("%w: the owner's first snapshot cannot be stored, and it consumes nothing until one is: %w", ErrWaiting, err))
 		}
 		if !lease.Held() {
 			return fmt.Errorf("%w: before the first snapshot was stored (%v)", ErrLeaseLost, err)

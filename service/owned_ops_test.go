@@ -311,3 +311,38 @@ func TestAPurgedChangelogIsBridgedByASnapshot(t *testing.T) {
 	a.halt()
 	b.halt()
 }
+
+// An owner whose first snapshot cannot be stored (its bucket out of
+// storage: here a stream in its place answering none of its subjects)
+// consumes nothing, and says so where a person looks: the gauge
+// jetledger_changelog_waiting is 1 and /healthz unhealthy until the
+// snapshot is stored; then it owns and consumes (issue 43: an owner
+// without its first snapshot needs a person).
+func TestAnOwnerWithoutItsFirstSnapshotSaysSo(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	broken := "OBJ_" + changelog.SnapshotBucket
+	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: broken, Subjects: []string{"nothing.here"}}); err != nil {
+		t.Fatal(err)
+	}
+	a := newOwnedHost(t, srv.ClientURL(), "a", 0)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.cfg.Metrics = l
+	base := "http://" + l.Addr().String()
+	a.start()
+	waitGauges(t, base+"/metrics", "jetledger_changelog_waiting 1", `jetledger_changelog_role{role="taking"} 1`)
+	if code := healthCode(t, base+"/healthz"); code == http.StatusOK {
+		t.Fatalf("/healthz of an owner without its first snapshot: %d, want unhealthy", code)
+	}
+	if err := js.DeleteStream(t.Context(), broken); err != nil {
+		t.Fatal(err)
+	}
+	waitGauges(t, base+"/metrics", "jetledger_changelog_waiting 0", `jetledger_changelog_role{role="owner"} 1`)
+	publish(t, js, 0, 5)
+	consumertest.Eventually(t, time.Minute, "a owns and commits 5", func() bool { return processed(t, a.cfg.DB) == 5 })
+	a.halt()
+}
