@@ -105,7 +105,7 @@ func (n Need) Text(now time.Time) string {
 
 // kindWords say the kinds of ledger.Attention as a count's noun.
 var kindWords = map[string]string{ledger.AttentionReview: "outbox rows in review", ledger.AttentionDeadLetter: "dead letters",
-	ledger.AttentionConflict: "conflicts not acknowledged"}
+	ledger.AttentionConflict: "conflicts not acknowledged", ledger.AttentionNearCap: "ledger near its size cap"}
 
 // LedgerNeeds are the needs of a ledger's rows (ledger.Store.Attention),
 // the kinds that have some, in where.

@@ -91,6 +91,7 @@ var LedgerDo = map[string]string{
 	ledger.AttentionReview:     "jetledger outbox list --status review; then outbox resolve, retry or cancel",
 	ledger.AttentionDeadLetter: "jetledger dlq list; then dlq requeue or discard",
 	ledger.AttentionConflict:   "jetledger ledger conflicts; settle each with its sender",
+	ledger.AttentionNearCap:    "the ledger is near --db-max-size, where every commit fails: jetledger ledger prune, or raise the cap",
 }
 
 // Attention is the probe "attention": while any of the ledger's rows need

@@ -13,10 +13,15 @@ const (
 	AttentionReview     = "review"      // outbox rows whose send is ambiguous: resolve, retry or cancel
 	AttentionDeadLetter = "dead_letter" // messages given up on: requeue or discard
 	AttentionConflict   = "conflict"    // an id reused with another payload, not acknowledged yet
+	AttentionNearCap    = "near_cap"    // the file within NearCapShare of Config.MaxSizeBytes: prune, or raise the cap
 )
 
+// NearCapShare is the share of Config.MaxSizeBytes past which the ledger
+// needs a person: at the cap every commit fails.
+const NearCapShare = 0.9
+
 // AttentionKinds are the kinds Attention reports, in its order.
-var AttentionKinds = []string{AttentionReview, AttentionDeadLetter, AttentionConflict}
+var AttentionKinds = []string{AttentionReview, AttentionDeadLetter, AttentionConflict, AttentionNearCap}
 
 // Attention is how many rows of a kind need a person, and since when the
 // oldest of them has (zero when none).
@@ -29,20 +34,26 @@ type Attention struct {
 // Attention counts, in one read, the rows that need a person, one entry
 // per kind of AttentionKinds (a count of 0 included). A review row is
 // counted from when it went to review, a dead letter from when it was
-// recorded, a conflict from when it was seen.
+// recorded, a conflict from when it was seen; a file near its cap counts
+// 1, with no time.
 func (s *Store) Attention(ctx context.Context) ([]Attention, error) {
-	var counts [3]int64
-	var oldest [3]sql.NullInt64
+	var counts [4]int64
+	var oldest [4]sql.NullInt64
+	var size int64
 	err := s.reader.QueryRowContext(ctx, `SELECT
+		(SELECT page_count FROM pragma_page_count()) * (SELECT page_size FROM pragma_page_size()),
 		(SELECT count(*) FROM outbox WHERE status = 'review'),
 		(SELECT min(updated_at) FROM outbox WHERE status = 'review'),
 		(SELECT count(*) FROM dead_letters),
 		(SELECT min(created_at) FROM dead_letters),
 		(SELECT count(*) FROM conflicts c WHERE NOT EXISTS (SELECT 1 FROM jetledger_conflict_acks a WHERE a.conflict_id = c.id)),
 		(SELECT min(seen_at) FROM conflicts c WHERE NOT EXISTS (SELECT 1 FROM jetledger_conflict_acks a WHERE a.conflict_id = c.id))`).Scan(
-		&counts[0], &oldest[0], &counts[1], &oldest[1], &counts[2], &oldest[2])
+		&size, &counts[0], &oldest[0], &counts[1], &oldest[1], &counts[2], &oldest[2])
 	if err != nil {
 		return nil, fmt.Errorf("ledger: count the rows that need a person in %s: %w", s.path, interpret(err))
+	}
+	if c := s.cfg.MaxSizeBytes; c > 0 && float64(size) >= NearCapShare*float64(c) {
+		counts[3] = 1
 	}
 	out := make([]Attention, len(AttentionKinds))
 	for i, k := range AttentionKinds {

@@ -34,8 +34,8 @@ func TestAttentionCountsWhatNeedsAPerson(t *testing.T) {
 				t.Fatalf("attention %+v, want count %d oldest %v", a, counts[a.Kind], oldest[a.Kind])
 			}
 		}
-		if len(got) != 3 {
-			t.Fatalf("attention %+v: want the three kinds", got)
+		if len(got) != len(ledger.AttentionKinds) {
+			t.Fatalf("attention %+v: want every kind", got)
 		}
 	}
 	want(0, 0, 0, nil)
@@ -83,4 +83,45 @@ func TestAttentionCountsWhatNeedsAPerson(t *testing.T) {
 		t.Fatalf("the acknowledged conflict lists as %+v", cs[0])
 	}
 	want(2, 1, 0, map[string]time.Time{ledger.AttentionReview: t0, ledger.AttentionDeadLetter: now})
+}
+
+// A ledger within NearCapShare of its MaxSizeBytes needs a person: at the
+// cap every commit fails.
+func TestAttentionSaysALedgerNearItsCap(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "l.db")
+	st, err := ledger.Open(path, ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Past MinSizeBytes, the smallest cap, so that a cap a page above it is one.
+	if _, err := st.DB().Exec(`CREATE TABLE pad (b BLOB); INSERT INTO pad VALUES (zeroblob(100000))`); err != nil {
+		t.Fatal(err)
+	}
+	stats, err := st.Stats(context.Background())
+	st.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(cap int64) int64 {
+		st, err := ledger.Open(path, ledger.Config{MaxSizeBytes: cap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		as, err := st.Attention(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return as[len(as)-1].Count
+	}
+	if n := near(stats.SizeBytes * 2); n != 0 {
+		t.Fatalf("at half its cap: near_cap %d, want 0", n)
+	}
+	if stats.SizeBytes+4096 < ledger.MinSizeBytes {
+		t.Fatalf("the ledger is %d bytes, under the smallest cap", stats.SizeBytes)
+	}
+	if n := near(stats.SizeBytes + 4096); n != 1 {
+		t.Fatalf("a page short of its cap: near_cap %d, want 1", n)
+	}
 }
