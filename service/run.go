@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"github.com/jetledger/jetledger/admin"
 	"sync"
 
 	"github.com/jetledger/jetledger/consumer"
@@ -198,6 +199,9 @@ func (s *Service) consume(ctx context.Context, batches *metrics.Batches, cons *c
 		wg.Go(func() { stream.KeepHubConsumer(runCtx, s.js, s.info, s.log) })
 		wg.Go(func() { s.reportToHub(runCtx) })
 	}
+	if adm := s.serveAdmin(); adm != nil {
+		defer adm.Stop() //nolint:errcheck // stopping
+	}
 	summaryDone := make(chan struct{})
 	go func() {
 		defer close(summaryDone)
@@ -208,4 +212,18 @@ func (s *Service) consume(ctx context.Context, batches *metrics.Batches, cons *c
 	<-summaryDone // runTogether stopped runCtx
 	logTotals(s.log, cons, d)
 	return step(StepRun, errors.Join(<-watched, err))
+}
+
+// serveAdmin serves the run's admin API (package admin) on its connection
+// while it consumes: nil, said at warn, if it cannot (the API is an aid
+// to people; the run consumes without it).
+func (s *Service) serveAdmin() *admin.Server {
+	c := &s.cfg
+	adm, err := admin.Serve(admin.Config{Conn: s.nc, Store: s.st, Logger: s.log, Version: c.Stream.Version,
+		Address: admin.Address{Site: c.site(), Stream: c.Stream.Name, Durable: c.Consumer.Durable}})
+	if err != nil {
+		s.log.Warn("the admin API is not served: the run consumes without it", "err", err)
+		return nil
+	}
+	return adm
 }

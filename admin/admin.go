@@ -1,0 +1,202 @@
+// Package admin is the admin API every run serves over NATS, with nats.go's
+// micro framework (so `nats micro ls|info|stats` see it): one service per
+// run and partition, on subjects under _JETLEDGER.admin that name the site
+// (JetStream domain), the stream and the durable. Only the run that
+// consumes the durable serves it (one run per durable holds its lease), so
+// every answer is the owner's, from its own ledger.
+//
+// This first part answers reads: status (what needs a person, the ledger's
+// counts) and the outbox's rows (list, show, payloads decoded).
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jetledger/jetledger/health"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// ServiceName is the micro service's name: every run's admin API has it.
+const ServiceName = "jetledger"
+
+// APIVersion is the admin API's version (semver, as micro wants): its
+// endpoints and their JSON.
+const APIVersion = "1.0.0"
+
+// SubjectPrefix is where every admin subject begins: the runs' own
+// subjects, which publishers cannot reach (docs/security.md).
+const SubjectPrefix = "_JETLEDGER.admin"
+
+// NoSite stands for the site of a run that is no edge (no JetStream domain).
+const NoSite = "-"
+
+// Errors a request is refused with, as micro error codes.
+const (
+	CodeBadRequest = "400" // the request is malformed or asks for nothing
+	CodeNotFound   = "404" // no row has that id
+	CodeFailed     = "500" // the ledger failed to answer
+)
+
+// Address names one run's admin API: the site, stream and durable (a
+// partition's durable, <durable>-p<I>) it serves.
+type Address struct {
+	Site    string `json:"site"`
+	Stream  string `json:"stream"`
+	Durable string `json:"durable"`
+}
+
+// Subject is the subject of endpoint at a.
+func (a Address) Subject(endpoint string) string {
+	return a.group() + "." + endpoint
+}
+
+func (a Address) group() string {
+	site := a.Site
+	if site == "" {
+		site = NoSite
+	}
+	return strings.Join([]string{SubjectPrefix, site, a.Stream, a.Durable}, ".")
+}
+
+// Config is what Serve serves.
+type Config struct {
+	// Conn carries the service. Required.
+	Conn *nats.Conn
+	// Store is the run's ledger. Required.
+	Store *ledger.Store
+	// Address names the API. Stream and Durable required.
+	Address Address
+	// Version is jetledger's, in the service's metadata.
+	Version string
+	// Logger. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is a run's admin API, served until Stop.
+type Server struct {
+	svc micro.Service
+	st  *ledger.Store
+	log *slog.Logger
+}
+
+// Serve starts serving cfg's admin API.
+func Serve(cfg Config) (*Server, error) {
+	if cfg.Conn == nil || cfg.Store == nil || cfg.Address.Stream == "" || cfg.Address.Durable == "" {
+		return nil, errors.New("admin: Serve needs a connection, a ledger, a stream and a durable")
+	}
+	a := cfg.Address
+	svc, err := micro.AddService(cfg.Conn, micro.Config{Name: ServiceName, Version: APIVersion,
+		Description: "jetledger's admin API of " + a.Stream + "/" + a.Durable,
+		Metadata:    map[string]string{"site": a.Site, "stream": a.Stream, "durable": a.Durable, "version": cfg.Version}})
+	if err != nil {
+		return nil, fmt.Errorf("admin: serve %s: %w", a.group(), err)
+	}
+	s := &Server{svc: svc, st: cfg.Store, log: cfg.Logger}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	g := svc.AddGroup(a.group())
+	for name, h := range map[string]func(context.Context, micro.Request) (any, error){
+		"status": s.status, "outbox.list": s.outboxList, "outbox.show": s.outboxShow,
+	} {
+		// An endpoint's name has no dots: "outbox.list" is endpoint list of
+		// the group outbox, at the same subject.
+		at, leaf := g, name
+		if i := strings.LastIndexByte(name, '.'); i >= 0 {
+			at, leaf = g.AddGroup(name[:i]), name[i+1:]
+		}
+		if err := at.AddEndpoint(leaf, s.handle(h)); err != nil {
+			svc.Stop() //nolint:errcheck // the error that matters is err
+			return nil, fmt.Errorf("admin: endpoint %s: %w", name, err)
+		}
+	}
+	return s, nil
+}
+
+// Stop stops serving.
+func (s *Server) Stop() error { return s.svc.Stop() }
+
+// requestTimeout bounds the ledger's work for one request.
+const requestTimeout = 10 * time.Second
+
+// handle answers a request with h's result as JSON, or its error as a
+// micro error (a *Error says its code).
+func (s *Server) handle(h func(context.Context, micro.Request) (any, error)) micro.HandlerFunc {
+	return func(req micro.Request) {
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		defer cancel()
+		out, err := h(ctx, req)
+		if err != nil {
+			code := CodeFailed
+			var e *Error
+			if errors.As(err, &e) {
+				code = e.Code
+			} else if errors.Is(err, ledger.ErrNotFound) {
+				code = CodeNotFound
+			}
+			req.Error(code, err.Error(), nil) //nolint:errcheck // the client times out
+			return
+		}
+		req.RespondJSON(out) //nolint:errcheck // the client times out
+	}
+}
+
+// Error is a refusal with its micro code.
+type Error struct {
+	Code string
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// badRequest refuses a request.
+func badRequest(format string, a ...any) error {
+	return &Error{Code: CodeBadRequest, Err: fmt.Errorf(format, a...)}
+}
+
+// decode reads req's JSON body into v; an empty body is v's zero value.
+func decode(req micro.Request, v any) error {
+	if len(req.Data()) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(req.Data(), v); err != nil {
+		return badRequest("the request is not the JSON this endpoint takes: %v", err)
+	}
+	return nil
+}
+
+// Status is the status endpoint's answer.
+type Status struct {
+	Attention []health.Need           `json:"attention"`
+	Ledger    ledger.Stats            `json:"ledger"`
+	Outbox    map[ledger.Status]int64 `json:"outbox"`
+}
+
+func (s *Server) status(ctx context.Context, _ micro.Request) (any, error) {
+	as, err := s.st.Attention(ctx)
+	if err != nil {
+		return nil, err
+	}
+	stats, err := s.st.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	counts, err := s.st.OutboxCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	needs := health.LedgerNeeds(as, "")
+	if needs == nil {
+		needs = []health.Need{}
+	}
+	return Status{Attention: needs, Ledger: stats, Outbox: counts}, nil
+}

@@ -1,0 +1,100 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"unicode/utf8"
+
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// ListLimitDefault and ListLimitMax bound outbox.list's rows.
+const (
+	ListLimitDefault = 100
+	ListLimitMax     = 1000
+)
+
+// OutboxList is outbox.list's request: rows in Status ("" any), oldest
+// first, at most Limit (default ListLimitDefault, at most ListLimitMax).
+type OutboxList struct {
+	Status ledger.Status `json:"status,omitempty"`
+	Limit  int           `json:"limit,omitempty"`
+}
+
+// Rows is outbox.list's answer; payloads are left out (outbox.show has
+// them: a payload may hold personal data).
+type Rows struct {
+	Rows []Row `json:"rows"`
+}
+
+// Row is an outbox row as the API says it: its payload decoded, as JSON
+// when it is JSON, else as text when it is UTF-8, else as bytes (base64).
+type Row struct {
+	ledger.OutboxItem
+	Payload      json.RawMessage `json:"payload,omitempty"`
+	PayloadText  string          `json:"payload_text,omitempty"`
+	PayloadBytes []byte          `json:"payload_bytes,omitempty"`
+}
+
+// rowOf is it as a Row, its payload decoded when with is set.
+func rowOf(it ledger.OutboxItem, with bool) Row {
+	r := Row{OutboxItem: it}
+	p := it.Payload
+	r.OutboxItem.Payload = nil
+	switch {
+	case !with:
+	case json.Valid(p):
+		r.Payload = p
+	case utf8.Valid(p):
+		r.PayloadText = string(p)
+	default:
+		r.PayloadBytes = p
+	}
+	return r
+}
+
+func (s *Server) outboxList(ctx context.Context, req micro.Request) (any, error) {
+	var q OutboxList
+	if err := decode(req, &q); err != nil {
+		return nil, err
+	}
+	if q.Limit == 0 {
+		q.Limit = ListLimitDefault
+	}
+	if q.Limit < 0 || q.Limit > ListLimitMax {
+		return nil, badRequest("limit %d: want 1 to %d", q.Limit, ListLimitMax)
+	}
+	if err := (ledger.Listing{Status: q.Status, Limit: q.Limit, Names: map[string]string{"Status": "status", "Limit": "limit"}}).Check(); err != nil {
+		return nil, badRequest("%v", err)
+	}
+	items, err := s.st.ListOutbox(ctx, q.Status, q.Limit)
+	if err != nil {
+		return nil, err
+	}
+	out := Rows{Rows: make([]Row, len(items))}
+	for i, it := range items {
+		out.Rows[i] = rowOf(it, false)
+	}
+	return out, nil
+}
+
+// OutboxShow is outbox.show's request: the row's id.
+type OutboxShow struct {
+	ID string `json:"id"`
+}
+
+func (s *Server) outboxShow(ctx context.Context, req micro.Request) (any, error) {
+	var q OutboxShow
+	if err := decode(req, &q); err != nil {
+		return nil, err
+	}
+	if q.ID == "" {
+		return nil, badRequest("no id: outbox.show takes {\"id\": \"<the row's id>\"}")
+	}
+	it, err := s.st.Get(ctx, q.ID)
+	if err != nil {
+		return nil, err
+	}
+	return rowOf(it, true), nil
+}
