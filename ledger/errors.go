@@ -66,6 +66,9 @@ var (
 var (
 	// ErrNotFound: no row (outbox row, dead letter) has that id.
 	ErrNotFound = errors.New("ledger: not found")
+	// ErrChanged: a person's action on a row that changed since they saw
+	// it (Params.Seen): nothing changed; look again.
+	ErrChanged = errors.New("ledger: the row changed since it was seen")
 	// ErrAlreadySettled: a person's decision was taken on the row before
 	// (a conflict acknowledged): nothing changed.
 	ErrAlreadySettled = errors.New("ledger: already settled")

@@ -91,6 +91,18 @@ type Params struct {
 	Reason     string        // written to the row's error
 	ExternalID string        // the destination's id for the item
 	SentTo     Destination   // Claim: the destination's instance and position just before
+	// Seen, when set, is when a person saw the row: a row changed since
+	// (updated later) is not changed, and the error says so (ErrChanged).
+	Seen time.Time
+	// Audit, when set, records the change as a person's action, in its
+	// transaction.
+	Audit *Audit
+}
+
+// Audit is a person's action as recorded: who, from where (a client's
+// address or host), and a note.
+type Audit struct {
+	Who, From, Note string
 }
 
 // The states a change may start from, as SQL. A row cancelled while its send
@@ -189,6 +201,14 @@ const (
 	leaseOver        = `(lease_until < :now OR claimed_at > :now + ` + clockStepSlackMs + `)`
 )
 
+// seenMs is Params.Seen as the ledger's milliseconds, 0 when unset.
+func seenMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
 // query builds the guarded UPDATE of a change.
 func (t transition) query() string {
 	var b strings.Builder
@@ -196,7 +216,7 @@ func (t transition) query() string {
 	if t.set != "" {
 		b.WriteString(", " + t.set)
 	}
-	b.WriteString(` WHERE id = :id AND (` + strings.Join(t.from, " OR ") + `)`)
+	b.WriteString(` WHERE id = :id AND (` + strings.Join(t.from, " OR ") + `) AND (:seen = 0 OR updated_at <= :seen)`)
 	if t.owned {
 		b.WriteString(` AND claimed_by = :worker`)
 	}
@@ -229,10 +249,14 @@ func (s *Store) Transition(ctx context.Context, id string, c Change, p Params) (
 	it, err := scanItem(tx.QueryRowContext(ctx, t.query(), sql.Named("id", id), sql.Named("now", now),
 		sql.Named("worker", p.Worker), sql.Named("lease", p.Lease.Milliseconds()), sql.Named("delay", p.Delay.Milliseconds()),
 		sql.Named("reason", p.Reason), sql.Named("ext", p.ExternalID),
-		sql.Named("to", p.SentTo.Instance), sql.Named("pos", int64(p.SentTo.Position))))
+		sql.Named("to", p.SentTo.Instance), sql.Named("pos", int64(p.SentTo.Position)), sql.Named("seen", seenMs(p.Seen))))
 	if errors.Is(err, sql.ErrNoRows) {
 		tx.Rollback() //nolint:errcheck // nothing changed; explain reads on its own
 		return OutboxItem{}, s.refused(ctx, id, c, t, p)
+	}
+	if err == nil && p.Audit != nil {
+		_, err = tx.ExecContext(ctx, `INSERT INTO jetledger_audit (at, who, origin, action, target, note) VALUES (?, ?, ?, ?, ?, ?)`,
+			now, p.Audit.Who, p.Audit.From, string(c), id, p.Audit.Note)
 	}
 	if err != nil {
 		return OutboxItem{}, fmt.Errorf("ledger: %s %s: %w", c, id, s.explainFull(interpret(err)))
@@ -279,6 +303,8 @@ func (s *Store) refused(ctx context.Context, id string, c Change, t transition, 
 	}
 	e := &StateError{ID: id, Change: c, Status: it.Status, ClaimedBy: it.ClaimedBy, Err: ErrIllegalTransition}
 	switch {
+	case !p.Seen.IsZero() && it.UpdatedAt.After(p.Seen):
+		e.Err = ErrChanged
 	case c == Claim:
 		e.Err = ErrNotClaimed
 	case t.owned && it.Status == StatusCancelled && it.PendingDelete && it.ClaimedBy == p.Worker:
