@@ -106,6 +106,7 @@ func Serve(cfg Config) (*Server, error) {
 	g := svc.AddGroup(a.group())
 	for name, h := range map[string]func(context.Context, micro.Request) (any, error){
 		"status": s.status, "outbox.list": s.outboxList, "outbox.show": s.outboxShow,
+		"outbox.resolve": s.outboxResolve, "outbox.retry": s.outboxRetry,
 	} {
 		// An endpoint's name has no dots: "outbox.list" is endpoint list of
 		// the group outbox, at the same subject.

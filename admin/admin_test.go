@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,7 +67,7 @@ func TestTheAdminAPIAnswersReads(t *testing.T) {
 		t.Fatalf("micro discovery: %v", err)
 	}
 	var info micro.Info
-	if err := json.Unmarshal(msg.Data, &info); err != nil || info.Metadata["durable"] != "pay-p0" || len(info.Endpoints) != 3 {
+	if err := json.Unmarshal(msg.Data, &info); err != nil || info.Metadata["durable"] != "pay-p0" || len(info.Endpoints) != 5 {
 		t.Fatalf("the service's info: %v %+v", err, info)
 	}
 
@@ -101,5 +102,91 @@ func TestTheAdminAPIAnswersReads(t *testing.T) {
 	}
 	if err := admin.Call(ctx, nc, admin.Address{Stream: "PAY", Durable: "pay-p9"}, "status", nil, &status); !errors.Is(err, admin.ErrNoRun) {
 		t.Fatalf("a partition nobody serves: %v, want ErrNoRun", err)
+	}
+}
+
+// toReview claims each row and sends it to review, as an ambiguous send.
+func toReview(t *testing.T, st *ledger.Store, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if _, err := st.Transition(context.Background(), id, ledger.Claim, ledger.Params{Worker: "w", Lease: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Transition(context.Background(), id, ledger.Review, ledger.Params{Worker: "w", Reason: "timed out"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A bulk action: the dry run counts the review rows and says when it saw
+// them; one of them is settled meanwhile (by the worker's own lookup); the
+// action on the rows seen settles the others, skips that one and says why,
+// and records each row's change with who did it, which show returns.
+// Bad requests change nothing.
+func TestABulkActionSkipsRowsThatChangedSinceSeen(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	nc, _ := consumertest.Connect(t, srv)
+	var mu sync.Mutex
+	now := time.UnixMilli(1_800_000_000_000)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	tick := func() { mu.Lock(); now = now.Add(time.Second); mu.Unlock() }
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ids := enqueue(t, st, "a", "b", "c", "d")
+	toReview(t, st, ids[:3]...)
+	tick()
+	addr := admin.Address{Stream: "PAY", Durable: "pay"}
+	s, err := admin.Serve(admin.Config{Conn: nc, Store: st, Address: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	ctx := context.Background()
+	call := func(endpoint string, req admin.Act) (admin.Acted, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		var out admin.Acted
+		err := admin.Call(ctx, nc, addr, endpoint, req, &out)
+		return out, err
+	}
+	var e *admin.Error
+	for _, bad := range []admin.Act{{Status: ledger.StatusReview, DryRun: true}, {Who: "ops", DryRun: true},
+		{Who: "ops", Status: ledger.StatusReview}, {Who: "ops", Status: ledger.StatusReview, As: "maybe", DryRun: true}} {
+		if _, err := call("outbox.resolve", bad); !errors.As(err, &e) || e.Code != admin.CodeBadRequest {
+			t.Fatalf("%+v: %v, want a bad request", bad, err)
+		}
+	}
+	dry, err := call("outbox.resolve", admin.Act{Who: "ops", Status: ledger.StatusReview, As: ledger.StatusFailed, DryRun: true})
+	if err != nil || dry.Matched != 3 || len(dry.IDs) != 3 || len(dry.Done) != 0 {
+		t.Fatalf("the dry run: %v %+v", err, dry)
+	}
+	if it, _ := st.Get(ctx, ids[0]); it.Status != ledger.StatusReview {
+		t.Fatalf("the dry run changed %s to %s", ids[0], it.Status)
+	}
+	// Meanwhile the worker's lookup finds ids[1] at the destination.
+	tick()
+	if _, err := st.Transition(ctx, ids[1], ledger.Found, ledger.Params{ExternalID: "x1"}); err != nil {
+		t.Fatal(err)
+	}
+	done, err := call("outbox.resolve", admin.Act{Who: "ops@example", Note: "checked the provider's dashboard", IDs: dry.IDs, Seen: dry.Seen, As: ledger.StatusFailed})
+	if err != nil || len(done.Done) != 2 || len(done.Skipped) != 1 || done.Skipped[0].ID != ids[1] || !done.Skipped[0].Changed {
+		t.Fatalf("the action: %v %+v", err, done)
+	}
+	if it, _ := st.Get(ctx, ids[1]); it.Status != ledger.StatusSent {
+		t.Fatalf("the row settled meanwhile is %s, want sent (as its lookup left it)", it.Status)
+	}
+	var row admin.Row
+	if err := admin.Call(ctx, nc, addr, "outbox.show", admin.OutboxShow{ID: ids[0]}, &row); err != nil || row.Status != ledger.StatusFailed ||
+		len(row.History) != 1 || row.History[0].Who != "ops@example" || row.History[0].Note == "" || row.History[0].From == "" {
+		t.Fatalf("the row acted on: %v %+v", err, row)
+	}
+	tick()
+	retried, err := call("outbox.retry", admin.Act{Who: "ops@example", IDs: []string{ids[0], ids[3]}, Seen: clock()})
+	if err != nil || len(retried.Done) != 1 || len(retried.Skipped) != 1 || retried.Skipped[0].ID != ids[3] {
+		t.Fatalf("retry of a failed row and a queued one: %v %+v", err, retried)
 	}
 }

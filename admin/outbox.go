@@ -35,6 +35,8 @@ type Row struct {
 	Payload      json.RawMessage `json:"payload,omitempty"`
 	PayloadText  string          `json:"payload_text,omitempty"`
 	PayloadBytes []byte          `json:"payload_bytes,omitempty"`
+	// History is what people did to the row (outbox.show only).
+	History []ledger.AuditRecord `json:"history,omitempty"`
 }
 
 // rowOf is it as a Row, its payload decoded when with is set.
@@ -96,5 +98,7 @@ func (s *Server) outboxShow(ctx context.Context, req micro.Request) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	return rowOf(it, true), nil
+	r := rowOf(it, true)
+	r.History, err = s.st.AuditOf(ctx, q.ID)
+	return r, err
 }

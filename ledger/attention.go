@@ -88,3 +88,30 @@ func (s *Store) AcknowledgeConflict(ctx context.Context, id int64, by, note stri
 	}
 	return fmt.Errorf("%w: conflict %d was acknowledged before", ErrAlreadySettled, id)
 }
+
+// AuditRecord is a person's action as the ledger recorded it (Params.Audit).
+type AuditRecord struct {
+	At     time.Time `json:"at"`
+	Who    string    `json:"who"`
+	From   string    `json:"from"`
+	Action string    `json:"action"`
+	Target string    `json:"target"`
+	Note   string    `json:"note,omitempty"`
+}
+
+// AuditOf lists the actions taken on target (an outbox row's id), oldest
+// first.
+func (s *Store) AuditOf(ctx context.Context, target string) ([]AuditRecord, error) {
+	rows, err := s.reader.QueryContext(ctx, `SELECT at, who, origin, action, target, note FROM jetledger_audit WHERE target = ? ORDER BY id`, target)
+	return collect("audit of "+target, rows, err, func(sc scanner) (AuditRecord, error) {
+		var a AuditRecord
+		var at int64
+		err := sc.Scan(&at, &a.Who, &a.From, &a.Action, &a.Target, &a.Note)
+		a.At = time.UnixMilli(at)
+		return a, err
+	})
+}
+
+// Now is the time by the ledger's clock (Config.Now): what a row's times
+// are written by, and Params.Seen is compared with.
+func (s *Store) Now() time.Time { return s.cfg.Now() }

@@ -91,8 +91,9 @@ type Params struct {
 	Reason     string        // written to the row's error
 	ExternalID string        // the destination's id for the item
 	SentTo     Destination   // Claim: the destination's instance and position just before
-	// Seen, when set, is when a person saw the row: a row changed since
-	// (updated later) is not changed, and the error says so (ErrChanged).
+	// Seen, when set, is when a person saw the row, by the ledger's clock
+	// (Store.Now) before it was read: a row updated since, or in that
+	// millisecond, is not changed, and the error says so (ErrChanged).
 	Seen time.Time
 	// Audit, when set, records the change as a person's action, in its
 	// transaction.
@@ -216,7 +217,7 @@ func (t transition) query() string {
 	if t.set != "" {
 		b.WriteString(", " + t.set)
 	}
-	b.WriteString(` WHERE id = :id AND (` + strings.Join(t.from, " OR ") + `) AND (:seen = 0 OR updated_at <= :seen)`)
+	b.WriteString(` WHERE id = :id AND (` + strings.Join(t.from, " OR ") + `) AND (:seen = 0 OR updated_at < :seen)`)
 	if t.owned {
 		b.WriteString(` AND claimed_by = :worker`)
 	}
@@ -303,7 +304,7 @@ func (s *Store) refused(ctx context.Context, id string, c Change, t transition, 
 	}
 	e := &StateError{ID: id, Change: c, Status: it.Status, ClaimedBy: it.ClaimedBy, Err: ErrIllegalTransition}
 	switch {
-	case !p.Seen.IsZero() && it.UpdatedAt.After(p.Seen):
+	case !p.Seen.IsZero() && it.UpdatedAt.UnixMilli() >= p.Seen.UnixMilli():
 		e.Err = ErrChanged
 	case c == Claim:
 		e.Err = ErrNotClaimed

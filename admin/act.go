@@ -1,0 +1,149 @@
+package admin
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// ActLimit is the most rows one action takes by a filter.
+const ActLimit = 100_000
+
+// Act is the request of an action on outbox rows (outbox.resolve,
+// outbox.retry): the rows by IDs, or every row in Status (the filter);
+// Seen is when the caller saw them (a dry run's answer gives it): a row
+// changed since is skipped and reported, never changed. DryRun answers the
+// count and Seen only. Who is recorded with each row's change, with Note.
+type Act struct {
+	IDs    []string      `json:"ids,omitempty"`
+	Status ledger.Status `json:"status,omitempty"`
+	Seen   time.Time     `json:"seen,omitzero"`
+	DryRun bool          `json:"dry_run,omitempty"`
+	Who    string        `json:"who"`
+	Note   string        `json:"note,omitempty"`
+	// As and ExternalID: outbox.resolve's outcome, sent (with the
+	// destination's id) or failed.
+	As         ledger.Status `json:"as,omitempty"`
+	ExternalID string        `json:"external_id,omitempty"`
+}
+
+// Acted is an action's answer: the rows matched, the ones changed, and
+// the ones skipped with why (changed since Seen, not in a state the
+// action takes, not found). A dry run's IDs are the rows it matched: give
+// them, with its Seen, to act on exactly those, and have any that changed
+// meanwhile reported.
+type Acted struct {
+	Matched int       `json:"matched"`
+	Seen    time.Time `json:"seen"`
+	DryRun  bool      `json:"dry_run,omitempty"`
+	IDs     []string  `json:"ids,omitempty"`
+	Done    []string  `json:"done"`
+	Skipped []Skip    `json:"skipped"`
+}
+
+// Skip is a row an action left as it was, and why.
+type Skip struct {
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
+	// Changed: the row changed since it was seen.
+	Changed bool `json:"changed,omitempty"`
+}
+
+// act runs change on each row req names, as req.Who, from the request's
+// origin; a dry run only counts them.
+func (s *Server) act(ctx context.Context, req micro.Request, check func(Act) error, change func(context.Context, string, Act, ledger.Params) error) (any, error) {
+	var q Act
+	if err := decode(req, &q); err != nil {
+		return nil, err
+	}
+	switch {
+	case q.Who == "":
+		return nil, badRequest("no who: every action is recorded with who took it")
+	case len(q.IDs) == 0 && q.Status == "":
+		return nil, badRequest("neither ids nor a status: an action names its rows, or every row in one status")
+	case len(q.IDs) > 0 && q.Status != "":
+		return nil, badRequest("both ids and a status: give one")
+	case !q.DryRun && q.Seen.IsZero():
+		return nil, badRequest("no seen: an action acts on rows as the caller saw them; ask a dry run first, and give its seen")
+	}
+	if err := check(q); err != nil {
+		return nil, badRequest("%v", err)
+	}
+	seen := s.st.Now() // before the rows are read: what a dry run saw
+	ids := q.IDs
+	if q.Status != "" {
+		items, err := s.st.ListOutbox(ctx, q.Status, ActLimit)
+		if err != nil {
+			return nil, err
+		}
+		ids = ids[:0]
+		for _, it := range items {
+			if !q.DryRun && it.UpdatedAt.UnixMilli() >= q.Seen.UnixMilli() {
+				continue // in the status now, not when seen: the caller did not count it
+			}
+			ids = append(ids, it.ID)
+		}
+	}
+	out := Acted{Matched: len(ids), Seen: q.Seen, DryRun: q.DryRun, Done: []string{}, Skipped: []Skip{}}
+	if q.DryRun {
+		out.Seen, out.IDs = seen, ids
+		return out, nil
+	}
+	p := ledger.Params{Seen: q.Seen, Audit: &ledger.Audit{Who: q.Who, From: origin(req), Note: q.Note}, ExternalID: q.ExternalID}
+	for _, id := range ids {
+		err := change(ctx, id, q, p)
+		switch {
+		case err == nil:
+			out.Done = append(out.Done, id)
+		case errors.Is(err, ledger.ErrChanged):
+			out.Skipped = append(out.Skipped, Skip{ID: id, Reason: err.Error(), Changed: true})
+		case errors.Is(err, ledger.ErrNotFound) || errors.As(err, new(*ledger.StateError)):
+			out.Skipped = append(out.Skipped, Skip{ID: id, Reason: err.Error()})
+		default:
+			return out, err // the ledger failed: what is done is said with it
+		}
+	}
+	return out, nil
+}
+
+// origin is where a request came from, as the audit records it: the
+// client's own header, else its reply subject.
+func origin(req micro.Request) string {
+	if o := req.Headers().Get(HeaderOrigin); o != "" {
+		return o
+	}
+	return "reply " + req.Reply()
+}
+
+// HeaderOrigin is the header a client names itself with (a host, a
+// console's user agent), for the audit.
+const HeaderOrigin = "Jetledger-Origin"
+
+func (s *Server) outboxResolve(ctx context.Context, req micro.Request) (any, error) {
+	return s.act(ctx, req, func(q Act) error {
+		switch {
+		case q.As == ledger.StatusSent && q.ExternalID == "":
+			return errors.New("resolving as sent needs the destination's external_id")
+		case q.As != ledger.StatusSent && q.As != ledger.StatusFailed:
+			return errors.New("as: want sent or failed")
+		}
+		return nil
+	}, func(ctx context.Context, id string, q Act, p ledger.Params) error {
+		c := ledger.ResolveFailed
+		if q.As == ledger.StatusSent {
+			c = ledger.ResolveSent
+		}
+		_, err := s.st.Transition(ctx, id, c, p)
+		return err
+	})
+}
+
+func (s *Server) outboxRetry(ctx context.Context, req micro.Request) (any, error) {
+	return s.act(ctx, req, func(Act) error { return nil }, func(ctx context.Context, id string, _ Act, p ledger.Params) error {
+		_, err := s.st.Transition(ctx, id, ledger.Requeue, p)
+		return err
+	})
+}
