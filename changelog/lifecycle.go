@@ -285,6 +285,10 @@ type waiter struct {
 
 const waitErrorAfter = 30 * time.Second
 
+// waitUnknown is a waiter's reason before it has looked: a wait someone
+// else said may be on.
+const waitUnknown = "(not looked yet)"
+
 // wait says err (a wait's reason) as it needs saying and pauses; false
 // once ctx has ended.
 func (w *waiter) wait(ctx context.Context, err error) bool {

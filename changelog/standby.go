@@ -28,7 +28,9 @@ const PollDefault = 250 * time.Millisecond
 // pause. lag, if set, is told at each look (every PollDefault) how many
 // of the log's entries the copy lacks, before it applies them.
 func Standby(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.Config, lag func(uint64)) error {
-	w := &waiter{l: l}
+	// A wait said by an earlier call (of the log before this one, deleted
+	// since) ends with this call's first look that goes on.
+	w := &waiter{l: l, reason: waitUnknown}
 	for {
 		begin, err := l.Prepare(ctx, file)
 		switch {
@@ -196,7 +198,7 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 		}
 		applied, last, err := l.CatchUp(ctx, st)
 		if err == nil {
-			err = l.holdsAcked(ctx, st, last)
+			err = l.HoldsAcked(ctx, st, last)
 		}
 		if errors.Is(err, ErrWaiting) {
 			// Given up at once, for the host that holds the rest.
@@ -230,12 +232,12 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 // writer that had not stopped yet): it catches up again.
 var errLogMoved = errors.New("changelog: the log moved on during the take-over")
 
-// holdsAcked refuses a take-over (ErrWaiting) by st, caught up through
+// HoldsAcked refuses a take-over or a leave (ErrWaiting) by st, caught up through
 // the log's entry last, that lacks a message the partition's durable
 // acknowledged: a run out of the log applied it (--leave-changelog on a
 // file elsewhere), and owning without it would lose it. A log that moved
 // past last meanwhile is caught up with first (errLogMoved).
-func (l *Log) holdsAcked(ctx context.Context, st *ledger.Store, last uint64) error {
+func (l *Log) HoldsAcked(ctx context.Context, st *ledger.Store, last uint64) error {
 	if l.cfg.Acked == nil {
 		return nil
 	}

@@ -55,7 +55,9 @@ func runLeased(ctx context.Context, cfg Config) error {
 		err = waitLease(ctx, cfg, lease)
 	}
 	if err == nil && cfg.Ledger.LeaveChangelog {
-		err = catchUpToLeave(ctx, cfg, js, durable, lease)
+		if err = catchUpToLeave(ctx, cfg, js, durable, lease); err != nil {
+			lease.Release() // for the host that may own the partition, at once
+		}
 	}
 	if ctx.Err() != nil {
 		return nil
@@ -117,7 +119,8 @@ func catchUpToLeave(ctx context.Context, cfg Config, js jetstream.JetStream, dur
 		return nil
 	}
 	roles := changelog.NewRoles(cfg.Logger, nil)
-	log, err := changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: durable, Logger: cfg.Logger, Roles: roles})
+	log, err := changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: durable, Logger: cfg.Logger, Roles: roles,
+		Acked: ackedAfter(js, cfg.Stream.Name, durable)})
 	if err != nil {
 		return err
 	}
@@ -137,6 +140,11 @@ func catchUpToLeave(ctx context.Context, cfg Config, js jetstream.JetStream, dur
 	applied, last, err := log.CatchUp(ctx, st)
 	if err != nil {
 		return fmt.Errorf("the ledger cannot leave its changelog yet: it stands at entry %d, its log at %d, and the log cannot bring it up to date (%w): run it with the standby setting until it holds the log's last entry, then leave", applied, last, err)
+	}
+	// A copy that lacks what another run applied out of the log would
+	// split the partition's messages over two ledgers.
+	if err := log.HoldsAcked(ctx, st, last); err != nil {
+		return fmt.Errorf("the ledger cannot leave its changelog: %w", err)
 	}
 	cfg.Logger.InfoContext(ctx, "the ledger holds its changelog's last entry before it leaves it", "changelog", name, "db", cfg.DB, "entry", applied)
 	return log.Move(ctx, changelog.RoleLeft, changelog.Facts{Lease: lease, CaughtUp: true}) // CatchUp returned: every whole entry is in the file
