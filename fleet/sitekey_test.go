@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"slices"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/fleet"
 	"github.com/jetledger/jetledger/node"
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -95,22 +97,7 @@ func TestReporterKeyIsItsSite(t *testing.T) {
 	if _, err := fleet.AddSite(ctx, js, fleet.Site{Domain: "site1"}); err != nil {
 		t.Fatal(err)
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	edge, err := node.Start(ctx, node.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Logger: quiet,
-		Leaf: &node.LeafConfig{URLs: []string{u.String()}, Domain: "site1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(edge.Close)
-	nc, err := nats.Connect(edge.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	consumertest.Eventually(t, 10*time.Second, "the edge's link up", func() bool {
-		lz, _ := hub.Leafz(nil)
-		return edge.Link().Up && lz != nil && lz.NumLeafs == 1
-	})
+	edge, nc := startEdge(t, hub, u, "site1")
 	gather := func(context.Context) fleet.Record { return fleet.Record{Version: "v1", LedgerFree: -1, StoreFree: -1} }
 	rep := &fleet.Reporter{Site: "site1", HubDomain: node.DefaultHubDomain, Conn: nc, Link: edge.Link, Gather: gather, Logger: quiet}
 	if err := rep.Send(ctx); err != nil {
@@ -129,4 +116,28 @@ func TestReporterKeyIsItsSite(t *testing.T) {
 	if len(sites) != 1 || sites[0].Site != "site1" || sites[0].RecordSite != "site1" || sites[0].State != fleet.StateOK {
 		t.Fatalf("List: %+v; want site1 alone, ok", sites)
 	}
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// startEdge starts an embedded server as site, a leaf of hub (at u), and
+// waits for its link; it returns the edge and a connection to it.
+func startEdge(t *testing.T, hub *server.Server, u *url.URL, site string) (*node.Node, *nats.Conn) {
+	t.Helper()
+	edge, err := node.Start(t.Context(), node.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Logger: quiet,
+		Leaf: &node.LeafConfig{URLs: []string{u.String()}, Domain: site}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(edge.Close)
+	nc, err := nats.Connect(edge.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	consumertest.Eventually(t, 10*time.Second, "the edge's link up", func() bool {
+		lz, _ := hub.Leafz(nil)
+		return edge.Link().Up && lz != nil && lz.NumLeafs == 1
+	})
+	return edge, nc
 }

@@ -1,8 +1,6 @@
 package fleet_test
 
 import (
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -10,7 +8,6 @@ import (
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/fleet"
 	"github.com/jetledger/jetledger/node"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -23,23 +20,8 @@ func TestACopyWhoseHubStreamIsGoneNeedsAPerson(t *testing.T) {
 	hub, hjs, u := consumertest.RunHub(t)
 	ctx := t.Context()
 	consumertest.CreateStream(t, hjs, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}})
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	edge, err := node.Start(ctx, node.Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), Logger: quiet,
-		Leaf: &node.LeafConfig{URLs: []string{u.String()}, Domain: "site1"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(edge.Close)
-	nc, err := nats.Connect(edge.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
+	_, nc := startEdge(t, hub, u, "site1")
 	js, _ := jetstream.New(nc)
-	consumertest.Eventually(t, 10*time.Second, "the edge's link up", func() bool {
-		lz, _ := hub.Leafz(nil)
-		return edge.Link().Up && lz != nil && lz.NumLeafs == 1
-	})
 	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "COPY", Sources: []*jetstream.StreamSource{{Name: "ORDERS", Domain: node.DefaultHubDomain}}})
 	read := func() fleet.Link {
 		l, err := fleet.ReadSourcing(ctx, js, "COPY", "")

@@ -52,6 +52,56 @@ func (a *a2) start(name, dir string, flags ...string) *proc {
 	return p
 }
 
+// startPair starts host A (--changelog --standby), waits for it to own
+// both partitions, then host B (--standby), and waits for it to stand by.
+func (a *a2) startPair() (dirs []string, flags [][]string, hosts []*proc) {
+	dirs = []string{a.r.t.TempDir(), a.r.t.TempDir()}
+	flags = [][]string{{"--changelog", "--standby"}, {"--standby"}}
+	hosts = []*proc{a.start("A", dirs[0], flags[0]...), nil}
+	a.r.waitRole(hosts[0], "A", "owner", 0, 1)
+	hosts[1] = a.start("B", dirs[1], flags[1]...)
+	a.r.waitStandsBy(hosts[1], "B")
+	return dirs, flags, hosts
+}
+
+// pairStopped starts the pair (startPair), publishes the first of n
+// events, waits until both hosts' files hold them, and stops both: the
+// start of every leave.
+func (a *a2) pairStopped(n, first int) (dirA, dirB string, pathsA, pathsB []string, evs []event) {
+	t := a.r.t
+	dirs, _, hosts := a.startPair()
+	dirA, dirB = dirs[0], dirs[1]
+	evs = makeEvents(randFor(t), a.r.pub, n)
+	a.r.publish(evs[:first])
+	a.r.waitApplied(fmt.Sprintf("the first %d applied", first), first, dirA)
+	pathsA, pathsB = []string{partDB(dirA, 0), partDB(dirA, 1)}, []string{partDB(dirB, 0), partDB(dirB, 1)}
+	waitSamePosition(t, "B caught up", pathsA, pathsB)
+	stopOK(t, hosts[1], "B")
+	stopOK(t, hosts[0], "A")
+	return dirA, dirB, pathsA, pathsB, evs
+}
+
+// finish waits for the standbys' copies to catch up with the owners',
+// stops both hosts, runs between, and
+// checks: every event once in the owners' ledgers and in the copies, and
+// every file set aside held by the final ledgers.
+func (a *a2) finish(t *testing.T, dirs []string, hosts []*proc, evs []event, between func()) {
+	t.Helper()
+	o0, o1 := a.ownerOf("end", 0, hosts...), a.ownerOf("end", 1, hosts...)
+	now := []string{partDB(dirs[o0], 0), partDB(dirs[o1], 1)}
+	copies := []string{partDB(dirs[1-o0], 0), partDB(dirs[1-o1], 1)}
+	waitSamePosition(t, "the copies caught up", now, copies)
+	a.r.stopAll(map[string]*proc{"A": hosts[0], "B": hosts[1]})
+	if between != nil {
+		between()
+	}
+	finals := openLedgers(t, now...)
+	checkPartitionedExact(t, finals, evs)
+	checkPartitionedExact(t, openLedgers(t, copies...), evs)
+	checkAsideHeld(t, dirs[0], finals)
+	checkAsideHeld(t, dirs[1], finals)
+}
+
 // judge: no process ever logged an illegal move, a panic or a Go fatal error.
 func (a *a2) judge() {
 	t := a.r.t
@@ -190,12 +240,7 @@ func TestAttack2SupervisorRestartsSIGKILLedOwner(t *testing.T) {
 	})
 	t.Run("with-standby", func(t *testing.T) {
 		a := newA2(t, "PAY")
-		dirs := []string{t.TempDir(), t.TempDir()}
-		flags := [][]string{{"--changelog", "--standby"}, {"--standby"}}
-		hosts := []*proc{a.start("A", dirs[0], flags[0]...), nil}
-		a.r.waitRole(hosts[0], "A", "owner", 0, 1)
-		hosts[1] = a.start("B", dirs[1], flags[1]...)
-		a.r.waitStandsBy(hosts[1], "B")
+		dirs, flags, hosts := a.startPair()
 		evs := makeEvents(randFor(t), a.r.pub, 400)
 		for round := range 3 {
 			a.r.publish(evs[100*round : 100*round+100])
@@ -208,16 +253,7 @@ func TestAttack2SupervisorRestartsSIGKILLedOwner(t *testing.T) {
 		}
 		a.r.publish(evs[300:])
 		a.r.waitApplied("every event applied", len(evs), dirs...)
-		o0, o1 := a.ownerOf("end", 0, hosts...), a.ownerOf("end", 1, hosts...)
-		now := []string{partDB(dirs[o0], 0), partDB(dirs[o1], 1)}
-		copies := []string{partDB(dirs[1-o0], 0), partDB(dirs[1-o1], 1)}
-		waitSamePosition(t, "the copies caught up", now, copies)
-		a.r.stopAll(map[string]*proc{"A": hosts[0], "B": hosts[1]})
-		finals := openLedgers(t, now...)
-		checkPartitionedExact(t, finals, evs)
-		checkPartitionedExact(t, openLedgers(t, copies...), evs)
-		checkAsideHeld(t, dirs[0], finals)
-		checkAsideHeld(t, dirs[1], finals)
+		a.finish(t, dirs, hosts, evs, nil)
 	})
 }
 
@@ -225,12 +261,7 @@ func TestAttack2SupervisorRestartsSIGKILLedOwner(t *testing.T) {
 // started again at once, three times.
 func TestAttack2BothHostsKilledAndRestartedAtOnce(t *testing.T) {
 	a := newA2(t, "PAY")
-	dirs := []string{t.TempDir(), t.TempDir()}
-	flags := [][]string{{"--changelog", "--standby"}, {"--standby"}}
-	hosts := []*proc{a.start("A", dirs[0], flags[0]...), nil}
-	a.r.waitRole(hosts[0], "A", "owner", 0, 1)
-	hosts[1] = a.start("B", dirs[1], flags[1]...)
-	a.r.waitStandsBy(hosts[1], "B")
+	dirs, flags, hosts := a.startPair()
 	evs := makeEvents(randFor(t), a.r.pub, 400)
 	for round := range 3 {
 		a.r.publish(evs[100*round : 100*round+100])
@@ -246,16 +277,7 @@ func TestAttack2BothHostsKilledAndRestartedAtOnce(t *testing.T) {
 	}
 	a.r.publish(evs[300:])
 	a.r.waitApplied("every event applied", len(evs), dirs...)
-	o0, o1 := a.ownerOf("end", 0, hosts...), a.ownerOf("end", 1, hosts...)
-	now := []string{partDB(dirs[o0], 0), partDB(dirs[o1], 1)}
-	copies := []string{partDB(dirs[1-o0], 0), partDB(dirs[1-o1], 1)}
-	waitSamePosition(t, "the copies caught up", now, copies)
-	a.r.stopAll(map[string]*proc{"A": hosts[0], "B": hosts[1]})
-	finals := openLedgers(t, now...)
-	checkPartitionedExact(t, finals, evs)
-	checkPartitionedExact(t, openLedgers(t, copies...), evs)
-	checkAsideHeld(t, dirs[0], finals)
-	checkAsideHeld(t, dirs[1], finals)
+	a.finish(t, dirs, hosts, evs, nil)
 }
 
 // 3. A ledger leaves its changelog, twice in a row (the second leave run
@@ -422,18 +444,7 @@ func TestAttack2StandbyLeftRunningThroughLeave(t *testing.T) {
 // owns again. Every event once in the other host's ledgers.
 func TestAttack2RejoinWhileTheOtherHostOwns(t *testing.T) {
 	a := newA2(t, "PAY")
-	dirA, dirB := t.TempDir(), t.TempDir()
-	owner := a.start("A", dirA, "--changelog", "--standby")
-	a.r.waitRole(owner, "A", "owner", 0, 1)
-	standby := a.start("B", dirB, "--standby")
-	a.r.waitStandsBy(standby, "B")
-	evs := makeEvents(randFor(t), a.r.pub, 300)
-	a.r.publish(evs[:100])
-	a.r.waitApplied("the first 100 applied", 100, dirA)
-	pathsA, pathsB := []string{partDB(dirA, 0), partDB(dirA, 1)}, []string{partDB(dirB, 0), partDB(dirB, 1)}
-	waitSamePosition(t, "B caught up", pathsA, pathsB)
-	stopOK(t, standby, "B")
-	stopOK(t, owner, "A")
+	dirA, dirB, pathsA, pathsB, evs := a.pairStopped(300, 100)
 	leaving := a.start("A leaving", dirA, "--leave-changelog")
 	consumertest.Eventually(t, 2*time.Minute, "A's files out of their logs", func() bool {
 		return records(leaving, func(m map[string]any) bool {
@@ -472,12 +483,7 @@ func TestAttack2RejoinWhileTheOtherHostOwns(t *testing.T) {
 // new owner SIGKILLed and restarted at once. Every event once.
 func TestAttack2BucketsDeletedThenOwnersKilled(t *testing.T) {
 	a := newA2(t, "PAY")
-	dirs := []string{t.TempDir(), t.TempDir()}
-	flags := [][]string{{"--changelog", "--standby"}, {"--standby"}}
-	hosts := []*proc{a.start("A", dirs[0], flags[0]...), nil}
-	a.r.waitRole(hosts[0], "A", "owner", 0, 1)
-	hosts[1] = a.start("B", dirs[1], flags[1]...)
-	a.r.waitStandsBy(hosts[1], "B")
+	dirs, flags, hosts := a.startPair()
 	evs := makeEvents(randFor(t), a.r.pub, 400)
 	a.r.publish(evs[:100])
 	a.r.waitApplied("the first 100 applied", 100, dirs...)
@@ -501,16 +507,7 @@ func TestAttack2BucketsDeletedThenOwnersKilled(t *testing.T) {
 		}
 		a.r.waitApplied(fmt.Sprintf("round %d applied", round), 300+100*round, dirs...)
 	}
-	o0, o1 := a.ownerOf("end", 0, hosts...), a.ownerOf("end", 1, hosts...)
-	now := []string{partDB(dirs[o0], 0), partDB(dirs[o1], 1)}
-	copies := []string{partDB(dirs[1-o0], 0), partDB(dirs[1-o1], 1)}
-	waitSamePosition(t, "the copies caught up", now, copies)
-	a.r.stopAll(map[string]*proc{"A": hosts[0], "B": hosts[1]})
-	finals := openLedgers(t, now...)
-	checkPartitionedExact(t, finals, evs)
-	checkPartitionedExact(t, openLedgers(t, copies...), evs)
-	checkAsideHeld(t, dirs[0], finals)
-	checkAsideHeld(t, dirs[1], finals)
+	a.finish(t, dirs, hosts, evs, nil)
 }
 
 // 7. The changelog streams deleted under a running owner and standby,
@@ -519,12 +516,7 @@ func TestAttack2BucketsDeletedThenOwnersKilled(t *testing.T) {
 // no file of a partition gone, every file set aside held.
 func TestAttack2ChangelogDeletedThenOwnerKilled(t *testing.T) {
 	a := newA2(t, "PAY")
-	dirs := []string{t.TempDir(), t.TempDir()}
-	flags := [][]string{{"--changelog", "--standby"}, {"--standby"}}
-	hosts := []*proc{a.start("A", dirs[0], flags[0]...), nil}
-	a.r.waitRole(hosts[0], "A", "owner", 0, 1)
-	hosts[1] = a.start("B", dirs[1], flags[1]...)
-	a.r.waitStandsBy(hosts[1], "B")
+	dirs, flags, hosts := a.startPair()
 	evs := makeEvents(randFor(t), a.r.pub, 300)
 	a.r.publish(evs[:100])
 	a.r.waitApplied("the first 100 applied", 100, dirs...)
@@ -541,17 +533,7 @@ func TestAttack2ChangelogDeletedThenOwnerKilled(t *testing.T) {
 	}
 	a.r.publish(evs[200:])
 	a.r.waitApplied("every event applied", len(evs), dirs...)
-	o0, o1 := a.ownerOf("end", 0, hosts...), a.ownerOf("end", 1, hosts...)
-	now := []string{partDB(dirs[o0], 0), partDB(dirs[o1], 1)}
-	copies := []string{partDB(dirs[1-o0], 0), partDB(dirs[1-o1], 1)}
-	waitSamePosition(t, "the copies caught up", now, copies)
-	a.r.stopAll(map[string]*proc{"A": hosts[0], "B": hosts[1]})
-	checkFilesKept(t, dirs...)
-	finals := openLedgers(t, now...)
-	checkPartitionedExact(t, finals, evs)
-	checkPartitionedExact(t, openLedgers(t, copies...), evs)
-	checkAsideHeld(t, dirs[0], finals)
-	checkAsideHeld(t, dirs[1], finals)
+	a.finish(t, dirs, hosts, evs, func() { checkFilesKept(t, dirs...) })
 }
 
 // 8. An owner run with --changelog alone (no --standby) SIGKILLed and
@@ -600,19 +582,13 @@ func TestAttack2ChangelogOnlyOwnerRestartedBesideAStandby(t *testing.T) {
 	}
 	a.r.publish(evs[200:])
 	a.r.waitApplied("every event applied", len(evs), dirs...)
-	o0, o1 := a.ownerOf("end", 0, hosts...), a.ownerOf("end", 1, hosts...)
-	now := []string{partDB(dirs[o0], 0), partDB(dirs[o1], 1)}
-	copies := []string{partDB(dirs[1-o0], 0), partDB(dirs[1-o1], 1)}
-	waitSamePosition(t, "the copies caught up", now, copies)
-	a.r.stopAll(map[string]*proc{"A": hosts[0], "B": hosts[1]})
-	for i := range ownedDurables {
-		if logged(hosts[0], "owner", i) && logged(hosts[1], "owner", i) && o0 >= 0 {
-			t.Logf("partition %d owned by both final runs at some point (hand-over)", i)
+	a.finish(t, dirs, hosts, evs, func() {
+		for i := range ownedDurables {
+			if logged(hosts[0], "owner", i) && logged(hosts[1], "owner", i) {
+				t.Logf("partition %d owned by both final runs at some point (hand-over)", i)
+			}
 		}
-	}
-	finals := openLedgers(t, now...)
-	checkPartitionedExact(t, finals, evs)
-	checkPartitionedExact(t, openLedgers(t, copies...), evs)
+	})
 }
 
 // 9. A ledger that left its log, consumed alone, started again with
@@ -672,18 +648,7 @@ func TestAttack2RejoinWithChangelogOnly(t *testing.T) {
 // not consume on, splitting the partition's events over two files.
 func TestAttack2SecondHostLeavesLackingAcknowledged(t *testing.T) {
 	a := newA2(t, "PAY")
-	dirA, dirB := t.TempDir(), t.TempDir()
-	owner := a.start("A", dirA, "--changelog", "--standby")
-	a.r.waitRole(owner, "A", "owner", 0, 1)
-	standby := a.start("B", dirB, "--standby")
-	a.r.waitStandsBy(standby, "B")
-	evs := makeEvents(randFor(t), a.r.pub, 200)
-	a.r.publish(evs[:80])
-	a.r.waitApplied("the first 80 applied", 80, dirA)
-	pathsA, pathsB := []string{partDB(dirA, 0), partDB(dirA, 1)}, []string{partDB(dirB, 0), partDB(dirB, 1)}
-	waitSamePosition(t, "B caught up", pathsA, pathsB)
-	stopOK(t, standby, "B")
-	stopOK(t, owner, "A")
+	dirA, dirB, _, pathsB, evs := a.pairStopped(200, 80)
 	leaving := a.start("A leaving", dirA, "--leave-changelog")
 	a.r.publish(evs[80:140])
 	a.r.waitApplied("60 applied by A out of the log", 140, dirA)
