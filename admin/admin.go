@@ -42,6 +42,7 @@ const NoSite = "-"
 const (
 	CodeBadRequest = "400" // the request is malformed or asks for nothing
 	CodeNotFound   = "404" // no row has that id
+	CodeConflict   = "409" // the row was settled before: nothing changed
 	CodeFailed     = "500" // the ledger failed to answer
 )
 
@@ -104,10 +105,7 @@ func Serve(cfg Config) (*Server, error) {
 		s.log = slog.Default()
 	}
 	g := svc.AddGroup(a.group())
-	for name, h := range map[string]func(context.Context, micro.Request) (any, error){
-		"status": s.status, "outbox.list": s.outboxList, "outbox.show": s.outboxShow,
-		"outbox.resolve": s.outboxResolve, "outbox.retry": s.outboxRetry,
-	} {
+	for name, h := range s.endpoints() {
 		// An endpoint's name has no dots: "outbox.list" is endpoint list of
 		// the group outbox, at the same subject.
 		at, leaf := g, name
@@ -120,6 +118,21 @@ func Serve(cfg Config) (*Server, error) {
 		}
 	}
 	return s, nil
+}
+
+// Endpoints are every endpoint's name ("outbox.list": endpoint list of the
+// group outbox).
+var Endpoints = []string{"status", "outbox.list", "outbox.show", "outbox.resolve", "outbox.retry",
+	"dlq.list", "dlq.show", "dlq.discard", "conflicts.list", "conflicts.ack"}
+
+// endpoints are the handlers of Endpoints.
+func (s *Server) endpoints() map[string]func(context.Context, micro.Request) (any, error) {
+	return map[string]func(context.Context, micro.Request) (any, error){
+		"status": s.status, "outbox.list": s.outboxList, "outbox.show": s.outboxShow,
+		"outbox.resolve": s.outboxResolve, "outbox.retry": s.outboxRetry,
+		"dlq.list": s.dlqList, "dlq.show": s.dlqShow, "dlq.discard": s.dlqDiscard,
+		"conflicts.list": s.conflictsList, "conflicts.ack": s.conflictsAck,
+	}
 }
 
 // Stop stops serving.
@@ -138,10 +151,13 @@ func (s *Server) handle(h func(context.Context, micro.Request) (any, error)) mic
 		if err != nil {
 			code := CodeFailed
 			var e *Error
-			if errors.As(err, &e) {
+			switch {
+			case errors.As(err, &e):
 				code = e.Code
-			} else if errors.Is(err, ledger.ErrNotFound) {
+			case errors.Is(err, ledger.ErrNotFound):
 				code = CodeNotFound
+			case errors.Is(err, ledger.ErrAlreadySettled):
+				code = CodeConflict
 			}
 			req.Error(code, err.Error(), nil) //nolint:errcheck // the client times out
 			return

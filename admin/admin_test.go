@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -67,8 +68,17 @@ func TestTheAdminAPIAnswersReads(t *testing.T) {
 		t.Fatalf("micro discovery: %v", err)
 	}
 	var info micro.Info
-	if err := json.Unmarshal(msg.Data, &info); err != nil || info.Metadata["durable"] != "pay-p0" || len(info.Endpoints) != 5 {
+	if err := json.Unmarshal(msg.Data, &info); err != nil || info.Metadata["durable"] != "pay-p0" || len(info.Endpoints) != len(admin.Endpoints) {
 		t.Fatalf("the service's info: %v %+v", err, info)
+	}
+	served := map[string]bool{}
+	for _, e := range info.Endpoints {
+		served[e.Subject] = true
+	}
+	for _, name := range admin.Endpoints {
+		if !served[addr.Subject(name)] {
+			t.Errorf("endpoint %s not served at %s", name, addr.Subject(name))
+		}
 	}
 
 	call := func(endpoint string, req, resp any) error {
@@ -188,5 +198,79 @@ func TestABulkActionSkipsRowsThatChangedSinceSeen(t *testing.T) {
 	retried, err := call("outbox.retry", admin.Act{Who: "ops@example", IDs: []string{ids[0], ids[3]}, Seen: clock()})
 	if err != nil || len(retried.Done) != 1 || len(retried.Skipped) != 1 || retried.Skipped[0].ID != ids[3] {
 		t.Fatalf("retry of a failed row and a queued one: %v %+v", err, retried)
+	}
+}
+
+// Dead letters and conflicts through the API: listed (a dead letter's
+// payload only in show), discarded and acknowledged with who and why,
+// each recorded; settling twice is refused with 409, an unknown id 404.
+func TestDeadLettersAndConflictsAreSettledThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	nc, _ := consumertest.Connect(t, srv)
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	if err := st.RecordDeadLetters(ctx, []ledger.DeadLetter{{MessageID: "d", Stream: "S", Sequence: 9, Subject: "ev", Payload: []byte("p"), Reason: "bad", Deliveries: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	noop := func(context.Context, *ledger.Tx, ledger.Delivery) error { return nil }
+	for _, d := range []ledger.Delivery{{MessageID: "c", Stream: "S", Sequence: 10, Subject: "ev", Data: []byte("a")}, {MessageID: "c", Stream: "S", Sequence: 11, Subject: "ev", Data: []byte("b")}} {
+		if _, err := st.ApplyBatch(ctx, []ledger.Delivery{d}, noop, ledger.Budget{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := admin.Address{Stream: "S", Durable: "d"}
+	s, err := admin.Serve(admin.Config{Conn: nc, Store: st, Address: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	call := func(endpoint string, req, resp any) error {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return admin.Call(ctx, nc, addr, endpoint, req, resp)
+	}
+	var dls admin.DeadLetters
+	if err := call("dlq.list", nil, &dls); err != nil || len(dls.DeadLetters) != 1 || dls.DeadLetters[0].Payload != nil {
+		t.Fatalf("dlq.list: %v %+v", err, dls)
+	}
+	id := dls.DeadLetters[0].ID
+	var dl ledger.DeadLetter
+	if err := call("dlq.show", admin.ByID{ID: id}, &dl); err != nil || string(dl.Payload) != "p" {
+		t.Fatalf("dlq.show: %v %+v", err, dl)
+	}
+	var e *admin.Error
+	if err := call("dlq.discard", admin.ByID{ID: id}, nil); !errors.As(err, &e) || e.Code != admin.CodeBadRequest {
+		t.Fatalf("a discard without who: %v", err)
+	}
+	if err := call("dlq.discard", admin.ByID{ID: id, Who: "ops", Note: "a test message"}, nil); err != nil {
+		t.Fatalf("dlq.discard: %v", err)
+	}
+	if err := call("dlq.discard", admin.ByID{ID: id, Who: "ops"}, nil); !errors.As(err, &e) || e.Code != admin.CodeNotFound {
+		t.Fatalf("a second discard: %v, want %s", err, admin.CodeNotFound)
+	}
+	var cs admin.Conflicts
+	if err := call("conflicts.list", nil, &cs); err != nil || len(cs.Conflicts) != 1 {
+		t.Fatalf("conflicts.list: %v %+v", err, cs)
+	}
+	ack := admin.ByID{ID: cs.Conflicts[0].ID, Who: "ops", Note: "the sender reused the id"}
+	if err := call("conflicts.ack", ack, nil); err != nil {
+		t.Fatalf("conflicts.ack: %v", err)
+	}
+	if err := call("conflicts.ack", ack, nil); !errors.As(err, &e) || e.Code != admin.CodeConflict {
+		t.Fatalf("a second ack: %v, want %s", err, admin.CodeConflict)
+	}
+	var status admin.Status
+	if err := call("status", nil, &status); err != nil || len(status.Attention) != 0 {
+		t.Fatalf("status after both settled: %v %+v", err, status)
+	}
+	for _, target := range []string{fmt.Sprintf("dead letter %d", id), fmt.Sprintf("conflict %d", ack.ID)} {
+		if rec, err := st.AuditOf(ctx, target); err != nil || len(rec) != 1 || rec[0].Who != "ops" {
+			t.Fatalf("the record of %s: %v %+v", target, err, rec)
+		}
 	}
 }

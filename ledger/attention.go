@@ -65,14 +65,14 @@ func (s *Store) Attention(ctx context.Context) ([]Attention, error) {
 	return out, nil
 }
 
-// AcknowledgeConflict records that a person (by) has seen conflict id and
-// settled it outside the ledger (note says how): it no longer needs
-// attention. A conflict acknowledged before is ErrAlreadySettled; an
-// unknown id, ErrNotFound.
-func (s *Store) AcknowledgeConflict(ctx context.Context, id int64, by, note string) error {
-	res, err := s.writeExec(ctx, `INSERT INTO jetledger_conflict_acks (conflict_id, acknowledged_at, acknowledged_by, note)
+// AcknowledgeConflict records that a person (a.Who) has seen conflict id
+// and settled it outside the ledger (a.Note says how), and the action
+// (Audit): it no longer needs attention. A conflict acknowledged before is
+// ErrAlreadySettled; an unknown id, ErrNotFound.
+func (s *Store) AcknowledgeConflict(ctx context.Context, id int64, a Audit) error {
+	res, err := s.audited(ctx, &a, "acknowledge", fmt.Sprintf("conflict %d", id), `INSERT INTO jetledger_conflict_acks (conflict_id, acknowledged_at, acknowledged_by, note)
 		SELECT id, ?, ?, ? FROM conflicts WHERE id = ? ON CONFLICT (conflict_id) DO NOTHING`,
-		s.cfg.Now().UnixMilli(), by, note, id)
+		s.cfg.Now().UnixMilli(), a.Who, a.Note, id)
 	if err != nil {
 		return fmt.Errorf("ledger: acknowledge conflict %d: %w", id, interpret(err))
 	}
@@ -115,3 +115,33 @@ func (s *Store) AuditOf(ctx context.Context, target string) ([]AuditRecord, erro
 // Now is the time by the ledger's clock (Config.Now): what a row's times
 // are written by, and Params.Seen is compared with.
 func (s *Store) Now() time.Time { return s.cfg.Now() }
+
+// audited runs query in a write transaction and, when it changed a row and
+// a is set, records the action on target (Audit) in it.
+func (s *Store) audited(ctx context.Context, a *Audit, action, target, query string, args ...any) (sql.Result, error) {
+	if a == nil {
+		return s.writeExec(ctx, query, args...)
+	}
+	tx, err := s.write(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	res, err := tx.ExecContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		if err := insertAudit(ctx, tx, s.cfg.Now().UnixMilli(), a, action, target); err != nil {
+			return nil, err
+		}
+	}
+	return res, tx.Commit()
+}
+
+// insertAudit records a's action on target at now (ms) in tx.
+func insertAudit(ctx context.Context, tx *writeTx, now int64, a *Audit, action, target string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO jetledger_audit (at, who, origin, action, target, note) VALUES (?, ?, ?, ?, ?, ?)`,
+		now, a.Who, a.From, action, target, a.Note)
+	return err
+}

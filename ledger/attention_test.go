@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -70,19 +71,22 @@ func TestAttentionCountsWhatNeedsAPerson(t *testing.T) {
 	if err != nil || len(cs) != 1 {
 		t.Fatalf("conflicts %+v, %v", cs, err)
 	}
-	if err := st.AcknowledgeConflict(ctx, cs[0].ID, "ops@example", "the sender reused the id: refunded by hand"); err != nil {
+	if err := st.AcknowledgeConflict(ctx, cs[0].ID, ledger.Audit{Who: "ops@example", From: "test", Note: "the sender reused the id: refunded by hand"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.AcknowledgeConflict(ctx, cs[0].ID, "ops@example", "again"); !errors.Is(err, ledger.ErrAlreadySettled) {
+	if err := st.AcknowledgeConflict(ctx, cs[0].ID, ledger.Audit{Who: "ops@example", Note: "again"}); !errors.Is(err, ledger.ErrAlreadySettled) {
 		t.Fatalf("a second acknowledgement: %v, want ErrAlreadySettled", err)
 	}
-	if err := st.AcknowledgeConflict(ctx, 999, "ops@example", ""); !errors.Is(err, ledger.ErrNotFound) {
+	if err := st.AcknowledgeConflict(ctx, 999, ledger.Audit{Who: "ops@example"}); !errors.Is(err, ledger.ErrNotFound) {
 		t.Fatalf("an unknown conflict: %v, want ErrNotFound", err)
 	}
 	if cs, _ = st.Conflicts(ctx, 0); cs[0].Acknowledged.IsZero() || cs[0].By != "ops@example" || cs[0].Note == "" {
 		t.Fatalf("the acknowledged conflict lists as %+v", cs[0])
 	}
 	want(2, 1, 0, map[string]time.Time{ledger.AttentionReview: t0, ledger.AttentionDeadLetter: now})
+	if rec, err := st.AuditOf(ctx, fmt.Sprintf("conflict %d", cs[0].ID)); err != nil || len(rec) != 1 || rec[0].Action != "acknowledge" || rec[0].Who != "ops@example" {
+		t.Fatalf("the acknowledgement's record: %v %+v, want one", err, rec)
+	}
 }
 
 // A ledger within NearCapShare of its MaxSizeBytes needs a person: at the

@@ -181,7 +181,13 @@ func (s *Store) HasProcessed(ctx context.Context, stream string, seq uint64, id 
 
 // DiscardDeadLetter deletes a dead letter: a person decided it needs nothing.
 func (s *Store) DiscardDeadLetter(ctx context.Context, id int64) error {
-	res, err := s.writeExec(ctx, `DELETE FROM dead_letters WHERE id = ?`, id)
+	return s.DiscardDeadLetterAs(ctx, id, nil)
+}
+
+// DiscardDeadLetterAs is DiscardDeadLetter as a person's action, recorded
+// (Audit) in its transaction when a is set.
+func (s *Store) DiscardDeadLetterAs(ctx context.Context, id int64, a *Audit) error {
+	res, err := s.audited(ctx, a, "discard", fmt.Sprintf("dead letter %d", id), `DELETE FROM dead_letters WHERE id = ?`, id)
 	if err != nil {
 		return fmt.Errorf("ledger: discard dead letter %d: %w", id, interpret(err))
 	}

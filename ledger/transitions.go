@@ -256,8 +256,7 @@ func (s *Store) Transition(ctx context.Context, id string, c Change, p Params) (
 		return OutboxItem{}, s.refused(ctx, id, c, t, p)
 	}
 	if err == nil && p.Audit != nil {
-		_, err = tx.ExecContext(ctx, `INSERT INTO jetledger_audit (at, who, origin, action, target, note) VALUES (?, ?, ?, ?, ?, ?)`,
-			now, p.Audit.Who, p.Audit.From, string(c), id, p.Audit.Note)
+		err = insertAudit(ctx, tx, now, p.Audit, string(c), id)
 	}
 	if err != nil {
 		return OutboxItem{}, fmt.Errorf("ledger: %s %s: %w", c, id, s.explainFull(interpret(err)))
