@@ -155,7 +155,13 @@ func (l *Lease) create(ctx context.Context, again bool) (jetstream.Stream, error
 	if err != nil && !errors.Is(err, jetstream.ErrBucketExists) { // made by another meanwhile
 		return nil, err
 	}
-	return l.js.Stream(ctx, leaseStream)
+	s, err := l.js.Stream(ctx, leaseStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		// Just made, and not known yet where the look went (a fresh
+		// cluster): the server's trouble, tried again (jsretry).
+		err = fmt.Errorf("%w: the bucket was just made: %w", jetstream.ErrNoStreamResponse, err)
+	}
+	return s, err
 }
 
 // record is the lease's key as last written.
