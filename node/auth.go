@@ -88,6 +88,8 @@ type authenticator struct {
 	admin      string
 	publishers []string
 	publish    *server.Permissions
+	operators  []string
+	viewers    []string
 	// pubAcc is PublisherAccount, set by isolate once the server runs:
 	// until then a publisher is not let in.
 	pubAcc atomic.Pointer[server.Account]
@@ -96,7 +98,7 @@ type authenticator struct {
 // newAuthenticator is cfg's, or nil when cfg asks for no token: no client
 // then needs one.
 func newAuthenticator(cfg Config) (*authenticator, error) {
-	if cfg.Token == "" && len(cfg.Publishers.Tokens) == 0 {
+	if !cfg.tokens() {
 		return nil, nil
 	}
 	b := make([]byte, 32)
@@ -104,7 +106,7 @@ func newAuthenticator(cfg Config) (*authenticator, error) {
 		return nil, err
 	}
 	p := cfg.Publishers
-	return &authenticator{internal: hex.EncodeToString(b), admin: cfg.Token, publishers: p.Tokens,
+	return &authenticator{internal: hex.EncodeToString(b), admin: cfg.Token, publishers: p.Tokens, operators: cfg.Operators, viewers: cfg.Viewers,
 		publish: &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: append(slices.Clone(p.Subjects),
 				"$JS.API.STREAM.INFO."+p.Stream, "$JS.API.STREAM.NAMES")},
@@ -127,7 +129,7 @@ func (a *authenticator) Check(c server.ClientAuthentication) bool {
 			return acc != nil && a.registerIn(c, acc, rolePublisher, a.publish)
 		}
 	}
-	return false
+	return a.checkRole(c, tok)
 }
 
 func (a *authenticator) register(c server.ClientAuthentication, role string, p *server.Permissions) bool {
@@ -184,8 +186,10 @@ func (cfg Config) checkAuth(addr listenAddr) error {
 	switch {
 	case slices.Contains(p.Tokens, ""):
 		return refuse(ErrInvalidConfig, "%s: a token is empty", name("Publishers.Tokens"))
-	case cfg.Token != "" && slices.Contains(p.Tokens, cfg.Token):
-		return refuse(ErrInvalidConfig, "%s and %s share a token: a client's token is its role", name("Token"), name("Publishers.Tokens"))
+	case slices.Contains(cfg.Operators, "") || slices.Contains(cfg.Viewers, ""):
+		return refuse(ErrInvalidConfig, "%s or %s: a token is empty", name("Operators"), name("Viewers"))
+	case sharedToken(cfg):
+		return refuse(ErrInvalidConfig, "%s, %s, %s and %s share a token: a client's token is its role", name("Token"), name("Publishers.Tokens"), name("Operators"), name("Viewers"))
 	case len(p.Tokens) > 0 && cfg.Leaf != nil:
 		return refuse(ErrInvalidConfig, "%s: a leaf node's stream copies the hub's, so its publishers publish at the hub; give them the hub's credentials", name("Publishers.Tokens"))
 	case len(p.Tokens) > 0 && p.Stream == "":
@@ -207,7 +211,7 @@ func (cfg Config) checkAuth(addr listenAddr) error {
 			}
 		}
 	}
-	authenticated := cfg.Token != "" || len(p.Tokens) > 0 || cfg.TLS.ClientCA != ""
+	authenticated := cfg.tokens() || cfg.TLS.ClientCA != ""
 	if !authenticated && !cfg.Insecure && !loopback(addr.host) {
 		return refuse(ErrUnauthenticated, "%s %s is not a loopback address, and a client there would need no credential: anyone who can reach it could delete the stream; give %s (and %s for publishers), or %s on a network you trust",
 			name("Listen"), net.JoinHostPort(addr.host, strconv.Itoa(addr.port)), name("Token"), name("Publishers.Tokens"), name("Insecure"))
@@ -285,4 +289,24 @@ func (t TLSConfig) serverTLS(names map[string]string) (*tls.Config, error) {
 		tc.ClientAuth = tls.RequireAndVerifyClientCert
 	}
 	return tc, nil
+}
+
+// tokens says whether cfg gives any role a token.
+func (cfg Config) tokens() bool {
+	return cfg.Token != "" || len(cfg.Publishers.Tokens) > 0 || len(cfg.Operators) > 0 || len(cfg.Viewers) > 0
+}
+
+// sharedToken says whether two roles share a token: a client's token is
+// its role.
+func sharedToken(cfg Config) bool {
+	roleOf := map[string]int{}
+	for role, tokens := range [][]string{{cfg.Token}, cfg.Publishers.Tokens, cfg.Operators, cfg.Viewers} {
+		for _, t := range tokens {
+			if r, ok := roleOf[t]; t != "" && ok && r != role {
+				return true
+			}
+			roleOf[t] = role
+		}
+	}
+	return false
 }

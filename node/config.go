@@ -30,6 +30,14 @@ type Config struct {
 	// Publishers are the clients that may only publish to the stream.
 	// Default: none.
 	Publishers PublishRole
+	// Operators are the tokens of the clients that may use the admin API
+	// (package admin) and read the streams' and consumers' state, and
+	// delete nothing; they subscribe under OperatorInboxPrefix. Default:
+	// none.
+	Operators []string
+	// Viewers are the tokens of the clients that may only read through the
+	// admin API; they subscribe under ViewerInboxPrefix. Default: none.
+	Viewers []string
 	// TLS, when it names a file, serves the client listener with TLS.
 	// Default: plain TCP, a token in clear text.
 	TLS TLSConfig

@@ -261,7 +261,7 @@ const privateInbox = "_JETLEDGER_INBOX"
 // authName says which clients the node lets in, for its start's log line.
 func authName(cfg Config) string {
 	switch {
-	case cfg.Token != "" || len(cfg.Publishers.Tokens) > 0:
+	case cfg.tokens():
 		return "tokens"
 	case cfg.TLS.ClientCA != "":
 		return "client certificates"

@@ -1,0 +1,72 @@
+package node
+
+import (
+	"slices"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// The people's roles beside admin and publisher: an operator uses the
+// admin API (package admin) and reads the stream's and consumers' state,
+// and deletes nothing; a viewer reads through the admin API only. Each
+// subscribes only under its inbox prefix (nats.CustomInboxPrefix), so
+// that no reply to another client's request reaches it.
+const (
+	OperatorInboxPrefix = "_INBOX.operators"
+	ViewerInboxPrefix   = "_INBOX.viewers"
+
+	roleOperator = "operator"
+	roleViewer   = "viewer"
+)
+
+// adminAPI is where every run's admin API is (admin.SubjectPrefix):
+// <prefix>.<site>.<stream>.<durable>.<endpoint>.
+const adminAPI = "_JETLEDGER.admin"
+
+// viewerEndpoints are the admin API's reads (admin.Endpoints less the
+// actions).
+var viewerEndpoints = []string{"status", "outbox.list", "outbox.show", "dlq.list", "dlq.show", "conflicts.list"}
+
+// jsReads are the JetStream API's reads of streams and consumers, and
+// micro's discovery ($SRV): what status and fleet ask.
+var jsReads = []string{"$SRV.>", "$JS.API.INFO", "$JS.API.STREAM.INFO.*", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST",
+	"$JS.API.CONSUMER.INFO.*.*", "$JS.API.CONSUMER.NAMES.*", "$JS.API.CONSUMER.LIST.*"}
+
+// operatorPermissions: the whole admin API, the reads, replies under its
+// inbox.
+func operatorPermissions() *server.Permissions {
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: append([]string{adminAPI + ".>"}, jsReads...)},
+		Subscribe: &server.SubjectPermission{Allow: []string{OperatorInboxPrefix + ".>"}},
+	}
+}
+
+// viewerPermissions: the admin API's reads, the reads, replies under its
+// inbox.
+func viewerPermissions() *server.Permissions {
+	allow := slices.Clone(jsReads)
+	for _, e := range viewerEndpoints {
+		allow = append(allow, adminAPI+".*.*.*."+e)
+	}
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: allow},
+		Subscribe: &server.SubjectPermission{Allow: []string{ViewerInboxPrefix + ".>"}},
+	}
+}
+
+// checkRole gives c the operator's or the viewer's role when its token is
+// one of theirs.
+func (a *authenticator) checkRole(c server.ClientAuthentication, tok string) bool {
+	for _, r := range []struct {
+		tokens []string
+		role   string
+		perms  func() *server.Permissions
+	}{{a.operators, roleOperator, operatorPermissions}, {a.viewers, roleViewer, viewerPermissions}} {
+		for _, t := range r.tokens {
+			if equal(tok, t) {
+				return a.register(c, r.role, r.perms())
+			}
+		}
+	}
+	return false
+}
