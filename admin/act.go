@@ -9,8 +9,9 @@ import (
 	"github.com/nats-io/nats.go/micro"
 )
 
-// ActLimit is the most rows one action takes by a filter.
-const ActLimit = 100_000
+// ActLimit is the most rows one action takes by a filter: their ids fit a
+// NATS message of the default 1 MiB (a ULID and its quotes, 29 bytes).
+const ActLimit = 20_000
 
 // Act is the request of an action on outbox rows (outbox.resolve,
 // outbox.retry): the rows by IDs, or every row in Status (the filter);

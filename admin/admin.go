@@ -138,8 +138,9 @@ func (s *Server) endpoints() map[string]func(context.Context, micro.Request) (an
 // Stop stops serving.
 func (s *Server) Stop() error { return s.svc.Stop() }
 
-// requestTimeout bounds the ledger's work for one request.
-const requestTimeout = 10 * time.Second
+// requestTimeout bounds the ledger's work for one request: an action on
+// ActLimit rows, each its own transaction, included.
+const requestTimeout = 5 * time.Minute
 
 // handle answers a request with h's result as JSON, or its error as a
 // micro error (a *Error says its code).
