@@ -104,15 +104,12 @@ func runOwned(ctx context.Context, cfg Config) error {
 		}
 		err = runOwner(ctx, cfg, o, log, lease)
 		if ctx.Err() != nil {
-			if errors.Is(err, context.Canceled) {
-				return nil // stopped while it started: a clean stop
-			}
-			return err
+			return stopped(ctx, cfg, o, err)
 		}
 		if errors.Is(err, changelog.ErrWaiting) && o.Standby {
 			continue // the take-over gave the lease up (changelog.Own): its copy's step is decided again, a wait
 		}
-		if !errors.Is(err, changelog.ErrLeaseLost) && !errors.Is(err, ledger.ErrNotChangelogOwner) && !errors.Is(err, changelog.ErrLogGone) {
+		if !lostOwnership(err) {
 			return err
 		}
 		sayLost(ctx, cfg, o, err)
@@ -151,6 +148,29 @@ func watchOwned(cfg *Config, nc *nats.Conn) (watch changelog.Config, lag func(ui
 		watch.Roles.Move(context.Background(), changelog.RoleStopped, changelog.Facts{}) //nolint:errcheck // always allowed
 		closeMetrics()
 	}, nil
+}
+
+// stopped is the outcome of an owner's run told to stop that ended with
+// err: a clean stop when it was stopped while it started, or when the
+// batch in hand was refused by the log (another owner wrote it, or this
+// one's own entry whose answer was lost): that batch is not acknowledged
+// and goes to the partition's next owner, so nothing is lost.
+func stopped(ctx context.Context, cfg Config, o Owner, err error) error {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return nil
+	case lostOwnership(err):
+		cfg.Logger.WarnContext(ctx, "lost the partition's ownership while stopping: the batch in hand is not acknowledged, and goes to the partition's next owner",
+			"stream", cfg.Stream.Name, "durable", cfg.Consumer.Durable, "owner", o.Name, "role", "lost", "err", err)
+		return nil
+	}
+	return err
+}
+
+// lostOwnership says whether err, a run's end, is the loss of its
+// partition: the lease, the log's fence, or the log itself.
+func lostOwnership(err error) bool {
+	return errors.Is(err, changelog.ErrLeaseLost) || errors.Is(err, ledger.ErrNotChangelogOwner) || errors.Is(err, changelog.ErrLogGone)
 }
 
 // sayLost logs that the partition's ownership was lost, and what comes next.
