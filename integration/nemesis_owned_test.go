@@ -273,7 +273,14 @@ func (o *nemOwned) stop(w *nemWorld, hosts ...int) {
 			continue
 		}
 		p := o.proc(w, h)
-		if code := p.wait(time.Minute); code != 0 {
+		code := p.wait(time.Minute)
+		switch {
+		case code == -1 && strings.TrimSpace(p.output()) == "":
+			// Killed by the signal before it had said a word: SIGTERM came
+			// while the program was still initialising its packages,
+			// before main handles signals (a run a step had just started).
+			w.t.Logf("host %d: SIGTERM before it started (no output): killed by the signal", h)
+		case code != 0:
 			w.m.violate("host %d exited %d after SIGTERM, want 0: %s", h, code, lastLine(p.output()))
 		}
 		o.setDown(w, h, true)
