@@ -13,6 +13,7 @@ import (
 	"github.com/jetledger/jetledger/admin"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 )
 
@@ -41,13 +42,7 @@ func enqueue(t *testing.T, st *ledger.Store, payloads ...string) []string {
 // the subject.
 func TestTheAdminAPIAnswersReads(t *testing.T) {
 	t.Parallel()
-	srv := consumertest.RunServer(t)
-	nc, _ := consumertest.Connect(t, srv)
-	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	nc, st := serverAndLedger(t, ledger.Config{})
 	ids := enqueue(t, st, `{"amount":5}`, "plain text")
 	ctx := context.Background()
 	if _, err := st.Transition(ctx, ids[0], ledger.Claim, ledger.Params{Worker: "w", Lease: time.Minute}); err != nil {
@@ -135,17 +130,11 @@ func toReview(t *testing.T, st *ledger.Store, ids ...string) {
 // Bad requests change nothing.
 func TestABulkActionSkipsRowsThatChangedSinceSeen(t *testing.T) {
 	t.Parallel()
-	srv := consumertest.RunServer(t)
-	nc, _ := consumertest.Connect(t, srv)
 	var mu sync.Mutex
 	now := time.UnixMilli(1_800_000_000_000)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	tick := func() { mu.Lock(); now = now.Add(time.Second); mu.Unlock() }
-	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{Now: clock})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	nc, st := serverAndLedger(t, ledger.Config{Now: clock})
 	ids := enqueue(t, st, "a", "b", "c", "d")
 	toReview(t, st, ids[:3]...)
 	tick()
@@ -206,13 +195,7 @@ func TestABulkActionSkipsRowsThatChangedSinceSeen(t *testing.T) {
 // each recorded; settling twice is refused with 409, an unknown id 404.
 func TestDeadLettersAndConflictsAreSettledThroughTheAPI(t *testing.T) {
 	t.Parallel()
-	srv := consumertest.RunServer(t)
-	nc, _ := consumertest.Connect(t, srv)
-	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	nc, st := serverAndLedger(t, ledger.Config{})
 	ctx := context.Background()
 	if err := st.RecordDeadLetters(ctx, []ledger.DeadLetter{{MessageID: "d", Stream: "S", Sequence: 9, Subject: "ev", Payload: []byte("p"), Reason: "bad", Deliveries: 5}}); err != nil {
 		t.Fatal(err)
@@ -273,4 +256,18 @@ func TestDeadLettersAndConflictsAreSettledThroughTheAPI(t *testing.T) {
 			t.Fatalf("the record of %s: %v %+v", target, err, rec)
 		}
 	}
+}
+
+// serverAndLedger runs a server, connects to it, and opens a ledger with
+// cfg, all closed when t ends.
+func serverAndLedger(t *testing.T, cfg ledger.Config) (*nats.Conn, *ledger.Store) {
+	t.Helper()
+	srv := consumertest.RunServer(t)
+	nc, _ := consumertest.Connect(t, srv)
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return nc, st
 }
