@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jetledger/jetledger/ledger"
@@ -103,8 +104,9 @@ func (s *Server) act(ctx context.Context, req micro.Request, check func(Act) err
 			out.Skipped = append(out.Skipped, Skip{ID: id, Reason: err.Error(), Changed: true})
 		case errors.Is(err, ledger.ErrNotFound) || errors.As(err, new(*ledger.StateError)):
 			out.Skipped = append(out.Skipped, Skip{ID: id, Reason: err.Error()})
-		default:
-			return out, err // the ledger failed: what is done is said with it
+		default: // the ledger failed: the error says how far the action got
+			return nil, fmt.Errorf("%d of %d rows done, %d skipped, when the ledger failed at %s (the rest untouched; list them again): %w",
+				len(out.Done), len(ids), len(out.Skipped), id, err)
 		}
 	}
 	return out, nil
