@@ -191,8 +191,8 @@ func readFile(ctx context.Context, file string) (fileState, error) {
 	}
 	f.pos.Seq, f.pos.Origin.Seq = uint64(seq), uint64(oseq)
 	var seen sql.NullInt64
-	err = db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM processed_messages) + (SELECT count(*) FROM outbox) + (SELECT count(*) FROM dead_letters), (`+
-		strings.TrimPrefix(ledger.SeenQuery, "SELECT ")+`)`).Scan(&f.rows, &seen)
+	err = db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM processed_messages) + (SELECT count(*) FROM outbox) + (SELECT count(*) FROM dead_letters), `+
+		ledger.SeenExpr).Scan(&f.rows, &seen)
 	if err != nil && !missingTable(err) {
 		return f, fmt.Errorf("changelog: read %s: %w", file, err)
 	}

@@ -300,14 +300,20 @@ func (l *Log) hasSnapshot(ctx context.Context) bool {
 // cannotApply says whether err, a catch-up's, is the copy's own trouble
 // rather than the server's or a step for the lifecycle to decide.
 func cannotApply(ctx context.Context, err error) bool {
-	return err != nil && ctx.Err() == nil && !jsretry.Transient(err) && !errors.Is(err, ErrNeedSnapshot) && !errors.Is(err, ErrLogGone) &&
-		!errors.Is(err, ErrInvalidConfig) && !errors.Is(err, ErrIllegalMove)
+	return err != nil && ctx.Err() == nil && !jsretry.Transient(err) && !lifecycleAnswer(err)
+}
+
+// lifecycleAnswer says whether err is an answer the lifecycle acts on (a
+// snapshot needed, the log gone, a configuration or a move refused), not
+// trouble of the server's or the copy's.
+func lifecycleAnswer(err error) bool {
+	return errors.Is(err, ErrNeedSnapshot) || errors.Is(err, ErrLogGone) || errors.Is(err, ErrInvalidConfig) || errors.Is(err, ErrIllegalMove)
 }
 
 // transient says whether err is the server's, worth trying again (a
 // cluster electing a leader answers "no responders" or times out), not
 // the ledger's or the log's shape.
 func transient(ctx context.Context, err error) bool {
-	return err != nil && ctx.Err() == nil && !errors.Is(err, ErrNeedSnapshot) && !errors.Is(err, ErrLeaseLost) && !errors.Is(err, ErrLogGone) && !errors.Is(err, ErrInvalidConfig) && !errors.Is(err, ErrIllegalMove) &&
+	return err != nil && ctx.Err() == nil && !lifecycleAnswer(err) && !errors.Is(err, ErrLeaseLost) &&
 		!errors.Is(err, ledger.ErrChangesDoNotFit) && !errors.Is(err, ledger.ErrChangelogBehind) && !errors.Is(err, ledger.ErrInvalidConfig)
 }

@@ -122,21 +122,12 @@ func (s *Store) audited(ctx context.Context, a *Audit, action, target, query str
 	if a == nil {
 		return s.writeExec(ctx, query, args...)
 	}
-	tx, err := s.write(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	res, err := tx.ExecContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	if n, _ := res.RowsAffected(); n > 0 {
-		if err := insertAudit(ctx, tx, s.cfg.Now().UnixMilli(), a, action, target); err != nil {
-			return nil, err
+	return s.writeTxExec(ctx, func(tx *writeTx, res sql.Result) error {
+		if n, _ := res.RowsAffected(); n > 0 {
+			return insertAudit(ctx, tx, s.cfg.Now().UnixMilli(), a, action, target)
 		}
-	}
-	return res, tx.Commit()
+		return nil
+	}, query, args...)
 }
 
 // insertAudit records a's action on target at now (ms) in tx.

@@ -276,12 +276,21 @@ func (s *Store) writeExec(ctx context.Context, query string, args ...any) (sql.R
 	if s.changelog == nil && s.copyOf.Load() == nil {
 		return s.writer.ExecContext(ctx, query, args...)
 	}
+	return s.writeTxExec(ctx, nil, query, args...)
+}
+
+// writeTxExec runs query in a write transaction, then, when set, then on
+// the transaction and the query's result, and commits.
+func (s *Store) writeTxExec(ctx context.Context, then func(*writeTx, sql.Result) error, query string, args ...any) (sql.Result, error) {
 	tx, err := s.write(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
 	res, err := tx.ExecContext(ctx, query, args...)
+	if err == nil && then != nil {
+		err = then(tx, res)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -300,16 +309,16 @@ func (s *Store) ChangelogPosition(ctx context.Context) (ChangelogPosition, error
 	return p, nil
 }
 
-// SeenQuery reads the highest stream sequence a ledger has seen: of a
-// message it processed (or a later copy of one), dead-lettered, or
-// recorded a conflict of; NULL or 0 for none.
-const SeenQuery = `SELECT max(coalesce((SELECT max(max(stream_seq), max(last_seq)) FROM processed_messages), 0),
+// SeenExpr is the highest stream sequence a ledger has seen, as an SQL
+// expression: of a message it processed (or a later copy of one),
+// dead-lettered, or recorded a conflict of; 0 for none.
+const SeenExpr = `max(coalesce((SELECT max(max(stream_seq), max(last_seq)) FROM processed_messages), 0),
 	coalesce((SELECT max(stream_seq) FROM dead_letters), 0), coalesce((SELECT max(stream_seq) FROM conflicts), 0))`
 
-// Seen is the highest stream sequence the ledger has seen (SeenQuery).
+// Seen is the highest stream sequence the ledger has seen (SeenExpr).
 func (s *Store) Seen(ctx context.Context) (uint64, error) {
 	var n sql.NullInt64
-	if err := s.writer.QueryRowContext(ctx, SeenQuery).Scan(&n); err != nil {
+	if err := s.writer.QueryRowContext(ctx, `SELECT `+SeenExpr).Scan(&n); err != nil {
 		return 0, fmt.Errorf("ledger: read the highest stream sequence seen: %w", interpret(err))
 	}
 	return uint64(max(n.Int64, 0)), nil
