@@ -61,10 +61,14 @@ func clusterOf(w *nemWorld) *nemCluster {
 	return v.(*nemCluster)
 }
 
-// partitionOf is the partition the stream's mapping puts an account in:
-// the server's own transform, as the stream is created with it.
-var partitionOf = func() func(account string) int {
-	tr, err := server.NewSubjectTransform(nemClusterSubj, fmt.Sprintf("{{partition(%d,1)}}.ev.{{wildcard(1)}}", nemPartitions))
+// partitionOf is the partition the stream's mapping puts an account in.
+var partitionOf = partitionMapping(nemClusterSubj, nemPartitions)
+
+// partitionMapping is the partition a stream on subject (ev.<account>)
+// in parts partitions puts an account in: the server's own transform, as
+// the stream is created with it.
+func partitionMapping(subject string, parts int) func(account string) int {
+	tr, err := server.NewSubjectTransform(subject, fmt.Sprintf("{{partition(%d,1)}}.ev.{{wildcard(1)}}", parts))
 	if err != nil {
 		panic(err)
 	}
@@ -76,7 +80,7 @@ var partitionOf = func() func(account string) int {
 		n, _ := strconv.Atoi(strings.SplitN(to, ".", 2)[0])
 		return n
 	}
-}()
+}
 
 func init() {
 	nemTopologies[topoCluster] = &nemTopology{

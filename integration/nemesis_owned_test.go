@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/changelog"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -108,20 +107,7 @@ func ownedOf(w *nemWorld) *nemOwned {
 }
 
 // ownedPartitionOf is the partition the stream's mapping puts an account in.
-var ownedPartitionOf = func() func(account string) int {
-	tr, err := server.NewSubjectTransform(nemOwnedSubj, fmt.Sprintf("{{partition(%d,1)}}.ev.{{wildcard(1)}}", nemOwnedParts))
-	if err != nil {
-		panic(err)
-	}
-	return func(account string) int {
-		to, err := tr.Match("ev." + account)
-		if err != nil {
-			panic(err)
-		}
-		n, _ := strconv.Atoi(strings.SplitN(to, ".", 2)[0])
-		return n
-	}
-}()
+var ownedPartitionOf = partitionMapping(nemOwnedSubj, nemOwnedParts)
 
 func init() {
 	nemTopologies[topoOwned] = &nemTopology{
@@ -551,19 +537,7 @@ func (o *nemOwned) killOwner(w *nemWorld, st nemStep) {
 // has stored its effect and holds the answer: the row is left sending in
 // the log, and whoever owns next must put it in review.
 func (o *nemOwned) midSend(w *nemWorld) {
-	w.dest.HoldAfterStore()
-	e := w.fresh(1)[0]
-	if ack, ok := w.publishEvent(e, e.data()); ok {
-		w.m.ack(e.ID, ack)
-	}
-	stored := poll(30*time.Second, func() bool {
-		for _, it := range w.dest.Items() {
-			if it.MessageID == e.ID {
-				return true
-			}
-		}
-		return false
-	})
+	e, stored := w.heldAtTheDestination()
 	o.refresh(w)
 	h := o.owner[ownedPartitionOf(e.Account)]
 	o.kill(w, h)
@@ -900,36 +874,6 @@ func (o *nemOwned) check(w *nemWorld) {
 	w.t.Logf("owned: %d files set aside by restores, %d other copies compared", setAside, len(others))
 }
 
-// parseOwnedSteps reads -nemesis.steps for the owned topology (parseSteps
-// knows the topologies of nemTopoOrder only).
-func parseOwnedSteps(s string) ([]nemStep, error) {
-	known := map[nemKind]bool{}
-	for _, w := range nemWeights(topoOwned) {
-		known[w.kind] = true
-	}
-	var out []nemStep
-	for _, part := range strings.Split(s, ",") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		name, arg, _ := strings.Cut(part, ":")
-		st := nemStep{Kind: nemKind(name)}
-		if !known[st.Kind] {
-			return nil, fmt.Errorf("step %q: unknown kind %q", part, name)
-		}
-		if arg != "" {
-			n, err := strconv.Atoi(arg)
-			if err != nil || n < 0 {
-				return nil, fmt.Errorf("step %q: %q is not a count", part, arg)
-			}
-			st.Arg = n
-		}
-		out = append(out, st)
-	}
-	return out, nil
-}
-
 func replayOwned(s nemSchedule) string {
 	return fmt.Sprintf("JETLEDGER_NEMESIS_TOPOLOGY=owned go test ./integration -run 'TestNemesisOwned$' -nemesis.seed=%d -nemesis.steps='%s'",
 		s.Seed, formatSteps(s.Steps))
@@ -953,7 +897,7 @@ func TestNemesisOwned(t *testing.T) {
 	var scheds []nemSchedule
 	switch {
 	case *nemStepsFlag != "":
-		steps, err := parseOwnedSteps(*nemStepsFlag)
+		steps, err := parseSteps(*nemStepsFlag, topoOwned)
 		if err != nil {
 			t.Fatalf("-nemesis.steps: %v", err)
 		}
@@ -999,16 +943,5 @@ func TestNemesisOwned(t *testing.T) {
 			break
 		}
 	}
-	total.Seconds = time.Since(began).Seconds()
-	out, _ := json.MarshalIndent(struct {
-		Profile nemProfile `json:"profile"`
-		Failed  int        `json:"failed_schedules"`
-		*nemStats
-	}{prof, failed, total}, "", "  ")
-	t.Logf("owned nemesis report:\n%s", out)
-	if path := os.Getenv("JETLEDGER_NEMESIS_REPORT"); path != "" {
-		if err := os.WriteFile(path, out, 0o644); err != nil {
-			t.Error(err)
-		}
-	}
+	report(t, "owned nemesis report", prof, failed, total, began)
 }

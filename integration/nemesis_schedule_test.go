@@ -77,11 +77,15 @@ func formatSteps(steps []nemStep) string {
 	return strings.Join(parts, ",")
 }
 
-// parseSteps reads -nemesis.steps.
-func parseSteps(s string) ([]nemStep, error) {
+// parseSteps reads -nemesis.steps, of the kinds of topos (default: every
+// topology's of nemTopos).
+func parseSteps(s string, topos ...string) ([]nemStep, error) {
 	var out []nemStep
 	known := map[nemKind]bool{}
-	for _, topo := range nemTopos() {
+	if len(topos) == 0 {
+		topos = nemTopos()
+	}
+	for _, topo := range topos {
 		for _, w := range nemWeights(topo) {
 			known[w.kind] = true
 		}

@@ -190,12 +190,25 @@ func (w *nemWorld) publishBad() {
 // its answer: the row is left sending, and its lease must send it to review.
 func (w *nemWorld) midSend() {
 	w.up()
+	e, stored := w.heldAtTheDestination()
+	w.run.kill()
+	w.dest.Release()
+	if !stored {
+		w.t.Logf("midsend: %s never reached the destination before the kill", e.ID)
+	}
+	w.startRun(nil)
+}
+
+// heldAtTheDestination publishes a fresh event and has the destination
+// hold its answer once it has stored its effect: stored says whether it
+// did within 30 s.
+func (w *nemWorld) heldAtTheDestination() (e event, stored bool) {
 	w.dest.HoldAfterStore()
-	e := w.fresh(1)[0]
+	e = w.fresh(1)[0]
 	if ack, ok := w.publishEvent(e, e.data()); ok {
 		w.m.ack(e.ID, ack)
 	}
-	stored := poll(30*time.Second, func() bool {
+	stored = poll(30*time.Second, func() bool {
 		for _, it := range w.dest.Items() {
 			if it.MessageID == e.ID {
 				return true
@@ -203,12 +216,7 @@ func (w *nemWorld) midSend() {
 		}
 		return false
 	})
-	w.run.kill()
-	w.dest.Release()
-	if !stored {
-		w.t.Logf("midsend: %s never reached the destination before the kill", e.ID)
-	}
-	w.startRun(nil)
+	return e, stored
 }
 
 // pause stops run past its AckWait while a second run on the same ledger

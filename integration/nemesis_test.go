@@ -222,13 +222,20 @@ func TestNemesis(t *testing.T) {
 			break
 		}
 	}
+	report(t, "nemesis report", prof, failed, total, began)
+}
+
+// report logs a nemesis run's figures as JSON, titled what, and writes
+// them to JETLEDGER_NEMESIS_REPORT when it names a file.
+func report(t *testing.T, what string, prof nemProfile, failed int, total *nemStats, began time.Time) {
+	t.Helper()
 	total.Seconds = time.Since(began).Seconds()
 	out, _ := json.MarshalIndent(struct {
 		Profile nemProfile `json:"profile"`
 		Failed  int        `json:"failed_schedules"`
 		*nemStats
 	}{prof, failed, total}, "", "  ")
-	t.Logf("nemesis report:\n%s", out)
+	t.Logf("%s:\n%s", what, out)
 	if path := os.Getenv("JETLEDGER_NEMESIS_REPORT"); path != "" {
 		if err := os.WriteFile(path, out, 0o644); err != nil {
 			t.Error(err)
