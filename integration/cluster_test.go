@@ -492,9 +492,11 @@ func TestRunRidesOutLeaderLoss(t *testing.T) {
 		}
 	}
 	c.waitDrained(run, 2*time.Minute)
-	if code := healthz(metrics); code != http.StatusOK {
-		t.Fatalf("/healthz = %d after the cluster recovered, want 200", code)
-	}
+	// Healthy again, within a margin: a restarted node's catch-up may move
+	// the consumer's leader once more, and a probe's round then fails.
+	consumertest.Eventually(t, time.Minute, "/healthz 200 after the cluster recovered", func() bool {
+		return healthz(metrics) == http.StatusOK
+	})
 	run.stop()
 	if code := run.wait(30 * time.Second); code != 0 {
 		t.Fatalf("run exited %d, want 0", code)
