@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/micro"
 )
@@ -102,7 +103,7 @@ func (s *Server) act(ctx context.Context, req micro.Request, check func(Act) err
 			out.Done = append(out.Done, id)
 		case errors.Is(err, ledger.ErrChanged):
 			out.Skipped = append(out.Skipped, Skip{ID: id, Reason: err.Error(), Changed: true})
-		case errors.Is(err, ledger.ErrNotFound) || errors.As(err, new(*ledger.StateError)):
+		case errors.Is(err, ledger.ErrNotFound) || errors.As(err, new(*ledger.StateError)) || errors.Is(err, outbox.ErrStillAtDestination):
 			out.Skipped = append(out.Skipped, Skip{ID: id, Reason: err.Error()})
 		default: // the ledger failed: the error says how far the action got
 			return nil, fmt.Errorf("%d of %d rows done, %d skipped, when the ledger failed at %s (the rest untouched; list them again): %w",
@@ -147,6 +148,16 @@ func (s *Server) outboxResolve(ctx context.Context, req micro.Request) (any, err
 func (s *Server) outboxRetry(ctx context.Context, req micro.Request) (any, error) {
 	return s.act(ctx, req, func(Act) error { return nil }, func(ctx context.Context, id string, _ Act, p ledger.Params) error {
 		_, err := s.st.Transition(ctx, id, ledger.Requeue, p)
+		return err
+	})
+}
+
+// outboxCancel cancels rows: those not yet sent at once, one being sent
+// when its send returns, one sent deleted at the destination first
+// (Config.Canceller); one still there is skipped, saying why.
+func (s *Server) outboxCancel(ctx context.Context, req micro.Request) (any, error) {
+	return s.act(ctx, req, func(Act) error { return nil }, func(ctx context.Context, id string, _ Act, p ledger.Params) error {
+		_, err := s.cancel.CancelAs(ctx, id, p)
 		return err
 	})
 }

@@ -5,8 +5,10 @@
 // consumes the durable serves it (one run per durable holds its lease), so
 // every answer is the owner's, from its own ledger.
 //
-// This first part answers reads: status (what needs a person, the ledger's
-// counts) and the outbox's rows (list, show, payloads decoded).
+// It answers reads (status, the outbox's rows, dead letters, conflicts,
+// consumers) and takes people's actions (resolve, retry, cancel, requeue,
+// discard, acknowledge, forget), each in the ledger's own write
+// transaction with its record (ledger.Audit).
 package admin
 
 import (
@@ -18,9 +20,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/health"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 )
 
@@ -79,13 +83,40 @@ type Config struct {
 	Version string
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
+	// JetStream is the run's, to requeue dead letters (dlq.requeue) and
+	// read a conflict's messages (conflicts.show). Without it, requeue is
+	// refused and conflicts.show says where the messages are.
+	JetStream jetstream.JetStream
+	// Canceller cancels outbox rows (outbox.cancel), deleting at the
+	// destination what was sent: the run's dispatcher, whose sink
+	// deletes. Default: rows not yet sent are cancelled, sent ones are
+	// refused as still at the destination.
+	Canceller Canceller
+}
+
+// Canceller cancels an outbox row as a person's action
+// (*outbox.Dispatcher).
+type Canceller interface {
+	CancelAs(ctx context.Context, id string, p ledger.Params) (outbox.CancelOutcome, error)
+}
+
+var _ Canceller = (*outbox.Dispatcher)(nil)
+
+// storeCanceller cancels without a sink (outbox.CancelAs with no deleter).
+type storeCanceller struct{ st *ledger.Store }
+
+func (c storeCanceller) CancelAs(ctx context.Context, id string, p ledger.Params) (outbox.CancelOutcome, error) {
+	return outbox.CancelAs(ctx, c.st, nil, id, p)
 }
 
 // Server is a run's admin API, served until Stop.
 type Server struct {
-	svc micro.Service
-	st  *ledger.Store
-	log *slog.Logger
+	svc    micro.Service
+	st     *ledger.Store
+	cancel Canceller
+	js     jetstream.JetStream
+	addr   Address
+	log    *slog.Logger
 }
 
 // Serve starts serving cfg's admin API.
@@ -100,9 +131,12 @@ func Serve(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin: serve %s: %w", a.group(), err)
 	}
-	s := &Server{svc: svc, st: cfg.Store, log: cfg.Logger}
+	s := &Server{svc: svc, st: cfg.Store, cancel: cfg.Canceller, js: cfg.JetStream, addr: a, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
+	}
+	if s.cancel == nil {
+		s.cancel = storeCanceller{cfg.Store}
 	}
 	g := svc.AddGroup(a.group())
 	for name, h := range s.endpoints() {
@@ -122,16 +156,22 @@ func Serve(cfg Config) (*Server, error) {
 
 // Endpoints are every endpoint's name ("outbox.list": endpoint list of the
 // group outbox).
-var Endpoints = []string{"status", "outbox.list", "outbox.show", "outbox.resolve", "outbox.retry",
-	"dlq.list", "dlq.show", "dlq.discard", "conflicts.list", "conflicts.ack"}
+var Endpoints = []string{"status", "outbox.list", "outbox.show", "outbox.resolve", "outbox.retry", "outbox.cancel",
+	"dlq.list", "dlq.show", "dlq.discard", "dlq.requeue", "conflicts.list", "conflicts.show", "conflicts.ack",
+	"consumers.list", "consumers.forget"}
+
+// Reads are the endpoints that change nothing: a viewer's (node's roles).
+var Reads = []string{"status", "outbox.list", "outbox.show", "dlq.list", "dlq.show",
+	"conflicts.list", "conflicts.show", "consumers.list"}
 
 // endpoints are the handlers of Endpoints.
 func (s *Server) endpoints() map[string]func(context.Context, micro.Request) (any, error) {
 	return map[string]func(context.Context, micro.Request) (any, error){
 		"status": s.status, "outbox.list": s.outboxList, "outbox.show": s.outboxShow,
-		"outbox.resolve": s.outboxResolve, "outbox.retry": s.outboxRetry,
-		"dlq.list": s.dlqList, "dlq.show": s.dlqShow, "dlq.discard": s.dlqDiscard,
-		"conflicts.list": s.conflictsList, "conflicts.ack": s.conflictsAck,
+		"outbox.resolve": s.outboxResolve, "outbox.retry": s.outboxRetry, "outbox.cancel": s.outboxCancel,
+		"dlq.list": s.dlqList, "dlq.show": s.dlqShow, "dlq.discard": s.dlqDiscard, "dlq.requeue": s.dlqRequeue,
+		"conflicts.list": s.conflictsList, "conflicts.show": s.conflictsShow, "conflicts.ack": s.conflictsAck,
+		"consumers.list": s.consumersList, "consumers.forget": s.consumersForget,
 	}
 }
 

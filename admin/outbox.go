@@ -42,18 +42,30 @@ type Row struct {
 // rowOf is it as a Row, its payload decoded when with is set.
 func rowOf(it ledger.OutboxItem, with bool) Row {
 	r := Row{OutboxItem: it}
-	p := it.Payload
 	r.OutboxItem.Payload = nil
-	switch {
-	case !with:
-	case json.Valid(p):
-		r.Payload = p
-	case utf8.Valid(p):
-		r.PayloadText = string(p)
-	default:
-		r.PayloadBytes = p
+	if with {
+		d := decoded(it.Payload)
+		r.Payload, r.PayloadText, r.PayloadBytes = d.Payload, d.PayloadText, d.PayloadBytes
 	}
 	return r
+}
+
+// Decoded is a payload as the API says it: as JSON when it is JSON, else
+// as text when it is UTF-8, else as bytes (base64).
+type Decoded struct {
+	Payload      json.RawMessage `json:"payload,omitempty"`
+	PayloadText  string          `json:"payload_text,omitempty"`
+	PayloadBytes []byte          `json:"payload_bytes,omitempty"`
+}
+
+func decoded(p []byte) Decoded {
+	switch {
+	case json.Valid(p):
+		return Decoded{Payload: p}
+	case utf8.Valid(p):
+		return Decoded{PayloadText: string(p)}
+	}
+	return Decoded{PayloadBytes: p}
 }
 
 func (s *Server) outboxList(ctx context.Context, req micro.Request) (any, error) {

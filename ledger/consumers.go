@@ -56,3 +56,19 @@ func (s *Store) Consumers(ctx context.Context) ([]Consumer, error) {
 		return c, err
 	})
 }
+
+// ForgetConsumer removes stream/durable from the consumers this ledger
+// served (RememberConsumer): tools no longer ask which one to read. Its
+// rows stay. Recorded as a person's action when a is set; one not
+// recorded is ErrNotFound.
+func (s *Store) ForgetConsumer(ctx context.Context, stream, durable string, a *Audit) error {
+	res, err := s.audited(ctx, a, "forget", "consumer "+stream+"/"+durable,
+		`DELETE FROM jetledger_consumers WHERE stream = ? AND durable = ?`, stream, durable)
+	if err != nil {
+		return fmt.Errorf("ledger: forget consumer %s/%s: %w", stream, durable, interpret(err))
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%w: consumer %s/%s was never recorded in this ledger", ErrNotFound, stream, durable)
+	}
+	return nil
+}

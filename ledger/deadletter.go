@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -123,9 +124,45 @@ func (s *Store) Conflicts(ctx context.Context, limit int) ([]ConflictRecord, err
 	if limit <= 0 {
 		limit = -1
 	}
+	return s.conflicts(ctx, `ORDER BY c.id LIMIT ?`, limit)
+}
+
+// AppliedFrom is where the message applied under a conflict's id was:
+// its stream, sequence and subject.
+type AppliedFrom struct {
+	Stream   string `json:"stream"`
+	Sequence uint64 `json:"stream_seq"`
+	Subject  string `json:"subject"`
+}
+
+// Conflict reads conflict id, and where the message applied under its id
+// was (ok false once the id is pruned from the ledger).
+func (s *Store) Conflict(ctx context.Context, id int64) (c ConflictRecord, applied AppliedFrom, ok bool, err error) {
+	cs, err := s.conflicts(ctx, `WHERE c.id = ?`, id)
+	if err == nil && len(cs) == 0 {
+		err = fmt.Errorf("%w: conflict %d", ErrNotFound, id)
+	}
+	if err != nil {
+		return c, applied, false, err
+	}
+	var seq int64
+	err = s.reader.QueryRowContext(ctx, `SELECT stream, stream_seq, subject FROM processed_messages WHERE message_id = ?`,
+		cs[0].MessageID).Scan(&applied.Stream, &seq, &applied.Subject)
+	applied.Sequence = uint64(seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return cs[0], AppliedFrom{}, false, nil
+	}
+	if err != nil {
+		return cs[0], AppliedFrom{}, false, fmt.Errorf("ledger: conflict %d: where %s was applied from: %w", id, cs[0].MessageID, interpret(err))
+	}
+	return cs[0], applied, true, nil
+}
+
+// conflicts reads the conflicts rest (a WHERE or ORDER clause) selects.
+func (s *Store) conflicts(ctx context.Context, rest string, args ...any) ([]ConflictRecord, error) {
 	rows, err := s.reader.QueryContext(ctx, `SELECT c.id, c.message_id, c.stream, c.stream_seq, c.subject,
 		c.existing_sha256, c.new_sha256, c.seen_at, a.acknowledged_at, coalesce(a.acknowledged_by, ''), coalesce(a.note, '')
-		FROM conflicts c LEFT JOIN jetledger_conflict_acks a ON a.conflict_id = c.id ORDER BY c.id LIMIT ?`, limit)
+		FROM conflicts c LEFT JOIN jetledger_conflict_acks a ON a.conflict_id = c.id `+rest, args...)
 	return collect("list conflicts", rows, err, func(sc scanner) (ConflictRecord, error) {
 		var c ConflictRecord
 		var seq, seen int64
@@ -187,9 +224,21 @@ func (s *Store) DiscardDeadLetter(ctx context.Context, id int64) error {
 // DiscardDeadLetterAs is DiscardDeadLetter as a person's action, recorded
 // (Audit) in its transaction when a is set.
 func (s *Store) DiscardDeadLetterAs(ctx context.Context, id int64, a *Audit) error {
-	res, err := s.audited(ctx, a, "discard", fmt.Sprintf("dead letter %d", id), `DELETE FROM dead_letters WHERE id = ?`, id)
+	return s.removeDeadLetter(ctx, id, "discard", a)
+}
+
+// RequeuedDeadLetterAs removes dead letter id once its copy is back in its
+// stream (package requeue), recorded as a person's action "requeue" when a
+// is set.
+func (s *Store) RequeuedDeadLetterAs(ctx context.Context, id int64, a *Audit) error {
+	return s.removeDeadLetter(ctx, id, "requeue", a)
+}
+
+// removeDeadLetter deletes dead letter id, recorded as action by a.
+func (s *Store) removeDeadLetter(ctx context.Context, id int64, action string, a *Audit) error {
+	res, err := s.audited(ctx, a, action, fmt.Sprintf("dead letter %d", id), `DELETE FROM dead_letters WHERE id = ?`, id)
 	if err != nil {
-		return fmt.Errorf("ledger: discard dead letter %d: %w", id, interpret(err))
+		return fmt.Errorf("ledger: %s dead letter %d: %w", action, id, interpret(err))
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("%w: dead letter %d", ErrNotFound, id)

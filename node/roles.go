@@ -1,6 +1,7 @@
 package node
 
 import (
+	"github.com/jetledger/jetledger/admin"
 	"slices"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -19,13 +20,12 @@ const (
 	roleViewer   = "viewer"
 )
 
-// adminAPI is where every run's admin API is (admin.SubjectPrefix):
+// adminAPI is where every run's admin API is:
 // <prefix>.<site>.<stream>.<durable>.<endpoint>.
-const adminAPI = "_JETLEDGER.admin"
+const adminAPI = admin.SubjectPrefix
 
-// viewerEndpoints are the admin API's reads (admin.Endpoints less the
-// actions).
-var viewerEndpoints = []string{"status", "outbox.list", "outbox.show", "dlq.list", "dlq.show", "conflicts.list"}
+// viewerEndpoints are the admin API's reads.
+var viewerEndpoints = admin.Reads
 
 // jsReads are the JetStream API's reads of streams and consumers, and
 // micro's discovery ($SRV): what status and fleet ask.

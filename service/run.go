@@ -199,7 +199,7 @@ func (s *Service) consume(ctx context.Context, batches *metrics.Batches, cons *c
 		wg.Go(func() { stream.KeepHubConsumer(runCtx, s.js, s.info, s.log) })
 		wg.Go(func() { s.reportToHub(runCtx) })
 	}
-	if adm := s.serveAdmin(); adm != nil {
+	if adm := s.serveAdmin(d); adm != nil {
 		defer adm.Stop() //nolint:errcheck // stopping
 	}
 	summaryDone := make(chan struct{})
@@ -217,10 +217,14 @@ func (s *Service) consume(ctx context.Context, batches *metrics.Batches, cons *c
 // serveAdmin serves the run's admin API (package admin) on its connection
 // while it consumes: nil, said at warn, if it cannot (the API is an aid
 // to people; the run consumes without it).
-func (s *Service) serveAdmin() *admin.Server {
+func (s *Service) serveAdmin(d *outbox.Dispatcher) *admin.Server {
 	c := &s.cfg
-	adm, err := admin.Serve(admin.Config{Conn: s.nc, Store: s.st, Logger: s.log, Version: c.Stream.Version,
-		Address: admin.Address{Site: c.site(), Stream: c.Stream.Name, Durable: c.Consumer.Durable}})
+	cfg := admin.Config{Conn: s.nc, Store: s.st, JetStream: s.js, Logger: s.log, Version: c.Stream.Version,
+		Address: admin.Address{Site: c.site(), Stream: c.Stream.Name, Durable: c.Consumer.Durable}}
+	if d != nil {
+		cfg.Canceller = d // its sink deletes what was sent
+	}
+	adm, err := admin.Serve(cfg)
 	if err != nil {
 		s.log.Warn("the admin API is not served: the run consumes without it", "err", err)
 		return nil

@@ -41,12 +41,20 @@ const deleteTimeoutDefault = 10 * time.Second
 // ErrDeleteUnconfirmed. A Dispatcher's Cancel also believes it once its
 // sink's delete has deleted an item.
 func Cancel(ctx context.Context, o Outbox, del Deleter, id string) (CancelOutcome, error) {
-	return cancelRow(ctx, o, del, nil, id)
+	return cancelRow(ctx, o, del, nil, id, ledger.Params{})
 }
 
-// cancelRow is Cancel; proven, when not nil, remembers that del has deleted
-// an item (see deleteItem).
-func cancelRow(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool, id string) (CancelOutcome, error) {
+// CancelAs is Cancel as a person's action: p.Seen and p.Audit as in
+// ledger.Params (a row changed since Seen is left as it is, ErrChanged,
+// before anything is deleted), its other fields unused.
+func CancelAs(ctx context.Context, o Outbox, del Deleter, id string, p ledger.Params) (CancelOutcome, error) {
+	return cancelRow(ctx, o, del, nil, id, ledger.Params{Seen: p.Seen, Audit: p.Audit})
+}
+
+// cancelRow is Cancel, as a person's action when p has Seen and Audit
+// (ledger.Params); proven, when not nil, remembers that del has deleted an
+// item (see deleteItem).
+func cancelRow(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool, id string, p ledger.Params) (CancelOutcome, error) {
 	for range 3 { // the row may change state under us; re-read and retry
 		it, err := o.Get(ctx, id)
 		if err != nil {
@@ -54,7 +62,7 @@ func cancelRow(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool, 
 		}
 		switch it.Status {
 		case ledger.StatusQueued, ledger.StatusFailed:
-			_, err = o.Transition(ctx, id, ledger.Cancel, ledger.Params{})
+			_, err = o.Transition(ctx, id, ledger.Cancel, p)
 			switch {
 			case errors.Is(err, ledger.ErrTooLate):
 				continue // claimed meanwhile: cancel it in flight
@@ -66,14 +74,14 @@ func cancelRow(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool, 
 			}
 			return CancelledUnsent, nil
 		case ledger.StatusSending:
-			if _, err := o.Transition(ctx, id, ledger.CancelInFlight, ledger.Params{}); errors.Is(err, ledger.ErrIllegalTransition) {
+			if _, err := o.Transition(ctx, id, ledger.CancelInFlight, p); errors.Is(err, ledger.ErrIllegalTransition) {
 				continue // it finished meanwhile
 			} else if err != nil {
 				return "", err
 			}
 			return CancelledInFlight, nil
 		case ledger.StatusSent, ledger.StatusReview:
-			return cancelSent(ctx, o, del, proven, it)
+			return cancelSent(ctx, o, del, proven, it, p)
 		default:
 			return "", fmt.Errorf("%w: %s is already %s", ledger.ErrIllegalTransition, id, it.Status)
 		}
@@ -82,8 +90,12 @@ func cancelRow(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool, 
 }
 
 // cancelSent deletes a sent (or reviewed) item at the destination, then
-// cancels its row.
-func cancelSent(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool, it ledger.OutboxItem) (CancelOutcome, error) {
+// cancels its row. A row changed since p.Seen is left as it is, before the
+// delete: once deleted, the row is cancelled whatever p.Seen says.
+func cancelSent(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool, it ledger.OutboxItem, p ledger.Params) (CancelOutcome, error) {
+	if !p.Seen.IsZero() && it.UpdatedAt.UnixMilli() >= p.Seen.UnixMilli() {
+		return "", &ledger.StateError{ID: it.ID, Change: ledger.CancelDeleted, Status: it.Status, Err: ledger.ErrChanged}
+	}
 	if it.ExternalID == "" {
 		return "", fmt.Errorf("%w: %s is %s with no external id, so it cannot be deleted from here; delete it at the destination, then resolve the row",
 			ErrStillAtDestination, it.ID, it.Status)
@@ -95,7 +107,7 @@ func cancelSent(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool,
 	if err := deleteItem(ctx, o, del, proven, it); err != nil {
 		return "", fmt.Errorf("%w; the row is unchanged (%s): cancel it again once the item can be deleted", err, it.Status)
 	}
-	if _, err := o.Transition(ctx, it.ID, ledger.CancelDeleted, ledger.Params{ExternalID: it.ExternalID}); err != nil {
+	if _, err := o.Transition(ctx, it.ID, ledger.CancelDeleted, ledger.Params{ExternalID: it.ExternalID, Audit: p.Audit}); err != nil {
 		return "", err
 	}
 	return CancelledDeleted, nil
@@ -106,8 +118,13 @@ func cancelSent(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool,
 // believed also once the sink's delete has deleted an item in this
 // dispatcher: the same URL template then provably reaches items.
 func (d *Dispatcher) Cancel(ctx context.Context, id string) (CancelOutcome, error) {
+	return d.CancelAs(ctx, id, ledger.Params{})
+}
+
+// CancelAs is Cancel as a person's action (the package-level CancelAs).
+func (d *Dispatcher) CancelAs(ctx context.Context, id string, p ledger.Params) (CancelOutcome, error) {
 	del, _ := d.sink.(Deleter)
-	out, err := cancelRow(ctx, d.o, del, &d.deleteProven, id)
+	out, err := cancelRow(ctx, d.o, del, &d.deleteProven, id, ledger.Params{Seen: p.Seen, Audit: p.Audit})
 	if out == CancelledDeleted {
 		d.n.deleted.Add(1)
 	}

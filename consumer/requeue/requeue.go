@@ -24,7 +24,9 @@ type Ledger interface {
 	// CheckMayWrite returns the refusal a write would meet (an owned
 	// partition's copy: ledger.ErrChangelogCopy), writing nothing.
 	CheckMayWrite(ctx context.Context) error
-	DiscardDeadLetter(ctx context.Context, id int64) error
+	// RequeuedDeadLetterAs deletes dead letter id, recorded as a
+	// person's action when a is set (Config.Audit).
+	RequeuedDeadLetterAs(ctx context.Context, id int64, a *ledger.Audit) error
 }
 
 var _ Ledger = (*ledger.Store)(nil)
@@ -45,6 +47,9 @@ type Config struct {
 	// flag has a default does: a zero Wait is refused, not taken as the
 	// default. Default false.
 	Explicit bool
+	// Audit, when set, records the requeue as a person's action in the
+	// transaction that deletes the dead letter.
+	Audit *ledger.Audit
 }
 
 // Validate refuses (*ConfigError) a negative Wait, and with Explicit a
@@ -107,7 +112,7 @@ func Requeue(ctx context.Context, js jetstream.JetStream, l Ledger, d ledger.Dea
 	if err != nil {
 		return res, err
 	}
-	if err := l.DiscardDeadLetter(ctx, d.ID); err != nil {
+	if err := l.RequeuedDeadLetterAs(ctx, d.ID, cfg.Audit); err != nil {
 		return res, fmt.Errorf("%w: its copy is in %s seq %d with its original id and will be applied once; discard dead letter %d (another requeue would publish a second copy): %w",
 			ErrNotDiscarded, d.Stream, res.Seq, d.ID, err)
 	}

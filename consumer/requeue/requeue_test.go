@@ -16,7 +16,10 @@ import (
 // discards is a Ledger that counts the dead letters deleted.
 type discards struct{ n int }
 
-func (l *discards) DiscardDeadLetter(context.Context, int64) error { l.n++; return nil }
+func (l *discards) RequeuedDeadLetterAs(context.Context, int64, *ledger.Audit) error {
+	l.n++
+	return nil
+}
 
 func (l *discards) CheckMayWrite(context.Context) error { return nil }
 
