@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,7 +48,11 @@ const (
 	CodeBadRequest = "400" // the request is malformed or asks for nothing
 	CodeNotFound   = "404" // no row has that id
 	CodeConflict   = "409" // the row was settled before: nothing changed
-	CodeFailed     = "500" // the ledger failed to answer
+	// CodeNotOwner: this run does not own the partition (now): a standby,
+	// or an owner fenced by another that took the partition over. Nothing
+	// changed; ask the owner.
+	CodeNotOwner = "421"
+	CodeFailed   = "500" // the ledger failed to answer
 )
 
 // Address names one run's admin API: the site, stream and durable (a
@@ -56,6 +61,9 @@ type Address struct {
 	Site    string `json:"site"`
 	Stream  string `json:"stream"`
 	Durable string `json:"durable"`
+	// Standby addresses the partition's standbys (Config.Standby) instead
+	// of its owner: their API answers reads of their copies.
+	Standby bool `json:"standby,omitempty"`
 }
 
 // Subject is the subject of endpoint at a.
@@ -68,8 +76,15 @@ func (a Address) group() string {
 	if site == "" {
 		site = NoSite
 	}
-	return strings.Join([]string{SubjectPrefix, site, a.Stream, a.Durable}, ".")
+	g := strings.Join([]string{SubjectPrefix, site, a.Stream, a.Durable}, ".")
+	if a.Standby {
+		g += "." + standbyToken
+	}
+	return g
 }
+
+// standbyToken ends a standby's group: no endpoint's group is named so.
+const standbyToken = "standby"
 
 // Config is what Serve serves.
 type Config struct {
@@ -87,6 +102,11 @@ type Config struct {
 	// read a conflict's messages (conflicts.show). Without it, requeue is
 	// refused and conflicts.show says where the messages are.
 	JetStream jetstream.JetStream
+	// Standby, when set, makes this the API of a standby's copy: served at
+	// the standby address (Address.Standby), it answers reads and refuses
+	// every action (CodeNotOwner) naming the partition's owner, which
+	// Standby says ("" none now).
+	Standby func(ctx context.Context) (owner string, err error)
 	// Canceller cancels outbox rows (outbox.cancel), deleting at the
 	// destination what was sent: the run's dispatcher, whose sink
 	// deletes. Default: rows not yet sent are cancelled, sent ones are
@@ -111,12 +131,13 @@ func (c storeCanceller) CancelAs(ctx context.Context, id string, p ledger.Params
 
 // Server is a run's admin API, served until Stop.
 type Server struct {
-	svc    micro.Service
-	st     *ledger.Store
-	cancel Canceller
-	js     jetstream.JetStream
-	addr   Address
-	log    *slog.Logger
+	svc     micro.Service
+	st      *ledger.Store
+	cancel  Canceller
+	js      jetstream.JetStream
+	standby func(context.Context) (string, error)
+	addr    Address
+	log     *slog.Logger
 }
 
 // Serve starts serving cfg's admin API.
@@ -125,13 +146,18 @@ func Serve(cfg Config) (*Server, error) {
 		return nil, errors.New("admin: Serve needs a connection, a ledger, a stream and a durable")
 	}
 	a := cfg.Address
+	a.Standby = cfg.Standby != nil
+	role := "owner"
+	if a.Standby {
+		role = "standby"
+	}
 	svc, err := micro.AddService(cfg.Conn, micro.Config{Name: ServiceName, Version: APIVersion,
 		Description: "jetledger's admin API of " + a.Stream + "/" + a.Durable,
-		Metadata:    map[string]string{"site": a.Site, "stream": a.Stream, "durable": a.Durable, "version": cfg.Version}})
+		Metadata:    map[string]string{"site": a.Site, "stream": a.Stream, "durable": a.Durable, "role": role, "version": cfg.Version}})
 	if err != nil {
 		return nil, fmt.Errorf("admin: serve %s: %w", a.group(), err)
 	}
-	s := &Server{svc: svc, st: cfg.Store, cancel: cfg.Canceller, js: cfg.JetStream, addr: a, log: cfg.Logger}
+	s := &Server{svc: svc, st: cfg.Store, cancel: cfg.Canceller, js: cfg.JetStream, addr: a, standby: cfg.Standby, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -145,6 +171,9 @@ func Serve(cfg Config) (*Server, error) {
 		at, leaf := g, name
 		if i := strings.LastIndexByte(name, '.'); i >= 0 {
 			at, leaf = g.AddGroup(name[:i]), name[i+1:]
+		}
+		if s.standby != nil && !slices.Contains(Reads, name) {
+			h = s.refuseOnStandby
 		}
 		if err := at.AddEndpoint(leaf, s.handle(h)); err != nil {
 			svc.Stop() //nolint:errcheck // the error that matters is err
@@ -199,6 +228,8 @@ func (s *Server) handle(h func(context.Context, micro.Request) (any, error)) mic
 				code = CodeNotFound
 			case errors.Is(err, ledger.ErrAlreadySettled):
 				code = CodeConflict
+			case errors.Is(err, ledger.ErrNotChangelogOwner) || errors.Is(err, ledger.ErrChangelogCopy):
+				code = CodeNotOwner
 			}
 			req.Error(code, err.Error(), nil) //nolint:errcheck // the client times out
 			return
@@ -234,6 +265,10 @@ func decode(req micro.Request, v any) error {
 
 // Status is the status endpoint's answer.
 type Status struct {
+	// Role is "owner", or "standby" for a standby's copy, whose Owner is
+	// the partition's owner ("" none now).
+	Role      string                  `json:"role"`
+	Owner     string                  `json:"owner,omitempty"`
 	Attention []health.Need           `json:"attention"`
 	Ledger    ledger.Stats            `json:"ledger"`
 	Outbox    map[ledger.Status]int64 `json:"outbox"`
@@ -256,5 +291,27 @@ func (s *Server) status(ctx context.Context, _ micro.Request) (any, error) {
 	if needs == nil {
 		needs = []health.Need{}
 	}
-	return Status{Attention: needs, Ledger: stats, Outbox: counts}, nil
+	out := Status{Role: "owner", Attention: needs, Ledger: stats, Outbox: counts}
+	if s.standby != nil {
+		out.Role = "standby"
+		out.Owner, _ = s.standby(ctx) // "" when it cannot be read: the counts stand
+	}
+	return out, nil
+}
+
+// refuseOnStandby refuses an action asked of a standby's API, naming the
+// owner and where its API is.
+func (s *Server) refuseOnStandby(ctx context.Context, _ micro.Request) (any, error) {
+	owner, err := s.standby(ctx)
+	who := "no run owns the partition now"
+	switch {
+	case err != nil:
+		who = fmt.Sprintf("who owns it could not be read (%v)", err)
+	case owner != "":
+		who = "its owner is " + owner
+	}
+	at := s.addr
+	at.Standby = false
+	return nil, &Error{Code: CodeNotOwner, Err: fmt.Errorf("this is a standby's copy of %s/%s, which takes no action: %s; act through the owner's API at %s",
+		s.addr.Stream, s.addr.Durable, who, at.group())}
 }

@@ -63,6 +63,10 @@ type Config struct {
 	// made on the standby first (upgrade standbys first). It must be
 	// idempotent, as the owner runs it at each start too. Default nil.
 	Schema func(context.Context, *ledger.Store) error
+	// Copy, if set, is told of a standby's copy each time it is opened,
+	// after Schema, and its stop is called before the copy closes: a run
+	// serves reads of it (its admin API). Default nil.
+	Copy func(context.Context, *ledger.Store) (stop func())
 	// Waiting is told each time a host's copy waits, why (an error
 	// wrapping ErrWaiting), and nil once it goes on: for its health and
 	// metrics. Default nil.

@@ -53,7 +53,12 @@ func Standby(ctx context.Context, l *Log, lease *Lease, file string, cfg ledger.
 		if err != nil {
 			return err
 		}
+		stop := func() {}
+		if st != nil && l.cfg.Copy != nil {
+			stop = l.cfg.Copy(ctx, st)
+		}
 		err = follow(ctx, l, lease, st, lag, begin, w)
+		stop()
 		if st != nil {
 			st.Close()
 		}

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/admin"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -230,6 +232,64 @@ func TestPartitionsWithTheAdminToken(t *testing.T) {
 		}
 		return total == 4
 	})
+	run.signal(syscall.SIGTERM)
+	if code := run.wait(30 * time.Second); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, tail(run.output()))
+	}
+}
+
+// Issue 43: run's --operator-token-file and --viewer-token-file. Through
+// the embedded server's port, a viewer reads the run's admin API and its
+// action gets no answer; an operator's action is answered (404: no such
+// conflict, so it reached the API) and it cannot delete the run's durable.
+func TestOperatorAndViewerTokensOfRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, v string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	port := freePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	run := start(t, nil, "run", "--db", filepath.Join(dir, "l.db"), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--embedded-token-file", write("admin", "admin-s3cret\n"), "--operator-token-file", write("operators", "op-1\n"),
+		"--viewer-token-file", write("viewers", "view-1\n"), "--stream", "OPS", "--subjects", "ops.>", "--log-format", "json")
+	addr := admin.Address{Stream: "OPS", Durable: "jetledger"}
+	dial := func(token, inbox string) *nats.Conn {
+		var nc *nats.Conn
+		consumertest.Eventually(t, 30*time.Second, "the embedded server taking "+token, func() bool {
+			var err error
+			nc, err = nats.Connect(url, nats.Token(token), nats.CustomInboxPrefix(inbox), nats.MaxReconnects(0))
+			return err == nil
+		})
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	viewer, operator := dial("view-1", "_INBOX.viewers"), dial("op-1", "_INBOX.operators")
+	var st admin.Status
+	consumertest.Eventually(t, 30*time.Second, "a viewer reading the run's status", func() bool {
+		return callAdmin(viewer, addr, "status", nil, &st, 3*time.Second) == nil
+	})
+	ack := admin.ByID{ID: 404, Who: "ops"}
+	if err := callAdmin(viewer, addr, "conflicts.ack", ack, nil, 3*time.Second); !errors.Is(err, admin.ErrNoRun) {
+		t.Fatalf("a viewer's action: %v, want no answer (its publish is not permitted)", err)
+	}
+	var e *admin.Error
+	if err := callAdmin(operator, addr, "conflicts.ack", ack, nil, 10*time.Second); !errors.As(err, &e) || e.Code != admin.CodeNotFound {
+		t.Fatalf("an operator's action on no conflict: %v, want %s from the API", err, admin.CodeNotFound)
+	}
+	js, err := jetstream.New(operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second) // a refusal is no reply: the wait
+	defer cancel()
+	if err := js.DeleteConsumer(ctx, "OPS", "jetledger"); err == nil {
+		t.Fatal("an operator deleted the run's durable")
+	}
 	run.signal(syscall.SIGTERM)
 	if code := run.wait(30 * time.Second); code != 0 {
 		t.Fatalf("run: exit %d\n%s", code, tail(run.output()))

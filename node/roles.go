@@ -46,7 +46,7 @@ func operatorPermissions() *server.Permissions {
 func viewerPermissions() *server.Permissions {
 	allow := slices.Clone(jsReads)
 	for _, e := range viewerEndpoints {
-		allow = append(allow, adminAPI+".*.*.*."+e)
+		allow = append(allow, adminAPI+".*.*.*."+e, adminAPI+".*.*.*.standby."+e) // an owner's, a standby's
 	}
 	return &server.Permissions{
 		Publish:   &server.SubjectPermission{Allow: allow},

@@ -3,6 +3,8 @@ package service
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +54,24 @@ func TestAnActionThroughTheAdminAPIIsInTheStandbysCopy(t *testing.T) {
 		return count(t, b.cfg.DB, `SELECT count(*) FROM outbox WHERE status = 'failed'`) == 3 &&
 			count(t, b.cfg.DB, `SELECT count(*) FROM jetledger_audit WHERE who = 'ops@example'`) == 3
 	})
+	// The standby answers reads of its copy, and refuses actions naming
+	// the owner.
+	at := admin.Address{Stream: "S", Durable: "d", Standby: true}
+	var st admin.Status
+	consumertest.Eventually(t, time.Minute, "the standby's API saying the 3 rows failed", func() bool {
+		return call(nc, at, "status", nil, &st) == nil && st.Outbox[ledger.StatusFailed] == 3
+	})
+	if st.Role != "standby" || st.Owner != "a" {
+		t.Fatalf("the standby's status: %+v, want role standby, owner a", st)
+	}
+	var e *admin.Error
+	err := call(nc, at, "outbox.retry", admin.Act{Who: "ops", IDs: dry.IDs, Seen: time.Now()}, nil)
+	if !errors.As(err, &e) || e.Code != admin.CodeNotOwner || !strings.Contains(err.Error(), "owner is a") {
+		t.Fatalf("an action asked of the standby: %v, want %s naming the owner a", err, admin.CodeNotOwner)
+	}
+	if n := count(t, b.cfg.DB, `SELECT count(*) FROM outbox WHERE status = 'failed'`); n != 3 {
+		t.Fatalf("the standby's copy after a refused action: %d rows failed, want 3", n)
+	}
 	a.halt()
 	b.halt()
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jetledger/jetledger/admin"
 	"os"
 	"sync"
 	"time"
@@ -230,6 +231,22 @@ func copySchema(cfg Config) func(context.Context, *ledger.Store) error {
 	}
 }
 
+// standbyAPI serves the admin API of a standby's copy while it follows
+// (changelog.Config.Copy): reads of the copy; actions refused, naming the
+// owner, the lease's holder.
+func standbyAPI(cfg Config, js jetstream.JetStream, lease **changelog.Lease) func(context.Context, *ledger.Store) func() {
+	return func(_ context.Context, st *ledger.Store) func() {
+		adm, err := admin.Serve(admin.Config{Conn: js.Conn(), Store: st, JetStream: js, Logger: cfg.Logger, Version: cfg.Stream.Version,
+			Address: admin.Address{Site: cfg.site(), Stream: cfg.Stream.Name, Durable: cfg.Consumer.Durable},
+			Standby: func(ctx context.Context) (string, error) { return (*lease).Holder(ctx) }})
+		if err != nil {
+			cfg.Logger.Warn("the standby's admin API is not served: it follows without it", "err", err)
+			return func() {}
+		}
+		return func() { adm.Stop() } //nolint:errcheck // stopping
+	}
+}
+
 // holding runs f while renewing lease every quarter of its TTL.
 func holding(ctx context.Context, lease *changelog.Lease, f func() error) error {
 	ttl := lease.TTL()
@@ -314,7 +331,8 @@ func openOwned(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream,
 	err := jsretry.Do(ctx, cfg.Logger, "open the changelog and the lease of "+cfg.Consumer.Durable, func(ctx context.Context) error {
 		var err error
 		if log, err = changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: cfg.Consumer.Durable, Replicas: o.Replicas, Logger: cfg.Logger,
-			Acked: ackedAfter(js, cfg.Stream.Name, cfg.Consumer.Durable), Waiting: watch.Waiting, Roles: watch.Roles, Schema: copySchema(cfg)}); err != nil {
+			Acked: ackedAfter(js, cfg.Stream.Name, cfg.Consumer.Durable), Waiting: watch.Waiting, Roles: watch.Roles, Schema: copySchema(cfg),
+			Copy: standbyAPI(cfg, js, &lease)}); err != nil {
 			return err
 		}
 		lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, cfg.Consumer.Durable, o.Name, ttl, o.Replicas, changelog.LeaseLogger(cfg.Logger))

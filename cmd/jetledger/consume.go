@@ -58,7 +58,7 @@ var runNames = service.Names{Program: "run", Settings: map[string]string{
 	"SummaryInterval": "--summary-interval", "MetricsAddr": "--metrics", "MetricsCert": "--metrics-tls-cert", "MetricsKey": "--metrics-tls-key", "Partitions.Count": "--partitions", "Partitions.Key": "--partition-key", "Partitions.Named": "--partition",
 	"NATS": "a server to connect to (--nats, $NATS_URL or a named context)", "NATS.URL": "--nats", "NATS.Token": "--nats-token",
 	"Owner": "--changelog", "Owner.Standby": "--standby",
-	"Node.Listen": "--listen", "Node.StoreDir": "--store-dir", "Node.Token": "--embedded-token", "Node.Publishers.Tokens": "--publisher-token-file",
+	"Node.Listen": "--listen", "Node.StoreDir": "--store-dir", "Node.Token": "--embedded-token", "Node.Publishers.Tokens": "--publisher-token-file", "Node.Operators": "--operator-token-file", "Node.Viewers": "--viewer-token-file",
 	"Node.Publishers.Stream": "--stream", "Node.Publishers.Subjects": "--subjects", "Node.Insecure": "--insecure-listen",
 	"Node.TLS.Cert": "--listen-tls-cert", "Node.TLS.Key": "--listen-tls-key", "Node.TLS.ClientCA": "--listen-tls-client-ca", "Node.SyncInterval": "--sync-interval",
 	"Node.Leaf.URLs": "--hub-url", "Node.Leaf.Domain": "--edge-domain", "Node.Leaf.HubDomain": "--hub-domain", "Node.Leaf.Credentials": "--hub-creds",

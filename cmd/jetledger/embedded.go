@@ -16,6 +16,8 @@ type embeddedFlags struct {
 	EmbeddedToken string            `name:"embedded-token" help:"the admin's token: a client of the embedded server that gives it (--nats-token) may do anything, delete the stream included. Better --embedded-token-file; a command line is seen by every local user"`
 	TokenFile     string            `name:"embedded-token-file" secret:"embedded-token" placeholder:"FILE" help:"read --embedded-token from this file (default under systemd: $CREDENTIALS_DIRECTORY/embedded-token, if there)"`
 	Publishers    kongx.SecretLines `name:"publisher-token-file" placeholder:"FILE" help:"publishers' tokens, one a line: a client giving one may publish to the stream's subjects (--subjects) and read its acks, nothing else"`
+	Operators     kongx.SecretLines `name:"operator-token-file" placeholder:"FILE" help:"operators' tokens, one a line: a client giving one may use the admin API (reads and actions: jetledger outbox, dlq, conflicts through --nats) and read streams and consumers, and delete or purge nothing; its inbox prefix must be _INBOX.operators"`
+	Viewers       kongx.SecretLines `name:"viewer-token-file" placeholder:"FILE" help:"viewers' tokens, one a line: a client giving one may use the admin API's reads and read streams and consumers, nothing else; its inbox prefix must be _INBOX.viewers"`
 	TLSCert       string            `name:"listen-tls-cert" placeholder:"FILE" help:"serve --listen with TLS: the server's certificate (PEM), with --listen-tls-key"`
 	TLSKey        string            `name:"listen-tls-key" placeholder:"FILE" help:"the key of --listen-tls-cert (PEM)"`
 	TLSClientCA   string            `name:"listen-tls-client-ca" placeholder:"FILE" help:"with --listen-tls-cert, ask every client for a certificate this CA signed (PEM)"`
@@ -28,7 +30,7 @@ type embeddedFlags struct {
 // node is the embedded server's config; the service fills in the rest.
 func (e embeddedFlags) node() node.Config {
 	return node.Config{Listen: e.Listen, StoreDir: e.StoreDir, Token: e.EmbeddedToken, SyncInterval: e.SyncInterval.interval,
-		Publishers: node.PublishRole{Tokens: e.Publishers.Values}, Insecure: e.Insecure, Leaf: e.leaf(),
+		Publishers: node.PublishRole{Tokens: e.Publishers.Values}, Operators: e.Operators.Values, Viewers: e.Viewers.Values, Insecure: e.Insecure, Leaf: e.leaf(),
 		TLS: node.TLSConfig{Cert: e.TLSCert, Key: e.TLSKey, ClientCA: e.TLSClientCA}}
 }
 
