@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -44,4 +45,15 @@ func StartScratch(ctx context.Context, name string, cfg Config) (*Scratch, error
 func (s *Scratch) Remove() error {
 	s.Close()
 	return os.RemoveAll(s.Dir)
+}
+
+// Finish stops the node and removes its directory, or with keep leaves
+// the directory and says on report where it is.
+func (s *Scratch) Finish(keep bool, report io.Writer) {
+	if !keep {
+		s.Remove()
+		return
+	}
+	s.Close()
+	fmt.Fprintf(report, "kept %s\n", s.Dir)
 }

@@ -51,7 +51,7 @@ func (c *benchCmd) Run(inv *invocation) error {
 	if err != nil {
 		return err
 	}
-	defer closeScratch(n, c.Keep, inv.stderr)
+	defer n.Finish(c.Keep, inv.stderr)
 	nc, js, err := connect(inv.ctx, natsFlags{URL: n.ClientURL()}, quiet)
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/jetledger/jetledger/internal/demo"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -77,9 +78,9 @@ func TestDemoNarrationAgreesWithTheLedger(t *testing.T) {
 	switch {
 	case events != 500:
 		t.Errorf("the ledger has %d events, want the demo's 500", events)
-	case committed < batch*uint64(demoPlan.BatchSize) || committed > events:
+	case committed < batch*uint64(demo.Plan.BatchSize) || committed > events:
 		t.Errorf("committed %d: want at least batch %d's worth and at most %d", committed, batch, events)
-	case acked > committed-uint64(demoPlan.BatchSize):
+	case acked > committed-uint64(demo.Plan.BatchSize):
 		t.Errorf("acked %d of %d committed: the batch killed in was acked", acked, committed)
 	case unacked != committed-acked:
 		t.Errorf("never acked %d, want committed %d - acked %d", unacked, committed, acked)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"fmt"
-	"io"
 	"time"
 
 	"github.com/alecthomas/kong"
@@ -57,15 +55,4 @@ func (s syncInterval) String() string {
 		return "always"
 	}
 	return s.interval.String()
-}
-
-// closeScratch stops the scratch node demo or bench ran on and removes its
-// directory, or with keep reports where it is.
-func closeScratch(n *node.Scratch, keep bool, report io.Writer) {
-	if !keep {
-		n.Remove()
-		return
-	}
-	n.Close()
-	fmt.Fprintf(report, "kept %s\n", n.Dir)
 }

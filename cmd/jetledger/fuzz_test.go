@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/jetledger/jetledger/internal/demo"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
@@ -34,10 +35,10 @@ func FuzzApplyBinding(f *testing.F) {
 	}
 	f.Cleanup(func() { st.Close() })
 	ctx := context.Background()
-	if _, err := st.DB().ExecContext(ctx, demoSchema); err != nil {
+	if _, err := st.DB().ExecContext(ctx, demo.Schema); err != nil {
 		f.Fatal(err)
 	}
-	h, err := newEventsHandler(ctx, st, "", demoApply)
+	h, err := newEventsHandler(ctx, st, "", demo.Apply)
 	if err != nil {
 		f.Fatal(err)
 	}

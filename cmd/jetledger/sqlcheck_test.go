@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/jetledger/jetledger/internal/demo"
 	"net"
 	"os"
 	"path/filepath"
@@ -100,7 +101,7 @@ func openTestStore(tb testing.TB) *ledger.Store {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { st.Close() })
-	if _, err := st.DB().ExecContext(context.Background(), demoSchema+
+	if _, err := st.DB().ExecContext(context.Background(), demo.Schema+
 		`; CREATE TABLE IF NOT EXISTS seen ("at:dta" TEXT, v TEXT)`); err != nil {
 		tb.Fatal(err)
 	}
