@@ -23,10 +23,12 @@ const ActLimit = 20_000
 type Act struct {
 	IDs    []string      `json:"ids,omitempty"`
 	Status ledger.Status `json:"status,omitempty"`
-	Seen   time.Time     `json:"seen,omitzero"`
-	DryRun bool          `json:"dry_run,omitempty"`
-	Who    string        `json:"who"`
-	Note   string        `json:"note,omitempty"`
+	// Before narrows Status to rows last changed before it.
+	Before time.Time `json:"before,omitzero"`
+	Seen   time.Time `json:"seen,omitzero"`
+	DryRun bool      `json:"dry_run,omitempty"`
+	Who    string    `json:"who"`
+	Note   string    `json:"note,omitempty"`
 	// As and ExternalID: outbox.resolve's outcome, sent (with the
 	// destination's id) or failed.
 	As         ledger.Status `json:"as,omitempty"`
@@ -69,6 +71,8 @@ func (s *Server) act(ctx context.Context, req micro.Request, check func(Act) err
 		return nil, badRequest("neither ids nor a status: an action names its rows, or every row in one status")
 	case len(q.IDs) > 0 && q.Status != "":
 		return nil, badRequest("both ids and a status: give one")
+	case !q.Before.IsZero() && q.Status == "":
+		return nil, badRequest("before without a status: it narrows a status's rows")
 	case !q.DryRun && q.Seen.IsZero():
 		return nil, badRequest("no seen: an action acts on rows as the caller saw them; ask a dry run first, and give its seen")
 	}
@@ -86,6 +90,9 @@ func (s *Server) act(ctx context.Context, req micro.Request, check func(Act) err
 		for _, it := range items {
 			if !q.DryRun && it.UpdatedAt.UnixMilli() >= q.Seen.UnixMilli() {
 				continue // in the status now, not when seen: the caller did not count it
+			}
+			if !q.Before.IsZero() && !it.UpdatedAt.Before(q.Before) {
+				continue
 			}
 			ids = append(ids, it.ID)
 		}

@@ -1,10 +1,13 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -45,4 +48,47 @@ func Call(ctx context.Context, nc *nats.Conn, a Address, endpoint string, req, r
 		return fmt.Errorf("admin: the answer of %s is not the JSON expected: %w", subject, err)
 	}
 	return nil
+}
+
+// Found is a run's admin API that Discover found.
+type Found struct {
+	Address
+	Role    string `json:"role"` // owner, or standby
+	Version string `json:"version,omitempty"`
+	ID      string `json:"id"` // the micro service's
+}
+
+// Discover asks every run's admin API reachable through nc (across leaf
+// links too) to say where it is (micro's $SRV.INFO), gathering the answers
+// for wait: owners' and standbys', sorted by site, stream and durable.
+func Discover(ctx context.Context, nc *nats.Conn, wait time.Duration) ([]Found, error) {
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, fmt.Errorf("admin: discover: %w", err)
+	}
+	defer sub.Unsubscribe() //nolint:errcheck // done
+	if err := nc.PublishRequest("$SRV.INFO."+ServiceName, inbox, nil); err != nil {
+		return nil, fmt.Errorf("admin: discover: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	var out []Found
+	for {
+		msg, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			break // the wait is over
+		}
+		var info micro.Info
+		if json.Unmarshal(msg.Data, &info) != nil {
+			continue
+		}
+		m := info.Metadata
+		out = append(out, Found{Address: Address{Site: m["site"], Stream: m["stream"], Durable: m["durable"], Standby: m["role"] == "standby"},
+			Role: cmp.Or(m["role"], "owner"), Version: m["version"], ID: info.ID})
+	}
+	slices.SortFunc(out, func(a, b Found) int {
+		return cmp.Or(cmp.Compare(a.Site, b.Site), cmp.Compare(a.Stream, b.Stream), cmp.Compare(a.Durable, b.Durable), cmp.Compare(a.Role, b.Role))
+	})
+	return out, nil
 }

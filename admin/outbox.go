@@ -106,11 +106,17 @@ func (s *Server) outboxShow(ctx context.Context, req micro.Request) (any, error)
 	if q.ID == "" {
 		return nil, badRequest("no id: outbox.show takes {\"id\": \"<the row's id>\"}")
 	}
-	it, err := s.st.Get(ctx, q.ID)
+	return ShowRow(ctx, s.st, q.ID)
+}
+
+// ShowRow is outbox row id of st as outbox.show answers it: its payload
+// decoded, and what people did to it.
+func ShowRow(ctx context.Context, st *ledger.Store, id string) (Row, error) {
+	it, err := st.Get(ctx, id)
 	if err != nil {
-		return nil, err
+		return Row{}, err
 	}
 	r := rowOf(it, true)
-	r.History, err = s.st.AuditOf(ctx, q.ID)
+	r.History, err = st.AuditOf(ctx, id)
 	return r, err
 }

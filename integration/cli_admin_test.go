@@ -1,0 +1,69 @@
+package integration
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
+)
+
+// Issue 43: `jetledger outbox … --nats` acts through the running owner's
+// admin API, the file never opened: list, show (payload decoded, history),
+// and a bulk resolve by status (the count first, done only with --all,
+// recorded with --who). Bad input changes nothing: an unknown id, and a
+// server where no run answers (named).
+func TestTheOutboxCommandsGoThroughTheAdminAPI(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, time.Minute)
+	dest := webhooktest.NewDestination(t, false)
+	dest.FailWith(http.StatusInternalServerError)
+	w.publish([]event{{ID: "e1", Account: "a", Amount: 5}, {ID: "e2", Account: "b", Amount: 7}, {ID: "e3", Account: "c", Amount: 9}})
+	run := w.runConsumer(nil, webhookArgs(dest)...)
+	db := w.ledgerDB()
+	consumertest.Eventually(t, time.Minute, "3 rows in review", func() bool {
+		return count(t, db, `SELECT count(*) FROM outbox WHERE status = 'review'`) == 3
+	})
+	url := w.srv.ClientURL()
+	out, code := cli(t, "outbox", "review", "--nats", url, "--json")
+	var listed []map[string]any
+	if code != 0 || json.Unmarshal([]byte(out[strings.Index(out, "["):]), &listed) != nil || len(listed) != 3 {
+		t.Fatalf("outbox review --nats: exit %d\n%s", code, out)
+	}
+	id := listed[0]["id"].(string)
+	if out, code := cli(t, "outbox", "resolve", "--nats", url, "--status", "review", "--as", "failed"); code != 0 ||
+		!strings.Contains(out, "3 rows to resolve in status review") || !strings.Contains(out, "--all") {
+		t.Fatalf("a bulk resolve without --all: exit %d\n%s", code, out)
+	}
+	if n := count(t, db, `SELECT count(*) FROM outbox WHERE status = 'review'`); n != 3 {
+		t.Fatalf("a resolve without --all changed rows: %d in review", n)
+	}
+	out, code = cli(t, "outbox", "resolve", "--nats", url, "--status", "review", "--as", "failed", "--all", "--who", "ops@example", "--note", "provider says no")
+	if code != 0 || !strings.Contains(out, "3 done, 0 skipped") {
+		t.Fatalf("the bulk resolve: exit %d\n%s", code, out)
+	}
+	if n := count(t, db, `SELECT count(*) FROM jetledger_audit WHERE who = 'ops@example' AND note = 'provider says no'`); n != 3 {
+		t.Fatalf("%d records of the resolve, want 3", n)
+	}
+	out, code = cli(t, "outbox", "show", id, "--nats", url)
+	if code != 0 || !strings.Contains(out, `"account"`) || !strings.Contains(out, `"who": "ops@example"`) {
+		t.Fatalf("outbox show --nats: exit %d\n%s", code, out)
+	}
+	if out, code := cli(t, "outbox", "retry", "nope", "--nats", url); code != 1 || !strings.Contains(out, "skipped nope") {
+		t.Fatalf("a retry of an unknown id: exit %d\n%s", code, out)
+	}
+	run.signal(syscall.SIGTERM)
+	if code := run.wait(30 * time.Second); code != 0 {
+		t.Fatalf("run exited %d", code)
+	}
+	if out, code := cli(t, "outbox", "show", id, "--db", w.db); code != 0 || !strings.Contains(out, `"who": "ops@example"`) {
+		t.Fatalf("outbox show --db of the stopped ledger: exit %d\n%s", code, out)
+	}
+	if out, code := cli(t, "outbox", "list", "--nats", url); code != 1 || !strings.Contains(out, url) {
+		t.Fatalf("a server where no run answers: exit %d\n%s", code, out)
+	}
+}
