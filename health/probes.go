@@ -90,7 +90,7 @@ var _ AttentionReader = (*ledger.Store)(nil)
 var LedgerDo = map[string]string{
 	ledger.AttentionReview:     "jetledger outbox list --status review; then outbox resolve, retry or cancel",
 	ledger.AttentionDeadLetter: "jetledger dlq list; then dlq requeue or discard",
-	ledger.AttentionConflict:   "jetledger ledger conflicts; settle each with its sender",
+	ledger.AttentionConflict:   "jetledger conflicts list; settle each with its sender, then jetledger conflicts ack ID --note HOW",
 	ledger.AttentionNearCap:    "the ledger is near --db-max-size, where every commit fails: jetledger ledger prune, or raise the cap",
 }
 

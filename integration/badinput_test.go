@@ -61,14 +61,15 @@ func TestBadInputDeadLettersAndConflicts(t *testing.T) {
 	out, code := cli(t, "ledger", "conflicts", "--db", w.db, "--json")
 	var listed []struct {
 		MessageID      string `json:"message_id"`
-		ExistingSHA256 []byte `json:"existing_sha256"`
-		NewSHA256      []byte `json:"new_sha256"`
+		ExistingSHA256 string `json:"existing_sha256"` // hex, as the table says it
+		NewSHA256      string `json:"new_sha256"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 1 || listed[0].MessageID != "g1" ||
-		len(listed[0].ExistingSHA256) != 32 || len(listed[0].NewSHA256) != 32 {
+		len(listed[0].ExistingSHA256) != 64 || len(listed[0].NewSHA256) != 64 {
 		t.Fatalf("ledger conflicts: exit %d\n%s", code, out)
 	}
-	if out, code := cli(t, "ledger", "conflicts", "--db", w.db); code != 0 || !strings.Contains(out, "g1") || !strings.Contains(out, "NEW SHA256") {
+	if out, code := cli(t, "ledger", "conflicts", "--db", w.db); code != 0 || !strings.Contains(out, "g1") || !strings.Contains(out, "NEW SHA256") ||
+		!strings.Contains(out, listed[0].NewSHA256[:16]) {
 		t.Fatalf("ledger conflicts: exit %d\n%s", code, out)
 	}
 	totals := p.stopped()

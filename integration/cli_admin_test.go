@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"syscall"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
+	"github.com/jetledger/jetledger/publisher"
 )
 
 // Issue 43: `jetledger outbox … --nats` acts through the running owner's
@@ -65,5 +68,61 @@ func TestTheOutboxCommandsGoThroughTheAdminAPI(t *testing.T) {
 	}
 	if out, code := cli(t, "outbox", "list", "--nats", url); code != 1 || !strings.Contains(out, url) {
 		t.Fatalf("a server where no run answers: exit %d\n%s", code, out)
+	}
+}
+
+// Issue 43: dead letters and conflicts settled through the running run's
+// API from the command line: listed, shown (the conflict's two payloads
+// read from the stream, hashes in hex as in the table), acknowledged and
+// discarded with a note, each recorded; from --db once the run stopped.
+func TestDeadLettersAndConflictsGoThroughTheAdminAPI(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, 100*time.Millisecond)
+	ctx := context.Background()
+	w.publish([]event{{ID: "g1", Account: "a", Amount: 10}})
+	if _, err := w.pub.Publish(ctx, publisher.Message{Subject: subject, ID: "bad-json", Data: []byte(`{"account": "a", amount: 1`)}); err != nil {
+		t.Fatal(err)
+	}
+	consumertest.Eventually(t, 10*time.Second, "duplicate window to pass", func() bool {
+		a, err := w.pub.Publish(ctx, publisher.Message{Subject: subject, ID: "g1", Data: []byte(`{"account":"a","amount":999}`)})
+		return err == nil && !a.Duplicate
+	})
+	run := w.runConsumer(nil)
+	db := w.ledgerDB()
+	consumertest.Eventually(t, time.Minute, "a dead letter and a conflict", func() bool {
+		return count(t, db, `SELECT count(*) FROM dead_letters`) == 1 && count(t, db, `SELECT count(*) FROM conflicts`) == 1
+	})
+	url := w.srv.ClientURL()
+	if out, code := cli(t, "dlq", "list", "--nats", url); code != 0 || !strings.Contains(out, "bad-json") {
+		t.Fatalf("dlq list --nats: exit %d\n%s", code, out)
+	}
+	dl, cf := fmt.Sprint(count(t, db, `SELECT id FROM dead_letters`)), fmt.Sprint(count(t, db, `SELECT id FROM conflicts`))
+	if out, code := cli(t, "dlq", "show", dl, "--nats", url); code != 0 || !strings.Contains(out, "not valid JSON") {
+		t.Fatalf("dlq show --nats: exit %d\n%s", code, out)
+	}
+	out, code := cli(t, "conflicts", "show", cf, "--nats", url)
+	if code != 0 || !strings.Contains(out, `"amount": 10`) || !strings.Contains(out, `"amount": 999`) {
+		t.Fatalf("conflicts show --nats: both payloads wanted, exit %d\n%s", code, out)
+	}
+	if out, code := cli(t, "conflicts", "ack", cf, "--nats", url); code != 2 || !strings.Contains(out, "--note") {
+		t.Fatalf("conflicts ack without --note: exit %d\n%s", code, out)
+	}
+	for _, args := range [][]string{{"conflicts", "ack", cf, "--note", "sender reused the id"}, {"dlq", "discard", dl, "--note", "a test message"}} {
+		if out, code := cli(t, append(args, "--nats", url, "--who", "ops@example")...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s", args, code, out)
+		}
+	}
+	if n := count(t, db, `SELECT count(*) FROM jetledger_audit WHERE who = 'ops@example'`); n != 2 {
+		t.Fatalf("%d records of the two actions, want 2", n)
+	}
+	if out, code := cli(t, "conflicts", "ack", cf, "--nats", url, "--note", "again"); code != 1 || !strings.Contains(out, "acknowledged before") {
+		t.Fatalf("a second ack: exit %d\n%s", code, out)
+	}
+	run.signal(syscall.SIGTERM)
+	if code := run.wait(30 * time.Second); code != 0 {
+		t.Fatalf("run exited %d", code)
+	}
+	if out, code := cli(t, "conflicts", "list", "--db", w.db); code != 0 || !strings.Contains(out, "ops@example") {
+		t.Fatalf("conflicts list --db: exit %d\n%s", code, out)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -109,14 +110,29 @@ type ConflictRecord struct {
 	Stream         string    `json:"stream"`
 	Sequence       uint64    `json:"stream_seq"`
 	Subject        string    `json:"subject"`
-	ExistingSHA256 []byte    `json:"existing_sha256"` // of the applied payload
-	NewSHA256      []byte    `json:"new_sha256"`      // of the payload that reused the id
+	ExistingSHA256 SHA256    `json:"existing_sha256"` // of the applied payload
+	NewSHA256      SHA256    `json:"new_sha256"`      // of the payload that reused the id
 	SeenAt         time.Time `json:"seen_at"`
 	// Acknowledged is when a person acknowledged it (AcknowledgeConflict),
 	// zero while it needs attention; By and Note say who and how.
 	Acknowledged time.Time `json:"acknowledged,omitzero"`
 	By           string    `json:"acknowledged_by,omitempty"`
 	Note         string    `json:"note,omitempty"`
+}
+
+// SHA256 is a payload's hash, said in hex everywhere (JSON and tables).
+type SHA256 []byte
+
+func (h SHA256) String() string { return hex.EncodeToString(h) }
+
+// MarshalText says h in hex.
+func (h SHA256) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
+
+// UnmarshalText reads h from hex.
+func (h *SHA256) UnmarshalText(b []byte) error {
+	v, err := hex.DecodeString(string(b))
+	*h = v
+	return err
 }
 
 // Conflicts lists recorded conflicts, oldest first, at most limit (0: all).

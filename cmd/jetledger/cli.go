@@ -27,6 +27,7 @@ type cli struct {
 	Outbox       outboxCmd       `cmd:"" help:"inspect and operate the outbox: list, review, cancel, resolve, retry"`
 	Ledger       ledgerCmd       `cmd:"" help:"inspect the ledger: stats, conflicts, prune, backup"`
 	DLQ          dlqCmd          `cmd:"" name:"dlq" help:"dead letters: list, show, requeue with the original id, discard"`
+	Conflicts    conflictsCmd    `cmd:"" help:"ids reused with another payload: list, show, acknowledge"`
 	Status       statusCmd       `cmd:"" help:"one screen: stream, consumer vs plan, ledger, outbox, dead letters, conflicts"`
 	Fleet        fleetCmd        `cmd:"" help:"at the hub: every edge site's state, worst first; exit 1 when any needs a person"`
 	Hub          hubCmd          `cmd:"" help:"at the hub: set up what an edge site needs there (the status bucket, its effects source); idempotent"`
@@ -53,6 +54,7 @@ Exit codes: 0 ok, 1 runtime failure, 2 bad usage.`
 // flagGroups order the flags of a long --help by what they are about.
 var flagGroups = []kong.Group{
 	{Key: "nats", Title: "NATS connection:"},
+	{Key: "api", Title: "Through the admin API of the run that owns the ledger (with --nats or --context):"},
 	{Key: "embedded", Title: "Embedded server (without --nats):"},
 	{Key: "edge", Title: "Edge (the embedded server as a leaf node of a hub):"},
 	{Key: "partitions", Title: "Partitions (scale out: a ledger and a durable per partition):"},

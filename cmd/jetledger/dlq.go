@@ -1,13 +1,18 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/jetledger/jetledger/admin"
 	"github.com/jetledger/jetledger/consumer/requeue"
+	"github.com/jetledger/jetledger/internal/adminctl"
+	"github.com/jetledger/jetledger/internal/table"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go"
 )
 
 // dlqCmd is `jetledger dlq`: operate the dead letters.
@@ -40,23 +45,40 @@ func (d dlqID) withStore(q *dlqCmd, f func(*ledger.Store) error) error {
 }
 
 type dlqListCmd struct {
+	apiFlags
 	limitFlag
 }
 
 func (c *dlqListCmd) Run(inv *invocation, q *dlqCmd) error {
-	fetch := func(st *ledger.Store) ([]ledger.DeadLetter, error) { return st.DeadLetters(inv.ctx, c.Limit) }
-	return listRows(inv, q.dbFlag, q.JSON, ledger.Listing{Limit: c.Limit}, fetch, []string{"ID", "MESSAGE ID", "STREAM", "SEQ", "SUBJECT", "DELIVERIES", "WHEN", "REASON"},
-		func(d ledger.DeadLetter) []string {
-			return []string{fmt.Sprint(d.ID), d.MessageID, d.Stream, fmt.Sprint(d.Sequence), d.Subject,
-				fmt.Sprint(d.Deliveries), d.CreatedAt.Format(time.RFC3339), d.Reason}
+	header := []string{"ID", "MESSAGE ID", "STREAM", "SEQ", "SUBJECT", "DELIVERIES", "WHEN", "REASON"}
+	row := func(d ledger.DeadLetter) []string {
+		return []string{fmt.Sprint(d.ID), d.MessageID, d.Stream, fmt.Sprint(d.Sequence), d.Subject,
+			fmt.Sprint(d.Deliveries), d.CreatedAt.Format(time.RFC3339), d.Reason}
+	}
+	if c.remote() {
+		return c.with(inv, func(nc *nats.Conn, addr admin.Address) error {
+			var dls admin.DeadLetters
+			if err := admin.Call(inv.ctx, nc, addr, "dlq.list", nil, &dls); err != nil {
+				return err
+			}
+			return table.Print(inv.stdout, q.JSON, dls.DeadLetters, header, row)
 		})
+	}
+	fetch := func(st *ledger.Store) ([]ledger.DeadLetter, error) { return st.DeadLetters(inv.ctx, c.Limit) }
+	return listRows(inv, q.dbFlag, q.JSON, ledger.Listing{Limit: c.Limit}, fetch, header, row)
 }
 
 type dlqShowCmd struct {
+	apiFlags
 	dlqID
 }
 
 func (c *dlqShowCmd) Run(inv *invocation, q *dlqCmd) error {
+	if c.remote() {
+		return c.with(inv, func(nc *nats.Conn, addr admin.Address) error {
+			return adminctl.Show(inv.ctx, nc, addr, "dlq.show", admin.ByID{ID: c.ID}, inv.stdout)
+		})
+	}
 	return c.dlqID.withStore(q, func(st *ledger.Store) error {
 		d, err := st.DeadLetter(inv.ctx, c.ID)
 		if err != nil {
@@ -72,10 +94,17 @@ func (c *dlqShowCmd) Run(inv *invocation, q *dlqCmd) error {
 }
 
 type dlqDiscardCmd struct {
+	apiFlags
 	dlqID
+	Note string `name:"note" group:"api" help:"with --nats: why, recorded with the action"`
 }
 
 func (c *dlqDiscardCmd) Run(inv *invocation, q *dlqCmd) error {
+	if c.remote() {
+		return c.with(inv, func(nc *nats.Conn, addr admin.Address) error {
+			return admin.Call(inv.ctx, nc, addr, "dlq.discard", admin.ByID{ID: c.ID, Who: cmp.Or(c.Who, adminctl.Who()), Note: c.Note}, nil)
+		})
+	}
 	return c.dlqID.withStore(q, func(st *ledger.Store) error {
 		if err := st.DiscardDeadLetter(inv.ctx, c.ID); err != nil {
 			return err
