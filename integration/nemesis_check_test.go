@@ -35,6 +35,7 @@ type nemModel struct {
 	ackEpoch   map[string]int      // epochs when the id's last new copy was acked
 	resolvedAs map[string]string   // outbox row → "sent"/"failed" by an operator
 	cancelled  map[string]bool     // outbox rows an operator cancelled
+	apiActs    map[string][2]int   // actions through the API, by who: the fewest and most rows each changed
 	violations []string
 }
 
@@ -42,7 +43,7 @@ func newNemModel() *nemModel {
 	return &nemModel{evs: map[string]event{}, acked: map[string]bool{}, uncertain: map[string]bool{}, copies: map[string][]uint64{},
 		conflicts: map[string][]uint64{}, bad: map[string]bool{}, discarded: map[string]bool{}, discSeq: map[uint64]bool{},
 		gone: map[string]bool{}, goneSeq: map[uint64]bool{}, epochs: map[string]int{}, ackEpoch: map[string]int{}, resolvedAs: map[string]string{},
-		cancelled: map[string]bool{}}
+		cancelled: map[string]bool{}, apiActs: map[string][2]int{}}
 }
 
 func (m *nemModel) violate(format string, args ...any) {
@@ -90,6 +91,7 @@ func nemCheck(w *nemWorld) {
 	if f := nemTopologies[w.topo].check; f != nil {
 		f(w)
 	}
+	nemCheckActions(w)
 	m := w.m
 	var (
 		applied                  map[string]bool

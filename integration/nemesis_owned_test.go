@@ -172,8 +172,9 @@ func init() {
 		// Left out: the fault points and the pause act on w.run, which may
 		// own nothing (okill and omidsend pick the owner); --batch and
 		// --deadline changed on one host alone are another lease TTL,
-		// refused by design; the operator actions write the ledger and
-		// are refused on an owned one (ledger.ErrChangelogCopy); the
+		// refused by design; the operator actions with --db write the
+		// ledger and are refused on an owned one (ledger.ErrChangelogCopy),
+		// and are taken through the owner's admin API instead (nemAPI); the
 		// stream made again stops both hosts (not modelled here).
 		without: map[nemKind]bool{nemKill: true, nemKillCommit: true, nemMidSend: true, nemFlags: true, nemPrune: true,
 			nemReplay: true, nemRequeue: true, nemDiscard: true, nemResolve: true, nemCancel: true, nemRetry: true, nemRecreate: true},

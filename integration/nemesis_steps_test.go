@@ -84,15 +84,17 @@ func (w *nemWorld) do(st nemStep) {
 	case nemPurge:
 		w.purge(st.Arg)
 	case nemRequeue:
-		w.dlq(nemRequeue)
+		w.dlq(nemRequeue, false)
 	case nemDiscard:
-		w.dlq(nemDiscard)
+		w.dlq(nemDiscard, false)
 	case nemResolve:
-		w.resolve()
+		w.resolve(false)
 	case nemCancel:
-		w.cancel()
+		w.cancel(false)
 	case nemRetry:
-		w.retry()
+		w.retry(false)
+	case nemAPI:
+		w.api(st.Arg)
 	case nemHandover:
 		w.handover()
 	default:
@@ -376,7 +378,7 @@ func (w *nemWorld) handledFloor() uint64 {
 
 // dlq requeues or discards a dead letter. A requeue inside the duplicate
 // window is refused (exit 1, README); one without an id is not requeued.
-func (w *nemWorld) dlq(kind nemKind) {
+func (w *nemWorld) dlq(kind nemKind, api bool) {
 	type dl struct {
 		id  int64
 		msg string
@@ -410,7 +412,7 @@ func (w *nemWorld) dlq(kind nemKind) {
 		w.operator(kind, true, "dlq", "requeue", strconv.FormatInt(d.id, 10), "--db", d.db, "--nats", w.url())
 		return
 	}
-	if w.operator(kind, false, "dlq", "discard", strconv.FormatInt(d.id, 10), "--db", d.db) {
+	if w.operatorOn(kind, api, false, d.db, "dlq", "discard", strconv.FormatInt(d.id, 10)) {
 		w.m.mu.Lock()
 		if d.msg != "" {
 			w.m.discarded[d.msg] = true
@@ -440,7 +442,7 @@ func (w *nemWorld) rowsIn(status string) []nemRow {
 
 // resolve settles a review row as a person would after checking the
 // destination for its key.
-func (w *nemWorld) resolve() {
+func (w *nemWorld) resolve(api bool) {
 	rows := w.rowsIn("review")
 	j := pick(w.rng.IntN(1000), len(rows))
 	if j < 0 {
@@ -448,15 +450,15 @@ func (w *nemWorld) resolve() {
 		return
 	}
 	r := rows[j]
-	args := []string{"outbox", "resolve", r.ID, "--db", r.db, "--as", "failed"}
+	args := []string{"outbox", "resolve", r.ID, "--as", "failed"}
 	as := "failed"
 	for _, it := range w.items() {
 		if it.Key == r.ID {
-			args = []string{"outbox", "resolve", r.ID, "--db", r.db, "--as", "sent", "--external-id", it.ExternalID}
+			args = []string{"outbox", "resolve", r.ID, "--as", "sent", "--external-id", it.ExternalID}
 			as = "sent"
 		}
 	}
-	if w.operator(nemResolve, true, args...) {
+	if w.operatorOn(nemResolve, api, true, r.db, args...) {
 		w.m.mu.Lock()
 		w.m.resolvedAs[r.ID] = as
 		w.m.mu.Unlock()
@@ -464,7 +466,7 @@ func (w *nemWorld) resolve() {
 }
 
 // cancel cancels a sent row: the item must go from the destination.
-func (w *nemWorld) cancel() {
+func (w *nemWorld) cancel(api bool) {
 	rows := w.rowsIn("sent")
 	j := pick(w.rng.IntN(1000), len(rows))
 	if j < 0 {
@@ -472,22 +474,25 @@ func (w *nemWorld) cancel() {
 		return
 	}
 	r := rows[j]
-	if w.operator(nemCancel, true, "outbox", "cancel", r.ID, "--db", r.db, "--webhook-delete-url", w.dest.DeleteURL(),
-		"--webhook-lookup-url", w.dest.LookupURL(), "--webhook-timeout", "1s") {
+	args := []string{"outbox", "cancel", r.ID}
+	if !api { // through the API, the run's own sink deletes
+		args = append(args, "--webhook-delete-url", w.dest.DeleteURL(), "--webhook-lookup-url", w.dest.LookupURL(), "--webhook-timeout", "1s")
+	}
+	if w.operatorOn(nemCancel, api, true, r.db, args...) {
 		w.m.mu.Lock()
 		w.m.cancelled[r.ID] = true
 		w.m.mu.Unlock()
 	}
 }
 
-func (w *nemWorld) retry() {
+func (w *nemWorld) retry(api bool) {
 	rows := w.rowsIn("failed")
 	j := pick(w.rng.IntN(1000), len(rows))
 	if j < 0 {
 		w.stats.NoTarget["retry"]++
 		return
 	}
-	if w.operator(nemRetry, true, "outbox", "retry", rows[j].ID, "--db", rows[j].db) {
+	if w.operatorOn(nemRetry, api, true, rows[j].db, "outbox", "retry", rows[j].ID) {
 		w.m.mu.Lock()
 		delete(w.m.resolvedAs, rows[j].ID)
 		w.m.mu.Unlock()
