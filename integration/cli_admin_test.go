@@ -126,3 +126,32 @@ func TestDeadLettersAndConflictsGoThroughTheAdminAPI(t *testing.T) {
 		t.Fatalf("conflicts list --db: exit %d\n%s", code, out)
 	}
 }
+
+// Issue 43: a ledger records the server its run used, and status and
+// ledger prune ask that one when --nats is not given (run listens on a
+// port of its own here, not 127.0.0.1:4222); a stream that is not there
+// is said naming the server asked.
+func TestCommandsAskTheServerTheLedgerRecords(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := dir + "/l.db"
+	url := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+	run := start(t, nil, "run", "--db", db, "--listen", strings.TrimPrefix(url, "nats://"), "--stream", "REC", "--subjects", "rec.>", "--log-format", "json")
+	consumertest.Eventually(t, 30*time.Second, "the server recorded in the ledger", func() bool {
+		out, code := cli(t, "ledger", "stats", "--db", db, "--json")
+		return code == 0 && strings.Contains(out, `"server_url": "`+url+`"`)
+	})
+	if out, code := cli(t, "status", "--db", db); code != 0 || !strings.Contains(out, "REC") {
+		t.Fatalf("status without --nats: exit %d\n%s", code, out)
+	}
+	if out, code := cli(t, "ledger", "prune", "--db", db); code != 0 {
+		t.Fatalf("ledger prune without --nats: exit %d\n%s", code, out)
+	}
+	if out, code := cli(t, "status", "--db", db, "--stream", "NOPE"); code != 1 || !strings.Contains(out, url) {
+		t.Fatalf("status of a stream not there: exit %d, want 1 naming %s\n%s", code, url, out)
+	}
+	run.signal(syscall.SIGTERM)
+	if code := run.wait(30 * time.Second); code != 0 {
+		t.Fatalf("run exited %d", code)
+	}
+}

@@ -19,6 +19,9 @@ type Consumer struct {
 	StreamInstance string    `json:"stream_instance,omitempty"`
 	FirstSeen      time.Time `json:"first_seen"`
 	LastSeen       time.Time `json:"last_seen"`
+	// ServerURL is the NATS server the run last reached the stream
+	// through (RecordServer), without credentials; empty when not known.
+	ServerURL string `json:"server_url,omitempty"`
 }
 
 // RememberConsumer records that this database serves durable on stream, so
@@ -46,12 +49,12 @@ func (s *Store) RememberConsumer(ctx context.Context, stream, durable, instance 
 
 // Consumers returns the recorded consumers, the one seen last first.
 func (s *Store) Consumers(ctx context.Context) ([]Consumer, error) {
-	rows, err := s.reader.QueryContext(ctx, `SELECT stream, durable, coalesce(stream_instance, ''), first_seen, last_seen
+	rows, err := s.reader.QueryContext(ctx, `SELECT stream, durable, coalesce(stream_instance, ''), first_seen, last_seen, coalesce(server_url, '')
 		FROM jetledger_consumers ORDER BY last_seen DESC, stream, durable`)
 	return collect("consumers", rows, err, func(sc scanner) (Consumer, error) {
 		var c Consumer
 		var first, last int64
-		err := sc.Scan(&c.Stream, &c.Durable, &c.StreamInstance, &first, &last)
+		err := sc.Scan(&c.Stream, &c.Durable, &c.StreamInstance, &first, &last, &c.ServerURL)
 		c.FirstSeen, c.LastSeen = time.UnixMilli(first), time.UnixMilli(last)
 		return c, err
 	})
@@ -69,6 +72,18 @@ func (s *Store) ForgetConsumer(ctx context.Context, stream, durable string, a *A
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		return fmt.Errorf("%w: consumer %s/%s was never recorded in this ledger", ErrNotFound, stream, durable)
+	}
+	return nil
+}
+
+// RecordServer records url as the NATS server through which stream's
+// durable is served (Consumer.ServerURL), for the commands that pair
+// the ledger with a server later. Give it without credentials. The pair
+// must be remembered first (RememberConsumer).
+func (s *Store) RecordServer(ctx context.Context, stream, durable, url string) error {
+	if _, err := s.writeExec(ctx, `UPDATE jetledger_consumers SET server_url = ? WHERE stream = ? AND durable = ? AND coalesce(server_url, '') <> ?`,
+		url, stream, durable, url); err != nil {
+		return fmt.Errorf("ledger: record the server of %s/%s: %w", stream, durable, interpret(err))
 	}
 	return nil
 }

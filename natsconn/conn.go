@@ -205,7 +205,15 @@ func JetStream(nc *nats.Conn, cfg Config) (jetstream.JetStream, error) {
 // RedactURL hides the user information (a password, or a token in the
 // user's place) in a comma-separated list of server URLs: $NATS_URL and
 // contexts may carry it.
-func RedactURL(list string) string {
+func RedactURL(list string) string { return withoutUser(list, "xxxxx") }
+
+// BareURL is list without its user information: the servers alone, to
+// record and connect to again with credentials given apart.
+func BareURL(list string) string { return withoutUser(list, "") }
+
+// withoutUser puts as (none if empty) in place of each URL's user
+// information.
+func withoutUser(list, as string) string {
 	parts := strings.Split(list, ",")
 	for i, p := range parts {
 		p = strings.TrimSpace(p)
@@ -216,9 +224,12 @@ func RedactURL(list string) string {
 		u, err := neturl.Parse(p)
 		switch {
 		case err != nil && strings.Contains(p, "@"):
-			parts[i] = "xxxxx@" + p[strings.LastIndex(p, "@")+1:]
+			parts[i] = strings.TrimPrefix(as+"@", "@") + p[strings.LastIndex(p, "@")+1:]
 		case err == nil && u.User != nil:
-			u.User = neturl.User("xxxxx")
+			u.User = nil
+			if as != "" {
+				u.User = neturl.User(as)
+			}
 			parts[i] = u.String()
 			if bare {
 				parts[i] = strings.TrimPrefix(parts[i], "nats://")

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"strings"
 
 	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/partition"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -199,3 +201,30 @@ func (e *AmbiguousError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrAmbiguous) hold.
 func (e *AmbiguousError) Unwrap() error { return ErrAmbiguous }
+
+// RecordedServer is the NATS server the ledger at path records for the
+// consumer w names, else the one it reached last (ledger.Consumer.
+// ServerURL); a partitioned run's first partition's ledger is read when
+// path is not there. "" when none is recorded or nothing can be read.
+func RecordedServer(ctx context.Context, path string, w Want) string {
+	if _, err := os.Stat(path); err != nil {
+		path = partition.Ledger(path, 0)
+	}
+	if _, err := os.Stat(path); err != nil {
+		return ""
+	}
+	st, err := ledger.OpenExisting(path, ledger.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		return ""
+	}
+	defer st.Close()
+	all, _ := st.Consumers(ctx) // the one seen last first
+	last := ""
+	for _, c := range all {
+		if (w.Stream == "" || c.Stream == w.Stream) && (w.Durable == "" || c.Durable == w.Durable) && c.ServerURL != "" {
+			return c.ServerURL
+		}
+		last = cmp.Or(last, c.ServerURL)
+	}
+	return last // another consumer's: the server this ledger's run used last
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"github.com/jetledger/jetledger/admin"
+	"github.com/jetledger/jetledger/natsconn"
 	"sync"
 
 	"github.com/jetledger/jetledger/consumer"
@@ -148,6 +149,11 @@ func (s *Service) remember(ctx context.Context) error {
 	if err := s.st.RememberConsumer(ctx, name, durable, consumer.StreamInstance(name, s.info.Created)); err != nil {
 		return err
 	}
+	if url := s.serverURL(); url != "" {
+		if err := s.st.RecordServer(ctx, name, durable, url); err != nil {
+			return err
+		}
+	}
 	all, err := s.st.Consumers(ctx)
 	if err != nil {
 		return err
@@ -163,6 +169,21 @@ func (s *Service) remember(ctx context.Context) error {
 			"stream", name, "durable", durable, "others", others)
 	}
 	return nil
+}
+
+// serverURL is where clients reach the run's stream, as the ledger
+// records it (without credentials): the servers given, or the embedded
+// server's listen address.
+func (s *Service) serverURL() string {
+	switch {
+	case s.cfg.NATS != nil && s.cfg.NATS.URL != "":
+		return natsconn.BareURL(s.cfg.NATS.URL)
+	case s.node != nil:
+		return s.node.ClientURL()
+	case s.cfg.Shared != nil:
+		return s.cfg.Shared.ClientURL()
+	}
+	return ""
 }
 
 // consume runs the consumer, the dispatcher, the metrics, the pruner, the

@@ -69,6 +69,7 @@ var flagGroups = []kong.Group{
 func defaults() kong.Vars {
 	return kong.Vars{
 		"nats_url":            defaultNATS,
+		"nats_default":        defaultNATS,
 		"nats_help":           "NATS server URL",
 		"webhook_help":        "POST each applied message's payload to this URL through the outbox (Idempotency-Key: <outbox id>)",
 		"durable_help":        "durable pull consumer name",

@@ -12,6 +12,7 @@ import (
 	"github.com/jetledger/jetledger/internal/adminctl"
 	"github.com/jetledger/jetledger/internal/table"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/service"
 	"github.com/nats-io/nats.go"
 )
 
@@ -120,7 +121,7 @@ func (c *dlqDiscardCmd) Run(inv *invocation, q *dlqCmd) error {
 type dlqRequeueCmd struct {
 	dlqID
 	Wait time.Duration `name:"wait" default:"30s" help:"at an edge: how long to wait for the copy to be sourced from the hub into the dead letter's stream; if it has not arrived by then the dead letter is kept (exit 1)"`
-	NATS natsFlags     `embed:"" group:"nats" set:"nats_help=NATS server URL to republish to"`
+	NATS natsFlags     `embed:"" group:"nats" kong:"set='nats_url=',set='nats_help=NATS server URL to republish to (default: the one the ledger records its run used, else ${nats_default})'"`
 }
 
 func (dlqRequeueCmd) Help() string {
@@ -149,6 +150,7 @@ func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
 		if err := requeue.Check(d); err != nil {
 			return reworded{err, fmt.Sprintf("dead letter %d has no Nats-Msg-Id, so a republish could not be deduplicated; publish its payload with 'jetledger publish --id ID' and discard it", c.ID)}
 		}
+		c.NATS.orRecorded(inv.ctx, q.DB, service.Want{Stream: d.Stream})
 		nc, js, err := connect(inv.ctx, c.NATS, quiet)
 		if err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/hex"
 	"fmt"
+	"github.com/jetledger/jetledger/service"
 	"maps"
 	"slices"
 	"text/tabwriter"
@@ -76,7 +77,7 @@ func (c *ledgerConflictsCmd) Run(inv *invocation, l *ledgerCmd) error {
 }
 
 type ledgerPruneCmd struct {
-	NATS        natsFlags `embed:"" group:"nats" set:"nats_help=NATS server URL, to read the stream's first sequence and duplicate window"`
+	NATS        natsFlags `embed:"" group:"nats" kong:"set='nats_url=',set='nats_help=NATS server URL, to read the first sequence and duplicate window of the stream (default: the one the ledger records its run used, else ${nats_default})'"`
 	streamFlags `set:"durable_help=the durable consumer of run: messages it has not handled yet keep their ids' rows"`
 	retentionFlags
 }
@@ -112,6 +113,7 @@ func (c *ledgerPruneCmd) Run(inv *invocation, l *ledgerCmd) error {
 		if err := c.resolve(inv.ctx, st); err != nil {
 			return err
 		}
+		c.NATS.orRecorded(inv.ctx, l.DB, service.Want{Stream: c.Stream, Durable: c.Durable})
 		nc, js, err := connect(inv.ctx, c.NATS, quiet)
 		if err != nil {
 			return err

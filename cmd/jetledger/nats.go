@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/jetledger/jetledger/service"
 	"log/slog"
 
 	"github.com/jetledger/jetledger/natsconn"
@@ -86,4 +87,13 @@ func connect(ctx context.Context, n natsFlags, log *slog.Logger) (*nats.Conn, je
 		return nil, nil, fmt.Errorf("connect to NATS at %s: %w (%s)", natsconn.RedactURL(url), ce.Err, hint)
 	}
 	return nil, nil, err // Check refused what Connect would
+}
+
+// orRecorded makes an empty --nats the server the ledger at db records
+// for w's consumer (service.RecordedServer), else defaultNATS: commands
+// that pair the ledger with a server ask the one its run used.
+func (n *natsFlags) orRecorded(ctx context.Context, db string, w service.Want) {
+	if n.URL == "" {
+		n.URL = cmp.Or(service.RecordedServer(ctx, db, w), defaultNATS)
+	}
 }

@@ -406,7 +406,9 @@ func TestContextPrecedence(t *testing.T) {
 	}{
 		{name: "nothing", args: []string{"publish"}, want: want{url: defaultNATS}},
 		// A command that pairs a ledger with a server takes a named context only.
-		{name: "status ignores the selected", args: []string{"status"}, selected: "dev", want: want{url: defaultNATS}},
+		// Left empty when parsed: status asks the server its ledger
+		// records, else defaultNATS (natsFlags.orRecorded).
+		{name: "status ignores the selected", args: []string{"status"}, selected: "dev", want: want{}},
 		{name: "status takes a named one", args: []string{"status", "--context", "dev"}, want: fromCtx},
 		{name: "selected", args: []string{"publish"}, selected: "dev", want: fromCtx},
 		{name: "--context", args: []string{"publish", "--context", "dev"}, want: fromCtx},

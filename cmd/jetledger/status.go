@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/internal/kongx"
+	"github.com/jetledger/jetledger/natsconn"
 	"github.com/jetledger/jetledger/service"
 	"github.com/jetledger/jetledger/status"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 const statusHelp = `
@@ -49,7 +51,7 @@ type statusReport struct {
 // statusCmd is `jetledger status`.
 type statusCmd struct {
 	dbFlag
-	NATS natsFlags `embed:"" group:"nats"`
+	NATS natsFlags `embed:"" group:"nats" kong:"set='nats_url=',set='nats_help=NATS server URL (default: the one the ledger records its run used, else ${nats_default})'"`
 	streamFlags
 	Effects string `name:"effects-stream" placeholder:"NAME" help:"at an edge: its effects stream (run --effects-stream), to count the effects not yet at the hub"`
 	jsonFlag
@@ -70,6 +72,7 @@ func (c *statusCmd) Run(inv *invocation) error {
 	defer cancel()
 	// Connected first, as its problem is said after the ledger's: with no
 	// server, the report has no problems of a server to say after it.
+	c.NATS.orRecorded(ctx, c.DB, *c.given)
 	nc, js, cerr := connect(ctx, c.NATS, quiet)
 	if cerr == nil {
 		defer nc.Close()
@@ -82,6 +85,9 @@ func (c *statusCmd) Run(inv *invocation) error {
 	}
 	rep := statusReport{Serves: &servesStatus{r.Chosen.Stream, r.Chosen.Durable, r.Chosen.From, r.Chosen.Origin(r.NamesLedger, streamNames)}, Report: r.Report}
 	for _, p := range r.Problems {
+		if errors.Is(p, jetstream.ErrStreamNotFound) || errors.Is(p, jetstream.ErrConsumerNotFound) {
+			p = fmt.Errorf("%w (asked the server at %s)", p, natsconn.RedactURL(c.NATS.URL))
+		}
 		rep.Problems = append(rep.Problems, dbHint(p).Error())
 	}
 	if cerr != nil { // a file of the connection's is not the ledger's
