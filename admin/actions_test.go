@@ -340,3 +340,42 @@ func TestReadsAreEndpointsThatTakeNoWho(t *testing.T) {
 		}
 	}
 }
+
+// A request whose reply subject is no inbox is not taken: its answer would
+// be published where the client names, with the run's rights (into a
+// stream here), and its action not done.
+func TestARequestWhoseReplyIsNoInboxIsNotTaken(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	nc, js := consumertest.Connect(t, srv)
+	ctx := context.Background()
+	s0, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "EV", Subjects: []string{"ev.>"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.RecordDeadLetters(ctx, []ledger.DeadLetter{{MessageID: "d", Stream: "EV", Sequence: 1, Subject: "ev.1", Reason: "bad", Deliveries: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	addr := admin.Address{Stream: "EV", Durable: "d"}
+	s, err := admin.Serve(admin.Config{Conn: nc, Store: st, Address: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	if err := nc.PublishMsg(&nats.Msg{Subject: addr.Subject("dlq.discard"), Reply: "ev.x", Data: []byte(`{"id":1,"who":"x"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	// The same endpoint's next request, taken after it in order: the
+	// dead letter is still there to discard.
+	if err := callAt(nc, addr, "dlq.discard", admin.ByID{ID: 1, Who: "ops"}, nil); err != nil {
+		t.Fatalf("a discard after one with the reply ev.x: %v, want it done (the first not taken)", err)
+	}
+	if info, err := s0.Info(ctx); err != nil || info.State.Msgs != 0 {
+		t.Fatalf("stream EV holds %d messages after a request with the reply ev.x (%v), want 0", info.State.Msgs, err)
+	}
+}

@@ -40,6 +40,16 @@ const APIVersion = "1.0.0"
 // subjects, which publishers cannot reach (docs/security.md).
 const SubjectPrefix = "_JETLEDGER.admin"
 
+// InboxPrefix begins the reply subject of every request the API takes
+// (nats.go's default _INBOX., a role's _INBOX.operators, a context's
+// _INBOX_<name>): an answer is never published anywhere else.
+const InboxPrefix = "_INBOX"
+
+// serviceImportReply begins the reply subject nats-server gives a request
+// that came through a service import (an operators' account importing the
+// API): its answer goes back to the importer.
+const serviceImportReply = "_R_."
+
 // NoSite stands for the site of a run that is no edge (no JetStream domain).
 const NoSite = "-"
 
@@ -215,6 +225,12 @@ const requestTimeout = 5 * time.Minute
 // micro error (a *Error says its code).
 func (s *Server) handle(h func(context.Context, micro.Request) (any, error)) micro.HandlerFunc {
 	return func(req micro.Request) {
+		if r := req.Reply(); !strings.HasPrefix(r, InboxPrefix) && !strings.HasPrefix(r, serviceImportReply) {
+			// The answer would go where the client names, with the run's
+			// rights: into a stream or the JetStream API. Nothing is done.
+			s.log.Warn("admin API: a request whose reply subject is no inbox is not taken", "subject", req.Subject(), "reply", req.Reply())
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		defer cancel()
 		out, err := h(ctx, req)

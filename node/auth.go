@@ -75,6 +75,7 @@ const PublisherAccount = "JETLEDGER_PUBLISHERS"
 // Roles, as the server reports a client's user name (Connz).
 const (
 	roleInternal  = "jetledger-internal"
+	roleResponder = "jetledger-admin-api"
 	roleAdmin     = "admin"
 	rolePublisher = "publisher"
 )
@@ -85,6 +86,7 @@ const (
 type authenticator struct {
 	srv        *server.Server // set after server.NewServer, before Start
 	internal   string
+	responder  string // the admin API's connection: it answers to inboxes only
 	admin      string
 	publishers []string
 	publish    *server.Permissions
@@ -101,12 +103,12 @@ func newAuthenticator(cfg Config) (*authenticator, error) {
 	if !cfg.tokens() {
 		return nil, nil
 	}
-	b := make([]byte, 32)
+	b := make([]byte, 64)
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
 	p := cfg.Publishers
-	return &authenticator{internal: hex.EncodeToString(b), admin: cfg.Token, publishers: p.Tokens, operators: cfg.Operators, viewers: cfg.Viewers,
+	return &authenticator{internal: hex.EncodeToString(b[:32]), responder: hex.EncodeToString(b[32:]), admin: cfg.Token, publishers: p.Tokens, operators: cfg.Operators, viewers: cfg.Viewers,
 		publish: &server.Permissions{
 			Publish: &server.SubjectPermission{Allow: append(slices.Clone(p.Subjects),
 				"$JS.API.STREAM.INFO."+p.Stream, "$JS.API.STREAM.NAMES")},
@@ -120,6 +122,8 @@ func (a *authenticator) Check(c server.ClientAuthentication) bool {
 	switch {
 	case equal(tok, a.internal) && inProcess(c):
 		return a.register(c, roleInternal, nil)
+	case equal(tok, a.responder) && inProcess(c):
+		return a.register(c, roleResponder, responderPermissions())
 	case a.admin != "" && equal(tok, a.admin):
 		return a.register(c, roleAdmin, nil)
 	}

@@ -1,7 +1,10 @@
 package node_test
 
 import (
+	"context"
 	"encoding/json"
+	"github.com/jetledger/jetledger/admin"
+	"github.com/jetledger/jetledger/ledger"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,6 +64,8 @@ func externalDoors(t *testing.T) *doorsWorld {
 	t.Helper()
 	t.Setenv("RUN_PASSWORD", "run-secret")
 	t.Setenv("PUBLISHER_PASSWORD", "publisher-secret")
+	t.Setenv("OPERATOR_PASSWORD", "operator-secret")
+	t.Setenv("VIEWER_PASSWORD", "viewer-secret")
 	srv := runServer(t, docsConf(t))
 	own, err := jetstream.New(connect(t, srv.ClientURL(), nats.UserInfo("run", "run-secret")))
 	if err != nil {
@@ -137,6 +142,8 @@ func TestPermissionsDoNotCoverReplySubjects(t *testing.T) {
 func TestExternalServerConfigNeedsTheInfoImport(t *testing.T) {
 	t.Setenv("RUN_PASSWORD", "run-secret")
 	t.Setenv("PUBLISHER_PASSWORD", "publisher-secret")
+	t.Setenv("OPERATOR_PASSWORD", "operator-secret")
+	t.Setenv("VIEWER_PASSWORD", "viewer-secret")
 	conf := docsConf(t)
 	line := `      {service: {account: LEDGER, subject: "$JS.API.INFO"}}` + "\n"
 	if !strings.Contains(conf, line) {
@@ -167,5 +174,70 @@ func TestExternalServerConfigNeedsTheInfoImport(t *testing.T) {
 	}
 	if !notEnabled {
 		t.Error("no answer said JetStream is not enabled for the publishers' account")
+	}
+}
+
+// The operators and viewers of the docs' configuration, in accounts of
+// their own that import the admin API from the run's: a viewer reads and
+// its action is not answered; an operator acts; neither has an answer of
+// the API or of micro's discovery stored in a stream of the run's account
+// by naming its subject as the reply (the answer goes back through the
+// import, into their account). Not parallel: the passwords are
+// environment variables.
+func TestExternalServerConfigOfTheDocsForOperatorsAndViewers(t *testing.T) {
+	for k, v := range map[string]string{"RUN_PASSWORD": "run-secret", "PUBLISHER_PASSWORD": "p", "OPERATOR_PASSWORD": "operator-secret", "VIEWER_PASSWORD": "viewer-secret"} {
+		t.Setenv(k, v)
+	}
+	srvr := runServer(t, docsConf(t))
+	own, err := jetstream.New(connect(t, srvr.ClientURL(), nats.UserInfo("run", "run-secret")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	cl, err := own.CreateStream(ctx, jetstream.StreamConfig{Name: "CLX", Subjects: []string{"_JETLEDGER.changelog.x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.RecordDeadLetters(ctx, []ledger.DeadLetter{{MessageID: "d", Stream: "ORDERS", Sequence: 1, Subject: "orders.1", Reason: "bad", Deliveries: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	addr := admin.Address{Stream: "ORDERS", Durable: "run"}
+	srv, err := admin.Serve(admin.Config{Conn: own.Conn(), Store: st, Address: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	call := func(nc *nats.Conn, endpoint string, req, resp any) error {
+		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		return admin.Call(ctx, nc, addr, endpoint, req, resp)
+	}
+	viewer := connect(t, srvr.ClientURL(), nats.UserInfo("viewer", "viewer-secret"))
+	operator := connect(t, srvr.ClientURL(), nats.UserInfo("operator", "operator-secret"))
+	var dls admin.DeadLetters
+	if err := call(viewer, "dlq.list", nil, &dls); err != nil || len(dls.DeadLetters) != 1 {
+		t.Fatalf("a viewer's read: %v %+v", err, dls)
+	}
+	discard := admin.ByID{ID: dls.DeadLetters[0].ID, Who: "ops"}
+	if err := call(viewer, "dlq.discard", discard, nil); err == nil {
+		t.Fatal("a viewer discarded a dead letter")
+	}
+	for _, nc := range []*nats.Conn{viewer, operator} {
+		for _, subject := range []string{addr.Subject("status"), "$SRV.INFO." + admin.ServiceName, "$SRV.PING"} {
+			if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: "_JETLEDGER.changelog.x"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := call(operator, "dlq.discard", discard, nil); err != nil {
+		t.Fatalf("an operator's action: %v", err)
+	}
+	if info, err := cl.Info(ctx); err != nil || info.State.Msgs != 0 {
+		t.Fatalf("the run's stream on _JETLEDGER.changelog.x holds %d messages after requests with it as the reply (%v), want 0", info.State.Msgs, err)
 	}
 }

@@ -30,8 +30,9 @@ type Node struct {
 	dir  string // the store, absolute
 	log  *slog.Logger
 
-	token string     // the in-process connection's (authenticator.internal)
-	link  *linkWatch // nil unless a leaf node
+	token     string     // the in-process connection's (authenticator.internal)
+	responder string     // the admin API's connection's (authenticator.responder)
+	link      *linkWatch // nil unless a leaf node
 
 	mu      sync.Mutex
 	depends map[string]bool // the streams the program uses (DependOn)
@@ -88,7 +89,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		link.watch()
 	}
 	if auth != nil {
-		n.token = auth.internal
+		n.token, n.responder = auth.internal, auth.responder
 	}
 	lock.serving(n.srv.ClientURL())
 	log.Info("embedded JetStream server started", "url", n.srv.ClientURL(), "store", n.dir, "sync_interval", syncName(cfg.SyncInterval),
@@ -267,6 +268,19 @@ func authName(cfg Config) string {
 		return "client certificates"
 	}
 	return "none"
+}
+
+// AdminConn is a connection for the admin API (package admin), in-process:
+// with tokens, as a role that takes requests under its subjects and
+// micro's discovery and answers only to inboxes (responderPermissions),
+// whatever reply subject a client names. The caller closes it.
+func (n *Node) AdminConn() (*nats.Conn, error) {
+	tok := cmp.Or(n.responder, n.token)
+	nc, err := nats.Connect("", nats.InProcessServer(n.srv), nats.Token(tok), nats.CustomInboxPrefix(privateInbox), nats.Name("jetledger-admin-api"))
+	if err != nil {
+		return nil, fmt.Errorf("node: connect the admin API: %w", err)
+	}
+	return nc, nil
 }
 
 // JetStream is a JetStream client of the node, connected in-process on

@@ -70,3 +70,16 @@ func (a *authenticator) checkRole(c server.ClientAuthentication, tok string) boo
 	}
 	return false
 }
+
+// responderPermissions are the admin API's own connection's (Node.
+// AdminConn): it takes requests under the API's subjects and micro's
+// discovery, and answers only to inboxes. Its client names the reply
+// subject, and nats-server checks no permission on it: a reply of the
+// run's own connection to $JS.API.… or to a stream's subject would act,
+// or be stored, with the run's rights (TestAViewersReplySubjectCannotActAsTheRun).
+func responderPermissions() *server.Permissions {
+	return &server.Permissions{
+		Publish:   &server.SubjectPermission{Allow: []string{"_INBOX.>", "_INBOX_*.>"}},
+		Subscribe: &server.SubjectPermission{Allow: []string{adminAPI + ".>", "$SRV.>"}},
+	}
+}

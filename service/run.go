@@ -220,8 +220,8 @@ func (s *Service) consume(ctx context.Context, batches *metrics.Batches, cons *c
 		wg.Go(func() { stream.KeepHubConsumer(runCtx, s.js, s.info, s.log) })
 		wg.Go(func() { s.reportToHub(runCtx) })
 	}
-	if adm := s.serveAdmin(d); adm != nil {
-		defer adm.Stop() //nolint:errcheck // stopping
+	if stopAdmin := s.serveAdmin(d); stopAdmin != nil {
+		defer stopAdmin()
 	}
 	summaryDone := make(chan struct{})
 	go func() {
@@ -235,20 +235,35 @@ func (s *Service) consume(ctx context.Context, batches *metrics.Batches, cons *c
 	return step(StepRun, errors.Join(<-watched, err))
 }
 
-// serveAdmin serves the run's admin API (package admin) on its connection
-// while it consumes: nil, said at warn, if it cannot (the API is an aid
-// to people; the run consumes without it).
-func (s *Service) serveAdmin(d *outbox.Dispatcher) *admin.Server {
+// serveAdmin serves the run's admin API (package admin) while it
+// consumes, and returns what stops it: nil, said at warn, if it cannot (the
+// API is an aid to people; the run consumes without it). On an embedded
+// server it has a connection of its own that answers only to inboxes
+// (node.Node.AdminConn); on another, the run's.
+func (s *Service) serveAdmin(d *outbox.Dispatcher) func() {
 	c := &s.cfg
-	cfg := admin.Config{Conn: s.nc, Store: s.st, JetStream: s.js, Logger: s.log, Version: c.Stream.Version,
+	nc, closeConn := s.nc, func() {}
+	if n := cmp.Or(s.node, c.Shared); n != nil {
+		own, err := n.AdminConn()
+		if err != nil {
+			s.log.Warn("the admin API is not served: the run consumes without it", "err", err)
+			return nil
+		}
+		nc, closeConn = own, own.Close
+	}
+	cfg := admin.Config{Conn: nc, Store: s.st, JetStream: s.js, Logger: s.log, Version: c.Stream.Version,
 		Address: admin.Address{Site: c.site(), Stream: c.Stream.Name, Durable: c.Consumer.Durable}}
 	if d != nil {
 		cfg.Canceller = d // its sink deletes what was sent
 	}
 	adm, err := admin.Serve(cfg)
 	if err != nil {
+		closeConn()
 		s.log.Warn("the admin API is not served: the run consumes without it", "err", err)
 		return nil
 	}
-	return adm
+	return func() {
+		adm.Stop() //nolint:errcheck // stopping
+		closeConn()
+	}
 }
