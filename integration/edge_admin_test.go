@@ -63,7 +63,11 @@ func TestAnEdgeSitesAttentionIsSeenAndSettledFromTheHub(t *testing.T) {
 	if out, code := cli(t, append([]string{"status", "--db", w.db, "--nats", edgeURL}, fastPlan...)...); code != 3 || !strings.Contains(out, "ATTENTION") {
 		t.Fatalf("status at the edge: exit %d, want 3\n%s", code, out)
 	}
-	// Seen at the hub: the site's fleet record, and fleet (exit 1).
+	// Seen at the hub: status through the site's API (exit 3), the site's
+	// fleet record, and fleet.
+	if out, code := cli(t, "status", "--nats", h.url(), "--site", "site1"); code != 3 || !strings.Contains(out, "ATTENTION 5 outbox rows in review") {
+		t.Fatalf("status --site at the hub: exit %d, want 3\n%s", code, out)
+	}
 	consumertest.Eventually(t, time.Minute, "fleet at the hub listing site1 as needing attention", func() bool {
 		sites, _ := fleetList(t, h)
 		return len(sites) == 1 && sites[0].State == fleet.StateAttention && sites[0].Attention
@@ -93,6 +97,12 @@ func TestAnEdgeSitesAttentionIsSeenAndSettledFromTheHub(t *testing.T) {
 	}
 	if n := count(t, db, `SELECT count(*) FROM jetledger_audit WHERE who = 'ops@hub'`); n != 6 {
 		t.Fatalf("the edge's ledger holds %d records of the actions, want 6", n)
+	}
+	if out, code := cli(t, "status", "--nats", h.url(), "--site", "site1"); code != 0 || strings.Contains(out, "ATTENTION") {
+		t.Fatalf("status --site at the hub once settled: exit %d, want 0\n%s", code, out)
+	}
+	if out, code := cli(t, "status", "--nats", h.url(), "--site", "site9"); code != 1 || !strings.Contains(out, "site site9") {
+		t.Fatalf("status --site of a site that does not answer: exit %d, want 1 naming it\n%s", code, out)
 	}
 	consumertest.Eventually(t, time.Minute, "fleet at the hub listing site1 ok", func() bool {
 		sites, _ := fleetList(t, h)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/jetledger/jetledger/internal/adminctl"
 	"github.com/jetledger/jetledger/internal/kongx"
 	"github.com/jetledger/jetledger/natsconn"
 	"github.com/jetledger/jetledger/service"
@@ -54,6 +55,7 @@ type statusCmd struct {
 	NATS natsFlags `embed:"" group:"nats" kong:"set='nats_url=',set='nats_help=NATS server URL (default: the one the ledger records its run used, else ${nats_default})'"`
 	streamFlags
 	Effects string `name:"effects-stream" placeholder:"NAME" help:"at an edge: its effects stream (run --effects-stream), to count the effects not yet at the hub"`
+	Site    string `name:"site" group:"api" help:"ask, through --nats, the admin API of every run of this site (- for runs that are no edge; with --stream, of that stream) instead of reading --db: what each needs and its outbox; exit 3 when any needs a person"`
 	jsonFlag
 	Plan planFlags `embed:"" group:"timing"`
 }
@@ -70,6 +72,9 @@ func (c *statusCmd) Run(inv *invocation) error {
 	}
 	ctx, cancel := context.WithTimeout(inv.ctx, 10*time.Second)
 	defer cancel()
+	if c.Site != "" {
+		return c.remote(ctx, inv)
+	}
 	// Connected first, as its problem is said after the ledger's: with no
 	// server, the report has no problems of a server to say after it.
 	c.NATS.orRecorded(ctx, c.DB, *c.given)
@@ -123,4 +128,32 @@ func printStatus(w io.Writer, r statusReport) {
 	for _, p := range r.Problems {
 		status.WriteField(w, "PROBLEM", p)
 	}
+}
+
+// remote is status through the admin API of the runs of --site.
+func (c *statusCmd) remote(ctx context.Context, inv *invocation) error {
+	c.NATS.orRecorded(ctx, c.DB, *c.given)
+	nc, _, err := connect(ctx, c.NATS, quiet)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	rs, err := adminctl.Statuses(ctx, nc, c.NATS.URL, adminctl.Target{Site: c.Site, Stream: c.given.Stream, Partition: -1})
+	if err != nil {
+		return err
+	}
+	text := inv.stdout
+	if c.JSON {
+		if err := printJSON(inv.stdout, rs); err != nil {
+			return err
+		}
+		text = io.Discard
+	}
+	switch attention, failed := adminctl.PrintStatuses(text, rs, time.Now()); {
+	case failed:
+		return errors.New("a run did not answer its status")
+	case attention:
+		return kongx.Attention(errors.New("rows need a person (the ATTENTION lines say what, where and what to do)"))
+	}
+	return nil
 }

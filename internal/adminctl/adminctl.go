@@ -231,3 +231,57 @@ func Outbox(ctx context.Context, nc *nats.Conn, addr admin.Address, status ledge
 	}
 	return items, nil
 }
+
+// RunStatus is one run's status endpoint's answer, and where it is.
+type RunStatus struct {
+	admin.Found
+	admin.Status
+	Err string `json:"error,omitempty"`
+}
+
+// Statuses asks every owner's API that t names (all partitions when t
+// names none) for its status, through nc at url: none answering is an
+// error naming what was asked and where.
+func Statuses(ctx context.Context, nc *nats.Conn, url string, t Target) ([]RunStatus, error) {
+	found, err := admin.Discover(ctx, nc, DiscoverWait)
+	if err != nil {
+		return nil, err
+	}
+	var out []RunStatus
+	for _, f := range found {
+		if !t.matches(f) {
+			continue
+		}
+		r := RunStatus{Found: f}
+		if err := admin.Call(ctx, nc, f.Address, "status", nil, &r.Status); err != nil {
+			r.Err = err.Error()
+		}
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: none of the %d answering through %s is %s", ErrNotOne, len(found), url, t.describe())
+	}
+	return out, nil
+}
+
+// PrintStatuses writes each run's status as text: where it is, its
+// outbox, and a line per need; it says whether any needs a person and
+// whether any could not answer.
+func PrintStatuses(out io.Writer, rs []RunStatus, now time.Time) (attention, failed bool) {
+	for _, r := range rs {
+		where := cmpOr(r.Site, admin.NoSite) + " " + r.Stream + "/" + r.Durable
+		if r.Err != "" {
+			fmt.Fprintf(out, "%s: %s\n", where, r.Err)
+			failed = true
+			continue
+		}
+		fmt.Fprintf(out, "%s (%s): %d rows, outbox queued %d, sending %d, review %d, failed %d; %d dead letters, %d conflicts\n",
+			where, r.Status.Role, r.Ledger.Processed, r.Outbox[ledger.StatusQueued], r.Outbox[ledger.StatusSending], r.Outbox[ledger.StatusReview],
+			r.Outbox[ledger.StatusFailed], r.Ledger.DeadLetters, r.Ledger.Conflicts)
+		for _, n := range r.Attention {
+			fmt.Fprintf(out, "  ATTENTION %s\n", n.Text(now))
+			attention = true
+		}
+	}
+	return attention, failed
+}
