@@ -1,25 +1,36 @@
 package integration
 
 import (
+	"cmp"
+	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jetledger/jetledger/admin"
+	"github.com/jetledger/jetledger/internal/adminctl"
+	"github.com/nats-io/nats.go"
 )
 
 // nemAPI is an operator action through the running run's admin API (the
 // command line with --nats, the ledger file never opened), taken whatever
-// the faults: Arg%5 picks a resolve, a cancel, a retry, a discard, or a
-// bulk retry of every failed row (--status failed --all). With no run to
+// the faults: Arg%6 picks a resolve, a cancel, a retry, a discard, a
+// bulk retry of every failed row (--status failed --all), or a requeue
+// (the API's dlq.requeue: no command takes it through the API). With no run to
 // answer (stopped, paused, mid-restart) it is refused (exit 1). Each
 // action is recorded under a who of its own, and the check wants each
 // row it changed recorded once in the final ledgers.
 const nemAPI nemKind = "api"
 
 func (w *nemWorld) api(arg int) {
-	switch arg % 5 {
+	switch arg % 6 {
+	case 5:
+		w.apiRequeue()
 	case 0:
 		w.resolve(true)
 	case 1:
@@ -137,4 +148,48 @@ func nemCheckActions(w *nemWorld) {
 				who, got[who], want[0], want[1]))
 		}
 	}
+}
+
+// apiRequeue requeues a dead letter through the API's dlq.requeue, asked
+// from Go: refused (409) inside the duplicate window, as the command is.
+func (w *nemWorld) apiRequeue() {
+	type dl struct {
+		id int64
+		db string
+	}
+	var dls []dl
+	w.query(func(path string, db *sql.DB) {
+		for id := range w.ids(db, `SELECT CAST(id AS TEXT) FROM dead_letters WHERE message_id <> ''`) {
+			n, _ := strconv.ParseInt(id, 10, 64)
+			dls = append(dls, dl{n, path})
+		}
+	})
+	slices.SortFunc(dls, func(a, b dl) int { return cmp.Compare(a.id, b.id) })
+	j := pick(w.rng.IntN(1000), len(dls))
+	if j < 0 {
+		w.stats.NoTarget["requeue through the API"]++
+		return
+	}
+	who, extra := w.apiWho(nemRequeue, dls[j].db)
+	durable := extra[3]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	code, out := 1, "no run answers"
+	if nc, err := nats.Connect(w.url(), nats.MaxReconnects(0)); err == nil {
+		addr, err := adminctl.Resolve(ctx, nc, w.url(), adminctl.Target{Durable: durable, Partition: -1})
+		if err == nil {
+			err = admin.Call(ctx, nc, addr, "dlq.requeue", admin.ByID{ID: dls[j].id, Who: who}, nil)
+		}
+		var e *admin.Error
+		switch {
+		case err == nil:
+			code = 0
+		case errors.As(err, &e) && e.Code != admin.CodeFailed:
+			out = "skipped: code=" + e.Code + " " + err.Error() // refused: nothing done
+		default:
+			out = err.Error()
+		}
+		nc.Close()
+	}
+	w.apiDone(nemRequeue, who, code, out, 1)
 }

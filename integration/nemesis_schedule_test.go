@@ -192,7 +192,7 @@ func nemWeights(topo string) []nemWeight {
 		{nemFlags, 2, n(0, 7)},
 		{nemPrune, 5, nil}, {nemReplay, 4, n(0, 2)}, {nemPurge, 3, n(0, 8)},
 		{nemRequeue, 2, nil}, {nemDiscard, 2, nil}, {nemResolve, 3, nil}, {nemCancel, 2, nil}, {nemRetry, 1, nil},
-		{nemRecreate, 1, nil}, {nemClock, 2, n(0, 4)}, {nemAPI, 4, n(0, 4)},
+		{nemRecreate, 1, nil}, {nemClock, 2, n(0, 4)}, {nemAPI, 4, n(0, 5)},
 	}
 	if t := nemTopologies[topo]; t != nil {
 		ws = slices.DeleteFunc(ws, func(w nemWeight) bool { return t.without[w.kind] })
