@@ -127,4 +127,3 @@ func fleetList(t *testing.T, h *hub) ([]fleet.Status, int) {
 	}
 	return sites, code
 }
-
