@@ -143,6 +143,8 @@ type ConflictShown struct {
 	Conflict ledger.ConflictRecord `json:"conflict"`
 	Applied  Copy                  `json:"applied"`
 	Refused  Copy                  `json:"refused"`
+	// History is what people did to it.
+	History []ledger.AuditRecord `json:"history,omitempty"`
 }
 
 // Copy is one message of a conflict: where it is and, while its stream
@@ -165,6 +167,9 @@ func (s *Server) conflictsShow(ctx context.Context, req micro.Request) (any, err
 		return nil, err
 	}
 	out := ConflictShown{Conflict: c, Refused: s.copyOf(ctx, c.MessageID, c.Stream, c.Sequence, c.Subject)}
+	if out.History, err = s.st.AuditOf(ctx, fmt.Sprintf("conflict %d", c.ID)); err != nil {
+		return nil, err
+	}
 	if !ok {
 		out.Applied = Copy{Missing: "the ledger no longer holds the id (pruned), so where it was applied from is not known"}
 	} else {

@@ -118,6 +118,9 @@ func TestDeadLettersAndConflictsGoThroughTheAdminAPI(t *testing.T) {
 	if out, code := cli(t, "conflicts", "ack", cf, "--nats", url, "--note", "again"); code != 1 || !strings.Contains(out, "acknowledged before") {
 		t.Fatalf("a second ack: exit %d\n%s", code, out)
 	}
+	if out, code := cli(t, "conflicts", "show", cf, "--nats", url); code != 0 || !strings.Contains(out, `"note": "sender reused the id"`) {
+		t.Fatalf("conflicts show after the ack: its record wanted, exit %d\n%s", code, out)
+	}
 	run.signal(syscall.SIGTERM)
 	if code := run.wait(30 * time.Second); code != 0 {
 		t.Fatalf("run exited %d", code)
