@@ -232,7 +232,15 @@ func TestDurableEffectsStreamMadeAgainReachesTheHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.LastSent = func(context.Context) (uint64, error) { return 5, nil } // as the ledger recorded the sends (ledger.Store.LastExternalSeq)
-	if err := stream.EnsureEffects(ctx, ejs, e); err != nil {
+	// Right after the deletion the server may still be removing the old
+	// store ("error creating store for stream", 10049): made again once it
+	// has.
+	var err error
+	consumertest.Eventually(t, 20*time.Second, "the effects stream made again", func() bool {
+		err = stream.EnsureEffects(ctx, ejs, e)
+		return err == nil || !strings.Contains(err.Error(), "error creating store")
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {
