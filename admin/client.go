@@ -50,6 +50,11 @@ func Call(ctx context.Context, nc *nats.Conn, a Address, endpoint string, req, r
 	return nil
 }
 
+// DiscoverQuiet is how long Discover waits for another answer once one
+// has come: runs answer at once, a site over a leaf link within
+// milliseconds.
+const DiscoverQuiet = 500 * time.Millisecond
+
 // Found is a run's admin API that Discover found.
 type Found struct {
 	Address
@@ -60,7 +65,8 @@ type Found struct {
 
 // Discover asks every run's admin API reachable through nc (across leaf
 // links too) to say where it is (micro's $SRV.INFO), gathering the answers
-// for wait: owners' and standbys', sorted by site, stream and durable.
+// for wait at the most, and until none has come for DiscoverQuiet after
+// the first: owners' and standbys', sorted by site, stream and durable.
 func Discover(ctx context.Context, nc *nats.Conn, wait time.Duration) ([]Found, error) {
 	inbox := nc.NewRespInbox()
 	sub, err := nc.SubscribeSync(inbox)
@@ -75,7 +81,13 @@ func Discover(ctx context.Context, nc *nats.Conn, wait time.Duration) ([]Found, 
 	defer cancel()
 	var out []Found
 	for {
-		msg, err := sub.NextMsgWithContext(ctx)
+		next := ctx
+		if len(out) > 0 {
+			var cancel context.CancelFunc
+			next, cancel = context.WithTimeout(ctx, DiscoverQuiet)
+			defer cancel()
+		}
+		msg, err := sub.NextMsgWithContext(next)
 		if err != nil {
 			break // the wait is over
 		}
