@@ -46,7 +46,21 @@ type Acted struct {
 	DryRun  bool      `json:"dry_run,omitempty"`
 	IDs     []string  `json:"ids,omitempty"`
 	Done    []string  `json:"done"`
-	Skipped []Skip    `json:"skipped"`
+	// Skipped are the rows left, the first SkipsMax of them with why;
+	// SkippedCount is how many in all.
+	Skipped      []Skip `json:"skipped"`
+	SkippedCount int    `json:"skipped_count"`
+}
+
+// SkipsMax is the most skipped rows an answer says why of: with their
+// reasons, 20 000 would not fit a NATS message of the default 1 MiB.
+const SkipsMax = 1000
+
+// skip notes a row left as it was.
+func (a *Acted) skip(s Skip) {
+	if a.SkippedCount++; len(a.Skipped) < SkipsMax {
+		a.Skipped = append(a.Skipped, s)
+	}
 }
 
 // Skip is a row an action left as it was, and why.
@@ -79,8 +93,14 @@ func (s *Server) act(ctx context.Context, req micro.Request, check func(Act) err
 	if err := check(q); err != nil {
 		return nil, badRequest("%v", err)
 	}
+	if err := (ledger.Listing{Status: q.Status, Names: map[string]string{"Status": "status"}}).Check(); err != nil {
+		return nil, badRequest("%v", err)
+	}
+	if len(q.IDs) > ActLimit {
+		return nil, badRequest("%d ids: an action takes %d at the most", len(q.IDs), ActLimit)
+	}
 	seen := s.st.Now() // before the rows are read: what a dry run saw
-	ids := q.IDs
+	ids := uniq(q.IDs)
 	if q.Status != "" {
 		items, err := s.st.ListOutbox(ctx, q.Status, ActLimit)
 		if err != nil {
@@ -109,12 +129,12 @@ func (s *Server) act(ctx context.Context, req micro.Request, check func(Act) err
 		case err == nil:
 			out.Done = append(out.Done, id)
 		case errors.Is(err, ledger.ErrChanged):
-			out.Skipped = append(out.Skipped, Skip{ID: id, Reason: err.Error(), Changed: true})
+			out.skip(Skip{ID: id, Reason: err.Error(), Changed: true})
 		case errors.Is(err, ledger.ErrNotFound) || errors.As(err, new(*ledger.StateError)) || errors.Is(err, outbox.ErrStillAtDestination):
-			out.Skipped = append(out.Skipped, Skip{ID: id, Reason: err.Error()})
+			out.skip(Skip{ID: id, Reason: err.Error()})
 		default: // the ledger failed: the error says how far the action got
 			return nil, fmt.Errorf("%d of %d rows done, %d skipped, when the ledger failed at %s (the rest untouched; list them again): %w",
-				len(out.Done), len(ids), len(out.Skipped), id, err)
+				len(out.Done), len(ids), out.SkippedCount, id, err)
 		}
 	}
 	return out, nil
@@ -167,4 +187,17 @@ func (s *Server) outboxCancel(ctx context.Context, req micro.Request) (any, erro
 		_, err := s.cancel.CancelAs(ctx, id, p)
 		return err
 	})
+}
+
+// uniq is ids without repeats, in their order.
+func uniq(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := ids[:0:0]
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
 }

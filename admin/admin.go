@@ -161,7 +161,12 @@ func Serve(cfg Config) (*Server, error) {
 	if a.Standby {
 		role = "standby"
 	}
-	svc, err := micro.AddService(cfg.Conn, micro.Config{Name: ServiceName, Version: APIVersion,
+	// No queue group: every run at the address gets each request and the
+	// first answer wins. An owner paused after its partition was taken
+	// over keeps its subscriptions until its server drops it, and would
+	// otherwise be handed requests it never answers; woken, its actions
+	// are fenced (ledger.ErrNotChangelogOwner).
+	svc, err := micro.AddService(cfg.Conn, micro.Config{Name: ServiceName, Version: APIVersion, QueueGroupDisabled: true,
 		Description: "jetledger's admin API of " + a.Stream + "/" + a.Durable,
 		Metadata:    map[string]string{"site": a.Site, "stream": a.Stream, "durable": a.Durable, "role": role, "version": cfg.Version}})
 	if err != nil {
@@ -250,7 +255,12 @@ func (s *Server) handle(h func(context.Context, micro.Request) (any, error)) mic
 			req.Error(code, err.Error(), nil) //nolint:errcheck // the client times out
 			return
 		}
-		req.RespondJSON(out) //nolint:errcheck // the client times out
+		if err := req.RespondJSON(out); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			// Too big for a message, say: the work is done, and the
+			// client is told so rather than left to time out.
+			s.log.Warn("admin API: the answer could not be sent", "subject", req.Subject(), "err", err)
+			req.Error(CodeFailed, fmt.Sprintf("done, but the answer could not be sent (%v): list the rows again to see them", err), nil) //nolint:errcheck // the client times out
+		}
 	}
 }
 

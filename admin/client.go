@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,6 +22,9 @@ var ErrNoRun = errors.New("admin: no run answers")
 // and decodes the answer into resp. A refusal is an *Error with its code;
 // no answer is ErrNoRun, naming the subject asked; ctx bounds the wait.
 func Call(ctx context.Context, nc *nats.Conn, a Address, endpoint string, req, resp any) error {
+	if !slices.Contains(Endpoints, endpoint) {
+		return fmt.Errorf("admin: no endpoint %q: want one of %s", endpoint, strings.Join(Endpoints, ", "))
+	}
 	var data []byte
 	if req != nil {
 		var err error

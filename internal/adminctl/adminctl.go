@@ -158,7 +158,9 @@ func Do(ctx context.Context, nc *nats.Conn, addr admin.Address, b Bulk, asJSON b
 	}
 	q.DryRun, q.IDs, q.Status, q.Before, q.Seen = false, dry.IDs, "", time.Time{}, dry.Seen
 	var done admin.Acted
-	if err := admin.Call(ctx, nc, addr, b.Endpoint, q, &done); err != nil {
+	if err := admin.Call(ctx, nc, addr, b.Endpoint, q, &done); errors.Is(err, admin.ErrNoRun) {
+		return fmt.Errorf("%w: the run may have acted on some of the %d rows before it went (each change is recorded once): list them again", err, dry.Matched)
+	} else if err != nil {
 		return err
 	}
 	if asJSON {
@@ -166,13 +168,16 @@ func Do(ctx context.Context, nc *nats.Conn, addr admin.Address, b Bulk, asJSON b
 			return err
 		}
 	} else {
-		fmt.Fprintf(out, "%d done, %d skipped\n", len(done.Done), len(done.Skipped))
+		fmt.Fprintf(out, "%d done, %d skipped\n", len(done.Done), done.SkippedCount)
 		for _, s := range done.Skipped {
 			fmt.Fprintf(out, "skipped %s: %s\n", s.ID, s.Reason)
 		}
+		if n := done.SkippedCount - len(done.Skipped); n > 0 {
+			fmt.Fprintf(out, "and %d more skipped\n", n)
+		}
 	}
-	if len(done.Skipped) > 0 {
-		return fmt.Errorf("%w: %d of %d (list them again to see them now)", ErrSkipped, len(done.Skipped), dry.Matched)
+	if done.SkippedCount > 0 {
+		return fmt.Errorf("%w: %d of %d (list them again to see them now)", ErrSkipped, done.SkippedCount, dry.Matched)
 	}
 	return nil
 }
@@ -234,9 +239,9 @@ func Outbox(ctx context.Context, nc *nats.Conn, addr admin.Address, status ledge
 
 // RunStatus is one run's status endpoint's answer, and where it is.
 type RunStatus struct {
-	admin.Found
-	admin.Status
-	Err string `json:"error,omitempty"`
+	Run    admin.Found  `json:"run"`
+	Status admin.Status `json:"status"`
+	Err    string       `json:"error,omitempty"`
 }
 
 // Statuses asks every owner's API that t names (all partitions when t
@@ -252,7 +257,7 @@ func Statuses(ctx context.Context, nc *nats.Conn, url string, t Target) ([]RunSt
 		if !t.matches(f) {
 			continue
 		}
-		r := RunStatus{Found: f}
+		r := RunStatus{Run: f}
 		if err := admin.Call(ctx, nc, f.Address, "status", nil, &r.Status); err != nil {
 			r.Err = err.Error()
 		}
@@ -269,16 +274,17 @@ func Statuses(ctx context.Context, nc *nats.Conn, url string, t Target) ([]RunSt
 // whether any could not answer.
 func PrintStatuses(out io.Writer, rs []RunStatus, now time.Time) (attention, failed bool) {
 	for _, r := range rs {
-		where := cmpOr(r.Site, admin.NoSite) + " " + r.Stream + "/" + r.Durable
+		where := cmpOr(r.Run.Site, admin.NoSite) + " " + r.Run.Stream + "/" + r.Run.Durable
+		st := r.Status
 		if r.Err != "" {
 			fmt.Fprintf(out, "%s: %s\n", where, r.Err)
 			failed = true
 			continue
 		}
 		fmt.Fprintf(out, "%s (%s): %d rows, outbox queued %d, sending %d, review %d, failed %d; %d dead letters, %d conflicts\n",
-			where, r.Status.Role, r.Ledger.Processed, r.Outbox[ledger.StatusQueued], r.Outbox[ledger.StatusSending], r.Outbox[ledger.StatusReview],
-			r.Outbox[ledger.StatusFailed], r.Ledger.DeadLetters, r.Ledger.Conflicts)
-		for _, n := range r.Attention {
+			where, st.Role, st.Ledger.Processed, st.Outbox[ledger.StatusQueued], st.Outbox[ledger.StatusSending], st.Outbox[ledger.StatusReview],
+			st.Outbox[ledger.StatusFailed], st.Ledger.DeadLetters, st.Ledger.Conflicts)
+		for _, n := range st.Attention {
 			fmt.Fprintf(out, "  ATTENTION %s\n", n.Text(now))
 			attention = true
 		}
