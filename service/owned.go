@@ -268,7 +268,12 @@ func holding(ctx context.Context, lease *changelog.Lease, f func() error) error 
 // has acknowledged after stream sequence after: the lowest sequence of
 // one of its filter's messages the stream holds in (after, ack floor], or
 // 0 when there is none (or no durable yet). The ack floor alone is not
-// it: it moves over the other partitions' messages too.
+// it: it moves over the other partitions' messages too. Acks above the
+// floor are not listed by the server, but counted: when more of the
+// filter's messages were delivered after both after and the floor than
+// the durable has pending, some of them were acknowledged, and the first
+// of them stands for it (a copy lacking it may lack an acknowledged
+// message: a nemesis schedule lost one so).
 func ackedAfter(js jetstream.JetStream, stream, durable string) func(context.Context, uint64) (uint64, error) {
 	return func(ctx context.Context, after uint64) (uint64, error) {
 		c, err := js.Consumer(ctx, stream, durable)
@@ -279,28 +284,60 @@ func ackedAfter(js jetstream.JetStream, stream, durable string) func(context.Con
 			return 0, err
 		}
 		info := c.CachedInfo()
-		floor := info.AckFloor.Stream
-		if floor <= after {
-			return 0, nil
-		}
 		s, err := js.Stream(ctx, stream)
 		if err != nil {
 			return 0, err
 		}
-		filters := append([]string{info.Config.FilterSubject}, info.Config.FilterSubjects...)
+		next := filteredNext(s, append([]string{info.Config.FilterSubject}, info.Config.FilterSubjects...))
+		if floor := info.AckFloor.Stream; floor > after {
+			first, err := next(ctx, after+1)
+			if err != nil || first != 0 && first <= floor {
+				return first, err
+			}
+			after = floor
+		}
+		return ackedAboveFloor(ctx, next, after, info.Delivered.Stream, info.NumAckPending)
+	}
+}
+
+// ackedAboveFloor is the first of the filter's messages in (after,
+// delivered] when there are more of them than pending acks (so one was
+// acknowledged), else 0. It reads at most pending+1 of them.
+func ackedAboveFloor(ctx context.Context, next func(context.Context, uint64) (uint64, error), after, delivered uint64, pending int) (uint64, error) {
+	first, n := uint64(0), 0
+	for seq := after + 1; seq <= delivered && n <= pending; {
+		m, err := next(ctx, seq)
+		if err != nil || m == 0 || m > delivered {
+			return 0, err
+		}
+		if first == 0 {
+			first = m
+		}
+		n, seq = n+1, m+1
+	}
+	if n > pending {
+		return first, nil
+	}
+	return 0, nil
+}
+
+// filteredNext finds the lowest sequence at or after from of a message of
+// filters (none: any) the stream holds, 0 when there is none.
+func filteredNext(s jetstream.Stream, filters []string) func(context.Context, uint64) (uint64, error) {
+	return func(ctx context.Context, from uint64) (uint64, error) {
 		lowest := uint64(0)
 		for _, f := range filters {
 			if f == "" && len(filters) > 1 {
 				continue
 			}
-			m, err := s.GetMsg(ctx, after+1, jetstream.WithGetMsgSubject(cmp.Or(f, ">")))
+			m, err := s.GetMsg(ctx, from, jetstream.WithGetMsgSubject(cmp.Or(f, ">")))
 			if errors.Is(err, jetstream.ErrMsgNotFound) {
 				continue
 			}
 			if err != nil {
 				return 0, err
 			}
-			if m.Sequence <= floor && (lowest == 0 || m.Sequence < lowest) {
+			if lowest == 0 || m.Sequence < lowest {
 				lowest = m.Sequence
 			}
 		}
