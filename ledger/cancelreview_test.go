@@ -71,3 +71,36 @@ func TestCancelledInFlightKeepsItsCancelInReview(t *testing.T) {
 		}
 	}
 }
+
+// A row settled by a person no longer shows its send's error as if it
+// stood: resolved as sent, none; as failed, saying so, with what the send
+// said.
+func TestAResolvedRowSaysHowItWasSettled(t *testing.T) {
+	t.Parallel()
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	for _, as := range []ledger.Status{ledger.StatusSent, ledger.StatusFailed} {
+		id, _ := enqueueWith(t, st, "m-"+string(as), nil)
+		if _, err := st.Transition(ctx, id, ledger.Claim, ledger.Params{Worker: "w", Lease: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Transition(ctx, id, ledger.Review, ledger.Params{Worker: "w", Reason: "timed out"}); err != nil {
+			t.Fatal(err)
+		}
+		it, err := st.Resolve(ctx, id, as, "ext-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := ""
+		if as == ledger.StatusFailed {
+			want = "resolved as not sent by a person (the send said: timed out)"
+		}
+		if it.Error != want {
+			t.Errorf("resolved as %s: error %q, want %q", as, it.Error, want)
+		}
+	}
+}
