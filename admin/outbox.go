@@ -39,8 +39,8 @@ type Row struct {
 	History []ledger.AuditRecord `json:"history,omitempty"`
 }
 
-// rowOf is it as a Row, its payload decoded when with is set.
-func rowOf(it ledger.OutboxItem, with bool) Row {
+// RowOf is it as a Row, its payload decoded when with is set.
+func RowOf(it ledger.OutboxItem, with bool) Row {
 	r := Row{OutboxItem: it}
 	r.OutboxItem.Payload = nil
 	if with {
@@ -88,7 +88,7 @@ func (s *Server) outboxList(ctx context.Context, req micro.Request) (any, error)
 	}
 	out := Rows{Rows: make([]Row, len(items))}
 	for i, it := range items {
-		out.Rows[i] = rowOf(it, false)
+		out.Rows[i] = RowOf(it, false)
 	}
 	return out, nil
 }
@@ -116,7 +116,7 @@ func ShowRow(ctx context.Context, st *ledger.Store, id string) (Row, error) {
 	if err != nil {
 		return Row{}, err
 	}
-	r := rowOf(it, true)
+	r := RowOf(it, true)
 	r.History, err = st.AuditOf(ctx, id)
 	return r, err
 }

@@ -66,6 +66,9 @@ func TestTheOutboxCommandsGoThroughTheAdminAPI(t *testing.T) {
 	if out, code := cli(t, "outbox", "show", id, "--db", w.db); code != 0 || !strings.Contains(out, `"who": "ops@example"`) {
 		t.Fatalf("outbox show --db of the stopped ledger: exit %d\n%s", code, out)
 	}
+	if out, code := cli(t, "outbox", "list", "--db", w.db, "--json"); code != 0 || !strings.Contains(out, `"payload": {`) {
+		t.Fatalf("outbox list --json: the payloads decoded wanted, exit %d\n%s", code, out)
+	}
 	if out, code := cli(t, "outbox", "list", "--nats", url); code != 1 || !strings.Contains(out, url) {
 		t.Fatalf("a server where no run answers: exit %d\n%s", code, out)
 	}

@@ -74,12 +74,19 @@ func (o *outboxCmd) change(inv *invocation, verb, id string, f func(*ledger.Stor
 // list prints the rows l asks for, oldest first, from the ledger or the API.
 func (o *outboxCmd) list(inv *invocation, a apiFlags, l ledger.Listing) error {
 	header := []string{"ID", "STATUS", "MESSAGE ID", "SINK", "ATTEMPTS", "EXTERNAL ID", "SENT TO", "UPDATED", "ERROR"}
-	row := func(it ledger.OutboxItem) []string {
+	row := func(it admin.Row) []string {
 		return []string{it.ID, string(it.Status), it.MessageID, it.Sink, fmt.Sprint(it.Attempts),
 			it.ExternalID, sentTo(it.SentTo), it.UpdatedAt.Format(time.RFC3339), it.Error}
 	}
-	if !a.remote() {
-		fetch := func(st *ledger.Store) ([]ledger.OutboxItem, error) { return st.ListOutbox(inv.ctx, l.Status, l.Limit) }
+	if !a.remote() { // JSON with the payloads decoded
+		fetch := func(st *ledger.Store) ([]admin.Row, error) {
+			items, err := st.ListOutbox(inv.ctx, l.Status, l.Limit)
+			rows := make([]admin.Row, len(items))
+			for i, it := range items {
+				rows[i] = admin.RowOf(it, true)
+			}
+			return rows, err
+		}
 		return listRows(inv, o.dbFlag, o.JSON, l, fetch, header, row)
 	}
 	return a.with(inv, func(nc *nats.Conn, addr admin.Address) error {

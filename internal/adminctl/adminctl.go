@@ -223,18 +223,12 @@ func ParseTime(s, flag string) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%s %q: want a date (2026-12-01) or an RFC 3339 time (2026-12-01T08:00:00Z)", flag, s)
 }
 
-// Outbox lists the rows in status at addr (outbox.list), as the ledger
-// holds them.
-func Outbox(ctx context.Context, nc *nats.Conn, addr admin.Address, status ledger.Status, limit int) ([]ledger.OutboxItem, error) {
+// Outbox lists the rows in status at addr (outbox.list: without their
+// payloads, which outbox.show gives).
+func Outbox(ctx context.Context, nc *nats.Conn, addr admin.Address, status ledger.Status, limit int) ([]admin.Row, error) {
 	var rows admin.Rows
-	if err := admin.Call(ctx, nc, addr, "outbox.list", admin.OutboxList{Status: status, Limit: limit}, &rows); err != nil {
-		return nil, err
-	}
-	items := make([]ledger.OutboxItem, len(rows.Rows))
-	for i, r := range rows.Rows {
-		items[i] = r.OutboxItem
-	}
-	return items, nil
+	err := admin.Call(ctx, nc, addr, "outbox.list", admin.OutboxList{Status: status, Limit: limit}, &rows)
+	return rows.Rows, err
 }
 
 // RunStatus is one run's status endpoint's answer, and where it is.
