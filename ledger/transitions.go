@@ -173,7 +173,7 @@ var transitions = map[Change]transition{
 		set: `external_id = :ext, sent_at = :now, error = NULL`}, // the send's error no longer stands
 	ResolveFailed: {from: []string{fromReview}, guard: noCancel, to: StatusFailed,
 		set: `maybe_sent = 0, error = 'resolved as not sent by a person (the send said: ' || coalesce(error, '') || ')'`},
-	Requeue:       {from: []string{fromFailed}, to: StatusQueued, set: `next_attempt_at = 0, ` + releaseClaim},
+	Requeue: {from: []string{fromFailed}, to: StatusQueued, set: `next_attempt_at = 0, ` + releaseClaim},
 	Found: {from: []string{fromReview}, guard: noCancel, to: StatusSent,
 		set: `external_id = coalesce(nullif(:ext, ''), external_id), sent_at = :now, error = NULL`},
 	Unseen: {from: []string{fromReview}, guard: noCancel, to: StatusQueued,
