@@ -50,6 +50,11 @@ const InboxPrefix = "_INBOX"
 // API): its answer goes back to the importer.
 const serviceImportReply = "_R_."
 
+// gatewayReply begins the reply subject nats-server gives a request that
+// crossed a gateway (another cluster of a super-cluster): it routes the
+// answer back.
+const gatewayReply = "_GR_."
+
 // NoSite stands for the site of a run that is no edge (no JetStream domain).
 const NoSite = "-"
 
@@ -230,7 +235,7 @@ const requestTimeout = 5 * time.Minute
 // micro error (a *Error says its code).
 func (s *Server) handle(h func(context.Context, micro.Request) (any, error)) micro.HandlerFunc {
 	return func(req micro.Request) {
-		if r := req.Reply(); !strings.HasPrefix(r, InboxPrefix) && !strings.HasPrefix(r, serviceImportReply) {
+		if r := req.Reply(); !strings.HasPrefix(r, InboxPrefix) && !strings.HasPrefix(r, serviceImportReply) && !strings.HasPrefix(r, gatewayReply) {
 			// The answer would go where the client names, with the run's
 			// rights: into a stream or the JetStream API. Nothing is done.
 			s.log.Warn("admin API: a request whose reply subject is no inbox is not taken", "subject", req.Subject(), "reply", req.Reply())
