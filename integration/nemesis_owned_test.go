@@ -613,6 +613,18 @@ func (o *nemOwned) replace(w *nemWorld, h int) {
 	o.launch(w, h, nil)
 	<-done
 	o.waitOwned(w, fmt.Sprintf("oreplace: host %d replaced", h))
+	// The new host restores each partition's snapshot: until it has, it
+	// has no file, and a stop at the drain would leave none.
+	if !poll(75*time.Second, func() bool {
+		for i := range nemOwnedParts {
+			if _, err := os.Stat(partitionFile(o.base[h], i)); err != nil {
+				return false
+			}
+		}
+		return true
+	}) {
+		w.m.violate("oreplace: host %d, replaced, has not restored its partitions' snapshots within 75s: %s", h, o.said(w, h))
+	}
 }
 
 // changelogFault deletes or purges partition which's changelog stream (2:
