@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -84,12 +85,22 @@ func (w *nemWorld) apiDone(kind nemKind, who string, code int, out string, rows 
 		w.m.mu.Unlock()
 		return true
 	case 1:
-		most := rows
-		if !strings.Contains(out, "skipped") && !strings.Contains(out, "code=") {
-			most = max(rows, 1) // no answer: it may have been taken before the run went
+		// Refused: none of its rows, or (a bulk) those its answer says it
+		// did before some were skipped; no answer: perhaps its rows, taken
+		// before the run went.
+		fewest, most := 0, 0
+		if kind == "bulk" {
+			fewest, most = rows, rows
+		}
+		switch {
+		case strings.Contains(out, "skipped") || strings.Contains(out, "code="):
+		case kind == "bulk":
+			most = math.MaxInt // no answer: any of its rows
+		default:
+			most = 1
 		}
 		w.m.mu.Lock()
-		w.m.apiActs[who] = [2]int{rows, most}
+		w.m.apiActs[who] = [2]int{fewest, most}
 		w.m.mu.Unlock()
 		w.stats.Refused[string(kind)+" through the API"]++
 		w.t.Logf("%s through the API refused (exit 1): %s", kind, lastLine(out))
