@@ -135,7 +135,7 @@ func TestDeadLettersAndConflictsGoThroughTheAdminAPI(t *testing.T) {
 
 // Issue 43: a ledger records the server its run used, and status and
 // ledger prune ask that one when --nats is not given (run listens on a
-// port of its own here, not 127.0.0.1:4222); a stream that is not there
+// free port of its own here, not the default one); a stream that is not there
 // is said naming the server asked.
 func TestCommandsAskTheServerTheLedgerRecords(t *testing.T) {
 	t.Parallel()
