@@ -5,6 +5,7 @@
 package adminctl
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,13 +41,6 @@ func (t Target) matches(f admin.Found) bool {
 	}
 	return f.Standby == t.Standby && (t.Site == "" || f.Site == t.Site || t.Site == admin.NoSite && f.Site == "") &&
 		(t.Stream == "" || f.Stream == t.Stream) && durable
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // ErrNotOne: the runs that answer are not exactly one that the target names.
@@ -116,7 +110,7 @@ func Who() string {
 		name = u.Username
 	}
 	host, _ := os.Hostname()
-	return cmpOr(name, "unknown") + "@" + cmpOr(host, "unknown")
+	return cmp.Or(name, "unknown") + "@" + cmp.Or(host, "unknown")
 }
 
 // Bulk is an action asked of the command line: its rows by ids, or every
@@ -268,7 +262,7 @@ func Statuses(ctx context.Context, nc *nats.Conn, url string, t Target) ([]RunSt
 // whether any could not answer.
 func PrintStatuses(out io.Writer, rs []RunStatus, now time.Time) (attention, failed bool) {
 	for _, r := range rs {
-		where := cmpOr(r.Run.Site, admin.NoSite) + " " + r.Run.Stream + "/" + r.Run.Durable
+		where := cmp.Or(r.Run.Site, admin.NoSite) + " " + r.Run.Stream + "/" + r.Run.Durable
 		st := r.Status
 		if r.Err != "" {
 			fmt.Fprintf(out, "%s: %s\n", where, r.Err)
