@@ -7,9 +7,11 @@ import (
 	"math"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -221,23 +223,96 @@ func (w *nemWorld) heldAtTheDestination() (e event, stored bool) {
 	return e, stored
 }
 
-// pause stops run past its AckWait while a second run on the same ledger
-// and durable takes its messages, then lets it go on.
+// pause stops run past its AckWait while a second run of the same ledger
+// and durables starts, then lets it go on. The durable's lease decides
+// which of them consumes: the first, renewing on its return (the second
+// waits, and is refused or stopped), or the second, which took the lease
+// the pause let lapse (the first finds it taken and exits 1, and a
+// supervisor starts it again: the next step's up). Either way the second
+// is stopped and must exit 0 or name the lease it was refused.
 func (w *nemWorld) pause() {
 	w.up()
-	w.run.signal(syscall.SIGSTOP)
-	// The second may wait for the ledger's writer, which the stopped run
-	// can hold until it goes on: it is waited for once both can run.
+	first := w.run
+	first.signal(syscall.SIGSTOP)
 	second := start(w.t, w.runEnv(nil), w.runArgs(w.db)...)
 	w.publishFresh(5)
 	time.Sleep(w.ackWait() + time.Second) // past AckWait: the pause is the experiment
-	w.run.signal(syscall.SIGCONT)
-	w.waitFetching(second)
+	mark := w.leaseMark()
+	first.signal(syscall.SIGCONT)
+	if !poll(time.Minute, func() bool { return exited(first) || w.renewedAlone(first, second, mark) }) {
+		w.t.Logf("pause: within 1m neither run held the lease alone")
+	}
 	second.stop()
-	code := second.wait(time.Minute)
-	if code != 0 {
+	if code := second.wait(time.Minute); code != 0 && !strings.Contains(second.output(), "one run per durable") {
 		w.m.violate("pause: the second run exited %d after SIGTERM: %s", code, tail(second.output()))
 	}
+	if !exited(first) {
+		w.t.Logf("pause: the first run kept the lease")
+		return
+	}
+	w.t.Logf("pause: the second run took the lease; the first stopped")
+	w.down = true
+	if code := first.wait(0); code != 1 || !strings.Contains(first.output(), "another run took the durable's lease") {
+		w.m.violate("pause: the first run exited %d, not for the lease the second took: %s", code, tail(first.output()))
+	}
+}
+
+func exited(p *proc) bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// leaseMark is the lease bucket's last sequence: a key written after it
+// was written after the call.
+func (w *nemWorld) leaseMark() uint64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := w.js.Stream(ctx, "KV_"+changelog.LeaseBucket)
+	if err != nil {
+		return 0
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0
+	}
+	return info.State.LastSeq
+}
+
+// renewedAlone reports whether first renewed a lease after mark while
+// second holds none: renewing every quarter TTL, first keeps them then.
+func (w *nemWorld) renewedAlone(first, second *proc, mark uint64) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := w.js.KeyValue(ctx, changelog.LeaseBucket)
+	if err != nil {
+		return false
+	}
+	keys, err := kv.Keys(ctx)
+	if err != nil {
+		return false
+	}
+	renewed := false
+	for _, k := range keys {
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			return false
+		}
+		holder := string(e.Value())
+		if holds(holder, second) {
+			return false
+		}
+		renewed = renewed || holds(holder, first) && e.Revision() > mark
+	}
+	return renewed
+}
+
+// holds reports whether a lease's holder (host:pid:tag) is p.
+func holds(holder string, p *proc) bool {
+	return strings.Contains(holder, ":"+strconv.Itoa(p.cmd.Process.Pid)+":")
 }
 
 // destFault sets a destination fault, sends two messages into it, waits for
