@@ -168,6 +168,11 @@ func (s *Server) outboxResolve(ctx context.Context, req micro.Request) (any, err
 			c = ledger.ResolveSent
 		}
 		_, err := s.st.Transition(ctx, id, c, p)
+		if c == ledger.ResolveFailed && errors.Is(err, ledger.ErrCancelPending) {
+			// Cancelled, and the item is not at the destination: the cancel is done.
+			p.Reason = "cancel pending; a person found the item not at the destination"
+			_, err = s.st.Transition(ctx, id, ledger.SettleCancel, p)
+		}
 		return err
 	})
 }

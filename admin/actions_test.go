@@ -379,3 +379,40 @@ func TestARequestWhoseReplyIsNoInboxIsNotTaken(t *testing.T) {
 		t.Fatalf("stream EV holds %d messages after a request with the reply ev.x (%v), want 0", info.State.Msgs, err)
 	}
 }
+
+// A row in review with its cancel pending (cancelled while its send was in
+// flight, or a cancel that deleted the item and could not write after)
+// resolved as failed through the API: the cancel is done, recorded.
+func TestAPendingCancelResolvedAsFailedThroughTheAPIIsCancelled(t *testing.T) {
+	t.Parallel()
+	nc, st := serverAndLedger(t, ledger.Config{})
+	ctx := context.Background()
+	ids := enqueue(t, st, "p")
+	if _, err := st.Transition(ctx, ids[0], ledger.Claim, ledger.Params{Worker: "w", Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []ledger.Change{ledger.CancelInFlight, ledger.Review} {
+		if _, err := st.Transition(ctx, ids[0], c, ledger.Params{Worker: "w", Reason: "timed out"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := admin.Address{Stream: "S", Durable: "d"}
+	s, err := admin.Serve(admin.Config{Conn: nc, Store: st, Address: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	var dry, done admin.Acted
+	if err := callAt(nc, addr, "outbox.resolve", admin.Act{Who: "ops", IDs: ids, As: ledger.StatusFailed, DryRun: true}, &dry); err != nil {
+		t.Fatal(err)
+	}
+	if err := callAt(nc, addr, "outbox.resolve", admin.Act{Who: "ops", IDs: ids, As: ledger.StatusFailed, Seen: dry.Seen}, &done); err != nil || len(done.Done) != 1 {
+		t.Fatalf("resolve as failed: %+v, %v", done, err)
+	}
+	if it, _ := st.Get(ctx, ids[0]); it.Status != ledger.StatusCancelled || it.PendingDelete {
+		t.Fatalf("row %s (cancel pending %v), want cancelled", it.Status, it.PendingDelete)
+	}
+	if rec, err := st.AuditOf(ctx, ids[0]); err != nil || len(rec) != 1 || rec[0].Who != "ops" {
+		t.Fatalf("the record: %v %+v", err, rec)
+	}
+}

@@ -131,6 +131,17 @@ func (s *Store) audited(ctx context.Context, a *Audit, action, target, query str
 }
 
 // insertAudit records a's action on target at now (ms) in tx.
+// auditChange records change c of row id as a's action; an undone cancel
+// takes back its start's record instead (the latest by a.Who of that row).
+func auditChange(ctx context.Context, tx *writeTx, now int64, a *Audit, c Change, id string) error {
+	if c != CancelUndoSent && c != CancelUndoReview {
+		return insertAudit(ctx, tx, now, a, string(c), id)
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM jetledger_audit WHERE id = (SELECT max(id) FROM jetledger_audit WHERE target = ? AND who = ? AND action = ?)`,
+		id, a.Who, string(CancelStart))
+	return err
+}
+
 func insertAudit(ctx context.Context, tx *writeTx, now int64, a *Audit, action, target string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO jetledger_audit (at, who, origin, action, target, note) VALUES (?, ?, ?, ?, ?, ?)`,
 		now, a.Who, a.From, action, target, a.Note)

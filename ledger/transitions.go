@@ -52,6 +52,18 @@ const (
 	// CancelDeleted: sent or review → cancelled, once its item (by
 	// Params.ExternalID) was deleted at the destination.
 	CancelDeleted Change = "cancel deleted"
+	// CancelStart: sent or review (no cancel pending) → review with its
+	// cancel pending, before its item (Params.ExternalID) is deleted at the
+	// destination: a cancel that deleted it and could not write so after
+	// (the writer gone, an owner fenced) leaves the row pending, which a
+	// lookup or a person settles (SettleCancel), never sent with no item.
+	CancelStart Change = "cancel started"
+	// CancelUndoSent, CancelUndoReview: a row CancelStart moved, whose
+	// delete then provably did not delete the item, back as it was (sent,
+	// or review with no cancel pending); with Params.Audit, CancelStart's
+	// record of it goes too: nothing was done.
+	CancelUndoSent   Change = "cancel undone (sent)"
+	CancelUndoReview Change = "cancel undone (review)"
 	// ResolveSent: review → sent with Params.ExternalID, by a person who
 	// found the item at the destination.
 	ResolveSent Change = "resolve sent"
@@ -98,6 +110,10 @@ type Params struct {
 	// Audit, when set, records the change as a person's action, in its
 	// transaction.
 	Audit *Audit
+	// Updated is, for CancelUndoSent and CancelUndoReview, the row's
+	// updated_at before CancelStart, restored: a person who saw the row
+	// before the cancel that did nothing may still act on it.
+	Updated time.Time
 }
 
 // Audit is a person's action as recorded: who, from where (a client's
@@ -169,6 +185,12 @@ var transitions = map[Change]transition{
 		set: `pending_delete = 1, error = 'cancelled while sending; delete at the destination pending'`},
 	CancelDeleted: {from: []string{fromSent, fromReview}, guard: `external_id = :ext`, to: StatusCancelled,
 		set: `pending_delete = 0`},
+	CancelStart: {from: []string{fromSent, fromReview}, guard: `external_id = :ext AND ` + noCancel, to: StatusReview,
+		set: `pending_delete = 1, error = coalesce(error, 'cancelled by a person; deleting it at the destination')`},
+	CancelUndoSent: {from: []string{fromReview}, guard: `external_id = :ext AND ` + cancelPending, to: StatusSent,
+		set: `pending_delete = 0, error = NULL, updated_at = :updated`}, // the last assignment of a column wins
+	CancelUndoReview: {from: []string{fromReview}, guard: `external_id = :ext AND ` + cancelPending, to: StatusReview,
+		set: `pending_delete = 0, updated_at = :updated`},
 	ResolveSent: {from: []string{fromReview}, guard: `:ext <> '' AND ` + noCancel, to: StatusSent,
 		set: `external_id = :ext, sent_at = :now, error = NULL`}, // the send's error no longer stands
 	ResolveFailed: {from: []string{fromReview}, guard: noCancel, to: StatusFailed,
@@ -251,13 +273,13 @@ func (s *Store) Transition(ctx context.Context, id string, c Change, p Params) (
 	it, err := scanItem(tx.QueryRowContext(ctx, t.query(), sql.Named("id", id), sql.Named("now", now),
 		sql.Named("worker", p.Worker), sql.Named("lease", p.Lease.Milliseconds()), sql.Named("delay", p.Delay.Milliseconds()),
 		sql.Named("reason", p.Reason), sql.Named("ext", p.ExternalID),
-		sql.Named("to", p.SentTo.Instance), sql.Named("pos", int64(p.SentTo.Position)), sql.Named("seen", seenMs(p.Seen))))
+		sql.Named("to", p.SentTo.Instance), sql.Named("pos", int64(p.SentTo.Position)), sql.Named("seen", seenMs(p.Seen)), sql.Named("updated", p.Updated.UnixMilli())))
 	if errors.Is(err, sql.ErrNoRows) {
 		tx.Rollback() //nolint:errcheck // nothing changed; explain reads on its own
 		return OutboxItem{}, s.refused(ctx, id, c, t, p)
 	}
 	if err == nil && p.Audit != nil {
-		err = insertAudit(ctx, tx, now, p.Audit, string(c), id)
+		err = auditChange(ctx, tx, now, p.Audit, c, id)
 	}
 	if err != nil {
 		return OutboxItem{}, fmt.Errorf("ledger: %s %s: %w", c, id, s.explainFull(interpret(err)))

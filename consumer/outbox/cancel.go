@@ -91,7 +91,12 @@ func cancelRow(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool, 
 
 // cancelSent deletes a sent (or reviewed) item at the destination, then
 // cancels its row. A row changed since p.Seen is left as it is, before the
-// delete: once deleted, the row is cancelled whatever p.Seen says.
+// delete. The row first goes to review with its cancel pending
+// (CancelStart, recorded as p.Audit's action): a cancel that deletes the
+// item and cannot write so after (its writer gone, its owner fenced) leaves
+// it pending, for a lookup or a person to settle, and never sent with no
+// item at the destination. A delete that provably did not delete puts the
+// row back as it was, and takes the record back.
 func cancelSent(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool, it ledger.OutboxItem, p ledger.Params) (CancelOutcome, error) {
 	if !p.Seen.IsZero() && it.UpdatedAt.UnixMilli() >= p.Seen.UnixMilli() {
 		return "", &ledger.StateError{ID: it.ID, Change: ledger.CancelDeleted, Status: it.Status, Err: ledger.ErrChanged}
@@ -104,11 +109,30 @@ func cancelSent(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool,
 		return "", fmt.Errorf("%w: %s is %s (external id %s) and no way to delete it at the destination was given; the row is unchanged",
 			ErrStillAtDestination, it.ID, it.Status, it.ExternalID)
 	}
+	if it.PendingDelete {
+		return "", fmt.Errorf("%w: %s is in review with a cancel pending already (its send or another cancel was deleting it): settle it as a row in review (resolve as failed once the item is not at the destination)",
+			ledger.ErrCancelPending, it.ID)
+	}
+	ext := ledger.Params{ExternalID: it.ExternalID, Seen: p.Seen, Audit: p.Audit}
+	if _, err := o.Transition(ctx, it.ID, ledger.CancelStart, ext); err != nil {
+		return "", err
+	}
+	ext.Seen = time.Time{}
 	if err := deleteItem(ctx, o, del, proven, it); err != nil {
+		undo := ledger.CancelUndoSent
+		if it.Status == ledger.StatusReview {
+			undo = ledger.CancelUndoReview
+		}
+		ext.Updated = it.UpdatedAt
+		if _, uerr := o.Transition(ctx, it.ID, undo, ext); uerr != nil {
+			return "", fmt.Errorf("%w; the row is in review with its cancel pending (%v): settle it there once the item is deleted or found absent", err, uerr)
+		}
 		return "", fmt.Errorf("%w; the row is unchanged (%s): cancel it again once the item can be deleted", err, it.Status)
 	}
-	if _, err := o.Transition(ctx, it.ID, ledger.CancelDeleted, ledger.Params{ExternalID: it.ExternalID, Audit: p.Audit}); err != nil {
-		return "", err
+	ext.Audit = nil // recorded by its start
+	if _, err := o.Transition(ctx, it.ID, ledger.SettleCancel, ledger.Params{ExternalID: it.ExternalID,
+		Reason: fmt.Sprintf("cancelled by a person; deleted at the destination (%s)", it.ExternalID)}); err != nil {
+		return "", fmt.Errorf("%w: the item was deleted at the destination and the row stays in review with its cancel pending: settle it there (resolve as failed)", err)
 	}
 	return CancelledDeleted, nil
 }

@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"net/http"
 	"testing"
@@ -204,4 +205,77 @@ func TestCancelWhileSendingNotFoundIsNotDeleted(t *testing.T) {
 		t.Fatalf("row %+v, destination %d items, %d counted deleted; want review with its id, 1 item, 0 deleted",
 			it, len(e.dest.Items()), d.Counts().Deleted)
 	}
+}
+
+// failingSettle is a ledger whose SettleCancel fails, as the write after a
+// delete fails for a run fenced by its partition's new owner.
+type failingSettle struct{ *ledger.Store }
+
+func (f failingSettle) Transition(ctx context.Context, id string, c ledger.Change, p ledger.Params) (ledger.OutboxItem, error) {
+	if c == ledger.SettleCancel || c == ledger.CancelDeleted { // the write after the delete
+		return ledger.OutboxItem{}, errors.New("not the changelog's owner")
+	}
+	return f.Store.Transition(ctx, id, c, p)
+}
+
+// A cancel that deleted a sent item and then could not write so (a
+// nemesis schedule: the owner's changelog publish timed out) leaves the
+// row in review with its cancel pending, recorded once, never sent with no
+// item at the destination; a person's "failed" then finishes it.
+func TestACancelThatDeletedAndCouldNotWriteLeavesTheRowPending(t *testing.T) {
+	t.Parallel()
+	e := newOutboxEnv(t, false, time.Second)
+	row := sentRows(t, e, "m1")[0]
+	ctx := context.Background()
+	_, err := outbox.CancelAs(ctx, failingSettle{e.st}, e.sink, row.ID, ledger.Params{Audit: &ledger.Audit{Who: "ops"}})
+	if err == nil {
+		t.Fatal("cancel: no error, want the write's")
+	}
+	if n := len(e.dest.Items()); n != 0 {
+		t.Fatalf("the destination holds %d items, want the one deleted", n)
+	}
+	it, _ := e.st.Get(ctx, row.ID)
+	if it.Status != ledger.StatusReview || !it.PendingDelete {
+		t.Fatalf("row %s (cancel pending %v), want review with its cancel pending", it.Status, it.PendingDelete)
+	}
+	if n := auditCount(t, e, row.ID); n != 1 {
+		t.Fatalf("%d records of the cancel, want 1", n)
+	}
+	if it, err := e.st.Resolve(ctx, row.ID, ledger.StatusFailed, ""); err != nil || it.Status != ledger.StatusCancelled {
+		t.Fatalf("resolve as failed: %s, %v; want cancelled", it.Status, err)
+	}
+}
+
+// A cancel whose delete provably did not delete leaves the row as it was
+// and no record of an action.
+func TestACancelWhoseDeleteFailedLeavesNoRecord(t *testing.T) {
+	t.Parallel()
+	e := newOutboxEnv(t, false, time.Second)
+	row := sentRows(t, e, "m1")[0]
+	e.dest.FailDeletesWith(http.StatusInternalServerError)
+	ctx := context.Background()
+	if _, err := outbox.CancelAs(ctx, e.st, e.sink, row.ID, ledger.Params{Audit: &ledger.Audit{Who: "ops"}}); !errors.Is(err, outbox.ErrStillAtDestination) {
+		t.Fatalf("cancel: %v, want ErrStillAtDestination", err)
+	}
+	it, _ := e.st.Get(ctx, row.ID)
+	if it.Status != ledger.StatusSent || it.PendingDelete || it.Error != "" {
+		t.Fatalf("row %s (cancel pending %v, error %q), want it sent as it was", it.Status, it.PendingDelete, it.Error)
+	}
+	if n := auditCount(t, e, row.ID); n != 0 {
+		t.Fatalf("%d records of a cancel that did nothing, want 0", n)
+	}
+}
+
+func auditCount(t *testing.T, e *outboxEnv, id string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", e.path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM jetledger_audit WHERE target = ?`, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
