@@ -120,7 +120,7 @@ func (s *Server) dlqRequeue(ctx context.Context, req micro.Request) (any, error)
 	var re *requeue.Error
 	switch {
 	case errors.As(err, &re):
-		if say := re.Say(nil); say != "" {
+		if say := re.SayCommand(nil, d.MessageID); say != "" {
 			err = fmt.Errorf("%w: %s", err, say)
 		}
 		return nil, &Error{Code: CodeConflict, Err: fmt.Errorf("dead letter %d is kept: %w", q.ID, err)}
@@ -129,11 +129,27 @@ func (s *Server) dlqRequeue(ctx context.Context, req micro.Request) (any, error)
 	case err != nil:
 		return nil, err
 	}
-	out := Requeued{ID: q.ID, MessageID: d.MessageID, Stream: d.Stream, Seq: r.Seq, Earlier: r.Earlier}
+	return RequeuedOf(q.ID, d, r), nil
+}
+
+// RequeuedOf is what requeuing dead letter d (id) did, as the API says it.
+func RequeuedOf(id int64, d ledger.DeadLetter, r requeue.Result) Requeued {
+	out := Requeued{ID: id, MessageID: d.MessageID, Stream: d.Stream, Seq: r.Seq, Earlier: r.Earlier}
 	if r.Via.Stream != d.Stream {
 		out.Via = fmt.Sprintf("%s seq %d", r.Via.Stream, r.Via.Sequence)
 	}
-	return out, nil
+	return out
+}
+
+// String says it for a person.
+func (r Requeued) String() string {
+	switch {
+	case r.Earlier:
+		return fmt.Sprintf("dead letter %d: an earlier requeue's copy with its id %s reached %s seq %d; dead letter removed", r.ID, r.MessageID, r.Stream, r.Seq)
+	case r.Via != "":
+		return fmt.Sprintf("dead letter %d requeued as %s with its original id %s, sourced into %s seq %d", r.ID, r.Via, r.MessageID, r.Stream, r.Seq)
+	}
+	return fmt.Sprintf("dead letter %d requeued as %s seq %d with its original id %s", r.ID, r.Stream, r.Seq, r.MessageID)
 }
 
 // ConflictShown is conflicts.show's answer: the conflict, and the two

@@ -83,8 +83,10 @@ func TestDeadLettersAndConflictsGoThroughTheAdminAPI(t *testing.T) {
 	w := newWorld(t, 100*time.Millisecond)
 	ctx := context.Background()
 	w.publish([]event{{ID: "g1", Account: "a", Amount: 10}})
-	if _, err := w.pub.Publish(ctx, publisher.Message{Subject: subject, ID: "bad-json", Data: []byte(`{"account": "a", amount: 1`)}); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{"bad-json", "bad-2"} {
+		if _, err := w.pub.Publish(ctx, publisher.Message{Subject: subject, ID: id, Data: []byte(`{"account": "a", amount: 1`)}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	consumertest.Eventually(t, 10*time.Second, "duplicate window to pass", func() bool {
 		a, err := w.pub.Publish(ctx, publisher.Message{Subject: subject, ID: "g1", Data: []byte(`{"account":"a","amount":999}`)})
@@ -93,13 +95,22 @@ func TestDeadLettersAndConflictsGoThroughTheAdminAPI(t *testing.T) {
 	run := w.runConsumer(nil)
 	db := w.ledgerDB()
 	consumertest.Eventually(t, time.Minute, "a dead letter and a conflict", func() bool {
-		return count(t, db, `SELECT count(*) FROM dead_letters`) == 1 && count(t, db, `SELECT count(*) FROM conflicts`) == 1
+		return count(t, db, `SELECT count(*) FROM dead_letters`) == 2 && count(t, db, `SELECT count(*) FROM conflicts`) == 1
 	})
 	url := w.srv.ClientURL()
 	if out, code := cli(t, "dlq", "list", "--nats", url); code != 0 || !strings.Contains(out, "bad-json") {
 		t.Fatalf("dlq list --nats: exit %d\n%s", code, out)
 	}
-	dl, cf := fmt.Sprint(count(t, db, `SELECT id FROM dead_letters`)), fmt.Sprint(count(t, db, `SELECT id FROM conflicts`))
+	dl, cf := fmt.Sprint(count(t, db, `SELECT id FROM dead_letters WHERE message_id = 'bad-json'`)), fmt.Sprint(count(t, db, `SELECT id FROM conflicts`))
+	// Requeued by the owner, through its API: republished with its id
+	// (a dead letter again, its payload being what it is), recorded.
+	dl2 := fmt.Sprint(count(t, db, `SELECT id FROM dead_letters WHERE message_id = 'bad-2'`))
+	if out, code := cli(t, "dlq", "requeue", dl2, "--api", "--nats", url, "--who", "ops@example", "--note", "fixed upstream"); code != 0 || !strings.Contains(out, "requeued as "+stream+" seq") {
+		t.Fatalf("dlq requeue --api: exit %d\n%s", code, out)
+	}
+	if out, code := cli(t, "dlq", "requeue", dl2, "--api", "--nats", url); code != 1 || !strings.Contains(out, "dead letter "+dl2) {
+		t.Fatalf("dlq requeue --api of a dead letter requeued before: exit %d, want 1 naming it\n%s", code, out)
+	}
 	if out, code := cli(t, "dlq", "show", dl, "--nats", url); code != 0 || !strings.Contains(out, "not valid JSON") {
 		t.Fatalf("dlq show --nats: exit %d\n%s", code, out)
 	}
@@ -115,8 +126,8 @@ func TestDeadLettersAndConflictsGoThroughTheAdminAPI(t *testing.T) {
 			t.Fatalf("%v: exit %d\n%s", args, code, out)
 		}
 	}
-	if n := count(t, db, `SELECT count(*) FROM jetledger_audit WHERE who = 'ops@example'`); n != 2 {
-		t.Fatalf("%d records of the two actions, want 2", n)
+	if n := count(t, db, `SELECT count(*) FROM jetledger_audit WHERE who = 'ops@example'`); n != 3 {
+		t.Fatalf("%d records of the three actions, want 3", n)
 	}
 	if out, code := cli(t, "conflicts", "ack", cf, "--nats", url, "--note", "again"); code != 1 || !strings.Contains(out, "acknowledged before") {
 		t.Fatalf("a second ack: exit %d\n%s", code, out)

@@ -129,3 +129,37 @@ func TestAttentionSaysALedgerNearItsCap(t *testing.T) {
 		t.Fatalf("a page short of its cap: near_cap %d, want 1", n)
 	}
 }
+
+// A dead letter's id is never given again: the newest discarded, the next
+// one recorded gets a new id, so an action on the old id (from a list seen
+// earlier) finds nothing rather than another dead letter.
+func TestADeadLettersIDIsNeverGivenAgain(t *testing.T) {
+	t.Parallel()
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	record := func(seq uint64) int64 {
+		t.Helper()
+		if err := st.RecordDeadLetters(ctx, []ledger.DeadLetter{{MessageID: fmt.Sprint("m", seq), Stream: "S", Sequence: seq, Subject: "ev", Reason: "bad"}}); err != nil {
+			t.Fatal(err)
+		}
+		dls, err := st.DeadLetters(ctx, 0)
+		if err != nil || len(dls) == 0 {
+			t.Fatal(dls, err)
+		}
+		return dls[len(dls)-1].ID
+	}
+	first := record(1)
+	if err := st.DiscardDeadLetter(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if next := record(2); next == first {
+		t.Fatalf("the next dead letter took the id %d of the one discarded", first)
+	}
+	if _, err := st.DeadLetter(ctx, first); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("the discarded id: %v, want ErrNotFound", err)
+	}
+}

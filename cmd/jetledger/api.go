@@ -13,7 +13,12 @@ import (
 // apiFlags send a command through the admin API of the run that owns the
 // ledger, anywhere its NATS reaches, instead of opening --db.
 type apiFlags struct {
-	NATS      natsFlags     `embed:"" group:"api" kong:"set='nats_url=',set='nats_help=act through the admin API of the run that owns the ledger, reached at this NATS server (or --context), instead of --db'"`
+	NATS natsFlags `embed:"" group:"api" kong:"set='nats_url=',set='nats_help=act through the admin API of the run that owns the ledger, reached at this NATS server (or --context), instead of --db'"`
+	apiTarget
+}
+
+// apiTarget names the run whose API a command asks, and how.
+type apiTarget struct {
 	Site      string        `name:"site" group:"api" help:"with --nats: the site (edge domain) of the run to ask; - for a run that is no edge"`
 	Stream    string        `name:"api-stream" group:"api" help:"with --nats: the stream of the run to ask"`
 	Durable   string        `name:"durable" group:"api" help:"with --nats: the durable of the run to ask"`

@@ -121,7 +121,10 @@ func (c *dlqDiscardCmd) Run(inv *invocation, q *dlqCmd) error {
 type dlqRequeueCmd struct {
 	dlqID
 	Wait time.Duration `name:"wait" default:"30s" help:"at an edge: how long to wait for the copy to be sourced from the hub into the dead letter's stream; if it has not arrived by then the dead letter is kept (exit 1)"`
-	NATS natsFlags     `embed:"" group:"nats" kong:"set='nats_url=',set='nats_help=NATS server URL to republish to (default: the one the ledger records its run used, else ${nats_default})'"`
+	NATS natsFlags     `embed:"" group:"nats" kong:"set='nats_url=',set='nats_help=NATS server URL to republish to (default: the one the ledger records its run used, else ${nats_default}); with --api, the server of the admin API of the run that owns the ledger'"`
+	API  bool          `name:"api" group:"api" help:"ask the run that owns the ledger, reached at --nats (or --context), to requeue it through its admin API, recorded as --who's (the way on a partition kept by a changelog) instead of republishing from --db"`
+	apiTarget
+	Note string `name:"note" group:"api" help:"with --api: why, recorded with the action"`
 }
 
 func (dlqRequeueCmd) Help() string {
@@ -142,6 +145,15 @@ func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
 	if err := cfg.Validate(); err != nil {
 		return configUsage(err)
 	}
+	if c.API {
+		return apiFlags{c.NATS, c.apiTarget}.with(inv, func(nc *nats.Conn, addr admin.Address) error {
+			var r admin.Requeued
+			if err := admin.Call(inv.ctx, nc, addr, "dlq.requeue", admin.ByID{ID: c.ID, Who: cmp.Or(c.Who, adminctl.Who()), Note: c.Note}, &r); err != nil {
+				return err
+			}
+			return sayRequeued(inv, q, r)
+		})
+	}
 	return c.dlqID.withStore(q, func(st *ledger.Store) error {
 		d, err := st.DeadLetter(inv.ctx, c.ID)
 		if err != nil {
@@ -160,20 +172,16 @@ func (c *dlqRequeueCmd) Run(inv *invocation, q *dlqCmd) error {
 		if err != nil {
 			return requeueAdvice(err, d)
 		}
-		if q.JSON {
-			return json.NewEncoder(inv.stdout).Encode(map[string]any{"requeued": c.ID, "message_id": d.MessageID, "stream": r.Via.Stream, "seq": r.Via.Sequence,
-				"in_stream": d.Stream, "in_seq": r.Seq, "earlier": r.Earlier})
-		}
-		switch {
-		case r.Earlier:
-			fmt.Fprintf(inv.stdout, "dead letter %d: an earlier requeue's copy with its id %s reached %s seq %d; dead letter removed\n", c.ID, d.MessageID, d.Stream, r.Seq)
-		case r.Via.Stream != d.Stream:
-			fmt.Fprintf(inv.stdout, "dead letter %d requeued as %s seq %d with its original id %s, sourced into %s seq %d\n", c.ID, r.Via.Stream, r.Via.Sequence, d.MessageID, d.Stream, r.Seq)
-		default:
-			fmt.Fprintf(inv.stdout, "dead letter %d requeued as %s seq %d with its original id %s\n", c.ID, r.Via.Stream, r.Via.Sequence, d.MessageID)
-		}
-		return nil
+		return sayRequeued(inv, q, admin.RequeuedOf(c.ID, d, r))
 	})
+}
+
+func sayRequeued(inv *invocation, q *dlqCmd, r admin.Requeued) error {
+	if q.JSON {
+		return json.NewEncoder(inv.stdout).Encode(r)
+	}
+	_, err := fmt.Fprintln(inv.stdout, r)
+	return err
 }
 
 // requeueNames are what requeue's refusals call its settings.
@@ -190,15 +198,7 @@ func requeueAdvice(err error, d ledger.DeadLetter) error {
 	if !errors.As(err, &re) {
 		return err
 	}
-	advice := re.Say(requeueNames)
-	switch re.Remedy {
-	case requeue.RemedyPublishBySubject:
-		advice = fmt.Sprintf("publish its payload with 'jetledger publish --stream %s --id %s' to the subject it was first published to, then discard it", re.Stream, d.MessageID)
-	case requeue.RemedyPublishAtHub:
-		advice = fmt.Sprintf("publish its payload with 'jetledger publish --stream %s --id %s' at the hub to the subject it was first published to, then discard it", re.Stream, d.MessageID)
-	case requeue.RemedyPublishIntoOrigin:
-		advice = fmt.Sprintf("publish its payload with 'jetledger publish --stream STREAM --id %s' into the stream it came from, then discard it", d.MessageID)
-	}
+	advice := re.SayCommand(requeueNames, d.MessageID)
 	if advice == "" {
 		return err
 	}

@@ -109,6 +109,20 @@ func (e *Error) Say(names map[string]string) string {
 	return ""
 }
 
+// SayCommand is Say with the jetledger command that publishes by hand
+// for the Publish remedies, the dead letter's id being msgID.
+func (e *Error) SayCommand(names map[string]string, msgID string) string {
+	switch e.Remedy {
+	case RemedyPublishBySubject:
+		return fmt.Sprintf("publish its payload with 'jetledger publish --stream %s --id %s' to the subject it was first published to, then discard it", e.Stream, msgID)
+	case RemedyPublishAtHub:
+		return fmt.Sprintf("publish its payload with 'jetledger publish --stream %s --id %s' at the hub to the subject it was first published to, then discard it", e.Stream, msgID)
+	case RemedyPublishIntoOrigin:
+		return fmt.Sprintf("publish its payload with 'jetledger publish --stream STREAM --id %s' into the stream it came from, then discard it", msgID)
+	}
+	return e.Say(names)
+}
+
 // refused is an *Error with remedy r, its text format's.
 func refused(r Remedy, stream, format string, a ...any) error {
 	return &Error{Remedy: r, Stream: stream, Err: fmt.Errorf(format, a...)}
