@@ -10,6 +10,7 @@ import (
 	"github.com/jetledger/jetledger/admin"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/ledger/ledgertest"
 )
 
 // reviewRows makes a ledger with n rows in review.
@@ -20,32 +21,7 @@ func reviewRows(b *testing.B, n int) (*ledger.Store, []string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { st.Close() })
-	ctx := context.Background()
-	var ids []string
-	batch := make([]ledger.Delivery, 0, 500)
-	for i := range n {
-		batch = append(batch, ledger.Delivery{MessageID: fmt.Sprint("m", i), Stream: "S", Sequence: uint64(i + 1), Subject: "ev", Data: []byte(`{"n":1}`), Delivered: 1})
-		if len(batch) < cap(batch) && i < n-1 {
-			continue
-		}
-		if _, err := st.ApplyBatch(ctx, batch, func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
-			id, err := tx.Enqueue(ctx, "webhook", d.Data)
-			ids = append(ids, id)
-			return err
-		}, ledger.Budget{}); err != nil {
-			b.Fatal(err)
-		}
-		batch = batch[:0]
-	}
-	for _, id := range ids {
-		if _, err := st.Transition(ctx, id, ledger.Claim, ledger.Params{Worker: "w", Lease: time.Hour}); err != nil {
-			b.Fatal(err)
-		}
-		if _, err := st.Transition(ctx, id, ledger.Review, ledger.Params{Worker: "w", Reason: "timed out"}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return st, ids
+	return st, ledgertest.ReviewRows(b, st, n)
 }
 
 // Settling 10 000 review rows: through the admin API over NATS (a dry
