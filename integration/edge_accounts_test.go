@@ -31,15 +31,7 @@ var hubPasswords = map[string]string{"site": "site-pw", "hub": "hub-pw", "operat
 // and viewers, on free ports.
 func startHubOfTheDocs(t *testing.T) *hub {
 	t.Helper()
-	page, err := os.ReadFile("../docs/edge.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(page), "```conf\n")
-	conf, _, closed := strings.Cut(rest, "```")
-	if !ok || !closed || strings.Contains(rest[len(conf):], "```conf") {
-		t.Fatal("docs/edge.md: want one ```conf block")
-	}
+	conf := consumertest.ConfBlock(t, "../docs/edge.md")
 	dir := t.TempDir()
 	h := &hub{t: t, bin: natsServerBinary(t), conf: filepath.Join(dir, "hub.conf"), port: freePort(t), leafPort: freePort(t)}
 	conf = strings.NewReplacer("127.0.0.1:4222", fmt.Sprintf("127.0.0.1:%d", h.port), "127.0.0.1:7422", fmt.Sprintf("127.0.0.1:%d", h.leafPort),

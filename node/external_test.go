@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,19 +19,7 @@ import (
 
 // docsConf is the nats-server configuration docs/security.md gives for an
 // external server: its one conf block.
-func docsConf(t *testing.T) string {
-	t.Helper()
-	page, err := os.ReadFile("../docs/security.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(page), "```conf\n")
-	conf, _, closed := strings.Cut(rest, "```")
-	if !ok || !closed || strings.Contains(rest[len(conf):], "```conf") {
-		t.Fatal("docs/security.md: want one ```conf block")
-	}
-	return conf
-}
+func docsConf(t *testing.T) string { return consumertest.ConfBlock(t, "../docs/security.md") }
 
 // runServer runs nats-server with conf on a free port, JetStream in a
 // temporary directory.

@@ -5,11 +5,13 @@ package consumertest
 
 import (
 	"context"
-	"github.com/jetledger/jetledger/consumer/jsretry"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -107,4 +109,20 @@ func RunConsumer(tb testing.TB, c *consumer.Consumer) {
 			tb.Errorf("Run: %v", err)
 		}
 	})
+}
+
+// ConfBlock is the one ```conf block of the Markdown page at path: the
+// nats-server configuration the page gives, for a test to run as written.
+func ConfBlock(t testing.TB, path string) string {
+	t.Helper()
+	page, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(page), "```conf\n")
+	conf, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed || strings.Contains(rest[len(conf):], "```conf") {
+		t.Fatalf("%s: want one ```conf block", path)
+	}
+	return conf
 }
