@@ -142,7 +142,7 @@ func decide(s situation) (rule, error) {
 		// message: a run out of the log applied it (--leave-changelog).
 		atLast := r.step == stepFollow && s.ours() && s.file.pos.Seq == s.last
 		if (r.step == stepBegin || atLast) && s.acked != 0 {
-			return rule{name: r.name + ", lacking acknowledged messages", step: stepWait}, fmt.Errorf("%w: this file holds messages through stream sequence %d, the durable acknowledged the one at %d: a fuller copy of the partition is on another host; start the run there, or, if none is left, a person restores what was lost", ErrWaiting, s.file.seen, s.acked)
+			return rule{name: r.name + ", lacking acknowledged messages", step: stepWait}, fmt.Errorf("%w: this file holds messages through stream sequence %d and lacks one the durable acknowledged (the first it lacks is at %d): a fuller copy of the partition is on another host; start the run there, or, if none is left, a person restores what was lost", ErrWaiting, s.file.seen, s.acked)
 		}
 		if r.step == stepWait {
 			return r, fmt.Errorf("%w (%s): %s", ErrWaiting, r.name, r.why(s))
@@ -200,6 +200,27 @@ func readFile(ctx context.Context, file string) (fileState, error) {
 	return f, nil
 }
 
+// ackedOf is Config.Acked of the ledger file, not open (f read from it):
+// a file not there holds nothing.
+func (l *Log) ackedOf(ctx context.Context, file string, f fileState) (uint64, error) {
+	holds := func(context.Context, string, uint64) (bool, error) { return false, nil }
+	if f.exists {
+		db, err := sql.Open("sqlite", "file:"+file+"?mode=ro&_pragma=busy_timeout(5000)")
+		if err != nil {
+			return 0, err
+		}
+		defer db.Close()
+		holds = func(ctx context.Context, id string, seq uint64) (bool, error) {
+			held, err := ledger.HoldsIn(ctx, db, id, seq)
+			if missingTable(err) {
+				return false, nil // a file of an earlier schema, or an empty one
+			}
+			return held, err
+		}
+	}
+	return l.cfg.Acked(ctx, f.seen, holds)
+}
+
 // missingTable: a file made before the table was.
 func missingTable(err error) bool {
 	var e interface{ Code() int }
@@ -217,7 +238,7 @@ func (l *Log) situation(ctx context.Context, file string) (situation, error) {
 	// before it commits and acknowledges, so every message acknowledged
 	// by then is in an entry the log's last, read after, covers.
 	if l.cfg.Acked != nil {
-		if s.acked, err = l.cfg.Acked(ctx, s.file.seen); err != nil {
+		if s.acked, err = l.ackedOf(ctx, file, s.file); err != nil {
 			return s, err
 		}
 	}

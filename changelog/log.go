@@ -37,6 +37,10 @@ const (
 // inside a server's default 1 MiB max_payload with the headers.
 const MaxEntryDefault = 512 << 10
 
+// Holds says whether a ledger holds the message of id at stream sequence
+// seq (ledger.HoldsQuery).
+type Holds func(ctx context.Context, id string, seq uint64) (bool, error)
+
 // Config names a partition's changelog.
 type Config struct {
 	// Stream and Durable name the partition consumed (the stream and the
@@ -53,10 +57,12 @@ type Config struct {
 	// Logger. Default slog.Default().
 	Logger *slog.Logger
 	// Acked returns the stream sequence of a message the partition's
-	// durable has acknowledged after stream sequence after, or 0 when
-	// there is none: a ledger that has seen messages only through after
-	// lacks it, and does not begin a log. Default nil: not checked.
-	Acked func(ctx context.Context, after uint64) (uint64, error)
+	// durable has acknowledged that a ledger lacks, or 0 when there is
+	// none (or it cannot tell): such a ledger does not begin a log. The
+	// ledger has seen messages through stream sequence seen, and holds
+	// says whether it holds a message (its Nats-Msg-Id, its sequence).
+	// Default nil: not checked.
+	Acked func(ctx context.Context, seen uint64, holds Holds) (uint64, error)
 	// Schema, if set, is run on a standby's copy each time it is opened,
 	// before it follows the log: a schema's statements (DDL) are in no
 	// entry, so the tables a later version of the owner writes must be

@@ -250,14 +250,14 @@ func (l *Log) HoldsAcked(ctx context.Context, st *ledger.Store, last uint64) err
 	if err != nil {
 		return err
 	}
-	acked, err := l.cfg.Acked(ctx, seen)
+	acked, err := l.cfg.Acked(ctx, seen, st.Holds)
 	if err != nil || acked == 0 {
 		return err
 	}
 	if now, err := l.Last(ctx); err != nil || now > last {
 		return cmp.Or(err, errLogMoved)
 	}
-	return fmt.Errorf("%w: the copy holds the log through its last entry, %d, and messages through stream sequence %d, but the partition's durable acknowledged the one at %d, which is in no entry: a run out of the log (--leave-changelog) applied it; start that file's host (its ledger joins again once the log is deleted: docs/scaling.md), or have a person settle the partition", ErrWaiting, last, seen, acked)
+	return fmt.Errorf("%w: the copy holds the log through its last entry, %d, and messages through stream sequence %d, but lacks one the partition's durable acknowledged (the first it lacks is at %d), which is in no entry: a run out of the log (--leave-changelog) applied it; start that file's host (its ledger joins again once the log is deleted: docs/scaling.md), or have a person settle the partition", ErrWaiting, last, seen, acked)
 }
 
 // firstSnapshot stores the snapshot of a ledger that has just begun the

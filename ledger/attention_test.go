@@ -163,3 +163,23 @@ func TestADeadLettersIDIsNeverGivenAgain(t *testing.T) {
 		t.Fatalf("the discarded id: %v, want ErrNotFound", err)
 	}
 }
+
+// An id seen in two streams pins its last_seq (no sequence): the highest
+// sequence the ledger has seen leaves it out, or a copy holding one would
+// seem to hold every message the durable acknowledged.
+func TestSeenLeavesOutAPinnedSequence(t *testing.T) {
+	t.Parallel()
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	if _, err := st.DB().ExecContext(ctx, `INSERT INTO processed_messages (message_id, stream, stream_seq, subject, payload_sha256, processed_at, last_seq)
+		VALUES ('a', 'S', 7, 's', x'00', 0, 9223372036854775807), ('b', 'S', 5, 's', x'00', 0, 9)`); err != nil {
+		t.Fatal(err)
+	}
+	if seen, err := st.Seen(ctx); err != nil || seen != 9 {
+		t.Fatalf("seen %d, %v; want 9", seen, err)
+	}
+}

@@ -311,9 +311,34 @@ func (s *Store) ChangelogPosition(ctx context.Context) (ChangelogPosition, error
 
 // SeenExpr is the highest stream sequence a ledger has seen, as an SQL
 // expression: of a message it processed (or a later copy of one),
-// dead-lettered, or recorded a conflict of; 0 for none.
-const SeenExpr = `max(coalesce((SELECT max(max(stream_seq), max(last_seq)) FROM processed_messages), 0),
+// dead-lettered, or recorded a conflict of; 0 for none. An id seen in two
+// streams has last_seq pinned (pinnedSeq), no sequence: it is left out, or
+// the copy would seem to have seen everything.
+const SeenExpr = `max(coalesce((SELECT max(max(stream_seq), coalesce(max(nullif(last_seq, 9223372036854775807)), 0)) FROM processed_messages), 0),
 	coalesce((SELECT max(stream_seq) FROM dead_letters), 0), coalesce((SELECT max(stream_seq) FROM conflicts), 0))`
+
+// HoldsQuery says (1 or 0) whether a ledger holds the message of id :id
+// at stream sequence :seq: applied (its id), or dead-lettered or refused
+// as a conflict there.
+const HoldsQuery = `SELECT EXISTS (SELECT 1 FROM processed_messages WHERE message_id = :id AND :id <> '')
+	OR EXISTS (SELECT 1 FROM dead_letters WHERE stream_seq = :seq) OR EXISTS (SELECT 1 FROM conflicts WHERE stream_seq = :seq)`
+
+// HoldsIn is HoldsQuery on db.
+func HoldsIn(ctx context.Context, db *sql.DB, id string, seq uint64) (bool, error) {
+	var held bool
+	err := db.QueryRowContext(ctx, HoldsQuery, sql.Named("id", id), sql.Named("seq", int64(seq))).Scan(&held)
+	return held, err
+}
+
+// Holds says whether the ledger holds the message of id at stream
+// sequence seq (HoldsQuery).
+func (s *Store) Holds(ctx context.Context, id string, seq uint64) (bool, error) {
+	held, err := HoldsIn(ctx, s.writer, id, seq)
+	if err != nil {
+		return false, fmt.Errorf("ledger: does it hold %s (stream sequence %d): %w", id, seq, interpret(err))
+	}
+	return held, nil
+}
 
 // Seen is the highest stream sequence the ledger has seen (SeenExpr).
 func (s *Store) Seen(ctx context.Context) (uint64, error) {

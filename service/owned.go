@@ -265,17 +265,22 @@ func holding(ctx context.Context, lease *changelog.Lease, f func() error) error 
 }
 
 // ackedAfter reads, for the lifecycle, a message the partition's durable
-// has acknowledged after stream sequence after: the lowest sequence of
-// one of its filter's messages the stream holds in (after, ack floor], or
-// 0 when there is none (or no durable yet). The ack floor alone is not
-// it: it moves over the other partitions' messages too. Acks above the
-// floor are not listed by the server, but counted: when more of the
-// filter's messages were delivered after both after and the floor than
-// the durable has pending, some of them were acknowledged, and the first
-// of them stands for it (a copy lacking it may lack an acknowledged
-// message: a nemesis schedule lost one so).
-func ackedAfter(js jetstream.JetStream, stream, durable string) func(context.Context, uint64) (uint64, error) {
-	return func(ctx context.Context, after uint64) (uint64, error) {
+// has acknowledged that a copy lacks, the copy having seen messages
+// through stream sequence seen and holding what holds says: its stream
+// sequence, or 0 when there is none (or no durable yet). The ack floor
+// alone is not it: it moves over the other partitions' messages too, and
+// pipelined batches are acknowledged above it. Acks above the floor are
+// not listed by the server, but counted: every message of the filter
+// the stream holds in (floor, delivered] that was not acknowledged is
+// pending (a NAK keeps it so), so when more of them than acks pending are
+// missing from the copy, one of those missing was acknowledged, and the
+// first missing stands for it (a nemesis schedule lost one so). Those the
+// copy misses below seen count as well (failing ones, retried: an attack
+// hid acknowledged ones behind them), at most holeScanLimit of them are
+// read. Not on a durable with a server-side MaxDeliver: there the floor
+// alone counts.
+func ackedAfter(js jetstream.JetStream, stream, durable string) func(context.Context, uint64, changelog.Holds) (uint64, error) {
+	return func(ctx context.Context, seen uint64, holds changelog.Holds) (uint64, error) {
 		c, err := js.Consumer(ctx, stream, durable)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 			return 0, nil
@@ -289,31 +294,72 @@ func ackedAfter(js jetstream.JetStream, stream, durable string) func(context.Con
 			return 0, err
 		}
 		next := filteredNext(s, append([]string{info.Config.FilterSubject}, info.Config.FilterSubjects...))
-		if floor := info.AckFloor.Stream; floor > after {
-			first, err := next(ctx, after+1)
-			if err != nil || first != 0 && first <= floor {
+		floor := info.AckFloor.Stream
+		if floor > seen {
+			if first, err := firstUnheld(ctx, next, holds, seen, floor); err != nil || first != 0 {
 				return first, err
 			}
-			after = floor
 		}
-		return ackedAboveFloor(ctx, next, after, info.Delivered.Stream, info.NumAckPending)
+		if info.Config.MaxDeliver > 0 {
+			// A durable made with a server-side MaxDeliver (jetledger warns
+			// of it): the server drops a message at its last delivery, and
+			// it is then neither pending nor acknowledged. Above the floor
+			// the count cannot tell it from an acknowledged one, and a copy
+			// would wait for ever (an attack SIGKILLed the owner holding
+			// messages at their last delivery).
+			return 0, nil
+		}
+		from := floor
+		if seen > floor && seen-floor > holeScanLimit {
+			from = seen // too many below to read at each decision
+		}
+		return ackedUnheld(ctx, next, holds, from, info.Delivered.Stream, info.NumAckPending)
 	}
 }
 
-// ackedAboveFloor is the first of the filter's messages in (after,
-// delivered] when there are more of them than pending acks (so one was
-// acknowledged), else 0. It reads at most pending+1 of them.
-func ackedAboveFloor(ctx context.Context, next func(context.Context, uint64) (uint64, error), after, delivered uint64, pending int) (uint64, error) {
+// firstUnheld is the first of the filter's messages in (after, floor],
+// every one acknowledged, that the copy does not hold (a later copy of an
+// id it holds, published again past the duplicate window, it does), 0
+// when there is none.
+func firstUnheld(ctx context.Context, next func(context.Context, uint64) (streamMsg, error), holds changelog.Holds, after, floor uint64) (uint64, error) {
+	for seq := after + 1; seq <= floor; {
+		m, err := next(ctx, seq)
+		if err != nil || m.seq == 0 || m.seq > floor {
+			return 0, err
+		}
+		if held, err := holds(ctx, m.id, m.seq); err != nil || !held {
+			return m.seq, err
+		}
+		seq = m.seq + 1
+	}
+	return 0, nil
+}
+
+// holeScanLimit bounds the messages below a copy's position ackedAfter
+// reads for those it misses.
+const holeScanLimit = 2000
+
+// ackedUnheld is the first of the filter's messages in (after, delivered]
+// the copy does not hold when more of them than pending acks are missing
+// (so one was acknowledged), else 0. It stops once that many are.
+func ackedUnheld(ctx context.Context, next func(context.Context, uint64) (streamMsg, error), holds changelog.Holds, after, delivered uint64, pending int) (uint64, error) {
 	first, n := uint64(0), 0
 	for seq := after + 1; seq <= delivered && n <= pending; {
 		m, err := next(ctx, seq)
-		if err != nil || m == 0 || m > delivered {
+		if err != nil || m.seq == 0 || m.seq > delivered {
 			return 0, err
 		}
-		if first == 0 {
-			first = m
+		held, err := holds(ctx, m.id, m.seq)
+		if err != nil {
+			return 0, err
 		}
-		n, seq = n+1, m+1
+		if !held {
+			if first == 0 {
+				first = m.seq
+			}
+			n++
+		}
+		seq = m.seq + 1
 	}
 	if n > pending {
 		return first, nil
@@ -321,11 +367,18 @@ func ackedAboveFloor(ctx context.Context, next func(context.Context, uint64) (ui
 	return 0, nil
 }
 
-// filteredNext finds the lowest sequence at or after from of a message of
-// filters (none: any) the stream holds, 0 when there is none.
-func filteredNext(s jetstream.Stream, filters []string) func(context.Context, uint64) (uint64, error) {
-	return func(ctx context.Context, from uint64) (uint64, error) {
-		lowest := uint64(0)
+// streamMsg is a message of the stream as ackedAfter reads it: its
+// sequence (0: none) and Nats-Msg-Id.
+type streamMsg struct {
+	seq uint64
+	id  string
+}
+
+// filteredNext finds the lowest message at or after from of filters
+// (none: any) the stream holds, seq 0 when there is none.
+func filteredNext(s jetstream.Stream, filters []string) func(context.Context, uint64) (streamMsg, error) {
+	return func(ctx context.Context, from uint64) (streamMsg, error) {
+		var lowest streamMsg
 		for _, f := range filters {
 			if f == "" && len(filters) > 1 {
 				continue
@@ -335,10 +388,10 @@ func filteredNext(s jetstream.Stream, filters []string) func(context.Context, ui
 				continue
 			}
 			if err != nil {
-				return 0, err
+				return streamMsg{}, err
 			}
-			if lowest == 0 || m.Sequence < lowest {
-				lowest = m.Sequence
+			if lowest.seq == 0 || m.Sequence < lowest.seq {
+				lowest = streamMsg{seq: m.Sequence, id: m.Header.Get(jetstream.MsgIDHeader)}
 			}
 		}
 		return lowest, nil
