@@ -137,7 +137,7 @@ func catchUpToLeave(ctx context.Context, cfg Config, js jetstream.JetStream, dur
 	if pos, err := st.ChangelogPosition(ctx); err != nil || pos.Log != log.Instance() {
 		return err // not a copy of this log: nothing in it is this file's
 	}
-	applied, last, err := log.CatchUp(ctx, st)
+	applied, last, err := catchUpRetrying(ctx, cfg, log, st)
 	if err != nil {
 		return fmt.Errorf("the ledger cannot leave its changelog yet: it stands at entry %d, its log at %d, and the log cannot bring it up to date (%w): run it with the standby setting until it holds the log's last entry, then leave", applied, last, err)
 	}
@@ -148,6 +148,23 @@ func catchUpToLeave(ctx context.Context, cfg Config, js jetstream.JetStream, dur
 	}
 	cfg.Logger.InfoContext(ctx, "the ledger holds its changelog's last entry before it leaves it", "changelog", name, "db", cfg.DB, "entry", applied)
 	return log.Move(ctx, changelog.RoleLeft, changelog.Facts{Lease: lease, CaughtUp: true}) // CatchUp returned: every whole entry is in the file
+}
+
+// catchUpRetrying is log.CatchUp of st, tried again for a minute while
+// JetStream cannot answer (a leader being elected: a leave refused for
+// that is refused for nothing). Each try goes on from where st stands.
+func catchUpRetrying(ctx context.Context, cfg Config, log *changelog.Log, st *ledger.Store) (applied, last uint64, err error) {
+	until := time.Now().Add(time.Minute)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		applied, last, err = log.CatchUp(ctx, st)
+		if err == nil || !jsretry.Transient(err) || time.Now().After(until) {
+			return applied, last, err
+		}
+		cfg.Logger.WarnContext(ctx, "the ledger cannot catch up with its changelog before it leaves it now; trying again", "err", err)
+		if !ackwait.Sleep(ctx, wait) {
+			return applied, last, ctx.Err()
+		}
+	}
 }
 
 // keepPlain renews a plain run's lease every quarter TTL until ctx ends
