@@ -135,11 +135,7 @@ func TestAttentionSaysALedgerNearItsCap(t *testing.T) {
 // earlier) finds nothing rather than another dead letter.
 func TestADeadLettersIDIsNeverGivenAgain(t *testing.T) {
 	t.Parallel()
-	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := open(t, filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
 	ctx := context.Background()
 	record := func(seq uint64) int64 {
 		t.Helper()
@@ -169,11 +165,7 @@ func TestADeadLettersIDIsNeverGivenAgain(t *testing.T) {
 // seem to hold every message the durable acknowledged.
 func TestSeenLeavesOutAPinnedSequence(t *testing.T) {
 	t.Parallel()
-	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
+	st := open(t, filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
 	ctx := context.Background()
 	if _, err := st.DB().ExecContext(ctx, `INSERT INTO processed_messages (message_id, stream, stream_seq, subject, payload_sha256, processed_at, last_seq)
 		VALUES ('a', 'S', 7, 's', x'00', 0, 9223372036854775807), ('b', 'S', 5, 's', x'00', 0, 9)`); err != nil {

@@ -18,12 +18,7 @@ import (
 // one). With all three pending, it lacks none; past them, none either.
 func TestAckedAfterSeesAcksAboveTheFloor(t *testing.T) {
 	t.Parallel()
-	srv := consumertest.RunServer(t)
-	_, js := consumertest.Connect(t, srv)
-	ctx := t.Context()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
-		t.Fatal(err)
-	}
+	js, ctx := streamS(t)
 	for _, subj := range []string{"s.a", "s.b", "s.a", "s.a"} {
 		if _, err := js.Publish(ctx, subj, nil); err != nil {
 			t.Fatal(err)
@@ -76,12 +71,7 @@ func TestAckedAfterSeesAcksAboveTheFloor(t *testing.T) {
 // past the duplicate window) holds it.
 func TestAckedAfterBelowTheFloorGoesByID(t *testing.T) {
 	t.Parallel()
-	srv := consumertest.RunServer(t)
-	_, js := consumertest.Connect(t, srv)
-	ctx := t.Context()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
-		t.Fatal(err)
-	}
+	js, ctx := streamS(t)
 	for _, id := range []string{"a", "b"} {
 		if _, err := js.Publish(ctx, "s.a", nil, jetstream.WithMsgID(id)); err != nil {
 			t.Fatal(err)
@@ -110,4 +100,14 @@ func TestAckedAfterBelowTheFloorGoesByID(t *testing.T) {
 	if seq, err := after(ctx, 1, holding("a")); err != nil || seq != 2 {
 		t.Fatalf("a copy through seq 1 lacking b: %d %v, want 2", seq, err)
 	}
+}
+
+// streamS is a server with the stream S on s.>.
+func streamS(t *testing.T) (jetstream.JetStream, context.Context) {
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	return js, t.Context()
 }
