@@ -196,7 +196,11 @@ func readFile(ctx context.Context, file string) (fileState, error) {
 	if err != nil && !missingTable(err) {
 		return f, fmt.Errorf("changelog: read %s: %w", file, err)
 	}
-	f.seen = uint64(max(seen.Int64, 0))
+	var removed int64
+	if err := db.QueryRowContext(ctx, ledger.RemovedQuery).Scan(&removed); err != nil && !missingTable(err) {
+		return f, fmt.Errorf("changelog: read %s: %w", file, err)
+	}
+	f.seen = uint64(max(seen.Int64, removed, 0))
 	return f, nil
 }
 

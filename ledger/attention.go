@@ -130,7 +130,6 @@ func (s *Store) audited(ctx context.Context, a *Audit, action, target, query str
 	}, query, args...)
 }
 
-// insertAudit records a's action on target at now (ms) in tx.
 // auditChange records change c of row id as a's action; an undone cancel
 // takes back its start's record instead (the latest by a.Who of that row).
 func auditChange(ctx context.Context, tx *writeTx, now int64, a *Audit, c Change, id string) error {
@@ -142,6 +141,7 @@ func auditChange(ctx context.Context, tx *writeTx, now int64, a *Audit, c Change
 	return err
 }
 
+// insertAudit records a's action on target at now (ms) in tx.
 func insertAudit(ctx context.Context, tx *writeTx, now int64, a *Audit, action, target string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO jetledger_audit (at, who, origin, action, target, note) VALUES (?, ?, ?, ?, ?, ?)`,
 		now, a.Who, a.From, action, target, a.Note)

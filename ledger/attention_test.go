@@ -175,3 +175,29 @@ func TestSeenLeavesOutAPinnedSequence(t *testing.T) {
 		t.Fatalf("seen %d, %v; want 9", seen, err)
 	}
 }
+
+// A dead letter removed (discarded, requeued) was seen: the highest stream
+// sequence the ledger has seen keeps it, or a copy whose newest dead letter
+// a person discarded would seem to lack that acknowledged message, and no
+// copy of its partition would own it again (a long nemesis schedule).
+func TestSeenKeepsADeadLetterRemoved(t *testing.T) {
+	t.Parallel()
+	st := open(t, filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
+	ctx := context.Background()
+	if err := st.RecordDeadLetters(ctx, []ledger.DeadLetter{{Stream: "S", Sequence: 25, Subject: "ev", Reason: "no Nats-Msg-Id"}}); err != nil {
+		t.Fatal(err)
+	}
+	dls, err := st.DeadLetters(ctx, 0)
+	if err != nil || len(dls) != 1 {
+		t.Fatal(dls, err)
+	}
+	if err := st.DiscardDeadLetter(ctx, dls[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if seen, err := st.Seen(ctx); err != nil || seen != 25 {
+		t.Fatalf("seen %d, %v; want 25", seen, err)
+	}
+	if err := st.DiscardDeadLetter(ctx, dls[0].ID); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("discarded again: %v, want ErrNotFound", err)
+	}
+}

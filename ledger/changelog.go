@@ -317,6 +317,10 @@ func (s *Store) ChangelogPosition(ctx context.Context) (ChangelogPosition, error
 const SeenExpr = `max(coalesce((SELECT max(max(stream_seq), coalesce(max(nullif(last_seq, 9223372036854775807)), 0)) FROM processed_messages), 0),
 	coalesce((SELECT max(stream_seq) FROM dead_letters), 0), coalesce((SELECT max(stream_seq) FROM conflicts), 0))`
 
+// RemovedQuery is the highest stream sequence of a dead letter the ledger
+// removed (jetledger_removed; a file before it has none): seen too.
+const RemovedQuery = `SELECT coalesce((SELECT seq FROM jetledger_removed WHERE id = 1), 0)`
+
 // HoldsQuery says (1 or 0) whether a ledger holds the message of id :id
 // at stream sequence :seq: applied (its id), or dead-lettered or refused
 // as a conflict there.
@@ -343,10 +347,11 @@ func (s *Store) Holds(ctx context.Context, id string, seq uint64) (bool, error) 
 // Seen is the highest stream sequence the ledger has seen (SeenExpr).
 func (s *Store) Seen(ctx context.Context) (uint64, error) {
 	var n sql.NullInt64
-	if err := s.writer.QueryRowContext(ctx, `SELECT `+SeenExpr).Scan(&n); err != nil {
+	var removed int64
+	if err := s.writer.QueryRowContext(ctx, `SELECT `+SeenExpr+`, (`+RemovedQuery+`)`).Scan(&n, &removed); err != nil {
 		return 0, fmt.Errorf("ledger: read the highest stream sequence seen: %w", interpret(err))
 	}
-	return uint64(max(n.Int64, 0)), nil
+	return uint64(max(n.Int64, removed, 0)), nil
 }
 
 // TakeOver makes the store its partition's writer in changelog log (an

@@ -250,9 +250,19 @@ func (s *Store) RequeuedDeadLetterAs(ctx context.Context, id int64, a *Audit) er
 	return s.removeDeadLetter(ctx, id, "requeue", a)
 }
 
-// removeDeadLetter deletes dead letter id, recorded as action by a.
+// removeDeadLetter deletes dead letter id, recorded as action by a, and
+// keeps its sequence in jetledger_removed (the ledger has seen it).
 func (s *Store) removeDeadLetter(ctx context.Context, id int64, action string, a *Audit) error {
-	res, err := s.audited(ctx, a, action, fmt.Sprintf("dead letter %d", id), `DELETE FROM dead_letters WHERE id = ?`, id)
+	res, err := s.writeTxExec(ctx, func(tx *writeTx, res sql.Result) error {
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM dead_letters WHERE id = ?`, id); err != nil || a == nil {
+			return err
+		}
+		return insertAudit(ctx, tx, s.cfg.Now().UnixMilli(), a, action, fmt.Sprintf("dead letter %d", id))
+	}, `INSERT INTO jetledger_removed (id, seq) SELECT 1, stream_seq FROM dead_letters WHERE id = ?
+		ON CONFLICT (id) DO UPDATE SET seq = max(seq, excluded.seq)`, id)
 	if err != nil {
 		return fmt.Errorf("ledger: %s dead letter %d: %w", action, id, interpret(err))
 	}
