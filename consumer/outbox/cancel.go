@@ -130,8 +130,14 @@ func cancelSent(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool,
 		return "", fmt.Errorf("%w; the row is unchanged (%s): cancel it again once the item can be deleted", err, it.Status)
 	}
 	ext.Audit = nil // recorded by its start
-	if _, err := o.Transition(ctx, it.ID, ledger.SettleCancel, ledger.Params{ExternalID: it.ExternalID,
-		Reason: fmt.Sprintf("cancelled by a person; deleted at the destination (%s)", it.ExternalID)}); err != nil {
+	_, err := o.Transition(ctx, it.ID, ledger.SettleCancel, ledger.Params{ExternalID: it.ExternalID,
+		Reason: fmt.Sprintf("cancelled by a person; deleted at the destination (%s)", it.ExternalID)})
+	if errors.Is(err, ledger.ErrIllegalTransition) {
+		if now, gerr := o.Get(ctx, it.ID); gerr == nil && now.Status == ledger.StatusCancelled {
+			return CancelledDeleted, nil // the lookup of its review row finished it meanwhile
+		}
+	}
+	if err != nil {
 		return "", fmt.Errorf("%w: the item was deleted at the destination and the row stays in review with its cancel pending: settle it there (resolve as failed)", err)
 	}
 	return CancelledDeleted, nil
