@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync"
 	"syscall"
@@ -172,6 +173,48 @@ func TestAPausedOwnersActionsAreRefusedOnceTakenOver(t *testing.T) {
 			t.Fatalf("%s: the new owner's resolve of the %d rows in review: %v %+v %+v", durable, dry[i].Matched, err, again, out)
 		}
 	}
+	r.stop(standby, "the new owner")
+	r.done()
+}
+
+// A message with no Nats-Msg-Id on each partition, dead-lettered and
+// discarded through the owner's API (the newest dead letter, the message
+// acknowledged): the owner SIGKILLed, the standby takes both partitions
+// over. Before migration 0017 the discarded row took the standby's highest
+// sequence seen below the ack floor, and it waited for ever (a long
+// nemesis schedule).
+func TestATakeOverAfterTheNewestDeadLetterWasDiscarded(t *testing.T) {
+	r := newOwnedRig(t, startCluster(t), "ADMDLQ")
+	dirs := [2]string{t.TempDir(), t.TempDir()}
+	owner := r.run(dirs[0], r.c.urls(), "--changelog")
+	r.waitRole(owner, "the owner", "owner", 0, 1)
+	standby := r.run(dirs[1], r.c.urls(), "--standby")
+	r.waitStandsBy(standby, "the standby")
+	r.publish(makeEvents(randFor(t), r.pub, 20))
+	for i := range 4 {
+		aaRaw(t, r, fmt.Sprintf("pay.acct-%d", i), "", []byte(`{}`))
+	}
+	r.waitDrained("every message handled")
+	nc := r.c.js.Conn()
+	discarded := 0
+	for _, durable := range ownedDurables {
+		addr := admin.Address{Stream: r.stream, Durable: durable}
+		var list admin.DeadLetters
+		if err := callAdmin(nc, addr, "dlq.list", nil, &list, time.Minute); err != nil {
+			t.Fatalf("%s: dlq.list: %v", durable, err)
+		}
+		for _, d := range list.DeadLetters {
+			if err := callAdmin(nc, addr, "dlq.discard", admin.ByID{ID: d.ID, Who: "ops", Note: "a test message"}, nil, time.Minute); err != nil {
+				t.Fatalf("%s: dlq.discard %d: %v", durable, d.ID, err)
+			}
+			discarded++
+		}
+	}
+	if discarded == 0 {
+		t.Fatal("no dead letter to discard")
+	}
+	owner.kill()
+	r.waitRole(standby, "the standby", "owner", 0, 1)
 	r.stop(standby, "the new owner")
 	r.done()
 }
