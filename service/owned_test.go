@@ -15,6 +15,7 @@ import (
 
 	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/jetledger/jetledger/natsconn"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -99,7 +100,14 @@ func publish(t *testing.T, js jetstream.JetStream, from, to int) {
 		m := nats.NewMsg("s.x")
 		m.Data = []byte(fmt.Sprintf(`{"n":%d}`, i))
 		m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("m-%d", i))
-		if _, err := js.PublishMsg(t.Context(), m); err != nil {
+		// The run makes the stream as it starts: until then, and while a
+		// loaded server is slow to answer, the same id is tried again.
+		var err error
+		consumertest.Eventually(t, time.Minute, "a publish acknowledged", func() bool {
+			_, err = js.PublishMsg(t.Context(), m)
+			return err == nil || !jsretry.Transient(err)
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

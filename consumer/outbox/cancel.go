@@ -129,7 +129,7 @@ func cancelSent(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool,
 		}
 		return "", fmt.Errorf("%w; the row is unchanged (%s): cancel it again once the item can be deleted", err, it.Status)
 	}
-	ext.Audit = nil // recorded by its start
+	// Recorded by its start: the settle carries no record.
 	_, err := o.Transition(ctx, it.ID, ledger.SettleCancel, ledger.Params{ExternalID: it.ExternalID,
 		Reason: fmt.Sprintf("cancelled by a person; deleted at the destination (%s)", it.ExternalID)})
 	if errors.Is(err, ledger.ErrIllegalTransition) {
