@@ -406,11 +406,28 @@ func (s *Store) TakeOver(ctx context.Context, log, owner string, applied, last u
 			c.fail(err)
 			return fmt.Errorf("ledger: take over: %w", interpret(err))
 		}
+		if err := s.queuedMaybeSent(ctx, tx, pos); err != nil {
+			c.fail(err)
+			return fmt.Errorf("ledger: take over: %w", interpret(err))
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("ledger: take over changelog %s after %d: %w", log, after, err)
 	}
 	return nil
+}
+
+// queuedMaybeSent marks the queued rows of a file that begins a new log
+// from its copy of an earlier one as maybe sent: another host's copy of
+// that log may have been ahead of this one, and sent them, in entries
+// that are gone with it. An idempotent sink sends them again with their
+// key; any other sends them nowhere: they go to review (or a lookup).
+func (s *Store) queuedMaybeSent(ctx context.Context, tx *writeTx, from ChangelogPosition) error {
+	reason := fmt.Sprintf("maybe sent: the partition's log began again from this copy of %s at entry %d, and another host's copy of it may have been ahead and sent this row", from.Log, from.Seq)
+	_, err := tx.ExecContext(ctx, `UPDATE outbox SET maybe_sent = 1, updated_at = ?,
+		error = ? || coalesce(' (before: ' || error || ')', '')
+		WHERE status = 'queued' AND maybe_sent = 0`, s.cfg.Now().UnixMilli(), reason)
+	return err
 }
 
 // ApplyChanges applies, in one transaction, a changelog entry's changes

@@ -36,6 +36,8 @@ func (d *Dispatcher) deliver(ctx context.Context, it ledger.OutboxItem, token st
 		switch {
 		case moved != "":
 			detail = moved
+		case !d.idempotent:
+			detail = "not re-sent: an earlier send may have landed and the destination does not honour idempotency keys (" + it.Error + ")"
 		case d.idempotent && d.elsewhere(it) && d.remembers(it, it.ClaimedAt):
 			detail = notResentElsewhere
 		}

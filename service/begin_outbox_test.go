@@ -1,0 +1,131 @@
+package service
+
+import (
+	"database/sql"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/changelog"
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
+)
+
+// Issue 42 (the long owned nemesis, seed 1796515591568882334): after the
+// changelog is deleted, a standby's copy that is behind the owner's on the
+// outbox (rows the owner sent, queued here) begins the new log. Its queued
+// rows are taken as maybe sent: the destination, which does not honour
+// idempotency keys, gets nothing twice, and the rows wait in review.
+// Before: the new owner sent all of them again.
+func TestABeginFromACopyBehindOnItsOutboxSendsNothingTwice(t *testing.T) {
+	t.Parallel()
+	const n = 6
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	dest := webhooktest.NewDestination(t, false)
+	dest.FailWith(http.StatusTooManyRequests) // surely not taken (RetryOn): the rows stay queued, to be tried again
+	a, b := newOwnedHost(t, srv.ClientURL(), "a", 0), newOwnedHost(t, srv.ClientURL(), "b", 0)
+	for _, h := range []*ownedHost{a, b} {
+		h.cfg.Webhook = &webhook.Config{URL: dest.URL()}
+	}
+	a.start()
+	consumertest.Eventually(t, time.Minute, "a owns the partition", func() bool { return hasSnapshot(t, js) })
+	b.start()
+	publish(t, js, 0, n)
+	consumertest.Eventually(t, time.Minute, fmt.Sprintf("b's copy holds %d queued rows", n), func() bool {
+		return outboxRows(t, b.cfg.DB)["queued"] == n
+	})
+	b.halt()
+	if q := outboxRows(t, b.cfg.DB)["queued"]; q == 0 {
+		t.Fatalf("b's copy as it stopped: %v, want queued rows", outboxRows(t, b.cfg.DB))
+	}
+
+	dest.FailWith(0)
+	consumertest.Eventually(t, time.Minute, fmt.Sprintf("a sent all %d", n), func() bool {
+		return outboxRows(t, a.cfg.DB)["sent"] == n
+	})
+	name, _ := changelog.Names("S", "d")
+	if err := js.DeleteStream(t.Context(), name); err != nil {
+		t.Fatal(err)
+	}
+	a.halt()
+	b.start() // a is gone: b's copy, behind on the outbox, begins the new log
+	consumertest.Eventually(t, 2*time.Minute, "b settles its copy's queued rows", func() bool {
+		r := outboxRows(t, b.cfg.DB)
+		return r["sent"]+r["review"] == n
+	})
+	b.halt()
+	if items := dest.Items(); len(items) != n {
+		t.Fatalf("the destination holds %d items for %d rows: sent twice", len(items), n)
+	}
+	if r := outboxRows(t, b.cfg.DB); r["review"] != n {
+		t.Fatalf("b's rows: %v, want all %d in review", r, n)
+	}
+	why := outboxErrors(t, b.cfg.DB)
+	if !strings.Contains(why[0], "the partition's log began again from this copy") {
+		t.Fatalf("a review row's error %q does not say why", why[0])
+	}
+	for _, it := range dest.Items() {
+		if r := dest.Requests(it.Key); r > 1+maxRefused {
+			t.Fatalf("row %s was posted %d times", it.Key, r)
+		}
+	}
+}
+
+// maxRefused bounds the refused posts of one row before the destination
+// accepts (the backoff doubles from 1s; the test waits at most a minute).
+const maxRefused = 8
+
+// outboxErrors is the errors of the ledger's outbox rows.
+func outboxErrors(t *testing.T, file string) []string {
+	db, err := sql.Open("sqlite", "file:"+filepath.ToSlash(file)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.Query(`SELECT coalesce(error, '') FROM outbox ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if len(out) == 0 {
+		t.Fatalf("the outbox of %s has no rows", file)
+	}
+	return out
+}
+
+// outboxRows counts the ledger's outbox rows by state (none if it cannot
+// be read yet).
+func outboxRows(t *testing.T, file string) map[string]int {
+	db, err := sql.Open("sqlite", "file:"+filepath.ToSlash(file)+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	out := map[string]int{}
+	rows, err := db.Query(`SELECT status, count(*) FROM outbox GROUP BY status`)
+	if err != nil {
+		return out
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		var c int
+		if rows.Scan(&s, &c) == nil {
+			out[s] = c
+		}
+	}
+	return out
+}
