@@ -169,7 +169,16 @@ func (f fileState) empty() bool { return f.pos.Log == "" && f.pos.Seq == 0 && f.
 // open; a store would migrate it). A file of an earlier schema reads as
 // far as it goes.
 func readFile(ctx context.Context, file string) (fileState, error) {
+	return readFileThen(ctx, file, nil)
+}
+
+// readFileThen is readFile, then, on the same read-only connection, then
+// (if set): with nil, a file not there.
+func readFileThen(ctx context.Context, file string, then func(*sql.DB, fileState) error) (fileState, error) {
 	if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
+		if then != nil {
+			return fileState{}, then(nil, fileState{})
+		}
 		return fileState{}, nil
 	}
 	db, err := sql.Open("sqlite", "file:"+file+"?mode=ro&_pragma=busy_timeout(5000)")
@@ -177,43 +186,50 @@ func readFile(ctx context.Context, file string) (fileState, error) {
 		return fileState{}, err
 	}
 	defer db.Close()
+	f, err := readState(ctx, db)
+	if err != nil {
+		return f, fmt.Errorf("changelog: read %s: %w", file, err)
+	}
+	if then != nil {
+		return f, then(db, f)
+	}
+	return f, nil
+}
+
+// readState reads a ledger file's state from db.
+func readState(ctx context.Context, db *sql.DB) (fileState, error) {
 	f := fileState{exists: true}
 	var seq, oseq int64
-	err = db.QueryRowContext(ctx, ledger.PositionQuery).Scan(&f.pos.Log, &seq, &f.pos.Owner, &f.pos.Origin.Log, &oseq)
+	err := db.QueryRowContext(ctx, ledger.PositionQuery).Scan(&f.pos.Log, &seq, &f.pos.Owner, &f.pos.Origin.Log, &oseq)
 	if err != nil && !missingTable(err) {
-		return f, fmt.Errorf("changelog: read %s: %w", file, err)
+		return f, err
 	}
 	if err != nil { // before 0012: no origin
 		err = db.QueryRowContext(ctx, `SELECT log, seq, owner FROM jetledger_changelog WHERE id = 1`).Scan(&f.pos.Log, &seq, &f.pos.Owner)
 	}
 	if err != nil && !missingTable(err) {
-		return f, fmt.Errorf("changelog: read %s: %w", file, err)
+		return f, err
 	}
 	f.pos.Seq, f.pos.Origin.Seq = uint64(seq), uint64(oseq)
 	var seen sql.NullInt64
 	err = db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM processed_messages) + (SELECT count(*) FROM outbox) + (SELECT count(*) FROM dead_letters), `+
 		ledger.SeenExpr).Scan(&f.rows, &seen)
 	if err != nil && !missingTable(err) {
-		return f, fmt.Errorf("changelog: read %s: %w", file, err)
+		return f, err
 	}
 	var removed int64
 	if err := db.QueryRowContext(ctx, ledger.RemovedQuery).Scan(&removed); err != nil && !missingTable(err) {
-		return f, fmt.Errorf("changelog: read %s: %w", file, err)
+		return f, err
 	}
 	f.seen = uint64(max(seen.Int64, removed, 0))
 	return f, nil
 }
 
-// ackedOf is Config.Acked of the ledger file, not open (f read from it):
-// a file not there holds nothing.
-func (l *Log) ackedOf(ctx context.Context, file string, f fileState) (uint64, error) {
+// ackedOf is Config.Acked of the ledger file read from db (nil: a file
+// not there, which holds nothing), its state f.
+func (l *Log) ackedOf(ctx context.Context, db *sql.DB, f fileState) (uint64, error) {
 	holds := func(context.Context, string, uint64) (bool, error) { return false, nil }
-	if f.exists {
-		db, err := sql.Open("sqlite", "file:"+file+"?mode=ro&_pragma=busy_timeout(5000)")
-		if err != nil {
-			return 0, err
-		}
-		defer db.Close()
+	if db != nil {
 		holds = func(ctx context.Context, id string, seq uint64) (bool, error) {
 			held, err := ledger.HoldsIn(ctx, db, id, seq)
 			if missingTable(err) {
@@ -234,17 +250,19 @@ func missingTable(err error) bool {
 // situation reads what the step at file is decided on.
 func (l *Log) situation(ctx context.Context, file string) (situation, error) {
 	s := situation{log: l.instance}
-	var err error
-	if s.file, err = readFile(ctx, file); err != nil {
-		return s, err
-	}
 	// The acknowledgements before the log: an owner publishes an entry
 	// before it commits and acknowledges, so every message acknowledged
 	// by then is in an entry the log's last, read after, covers.
+	var acked func(*sql.DB, fileState) error
 	if l.cfg.Acked != nil {
-		if s.acked, err = l.ackedOf(ctx, file, s.file); err != nil {
-			return s, err
+		acked = func(db *sql.DB, f fileState) (err error) {
+			s.acked, err = l.ackedOf(ctx, db, f)
+			return err
 		}
+	}
+	var err error
+	if s.file, err = readFileThen(ctx, file, acked); err != nil {
+		return s, err
 	}
 	if s.snap, err = l.stored(ctx); err != nil {
 		return s, err
