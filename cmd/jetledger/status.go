@@ -56,6 +56,7 @@ type statusCmd struct {
 	streamFlags
 	Effects string `name:"effects-stream" placeholder:"NAME" help:"at an edge: its effects stream (run --effects-stream), to count the effects not yet at the hub"`
 	Site    string `name:"site" group:"api" help:"ask, through --nats, the admin API of every run of this site (- for runs that are no edge; with --stream, of that stream) instead of reading --db: what each needs and its outbox; exit 3 when any needs a person"`
+	Timeout time.Duration `name:"api-timeout" default:"10s" group:"api" help:"how long to wait for the server's answers, and with --site for the runs' (each run answers once; a site behind a slow link needs more)"`
 	jsonFlag
 	Plan planFlags `embed:"" group:"timing"`
 }
@@ -67,10 +68,13 @@ func (c *statusCmd) Run(inv *invocation) error {
 	if err == nil {
 		err = cmp.Or(c.dbFlag.validate(), c.streamFlags.validate())
 	}
+	if err == nil && c.Timeout <= 0 {
+		err = usageError{fmt.Errorf("--api-timeout %v: give a positive duration, such as 30s", c.Timeout)}
+	}
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(inv.ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(inv.ctx, c.Timeout)
 	defer cancel()
 	if c.Site != "" {
 		return c.remote(ctx, inv)
