@@ -74,7 +74,7 @@ func TestCancelThroughTheAPIDeletesAtTheDestinationFirst(t *testing.T) {
 		return out
 	}
 	dry := act(admin.Act{Who: "ops", IDs: ids, DryRun: true})
-	dest.FailDeletesWith(http.StatusInternalServerError)
+	dest.FailDeletesWith(http.StatusForbidden)
 	refused := act(admin.Act{Who: "ops", IDs: ids[1:2], Seen: dry.Seen})
 	if len(refused.Done) != 0 || len(refused.Skipped) != 1 || refused.Skipped[0].Changed {
 		t.Fatalf("a cancel whose delete the destination refused: %+v", refused)

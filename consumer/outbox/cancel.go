@@ -95,8 +95,9 @@ func cancelRow(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool, 
 // (CancelStart, recorded as p.Audit's action): a cancel that deletes the
 // item and cannot write so after (its writer gone, its owner fenced) leaves
 // it pending, for a lookup or a person to settle, and never sent with no
-// item at the destination. A delete that provably did not delete puts the
-// row back as it was, and takes the record back.
+// item at the destination; so does a delete that may have deleted
+// (ErrDeleteOutcomeUnknown). A delete that provably did not delete puts
+// the row back as it was, and takes the record back.
 func cancelSent(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool, it ledger.OutboxItem, p ledger.Params) (CancelOutcome, error) {
 	if !p.Seen.IsZero() && it.UpdatedAt.UnixMilli() >= p.Seen.UnixMilli() {
 		return "", &ledger.StateError{ID: it.ID, Change: ledger.CancelDeleted, Status: it.Status, Err: ledger.ErrChanged}
@@ -118,7 +119,9 @@ func cancelSent(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool,
 		return "", err
 	}
 	ext.Seen = time.Time{}
-	if err := deleteItem(ctx, o, del, proven, it); err != nil {
+	if err := deleteItem(ctx, o, del, proven, it); errors.Is(err, ErrDeleteOutcomeUnknown) {
+		return "", fmt.Errorf("%w; the row stays in review with its cancel pending: a lookup by key settles it, or a person once the item is known gone (resolve as failed) or there", err)
+	} else if err != nil {
 		undo := ledger.CancelUndoSent
 		if it.Status == ledger.StatusReview {
 			undo = ledger.CancelUndoReview
@@ -180,8 +183,11 @@ func deleteItem(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool,
 			proven.Store(true)
 		}
 		return nil
-	case !errors.Is(err, ErrNoSuchItem):
+	case errors.Is(err, ErrNotDeleted) || errors.Is(err, errors.ErrUnsupported):
 		return fmt.Errorf("%w: %s (external id %s) was not deleted: %v", ErrStillAtDestination, it.ID, it.ExternalID, err)
+	case !errors.Is(err, ErrNoSuchItem):
+		return &deleteError{fmt.Sprintf("outbox: the delete of %s (external id %s) failed and may have removed it all the same: %v", it.ID, it.ExternalID, err),
+			[]error{ErrDeleteOutcomeUnknown, ErrStillAtDestination}}
 	case proven != nil && proven.Load():
 		return nil // this delete has deleted an item: its "no such item" is true
 	}
@@ -193,20 +199,22 @@ func deleteItem(ctx context.Context, o Outbox, del Deleter, proven *atomic.Bool,
 		return fmt.Errorf("%w: the delete of %s (external id %s) answered %v, but a lookup by key finds the item: the delete URL does not reach it; check it",
 			ErrStillAtDestination, it.ID, it.ExternalID, err)
 	}
-	return &unconfirmedError{fmt.Sprintf("outbox: %s (external id %s) may still be at the destination: its delete answered %v, "+
+	return &deleteError{fmt.Sprintf("outbox: %s (external id %s) may still be at the destination: its delete answered %v, "+
 		"which a delete URL with no route answers too, and %s; check that the delete URL deletes (2xx) the items it names, or configure a lookup by key",
-		it.ID, it.ExternalID, err, why)}
+		it.ID, it.ExternalID, err, why), []error{ErrDeleteUnconfirmed, ErrStillAtDestination}}
 }
 
-// unconfirmedError is a delete whose "no such item" nothing proved: the
-// item may be there (ErrDeleteUnconfirmed), so the row is not cancelled
-// (ErrStillAtDestination).
-type unconfirmedError struct{ msg string }
-
-func (e *unconfirmedError) Error() string { return e.msg }
-func (e *unconfirmedError) Unwrap() []error {
-	return []error{ErrDeleteUnconfirmed, ErrStillAtDestination}
+// deleteError is a delete that did not surely delete, with what it may
+// mean: a "no such item" nothing proved (ErrDeleteUnconfirmed), or a
+// failure that may have deleted all the same (ErrDeleteOutcomeUnknown);
+// either way the item may be there (ErrStillAtDestination).
+type deleteError struct {
+	msg  string
+	kind []error
 }
+
+func (e *deleteError) Error() string   { return e.msg }
+func (e *deleteError) Unwrap() []error { return e.kind }
 
 // lookedUp is what a lookup says of an item whose delete found no such item.
 type lookedUp uint8

@@ -252,7 +252,7 @@ func TestACancelWhoseDeleteFailedLeavesNoRecord(t *testing.T) {
 	t.Parallel()
 	e := newOutboxEnv(t, false, time.Second)
 	row := sentRows(t, e, "m1")[0]
-	e.dest.FailDeletesWith(http.StatusInternalServerError)
+	e.dest.FailDeletesWith(http.StatusForbidden)
 	ctx := context.Background()
 	if _, err := outbox.CancelAs(ctx, e.st, e.sink, row.ID, ledger.Params{Audit: &ledger.Audit{Who: "ops"}}); !errors.Is(err, outbox.ErrStillAtDestination) {
 		t.Fatalf("cancel: %v, want ErrStillAtDestination", err)
@@ -263,6 +263,28 @@ func TestACancelWhoseDeleteFailedLeavesNoRecord(t *testing.T) {
 	}
 	if n := auditCount(t, e, row.ID); n != 0 {
 		t.Fatalf("%d records of a cancel that did nothing, want 0", n)
+	}
+}
+
+// A cancel whose delete may have deleted all the same (a 5xx, a timeout)
+// leaves the row in review with its cancel pending and its record, not
+// sent: the item may be gone. Before: put back as sent.
+func TestACancelWhoseDeleteMayHaveDeletedStaysPending(t *testing.T) {
+	t.Parallel()
+	e := newOutboxEnv(t, false, time.Second)
+	row := sentRows(t, e, "m1")[0]
+	e.dest.FailDeletesWith(http.StatusInternalServerError)
+	ctx := context.Background()
+	_, err := outbox.CancelAs(ctx, e.st, e.sink, row.ID, ledger.Params{Audit: &ledger.Audit{Who: "ops"}})
+	if !errors.Is(err, outbox.ErrDeleteOutcomeUnknown) || !errors.Is(err, outbox.ErrStillAtDestination) {
+		t.Fatalf("cancel: %v, want ErrDeleteOutcomeUnknown and ErrStillAtDestination", err)
+	}
+	it, _ := e.st.Get(ctx, row.ID)
+	if it.Status != ledger.StatusReview || !it.PendingDelete {
+		t.Fatalf("row %s (cancel pending %v), want review with its cancel pending", it.Status, it.PendingDelete)
+	}
+	if n := auditCount(t, e, row.ID); n != 1 {
+		t.Fatalf("%d records of the cancel, want 1", n)
 	}
 }
 

@@ -305,7 +305,7 @@ func TestCancelSentDeleteFails(t *testing.T) {
 	d := e.dispatcher(t, outbox.Config{})
 	e.run(t, d)
 	e.waitStatus(t, id, ledger.StatusSent)
-	e.dest.FailDeletesWith(http.StatusInternalServerError)
+	e.dest.FailDeletesWith(http.StatusConflict) // refused: surely not deleted
 	_, err := d.Cancel(context.Background(), id)
 	if !errors.Is(err, outbox.ErrStillAtDestination) {
 		t.Fatalf("err = %v, want ErrStillAtDestination with the status", err)

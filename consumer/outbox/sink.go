@@ -30,8 +30,9 @@ type Sink interface {
 // that says it holds no such item (an HTTP 404) is an error wrapping
 // ErrNoSuchItem: the item may be gone, or the delete may not reach it (a
 // URL with no route), so the outbox believes it only once proved (see
-// Cancel). errors.ErrUnsupported says this sink cannot delete (not
-// configured).
+// Cancel). An error that provably removed nothing wraps ErrNotDeleted;
+// any other may have removed the item (ErrDeleteOutcomeUnknown).
+// errors.ErrUnsupported says this sink cannot delete (not configured).
 type Deleter interface {
 	Delete(ctx context.Context, externalID string) error
 }

@@ -193,8 +193,9 @@ func neverSent(err error) bool {
 
 // Delete removes a sent item at DeleteURL: 2xx is deleted. 404 and 410
 // wrap outbox.ErrNoSuchItem: a server with no DELETE route answers 404 too,
-// so it is not a delete until proved. Anything else is an error. Without
-// DeleteURL it is errors.ErrUnsupported.
+// so it is not a delete until proved. A request that never left, and any
+// other 4xx, wrap outbox.ErrNotDeleted; anything else (a timeout, a 5xx)
+// may have deleted. Without DeleteURL it is errors.ErrUnsupported.
 func (s *Sink) Delete(ctx context.Context, externalID string) error {
 	if s.cfg.DeleteURL == "" {
 		return fmt.Errorf("webhook: no delete URL configured: %w", errors.ErrUnsupported)
@@ -202,12 +203,16 @@ func (s *Sink) Delete(ctx context.Context, externalID string) error {
 	target := strings.ReplaceAll(s.cfg.DeleteURL, "{external_id}", url.PathEscape(externalID))
 	status, _, body, err := s.do(ctx, http.MethodDelete, target)
 	switch {
+	case err != nil && neverSent(err):
+		return fmt.Errorf("webhook: delete %s: %w (%w)", externalID, err, outbox.ErrNotDeleted)
 	case err != nil:
 		return fmt.Errorf("webhook: delete %s: %w", externalID, err)
 	case status/100 == 2:
 		return nil
 	case status == http.StatusNotFound || status == http.StatusGone:
 		return fmt.Errorf("webhook: delete %s: status %d: %w", externalID, status, outbox.ErrNoSuchItem)
+	case status/100 == 4:
+		return fmt.Errorf("webhook: delete %s: status %d: %s (%w)", externalID, status, bodyExcerpt(body), outbox.ErrNotDeleted)
 	}
 	return fmt.Errorf("webhook: delete %s: status %d: %s", externalID, status, bodyExcerpt(body))
 }
