@@ -55,7 +55,7 @@ func runLeased(ctx context.Context, cfg Config) error {
 		err = waitLease(ctx, cfg, lease)
 	}
 	if err == nil && cfg.Ledger.LeaveChangelog {
-		if err = catchUpToLeave(ctx, cfg, js, durable, lease); err != nil {
+		if err = leaveRetrying(ctx, cfg, js, durable, lease); err != nil {
 			lease.Release() // for the host that may own the partition, at once
 		}
 	}
@@ -106,6 +106,31 @@ func waitLease(ctx context.Context, cfg Config, lease *changelog.Lease) error {
 	}
 }
 
+// leaveRetrying is catchUpToLeave, tried again for a minute while
+// JetStream cannot answer, or after the lease lapsed meanwhile (a server
+// restarted, a long catch-up) and nobody else took it: taken again, the
+// leave goes on from where the file stands. A leave refused for those is
+// refused for nothing.
+func leaveRetrying(ctx context.Context, cfg Config, js jetstream.JetStream, durable string, lease *changelog.Lease) error {
+	until := time.Now().Add(time.Minute)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		err := catchUpToLeave(ctx, cfg, js, durable, lease)
+		passing := err != nil && !errors.Is(err, changelog.ErrWaiting) && (jsretry.Transient(err) || !lease.Held())
+		if !passing || ctx.Err() != nil || time.Now().After(until) {
+			return err
+		}
+		cfg.Logger.WarnContext(ctx, "the ledger cannot leave its changelog now; trying again", "err", err, "lease_held", lease.Held())
+		if !ackwait.Sleep(ctx, wait) {
+			return ctx.Err()
+		}
+		if !lease.Held() {
+			if err := jsretry.Do(ctx, cfg.Logger, "take the lease again", lease.Acquire); err != nil {
+				return fmt.Errorf("the lease lapsed while the ledger left its changelog, and cannot be taken again: %w", err)
+			}
+		}
+	}
+}
+
 // catchUpToLeave brings a ledger file kept by the partition's changelog
 // up to its log's last entry before the run takes it out of the log
 // (Config.LeaveChangelog): a copy behind its log would otherwise lose
@@ -115,6 +140,9 @@ func waitLease(ctx context.Context, cfg Config, lease *changelog.Lease) error {
 func catchUpToLeave(ctx context.Context, cfg Config, js jetstream.JetStream, durable string, lease *changelog.Lease) error {
 	name, _ := changelog.Names(cfg.Stream.Name, durable)
 	if _, err := js.Stream(ctx, name); errors.Is(err, jetstream.ErrStreamNotFound) {
+		if err := leavesHoldingAcked(ctx, cfg, js, durable, nil); err != nil {
+			return err
+		}
 		cfg.Logger.WarnContext(ctx, "the partition's changelog is gone: the ledger leaves it as it stands", "changelog", name, "db", cfg.DB)
 		return nil
 	}
@@ -135,7 +163,8 @@ func catchUpToLeave(ctx context.Context, cfg Config, js jetstream.JetStream, dur
 	}
 	defer st.Close()
 	if pos, err := st.ChangelogPosition(ctx); err != nil || pos.Log != log.Instance() {
-		return err // not a copy of this log: nothing in it is this file's
+		// Not a copy of this log: nothing in it is this file's.
+		return cmp.Or(err, leavesHoldingAcked(ctx, cfg, js, durable, st))
 	}
 	applied, last, err := catchUpRetrying(ctx, cfg, log, st)
 	if err != nil {
@@ -148,6 +177,31 @@ func catchUpToLeave(ctx context.Context, cfg Config, js jetstream.JetStream, dur
 	}
 	cfg.Logger.InfoContext(ctx, "the ledger holds its changelog's last entry before it leaves it", "changelog", name, "db", cfg.DB, "entry", applied)
 	return log.Move(ctx, changelog.RoleLeft, changelog.Facts{Lease: lease, CaughtUp: true}) // CatchUp returned: every whole entry is in the file
+}
+
+// leavesHoldingAcked refuses the leave of a ledger (st, or cfg.DB opened
+// when nil) with no log to catch up with (deleted, or begun again from
+// another file) that lacks a message the durable acknowledged: a copy
+// behind the owner's, consuming on its own, would lose those messages.
+func leavesHoldingAcked(ctx context.Context, cfg Config, js jetstream.JetStream, durable string, st *ledger.Store) error {
+	if st == nil {
+		lcfg := cfg.Ledger
+		lcfg.LeaveChangelog, lcfg.Changelog = false, nil
+		var err error
+		if st, err = ledger.Open(cfg.DB, lcfg); err != nil {
+			return err
+		}
+		defer st.Close()
+	}
+	seen, err := st.Seen(ctx)
+	if err != nil {
+		return err
+	}
+	acked, err := ackedAfter(js, cfg.Stream.Name, durable)(ctx, seen, st.Holds)
+	if err != nil || acked == 0 {
+		return err
+	}
+	return fmt.Errorf("the ledger cannot leave its changelog: %w: it holds messages through stream sequence %d, its changelog cannot bring it up to date, and it lacks a message the partition's durable acknowledged (the first it lacks is at %d): another host's copy holds it; start that host (it begins a new log), or have a person settle the partition", changelog.ErrWaiting, seen, acked)
 }
 
 // catchUpRetrying is log.CatchUp of st, tried again for a minute while
