@@ -33,9 +33,16 @@ const (
 type situation struct {
 	file        fileState
 	snap        snapshotInfo
-	log         string // this log's instance
-	first, last uint64 // the log's first entry held (0: none) and its last
-	acked       uint64 // a message the durable acknowledged that the file has not seen (stream sequence); 0: none or unknown
+	log         string        // this log's instance
+	first, last uint64        // the log's first entry held (0: none) and its last
+	acked       uint64        // a message the durable acknowledged that the file has not seen (stream sequence); 0: none or unknown
+	owner       OwnerPosition // where the partition's owner said its ledger stood last (zero: never said)
+}
+
+// behindOwner: the file is a copy of the log its owner said it stood
+// further in.
+func (s situation) behindOwner() bool {
+	return s.file.pos.Log != "" && s.owner.Log == s.file.pos.Log && s.owner.Seq > s.file.pos.Seq
 }
 
 // rule is one row of the lifecycle: when it matches, its step is taken;
@@ -120,6 +127,12 @@ var lifecycle = []rule{
 	{"a copy of an earlier log behind its snapshot", func(s situation) bool {
 		return s.snap.found && s.snap.Log == s.file.pos.Log && s.snap.Seq > s.file.pos.Seq && s.last == 0
 	}, stepRestore, nil},
+	{"a copy of an earlier log behind its last owner's, an empty log", func(s situation) bool {
+		return (!s.snap.found || s.snap.Log == s.file.pos.Log) && s.last == 0 && s.behindOwner()
+	}, stepWait, func(s situation) string {
+		return fmt.Sprintf("the file holds entry %d of %s, whose owner %s said at %s that its ledger held entry %d, and that log is gone (deleted, or lost with its server): what the entries between did (sends, a person's actions) is in that host's file alone. Start that host: its copy begins the new log, and this one restores its snapshot. Only if that file is lost for good, delete key %s of bucket %s (nats kv del %s %s): this copy then begins the new log, its queued rows taken as maybe sent, and what those entries did is lost",
+			s.file.pos.Seq, s.file.pos.Log, s.owner.Owner, s.owner.At.Format(time.RFC3339), s.owner.Seq, streamOf(s.log), OwnersBucket, OwnersBucket, streamOf(s.log))
+	}},
 	{"a copy of an earlier log, at least its snapshot, an empty log", func(s situation) bool {
 		return (!s.snap.found || s.snap.Log == s.file.pos.Log) && s.last == 0
 	}, stepBegin, nil},
@@ -265,6 +278,9 @@ func (l *Log) situation(ctx context.Context, file string) (situation, error) {
 		return s, err
 	}
 	if s.snap, err = l.stored(ctx); err != nil {
+		return s, err
+	}
+	if s.owner, err = l.lastOwner(ctx); err != nil {
 		return s, err
 	}
 	info, err := l.info(ctx)

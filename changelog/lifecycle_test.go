@@ -56,6 +56,10 @@ func TestLifecycleDecides(t *testing.T) {
 		// Item 4: the log deleted; the owner's file, as full as the old snapshot, begins the new one.
 		{"copy of the deleted log, at least its snapshot", situation{file: file(L1, 50, 50), snap: snap(L1, 40, ledger.ChangelogOrigin{}), log: L}, stepBegin, false},
 		{"copy of the deleted log, behind its snapshot", situation{file: file(L1, 30, 30), snap: snap(L1, 40, ledger.ChangelogOrigin{}), log: L}, stepRestore, false},
+		// The deleted log's owner said its ledger held entry 60: a copy at 50 waits for it; one at 60 (the owner's) begins.
+		{"copy of the deleted log behind its last owner's", situation{file: file(L1, 50, 50), snap: snap(L1, 40, ledger.ChangelogOrigin{}), log: L, owner: OwnerPosition{Log: L1, Seq: 60}}, stepWait, true},
+		{"copy of the deleted log, its last owner's", situation{file: file(L1, 60, 60), snap: snap(L1, 40, ledger.ChangelogOrigin{}), log: L, owner: OwnerPosition{Log: L1, Seq: 60}}, stepBegin, false},
+		{"copy of the deleted log, an owner of a log before it", situation{file: file(L1, 50, 50), snap: snap(L1, 40, ledger.ChangelogOrigin{}), log: L, owner: OwnerPosition{Log: "CL@0", Seq: 90}}, stepBegin, false},
 		{"copy of the deleted log lacking acked messages", situation{file: file(L1, 45, 45), snap: snap(L1, 40, ledger.ChangelogOrigin{}), log: L, acked: 50}, stepWait, true},
 		{"copy of the deleted log, new log begun from as much", situation{file: file(L1, 45, 45), snap: snap(L, 3, ledger.ChangelogOrigin{Log: L1, Seq: 50}), log: L, first: 1, last: 3}, stepRestore, false},
 		{"copy of the deleted log, new log begun from less", situation{file: file(L1, 55, 55), snap: snap(L, 3, ledger.ChangelogOrigin{Log: L1, Seq: 50}), log: L, first: 1, last: 3}, stepWait, true},

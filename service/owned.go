@@ -461,10 +461,13 @@ func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, leas
 			"stream", cfg.Stream.Name, "durable", cfg.Consumer.Durable, "owner", o.Name, "role", "owner")
 		snapCtx, stopSnapshots := context.WithCancel(ctx) // the run's: Start's
 		var snapshots sync.WaitGroup
+		rec := &ownerRecord{cfg: cfg, o: o, log: log, lease: lease, st: st}
 		snapshots.Go(func() { keepSnapshots(snapCtx, cfg, o, log, st) })
+		snapshots.Go(func() { rec.keep(snapCtx) })
 		return func() {
 			stopSnapshots()
 			snapshots.Wait()
+			rec.once(context.WithoutCancel(ctx)) // drained: where it stops, for a hand-over
 		}, nil
 	}
 	err, cause := runKept(ctx, cfg, lease.Keep)
@@ -497,6 +500,44 @@ func runKept(ctx context.Context, cfg Config, keep func(context.Context) error) 
 	stopKeeping()
 	<-kept
 	return err, context.Cause(runCtx)
+}
+
+// ownerRecord says where the owner's ledger stands in its log
+// (changelog.Log.RecordOwner), while the lease is held: a zombie owner
+// must not say less than the owner after it.
+type ownerRecord struct {
+	cfg    Config
+	o      Owner
+	log    *changelog.Log
+	lease  *changelog.Lease
+	st     *ledger.Store
+	said   ledger.ChangelogPosition
+	failed bool
+}
+
+// keep records the position every second while it moves, until ctx ends.
+func (r *ownerRecord) keep(ctx context.Context) {
+	for r.once(ctx); ackwait.Sleep(ctx, time.Second); {
+		r.once(ctx)
+	}
+}
+
+// once records the position if it moved since it was said.
+func (r *ownerRecord) once(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	pos, err := r.st.ChangelogPosition(ctx)
+	if err != nil || pos == r.said || !r.lease.Held() {
+		return
+	}
+	if err := r.log.RecordOwner(ctx, r.o.Name, pos); err != nil {
+		if !r.failed && ctx.Err() == nil {
+			r.cfg.Logger.WarnContext(ctx, "the owner cannot record where its ledger stands in its changelog; trying again", "err", err)
+		}
+		r.failed = true
+		return
+	}
+	r.said, r.failed = pos, false
 }
 
 // keepSnapshots snapshots the ledger at the take-over (unless Own stored
