@@ -54,8 +54,8 @@ type statusCmd struct {
 	dbFlag
 	NATS natsFlags `embed:"" group:"nats" kong:"set='nats_url=',set='nats_help=NATS server URL (default: the one the ledger records its run used, else ${nats_default})'"`
 	streamFlags
-	Effects string `name:"effects-stream" placeholder:"NAME" help:"at an edge: its effects stream (run --effects-stream), to count the effects not yet at the hub"`
-	Site    string `name:"site" group:"api" help:"ask, through --nats, the admin API of every run of this site (- for runs that are no edge; with --stream, of that stream) instead of reading --db: what each needs and its outbox; exit 3 when any needs a person"`
+	Effects string        `name:"effects-stream" placeholder:"NAME" help:"at an edge: its effects stream (run --effects-stream), to count the effects not yet at the hub"`
+	Site    string        `name:"site" group:"api" help:"ask, through --nats, the admin API of every run of this site (- for runs that are no edge; with --stream, of that stream) instead of reading --db: what each needs and its outbox; exit 3 when any needs a person"`
 	Timeout time.Duration `name:"api-timeout" default:"10s" group:"api" help:"how long to wait for the server's answers, and with --site for the runs' (each run answers once; a site behind a slow link needs more)"`
 	jsonFlag
 	Plan planFlags `embed:"" group:"timing"`
