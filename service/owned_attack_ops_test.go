@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -503,16 +504,57 @@ func TestAttackOps2BeginWithALookupSettlesReview(t *testing.T) {
 // Item 2, a purged stream: the changelog deleted (an operator), the
 // source stream purged (or its old messages aged out), the owner gone.
 // The standby's copy lacks 30 messages the owner committed and the
-// durable acknowledged; the acknowledged-message check reads them from
-// the stream by sequence, finds none there, and counts that as holding
-// them. Expected: the copy waits (it lacks acknowledged messages);
-// failure: it begins the new log and consumes on without them.
+// durable acknowledged, which the stream no longer holds. It waits, as
+// the owner said its ledger stood further in the log; the owner's host
+// begins the new log and both end with all 55.
+func TestAttackOps2BeginAfterTheStreamWasPurgedWaitsForTheOwner(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	a, b := purgedBehind(t, srv, js)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.cfg.Metrics = l
+	b.start()
+	publish(t, js, 50, 55)
+	waitGauges(t, "http://"+l.Addr().String()+"/metrics", "jetledger_changelog_waiting 1")
+	if n := processed(t, b.cfg.DB); n != 20 {
+		t.Fatalf("b, waiting, holds %d, want its 20", n)
+	}
+	a.start()
+	consumertest.Eventually(t, time.Minute, "both hold 55", func() bool {
+		return processed(t, a.cfg.DB) == 55 && processed(t, b.cfg.DB) == 55
+	})
+	a.halt()
+	b.halt()
+}
+
+// The same once a person deleted what the owner said: the acknowledged-
+// message check reads the acknowledged messages from the stream by
+// sequence, finds none there, and counts that as holding them: the copy
+// begins the new log and consumes on without them.
 func TestAttackOps2BeginAfterTheStreamWasPurgedLacksAcknowledged(t *testing.T) {
 	skipOpen(t, "acknowledged messages the stream no longer holds")
 	t.Parallel()
 	srv := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, srv)
-	a, b := ownedPair(t, srv, js, quickPlan, 20)
+	_, b := purgedBehind(t, srv, js)
+	forgetOwner(t, js)
+	b.start()
+	publish(t, js, 50, 55)
+	consumertest.Eventually(t, 20*time.Second, "b waits (or consumes without the 30)", func() bool {
+		return count(t, b.cfg.DB, `SELECT count(*) FROM processed_messages WHERE message_id = 'm-54'`) == 1
+	})
+	b.halt()
+	t.Fatalf("b began the new log and consumed on lacking 30 acknowledged messages: it holds %d of 55 (m-20..m-49 only in a's copy)", processed(t, b.cfg.DB))
+}
+
+// purgedBehind leaves b's copy at 20 and a's at 50, both stopped, the
+// changelog deleted and the stream purged.
+func purgedBehind(t *testing.T, srv *server.Server, js jetstream.JetStream) (a, b *ownedHost) {
+	a, b = ownedPair(t, srv, js, quickPlan, 20)
 	b.halt()
 	publish(t, js, 20, 50)
 	consumertest.Eventually(t, time.Minute, "a commits 50", func() bool { return processed(t, a.cfg.DB) == 50 })
@@ -525,13 +567,7 @@ func TestAttackOps2BeginAfterTheStreamWasPurgedLacksAcknowledged(t *testing.T) {
 	if err := s.Purge(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	b.start()
-	publish(t, js, 50, 55)
-	consumertest.Eventually(t, 20*time.Second, "b waits (or consumes without the 30)", func() bool {
-		return count(t, b.cfg.DB, `SELECT count(*) FROM processed_messages WHERE message_id = 'm-54'`) == 1
-	})
-	b.halt()
-	t.Fatalf("b began the new log and consumed on lacking 30 acknowledged messages: it holds %d of 55 (m-20..m-49 only in a's copy)", processed(t, b.cfg.DB))
+	return a, b
 }
 
 // The same with a lookup and a sink that does not honour keys. Before the
