@@ -1,6 +1,7 @@
 package changelog
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,16 +61,29 @@ func (l *Log) RecordOwner(ctx context.Context, owner string, pos ledger.Changelo
 	return nil
 }
 
-// lastOwner reads where the partition's owner said its ledger stood last;
-// zero when none has said (a bucket or key not there: an earlier version).
+// lastOwner reads where the partition's owner said its ledger stood last
+// (ReadOwner).
 func (l *Log) lastOwner(ctx context.Context) (OwnerPosition, error) {
-	kv, err := l.js.KeyValue(ctx, OwnersBucket)
+	return readOwner(ctx, l.js, l.name)
+}
+
+// ReadOwner reads where the owner of stream's partition durable said its
+// ledger stood last: zero when none has said (a bucket or key not there:
+// an earlier version, or a person deleted it). A value that is not one
+// is a wait (ErrWaiting), for a person to delete the key.
+func ReadOwner(ctx context.Context, js jetstream.JetStream, stream, durable string) (OwnerPosition, error) {
+	name, _ := Names(stream, durable)
+	return readOwner(ctx, js, name)
+}
+
+func readOwner(ctx context.Context, js jetstream.JetStream, key string) (OwnerPosition, error) {
+	kv, err := js.KeyValue(ctx, OwnersBucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return OwnerPosition{}, nil
 	}
 	var e jetstream.KeyValueEntry
 	if err == nil {
-		e, err = kv.Get(ctx, l.name)
+		e, err = kv.Get(ctx, key)
 	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return OwnerPosition{}, nil
@@ -78,11 +92,16 @@ func (l *Log) lastOwner(ctx context.Context) (OwnerPosition, error) {
 		return OwnerPosition{}, fmt.Errorf("changelog: read the owner's position in %s: %w", OwnersBucket, err)
 	}
 	var p OwnerPosition
-	if err := json.Unmarshal(e.Value(), &p); err != nil {
-		return OwnerPosition{}, fmt.Errorf("changelog: the owner's position %s in %s: %w (delete the key; it is written again by the owner)", l.name, OwnersBucket, err)
+	if err := json.Unmarshal(e.Value(), &p); err != nil || p.Log == "" {
+		return OwnerPosition{}, fmt.Errorf("%w: key %s of %s is no owner's position (%v): it says where the partition's owner stood when its log was lost, and nothing can be decided without it; if that owner's host is running, it writes the key again within %v; else have a person delete it (nats kv del %s %s)",
+			ErrWaiting, key, OwnersBucket, cmp.Or(err, errors.New("no log named")), OwnerRewrite, OwnersBucket, key)
 	}
 	return p, nil
 }
+
+// OwnerRewrite is how often an owner whose position has not moved writes
+// it again: a bucket deleted, or a key overwritten, is mended by then.
+const OwnerRewrite = 10 * time.Second
 
 // OwnerKey is the key of this log's partition in OwnersBucket.
 func (l *Log) OwnerKey() string { return l.name }

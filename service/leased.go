@@ -140,7 +140,7 @@ func leaveRetrying(ctx context.Context, cfg Config, js jetstream.JetStream, dura
 func catchUpToLeave(ctx context.Context, cfg Config, js jetstream.JetStream, durable string, lease *changelog.Lease) error {
 	name, _ := changelog.Names(cfg.Stream.Name, durable)
 	if _, err := js.Stream(ctx, name); errors.Is(err, jetstream.ErrStreamNotFound) {
-		if err := leavesHoldingAcked(ctx, cfg, js, durable, nil); err != nil {
+		if err := leavesHoldingAcked(ctx, cfg, js, durable, nil, true); err != nil {
 			return err
 		}
 		cfg.Logger.WarnContext(ctx, "the partition's changelog is gone: the ledger leaves it as it stands", "changelog", name, "db", cfg.DB)
@@ -164,7 +164,7 @@ func catchUpToLeave(ctx context.Context, cfg Config, js jetstream.JetStream, dur
 	defer st.Close()
 	if pos, err := st.ChangelogPosition(ctx); err != nil || pos.Log != log.Instance() {
 		// Not a copy of this log: nothing in it is this file's.
-		return cmp.Or(err, leavesHoldingAcked(ctx, cfg, js, durable, st))
+		return cmp.Or(err, leavesHoldingAcked(ctx, cfg, js, durable, st, false))
 	}
 	applied, last, err := catchUpRetrying(ctx, cfg, log, st)
 	if err != nil {
@@ -183,7 +183,9 @@ func catchUpToLeave(ctx context.Context, cfg Config, js jetstream.JetStream, dur
 // when nil) with no log to catch up with (deleted, or begun again from
 // another file) that lacks a message the durable acknowledged: a copy
 // behind the owner's, consuming on its own, would lose those messages.
-func leavesHoldingAcked(ctx context.Context, cfg Config, js jetstream.JetStream, durable string, st *ledger.Store) error {
+// With the log gone, it also refuses a copy behind what the log's owner
+// said its ledger held, as a begin from it is (changelog.ReadOwner).
+func leavesHoldingAcked(ctx context.Context, cfg Config, js jetstream.JetStream, durable string, st *ledger.Store, gone bool) error {
 	if st == nil {
 		lcfg := cfg.Ledger
 		lcfg.LeaveChangelog, lcfg.Changelog = false, nil
@@ -192,6 +194,11 @@ func leavesHoldingAcked(ctx context.Context, cfg Config, js jetstream.JetStream,
 			return err
 		}
 		defer st.Close()
+	}
+	if gone {
+		if err := notBehindOwner(ctx, cfg, js, durable, st); err != nil {
+			return err
+		}
 	}
 	seen, err := st.Seen(ctx)
 	if err != nil {
@@ -202,6 +209,21 @@ func leavesHoldingAcked(ctx context.Context, cfg Config, js jetstream.JetStream,
 		return err
 	}
 	return fmt.Errorf("the ledger cannot leave its changelog: %w: it holds messages through stream sequence %d, its changelog cannot bring it up to date, and it lacks a message the partition's durable acknowledged (the first it lacks is at %d): another host's copy holds it; start that host (it begins a new log), or have a person settle the partition", changelog.ErrWaiting, seen, acked)
+}
+
+// notBehindOwner refuses the leave of st, a copy of a log that is gone,
+// behind what that log's owner said its ledger held.
+func notBehindOwner(ctx context.Context, cfg Config, js jetstream.JetStream, durable string, st *ledger.Store) error {
+	pos, err := st.ChangelogPosition(ctx)
+	if err != nil || pos.Log == "" {
+		return err
+	}
+	owner, err := changelog.ReadOwner(ctx, js, cfg.Stream.Name, durable)
+	if err != nil || owner.Log != pos.Log || owner.Seq <= pos.Seq {
+		return err
+	}
+	return fmt.Errorf("the ledger cannot leave its changelog: %w: it holds entry %d of %s, whose owner %s said its ledger held entry %d, and that log is gone: what the entries between did (sends, a person's actions) is in that host's file alone; leave from that file, or start that host (it begins a new log)",
+		changelog.ErrWaiting, pos.Seq, pos.Log, owner.Owner, owner.Seq)
 }
 
 // catchUpRetrying is log.CatchUp of st, tried again for a minute while

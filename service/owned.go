@@ -467,7 +467,7 @@ func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, leas
 		return func() {
 			stopSnapshots()
 			snapshots.Wait()
-			rec.once(context.WithoutCancel(ctx)) // drained: where it stops, for a hand-over
+			rec.once(context.WithoutCancel(ctx), true) // drained: where it stops, for a hand-over
 		}, nil
 	}
 	err, cause := runKept(ctx, cfg, lease.Keep)
@@ -512,22 +512,26 @@ type ownerRecord struct {
 	lease  *changelog.Lease
 	st     *ledger.Store
 	said   ledger.ChangelogPosition
+	saidAt time.Time
 	failed bool
 }
 
-// keep records the position every second while it moves, until ctx ends.
+// keep records the position every second while it moves, and every
+// changelog.OwnerRewrite while it does not (a bucket deleted, a key
+// overwritten), until ctx ends.
 func (r *ownerRecord) keep(ctx context.Context) {
-	for r.once(ctx); ackwait.Sleep(ctx, time.Second); {
-		r.once(ctx)
+	for r.once(ctx, false); ackwait.Sleep(ctx, time.Second); {
+		r.once(ctx, false)
 	}
 }
 
-// once records the position if it moved since it was said.
-func (r *ownerRecord) once(ctx context.Context) {
+// once records the position if it moved since it was said, or it is due
+// again, or always.
+func (r *ownerRecord) once(ctx context.Context, always bool) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	pos, err := r.st.ChangelogPosition(ctx)
-	if err != nil || pos == r.said || !r.lease.Held() {
+	if err != nil || !r.lease.Held() || pos == r.said && !always && time.Since(r.saidAt) < changelog.OwnerRewrite {
 		return
 	}
 	if err := r.log.RecordOwner(ctx, r.o.Name, pos); err != nil {
@@ -537,7 +541,7 @@ func (r *ownerRecord) once(ctx context.Context) {
 		r.failed = true
 		return
 	}
-	r.said, r.failed = pos, false
+	r.said, r.saidAt, r.failed = pos, time.Now(), false
 }
 
 // keepSnapshots snapshots the ledger at the take-over (unless Own stored
