@@ -145,7 +145,10 @@ func (d *Dispatcher) writeBack(ctx context.Context, id string, o outcome) error 
 	retry := ackwait.Backoff{Base: 50 * time.Millisecond, Max: time.Second}
 	for n := 1; ; n++ {
 		_, err := d.o.Transition(ctx, id, o.change, o.params)
-		if err == nil || errors.Is(err, ledger.ErrCancelled) || errors.Is(err, ledger.ErrNotOwner) ||
+		// A store that lost its changelog (fenced, or its log gone)
+		// writes nothing more until it takes over again: a retry could
+		// only hold the run's stop for the lease.
+		if err == nil || errors.Is(err, ledger.ErrCancelled) || errors.Is(err, ledger.ErrNotOwner) || errors.Is(err, ledger.ErrNotChangelogOwner) ||
 			errors.Is(err, ledger.ErrNotFound) || errors.Is(err, ledger.ErrIllegalTransition) || ctx.Err() != nil {
 			return err
 		}
