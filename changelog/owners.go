@@ -13,8 +13,9 @@ import (
 )
 
 // OwnersBucket keeps, per partition, where its owner's ledger stood in its
-// log when it said so last (RecordOwner: every second while it moves, and
-// as the owner stops). It outlives the log: when the log is gone (deleted,
+// log when it said so last (RecordOwner: at its take-over, every second
+// while it moves, every OwnerRewrite while it does not, and as the owner
+// stops). It outlives the log: when the log is gone (deleted,
 // or lost with its server), a copy behind what its owner held does not
 // begin a new log, as what those entries did (sends, a person's actions)
 // is in the owner's file alone. Its keys have no TTL: an owner dead for a
