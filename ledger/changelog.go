@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -578,10 +579,14 @@ func (s *Store) applyChangeset(ctx context.Context, tx *sql.Tx, changes []byte) 
 		}
 		defer dbFlag(tls, db, op, was) //nolint:errcheck // set just now: it does not fail
 	}
-	rc := sqlite3.Xsqlite3changeset_apply(tls, db, int32(len(changes)), p, 0, conflictAbortFP, 0)
+	said := libc.Xmalloc(tls, 8) // a key for the conflict's words (conflicts)
+	defer libc.Xfree(tls, said)
+	defer conflicts.Delete(said)
+	rc := sqlite3.Xsqlite3changeset_apply(tls, db, int32(len(changes)), p, 0, conflictAbortFP, said)
 	switch {
 	case rc == sqlite3.SQLITE_ABORT:
-		return fmt.Errorf("%w: a change does not match the ledger's rows", ErrChangesDoNotFit)
+		what, _ := conflicts.Load(said)
+		return fmt.Errorf("%w: a change does not match the ledger's rows (%v)", ErrChangesDoNotFit, cmp.Or(what, any("not said")))
 	case rc != sqlite3.SQLITE_OK:
 		return fmt.Errorf("ledger: apply changes: %s", sqlite3Error(tls, rc))
 	}
@@ -638,8 +643,41 @@ func fitTables(ctx context.Context, tx *sql.Tx, tls *libc.TLS, p uintptr, n int3
 
 // conflictAbort answers every conflict of an applied changeset with
 // ABORT: a standby's copy either fits the log exactly or is not a copy.
-func conflictAbort(_ *libc.TLS, _ uintptr, _ int32, _ uintptr) int32 {
+func conflictAbort(tls *libc.TLS, said uintptr, kind int32, iter uintptr) int32 {
+	if said != 0 {
+		conflicts.Store(said, conflictWords(tls, kind, iter))
+	}
 	return sqlite3.SQLITE_CHANGESET_ABORT
+}
+
+// conflicts holds what conflictAbort saw, by the key applyChangeset gave
+// it, for its error: which table, which change, which key, what kind.
+var conflicts sync.Map
+
+// conflictWords says a conflict of kind (SQLITE_CHANGESET_*) at iter.
+func conflictWords(tls *libc.TLS, kind int32, iter uintptr) string {
+	mem := libc.Xmalloc(tls, 4*8)
+	defer libc.Xfree(tls, mem)
+	pTab, pCol, pOp, pInd := mem, mem+8, mem+16, mem+24
+	if sqlite3.Xsqlite3changeset_op(tls, iter, pTab, pCol, pOp, pInd) != sqlite3.SQLITE_OK {
+		return fmt.Sprintf("conflict %d", kind)
+	}
+	table := libc.GoString(*(*uintptr)(cptr(pTab)))
+	op := *(*int32)(cptr(pOp))
+	value := sqlite3.Xsqlite3changeset_old
+	if op == sqlite3.SQLITE_INSERT {
+		value = sqlite3.Xsqlite3changeset_new
+	}
+	key := "?"
+	if value(tls, iter, 0, pCol) == sqlite3.SQLITE_OK {
+		if v := *(*uintptr)(cptr(pCol)); v != 0 {
+			key = libc.GoString(sqlite3.Xsqlite3_value_text(tls, v))
+		}
+	}
+	kinds := map[int32]string{sqlite3.SQLITE_CHANGESET_DATA: "its row differs", sqlite3.SQLITE_CHANGESET_NOTFOUND: "its row is not there",
+		sqlite3.SQLITE_CHANGESET_CONFLICT: "its row is there already", sqlite3.SQLITE_CHANGESET_CONSTRAINT: "a constraint refuses it"}
+	ops := map[int32]string{sqlite3.SQLITE_INSERT: "insert", sqlite3.SQLITE_UPDATE: "update", sqlite3.SQLITE_DELETE: "delete"}
+	return fmt.Sprintf("%s of %s %q: %s", ops[op], table, key, cmp.Or(kinds[kind], fmt.Sprint("conflict ", kind)))
 }
 
 // conflictAbortFP is conflictAbort as the C function pointer the

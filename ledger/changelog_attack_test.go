@@ -2,6 +2,7 @@ package ledger_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -485,5 +486,41 @@ func TestAttackReplaceAndRollbackConflict(t *testing.T) {
 			apply(t, owner, h, batchOf(8, 8, 0)...)
 			sameAsOwner(t, log, owner, standby)
 		})
+	}
+}
+
+// A copy whose row differs from the one an entry changes is refused, and
+// the refusal says which change of which row did not fit and how, for the
+// person comparing the copies (the long owned nemesis met one it could not
+// say more of).
+func TestChangesThatDoNotFitSayWhichRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	log, owner, standby := pair(t, 1<<20)
+	apply(t, owner, credit, batchOf(0, 2, 0)...)
+	if err := applyAll(ctx, log, standby); err != nil {
+		t.Fatal(err)
+	}
+	// The copy's row changed outside the log (as sqlite3 would).
+	db, err := sql.Open("sqlite", "file:"+standby.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`UPDATE balances SET amount = 99 WHERE account = 'a'`); err != nil {
+		t.Fatal(err)
+	}
+	apply(t, owner, credit, batchOf(2, 1, 0)...)
+	pos, err := standby.ChangelogPosition(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changes []byte
+	for seq := int(pos.Seq) + 1; seq <= len(log.entries); seq++ {
+		changes = append(changes, log.entries[seq-1]...)
+	}
+	err = standby.ApplyChanges(ctx, "log1", uint64(len(log.entries)), changes)
+	if !errors.Is(err, ledger.ErrChangesDoNotFit) || !strings.Contains(err.Error(), `update of balances "a": its row differs`) {
+		t.Fatalf("a change to a row that differs: %v, want ErrChangesDoNotFit naming the row", err)
 	}
 }
