@@ -104,7 +104,7 @@ func guardBehind(t *testing.T, n int, beforeDelete func(js jetstream.JetStream, 
 // owner (JETLEDGER_OWNERS). Before, the leave consulted nothing but the
 // acknowledged messages, left "as it stands", and its outbox sent the
 // rows the owner had sent: 12 items for 6 rows.
-func TestAttackGuardLeaveFromADeletedLogBehindItsOwnerSendsTwice(t *testing.T) {
+func TestAttackGuardALeaveFromADeletedLogBehindItsOwnerIsRefused(t *testing.T) {
 	t.Parallel()
 	const n = 6
 	_, b, js, dest := guardBehind(t, n, nil)
@@ -144,7 +144,7 @@ func TestAttackGuardLeaveFromADeletedLogBehindItsOwnerSendsTwice(t *testing.T) {
 // owner idle. The key matters only once the log is gone: a standby
 // restarted beside the running owner follows its log. Before, it retried
 // for ever as if the server could not be reached.
-func TestAttackGuardMalformedOwnerKeyStopsAHealthyStandby(t *testing.T) {
+func TestAttackGuardABadOwnerKeyStopsNoHealthyStandby(t *testing.T) {
 	t.Parallel()
 	srv := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, srv)
@@ -192,7 +192,7 @@ func TestAttackGuardMalformedOwnerKeyStopsAHealthyStandby(t *testing.T) {
 
 // Garbage in the owner's key while the owner is idle: the owner restarted
 // (the log there and well) owns again. Before, its start exited.
-func TestAttackGuardMalformedOwnerKeyStopsTheOwnersRestart(t *testing.T) {
+func TestAttackGuardABadOwnerKeyStopsNoOwnersRestart(t *testing.T) {
 	t.Parallel()
 	srv := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, srv)

@@ -167,7 +167,7 @@ func (p *ops2Proxy) release() {
 // acknowledged; it then consumes on its own. Expected: refused, as
 // TestAttack2SecondHostLeavesLackingAcknowledged (the copy lacks
 // acknowledged messages).
-func TestAttackOps2LeaveAfterTheLogWasDeletedLacksAcknowledged(t *testing.T) {
+func TestAttackOps2ALeaveFromADeletedLogLackingAcknowledgedIsRefused(t *testing.T) {
 	t.Parallel()
 	srv := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, srv)
@@ -228,7 +228,7 @@ func ownedWebhookPair(t *testing.T, srvURL string, js interface{}, wh *webhook.C
 // said it stood further in the log), and restores its snapshot. Promise:
 // nothing left 'sent' with nothing at the destination. Before the owner
 // said where it stood, the standby began the new log without the cancel.
-func TestAttackOps2CancelOfASentRowIsLostWithTheLog(t *testing.T) {
+func TestAttackOps2ACancelledSentRowOutlivesTheLog(t *testing.T) {
 	t.Parallel()
 	srv := consumertest.RunServer(t)
 	nc, js := consumertest.Connect(t, srv)
@@ -276,7 +276,7 @@ func TestAttackOps2CancelOfASentRowIsLostWithTheLog(t *testing.T) {
 // row a person cancelled is never sent. Before the owner said where it
 // stood, the standby's copy began the new log, its queued rows taken as
 // maybe sent and, the sink idempotent, sent with their key.
-func TestAttackOps2CancelOfAQueuedRowIsLostWithTheLog(t *testing.T) {
+func TestAttackOps2ACancelledQueuedRowOutlivesTheLog(t *testing.T) {
 	t.Parallel()
 	cancelledQueuedRowAfterTheLog(t, true)
 }
@@ -337,7 +337,7 @@ func cancelledQueuedRowAfterTheLog(t *testing.T, idempotent bool) {
 // connection unanswered (as CloseAfterStore does for a send): the cancel's
 // outcome is unknown. Promise: nothing left 'sent' with nothing at the
 // destination (the row should be in review with its cancel pending).
-func TestAttackOps2DeleteThatLandedUnansweredLeavesSentWithNothing(t *testing.T) {
+func TestAttackOps2ADeleteThatLandedUnansweredStaysPending(t *testing.T) {
 	t.Parallel()
 	srv := consumertest.RunServer(t)
 	nc, js := consumertest.Connect(t, srv)
@@ -585,7 +585,7 @@ func purgedBehind(t *testing.T, srv *server.Server, js jetstream.JetStream) (a, 
 // owner said where it stood, the queued row a person cancelled went to
 // review at the standby's begin, and the lookup ("never seen") queued it
 // again: it was sent.
-func TestAttackOps2CancelOfAQueuedRowIsLostWithTheLogLookup(t *testing.T) {
+func TestAttackOps2ACancelledQueuedRowOutlivesTheLogLookup(t *testing.T) {
 	t.Parallel()
 	cancelledQueuedRowAfterTheLog(t, false)
 }
@@ -623,7 +623,7 @@ func TestAttackOps2LeaveWithTheServerRestarted(t *testing.T) { leaveRestarted(t,
 // held" (the lease read across the restart), though the catch-up is
 // retried for a minute on such errors precisely so that a leave is not
 // refused for nothing. Expected: it rides the restart out and leaves.
-func TestAttackOps2LeaveRefusedForNothingByAServerRestart(t *testing.T) { leaveRestarted(t, true) }
+func TestAttackOps2ALeaveGoesOnThroughAServerRestart(t *testing.T) { leaveRestarted(t, true) }
 
 func leaveRestarted(t *testing.T, early bool) {
 	t.Parallel()
