@@ -165,10 +165,9 @@ destination when the send returns (review if that fails). sent/review with an
 external id: deleted at the destination (--webhook-delete-url) first,
 cancelled only after the destination said it deleted it (2xx). A 404 is also
 what a server without the route answers, so it counts as gone only when
---webhook-lookup-url does not find the item either; otherwise exit 1 saying
-the item may still be at the destination, row unchanged. A delete that may
-have deleted all the same (a timeout, a 5xx) exits 1 and leaves the row in
-review with its cancel pending, for a lookup or a person.`
+--webhook-lookup-url does not find the item either; else exit 1, row
+unchanged. A delete that may have deleted (a timeout, a 5xx): exit 1, the row
+in review with its cancel pending, for a lookup or a person.`
 }
 
 func (c *outboxCancelCmd) Run(inv *invocation, o *outboxCmd) error {
