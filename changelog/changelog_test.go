@@ -17,7 +17,7 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, consumertest.KnownLeaks...) }
 
 func credit(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO balances VALUES ('a', 1) ON CONFLICT (account) DO UPDATE SET amount = amount + 1`); err != nil {
