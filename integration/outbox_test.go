@@ -208,9 +208,9 @@ func TestOutboxCommands(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 
-	dest.FailDeletesWith(500)
+	dest.FailDeletesWith(403) // refused: surely not deleted, so the row stays sent
 	out, code := cli(t, "outbox", "cancel", key, "--db", w.db, "--webhook-delete-url", dest.DeleteURL())
-	if code != 1 || !strings.Contains(out, "still at the destination") || !strings.Contains(out, "status 500") {
+	if code != 1 || !strings.Contains(out, "still at the destination") || !strings.Contains(out, "status 403") {
 		t.Fatalf("cancel with failing delete: exit %d\n%s", code, out)
 	}
 	if row := waitRowStatus(t, db, key, "sent", time.Second); row.Status != "sent" || len(dest.Items()) != 1 {
