@@ -42,7 +42,7 @@ type situation struct {
 // behindOwner: the file is a copy of the log its owner said it stood
 // further in.
 func (s situation) behindOwner() bool {
-	return s.file.pos.Log != "" && s.owner.Log == s.file.pos.Log && s.owner.Seq > s.file.pos.Seq
+	return s.owner.Ahead(s.file.pos)
 }
 
 // rule is one row of the lifecycle: when it matches, its step is taken;

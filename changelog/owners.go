@@ -30,6 +30,12 @@ type OwnerPosition struct {
 	At    time.Time `json:"at"`    // when it said so
 }
 
+// Ahead says whether the owner said its ledger held more of pos's log
+// than pos does.
+func (p OwnerPosition) Ahead(pos ledger.ChangelogPosition) bool {
+	return pos.Log != "" && p.Log == pos.Log && p.Seq > pos.Seq
+}
+
 // owners opens the bucket, made if need be.
 func (l *Log) owners(ctx context.Context) (jetstream.KeyValue, error) {
 	kv, err := l.js.KeyValue(ctx, OwnersBucket)

@@ -219,7 +219,7 @@ func notBehindOwner(ctx context.Context, cfg Config, js jetstream.JetStream, dur
 		return err
 	}
 	owner, err := changelog.ReadOwner(ctx, js, cfg.Stream.Name, durable)
-	if err != nil || owner.Log != pos.Log || owner.Seq <= pos.Seq {
+	if err != nil || !owner.Ahead(pos) {
 		return err
 	}
 	return fmt.Errorf("the ledger cannot leave its changelog: %w: it holds entry %d of %s, whose owner %s said its ledger held entry %d, and that log is gone: what the entries between did (sends, a person's actions) is in that host's file alone; leave from that file, or start that host (it begins a new log)",

@@ -69,7 +69,7 @@ func (c *statusCmd) Run(inv *invocation) error {
 		err = cmp.Or(c.dbFlag.validate(), c.streamFlags.validate())
 	}
 	if err == nil && c.Timeout <= 0 {
-		err = usageError{fmt.Errorf("--api-timeout %v: give a positive duration, such as 30s", c.Timeout)}
+		err = usagef("--api-timeout %v: give a positive duration, such as 30s", c.Timeout)
 	}
 	if err != nil {
 		return err
