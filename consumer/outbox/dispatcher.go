@@ -214,9 +214,10 @@ func (d *Dispatcher) round(ctx context.Context, slots chan struct{}, wg *sync.Wa
 		return false, nil
 	}
 	for _, id := range ids {
-		token := fmt.Sprintf("%s#%d", d.id, d.claims.Add(1)) // unique per claim
-		claimed := time.Now()                                // the lease starts later, once the claim holds the writer
-		it, err := d.o.Transition(ctx, id, ledger.Claim, ledger.Params{Worker: token, Lease: d.cfg.Lease, SentTo: to})
+		if ctx.Err() != nil {
+			return false, nil // stopping: claim nothing more
+		}
+		it, token, claimed, err := d.claim(ctx, id, to)
 		if errors.Is(err, ledger.ErrNotClaimed) {
 			continue // another dispatcher has it
 		}
@@ -231,6 +232,20 @@ func (d *Dispatcher) round(ctx context.Context, slots chan struct{}, wg *sync.Wa
 		}()
 	}
 	return len(ids) == free, nil
+}
+
+// claim claims row id for a send to to. A stop (ctx ending) does not cut
+// a claim short: one cut mid-write may have reached the changelog all the
+// same, and a copy that takes over would find the row claimed by nobody
+// and put it in review. The claim completes, and its send goes out as
+// sends in flight do (deliver).
+func (d *Dispatcher) claim(ctx context.Context, id string, to ledger.Destination) (it ledger.OutboxItem, token string, claimed time.Time, err error) {
+	token = fmt.Sprintf("%s#%d", d.id, d.claims.Add(1)) // unique per claim
+	claimed = time.Now()                                // the lease starts later, once the claim holds the writer
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Lease)
+	defer cancel()
+	it, err = d.o.Transition(cctx, id, ledger.Claim, ledger.Params{Worker: token, Lease: d.cfg.Lease, SentTo: to})
+	return it, token, claimed, err
 }
 
 // position asks a Positioner where the sends about to be claimed go, read
