@@ -26,10 +26,7 @@ func behindOnItsOutbox(t *testing.T, n int) (a, b *ownedHost, js jetstream.JetSt
 	_, js = consumertest.Connect(t, srv)
 	dest = webhooktest.NewDestination(t, false)
 	dest.FailWith(http.StatusTooManyRequests) // surely not taken (RetryOn): the rows stay queued, to be tried again
-	a, b = newOwnedHost(t, srv.ClientURL(), "a", 0), newOwnedHost(t, srv.ClientURL(), "b", 0)
-	for _, h := range []*ownedHost{a, b} {
-		h.cfg.Webhook = &webhook.Config{URL: dest.URL()}
-	}
+	a, b = ownedWebhookPair(t, srv.ClientURL(), &webhook.Config{URL: dest.URL()})
 	a.start()
 	consumertest.Eventually(t, time.Minute, "a owns the partition", func() bool { return hasSnapshot(t, js) })
 	b.start()

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/consumer/outbox/webhook"
@@ -177,6 +178,8 @@ type Effects struct {
 type Outbox struct {
 	Workers     int // concurrent sends. Default outbox.WorkersDefault.
 	MaxAttempts int // sends of a row that provably did not arrive. Default outbox.MaxAttemptsDefault.
+	// Backoff spaces the retries of a row. Default 1s doubling to 1m.
+	Backoff ackwait.Backoff
 }
 
 // Prune is the pruner Run starts (prune.Pruner).

@@ -74,10 +74,7 @@ func guardBehind(t *testing.T, n int, beforeDelete func(js jetstream.JetStream, 
 	_, js = consumertest.Connect(t, srv)
 	dest = webhooktest.NewDestination(t, false)
 	dest.FailWith(http.StatusTooManyRequests)
-	a, b = newOwnedHost(t, srv.ClientURL(), "a", 0), newOwnedHost(t, srv.ClientURL(), "b", 0)
-	for _, h := range []*ownedHost{a, b} {
-		h.cfg.Webhook = &webhook.Config{URL: dest.URL()}
-	}
+	a, b = ownedWebhookPair(t, srv.ClientURL(), &webhook.Config{URL: dest.URL()})
 	a.start()
 	consumertest.Eventually(t, time.Minute, "a owns the partition", func() bool { return hasSnapshot(t, js) })
 	b.start()
@@ -377,7 +374,7 @@ func guardChain(t *testing.T, aFirst bool) {
 	_, js := consumertest.Connect(t, srv)
 	dest := webhooktest.NewDestination(t, false)
 	dest.FailWith(http.StatusTooManyRequests)
-	a, b := ownedWebhookPair(t, srv.ClientURL(), js, &webhook.Config{URL: dest.URL()})
+	a, b := ownedWebhookPair(t, srv.ClientURL(), &webhook.Config{URL: dest.URL()})
 	a.start()
 	consumertest.Eventually(t, time.Minute, "a owns the partition", func() bool { return hasSnapshot(t, js) })
 	b.start()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/admin"
 	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/consumer/consumertest"
@@ -210,12 +211,17 @@ func TestAttackOps2ALeaveFromADeletedLogLackingAcknowledgedIsRefused(t *testing.
 
 // ------------------------------------------------------------------ item 3 / item 1
 
-// ownedWebhookPair starts owner a and standby b with wh as their sink.
-func ownedWebhookPair(t *testing.T, srvURL string, js interface{}, wh *webhook.Config) (a, b *ownedHost) {
+// ownedWebhookPair makes owner a and standby b with wh as their sink. A
+// destination's refusals (a 429 keeps rows queued) neither fail a row (5
+// tries, the default) nor push its next try past a test's wait (a minute,
+// the default's longest), however long a loaded host takes to go on.
+func ownedWebhookPair(t *testing.T, srvURL string, wh *webhook.Config) (a, b *ownedHost) {
 	a, b = newOwnedHost(t, srvURL, "a", 0), newOwnedHost(t, srvURL, "b", 0)
 	for _, h := range []*ownedHost{a, b} {
 		c := *wh
 		h.cfg.Webhook = &c
+		h.cfg.Outbox.MaxAttempts = 1000
+		h.cfg.Outbox.Backoff = ackwait.Backoff{Base: 200 * time.Millisecond, Max: time.Second}
 	}
 	return a, b
 }
@@ -233,7 +239,7 @@ func TestAttackOps2ACancelledSentRowOutlivesTheLog(t *testing.T) {
 	srv := consumertest.RunServer(t)
 	nc, js := consumertest.Connect(t, srv)
 	dest := webhooktest.NewDestination(t, false)
-	a, b := ownedWebhookPair(t, srv.ClientURL(), js, &webhook.Config{URL: dest.URL(), DeleteURL: dest.DeleteURL()})
+	a, b := ownedWebhookPair(t, srv.ClientURL(), &webhook.Config{URL: dest.URL(), DeleteURL: dest.DeleteURL()})
 	a.start()
 	consumertest.Eventually(t, time.Minute, "a owns the partition", func() bool { return hasSnapshot(t, js) })
 	b.start()
@@ -295,7 +301,7 @@ func cancelledQueuedRowAfterTheLog(t *testing.T, idempotent bool) {
 	if !idempotent {
 		cfg.LookupURL = dest.LookupURL()
 	}
-	a, b := ownedWebhookPair(t, srv.ClientURL(), js, cfg)
+	a, b := ownedWebhookPair(t, srv.ClientURL(), cfg)
 	a.start()
 	consumertest.Eventually(t, time.Minute, "a owns the partition", func() bool { return hasSnapshot(t, js) })
 	b.start()
@@ -343,7 +349,7 @@ func TestAttackOps2ADeleteThatLandedUnansweredStaysPending(t *testing.T) {
 	nc, js := consumertest.Connect(t, srv)
 	dest := webhooktest.NewDestination(t, false)
 	p := newOps2Proxy(t, dest)
-	a, b := ownedWebhookPair(t, srv.ClientURL(), js, p.cfg())
+	a, b := ownedWebhookPair(t, srv.ClientURL(), p.cfg())
 	a.start()
 	consumertest.Eventually(t, time.Minute, "a owns the partition", func() bool { return hasSnapshot(t, js) })
 	b.start()
@@ -382,7 +388,7 @@ func TestAttackOps2CancelPendingTakenOverByTheStandby(t *testing.T) {
 	nc, js := consumertest.Connect(t, srv)
 	dest := webhooktest.NewDestination(t, false)
 	p := newOps2Proxy(t, dest)
-	a, b := ownedWebhookPair(t, srv.ClientURL(), js, p.cfg())
+	a, b := ownedWebhookPair(t, srv.ClientURL(), p.cfg())
 	a.start()
 	consumertest.Eventually(t, time.Minute, "a owns the partition", func() bool { return hasSnapshot(t, js) })
 	b.start()
@@ -435,7 +441,7 @@ func TestAttackOps2BeginIdempotentRestartedThenTheAheadHost(t *testing.T) {
 	_, js := consumertest.Connect(t, srv)
 	dest := webhooktest.NewDestination(t, true)
 	dest.FailWith(http.StatusTooManyRequests)
-	a, b := ownedWebhookPair(t, srv.ClientURL(), js, &webhook.Config{URL: dest.URL(), LookupURL: dest.LookupURL(), Idempotent: true})
+	a, b := ownedWebhookPair(t, srv.ClientURL(), &webhook.Config{URL: dest.URL(), LookupURL: dest.LookupURL(), Idempotent: true})
 	a.start()
 	consumertest.Eventually(t, time.Minute, "a owns the partition", func() bool { return hasSnapshot(t, js) })
 	b.start()
@@ -492,7 +498,7 @@ func TestAttackOps2BeginWithALookupSettlesReview(t *testing.T) {
 	_, js := consumertest.Connect(t, srv)
 	dest := webhooktest.NewDestination(t, false)
 	dest.FailWith(http.StatusTooManyRequests)
-	a, b := ownedWebhookPair(t, srv.ClientURL(), js, &webhook.Config{URL: dest.URL(), LookupURL: dest.LookupURL()})
+	a, b := ownedWebhookPair(t, srv.ClientURL(), &webhook.Config{URL: dest.URL(), LookupURL: dest.LookupURL()})
 	a.start()
 	consumertest.Eventually(t, time.Minute, "a owns the partition", func() bool { return hasSnapshot(t, js) })
 	b.start()

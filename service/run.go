@@ -94,7 +94,7 @@ func (s *Service) dispatcher(ctx context.Context, batches *metrics.Batches) (*ou
 	if snk != nil {
 		var err error
 		d, err = outbox.New(s.st, outbox.Config{Sink: snk, Workers: c.Outbox.Workers, MaxAttempts: c.Outbox.MaxAttempts,
-			Lease: c.Consumer.Plan.ClaimLease(snk.Timeout()), Logger: s.log})
+			Backoff: c.Outbox.Backoff, Lease: c.Consumer.Plan.ClaimLease(snk.Timeout()), Logger: s.log})
 		if errors.Is(err, outbox.ErrInvalidConfig) {
 			return nil, step(StepOutbox, &ConfigError{Reason: err.Error(), Err: err})
 		} else if err != nil {
