@@ -246,11 +246,7 @@ func (l *Log) HoldsAcked(ctx context.Context, st *ledger.Store, last uint64) err
 	if l.cfg.Acked == nil {
 		return nil
 	}
-	seen, err := st.Seen(ctx)
-	if err != nil {
-		return err
-	}
-	acked, err := l.cfg.Acked(ctx, seen, st.Holds)
+	seen, acked, err := LacksAcked(ctx, st, l.cfg.Acked)
 	if err != nil || acked == 0 {
 		return err
 	}
@@ -258,6 +254,17 @@ func (l *Log) HoldsAcked(ctx context.Context, st *ledger.Store, last uint64) err
 		return cmp.Or(err, errLogMoved)
 	}
 	return fmt.Errorf("%w: the copy holds the log through its last entry, %d, and messages through stream sequence %d, but lacks one the partition's durable acknowledged (the first it lacks is at %d), which is in no entry: a run out of the log (--leave-changelog) applied it; start that file's host (its ledger joins again once the log is deleted: docs/scaling.md), or have a person settle the partition", ErrWaiting, last, seen, acked)
+}
+
+// LacksAcked returns st's highest stream sequence and the first message
+// the partition's durable acknowledged that st lacks (0: none), as acked
+// (Config.Acked) finds it.
+func LacksAcked(ctx context.Context, st *ledger.Store, acked func(ctx context.Context, seen uint64, holds Holds) (uint64, error)) (seen, first uint64, err error) {
+	if seen, err = st.Seen(ctx); err != nil {
+		return 0, 0, err
+	}
+	first, err = acked(ctx, seen, st.Holds)
+	return seen, first, err
 }
 
 // firstSnapshot stores the snapshot of a ledger that has just begun the

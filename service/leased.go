@@ -109,24 +109,36 @@ func waitLease(ctx context.Context, cfg Config, lease *changelog.Lease) error {
 // leaveRetrying is catchUpToLeave, tried again for a minute while
 // JetStream cannot answer, or after the lease lapsed meanwhile (a server
 // restarted, a long catch-up) and nobody else took it: taken again, the
-// leave goes on from where the file stands. A leave refused for those is
-// refused for nothing.
+// leave goes on from where the file stands.
 func leaveRetrying(ctx context.Context, cfg Config, js jetstream.JetStream, durable string, lease *changelog.Lease) error {
-	until := time.Now().Add(time.Minute)
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-		err := catchUpToLeave(ctx, cfg, js, durable, lease)
-		passing := err != nil && !errors.Is(err, changelog.ErrWaiting) && (jsretry.Transient(err) || !lease.Held())
-		if !passing || ctx.Err() != nil || time.Now().After(until) {
-			return err
-		}
-		cfg.Logger.WarnContext(ctx, "the ledger cannot leave its changelog now; trying again", "err", err, "lease_held", lease.Held())
-		if !ackwait.Sleep(ctx, wait) {
-			return ctx.Err()
-		}
+	passing := func(err error) bool {
+		return !errors.Is(err, changelog.ErrWaiting) && !errors.Is(err, changelog.ErrLeaseHeld) && (jsretry.Transient(err) || !lease.Held())
+	}
+	return forAMinute(ctx, cfg, "the ledger cannot leave its changelog", passing, func() error {
 		if !lease.Held() {
 			if err := jsretry.Do(ctx, cfg.Logger, "take the lease again", lease.Acquire); err != nil {
 				return fmt.Errorf("the lease lapsed while the ledger left its changelog, and cannot be taken again: %w", err)
 			}
+		}
+		return catchUpToLeave(ctx, cfg, js, durable, lease)
+	})
+}
+
+// forAMinute runs try until it succeeds or fails for good (passing says
+// no), ctx ends, or a minute has passed, waiting 100 ms doubling to 5 s
+// between tries. It is for a leave, which refused for a passing fault (a
+// leader being elected) is refused for nothing; each try goes on from
+// where the file stands.
+func forAMinute(ctx context.Context, cfg Config, what string, passing func(error) bool, try func() error) error {
+	until := time.Now().Add(time.Minute)
+	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		err := try()
+		if err == nil || !passing(err) || ctx.Err() != nil || time.Now().After(until) {
+			return err
+		}
+		cfg.Logger.WarnContext(ctx, what+" now; trying again", "err", err)
+		if !ackwait.Sleep(ctx, wait) {
+			return ctx.Err()
 		}
 	}
 }
@@ -200,11 +212,7 @@ func leavesHoldingAcked(ctx context.Context, cfg Config, js jetstream.JetStream,
 			return err
 		}
 	}
-	seen, err := st.Seen(ctx)
-	if err != nil {
-		return err
-	}
-	acked, err := ackedAfter(js, cfg.Stream.Name, durable)(ctx, seen, st.Holds)
+	seen, acked, err := changelog.LacksAcked(ctx, st, ackedAfter(js, cfg.Stream.Name, durable))
 	if err != nil || acked == 0 {
 		return err
 	}
@@ -227,20 +235,13 @@ func notBehindOwner(ctx context.Context, cfg Config, js jetstream.JetStream, dur
 }
 
 // catchUpRetrying is log.CatchUp of st, tried again for a minute while
-// JetStream cannot answer (a leader being elected: a leave refused for
-// that is refused for nothing). Each try goes on from where st stands.
+// JetStream cannot answer.
 func catchUpRetrying(ctx context.Context, cfg Config, log *changelog.Log, st *ledger.Store) (applied, last uint64, err error) {
-	until := time.Now().Add(time.Minute)
-	for wait := 100 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+	err = forAMinute(ctx, cfg, "the ledger cannot catch up with its changelog before it leaves it", jsretry.Transient, func() error {
 		applied, last, err = log.CatchUp(ctx, st)
-		if err == nil || !jsretry.Transient(err) || time.Now().After(until) {
-			return applied, last, err
-		}
-		cfg.Logger.WarnContext(ctx, "the ledger cannot catch up with its changelog before it leaves it now; trying again", "err", err)
-		if !ackwait.Sleep(ctx, wait) {
-			return applied, last, ctx.Err()
-		}
-	}
+		return err
+	})
+	return applied, last, err
 }
 
 // keepPlain renews a plain run's lease every quarter TTL until ctx ends
