@@ -237,9 +237,9 @@ func (w *nemWorld) pause() {
 	second := start(w.t, w.runEnv(nil), w.runArgs(w.db)...)
 	w.publishFresh(5)
 	time.Sleep(w.ackWait() + time.Second) // past AckWait: the pause is the experiment
-	mark := w.leaseMark()
+	mark := leaseMark(w.js)
 	first.signal(syscall.SIGCONT)
-	if !poll(time.Minute, func() bool { return exited(first) || w.renewedAlone(first, second, mark) }) {
+	if !poll(time.Minute, func() bool { return exited(first) || renewedAlone(w.js, first, second, mark) }) {
 		w.t.Logf("pause: within 1m neither run held the lease alone")
 	}
 	second.stop()
@@ -268,10 +268,10 @@ func exited(p *proc) bool {
 
 // leaseMark is the lease bucket's last sequence: a key written after it
 // was written after the call.
-func (w *nemWorld) leaseMark() uint64 {
+func leaseMark(js jetstream.JetStream) uint64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := w.js.Stream(ctx, "KV_"+changelog.LeaseBucket)
+	s, err := js.Stream(ctx, "KV_"+changelog.LeaseBucket)
 	if err != nil {
 		return 0
 	}
@@ -284,10 +284,10 @@ func (w *nemWorld) leaseMark() uint64 {
 
 // renewedAlone reports whether first renewed a lease after mark while
 // second holds none: renewing every quarter TTL, first keeps them then.
-func (w *nemWorld) renewedAlone(first, second *proc, mark uint64) bool {
+func renewedAlone(js jetstream.JetStream, first, second *proc, mark uint64) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	kv, err := w.js.KeyValue(ctx, changelog.LeaseBucket)
+	kv, err := js.KeyValue(ctx, changelog.LeaseBucket)
 	if err != nil {
 		return false
 	}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -130,7 +131,9 @@ func healthz(addr string) int {
 // between a commit and its acks), and a partition longer than AckWait
 // while a second consumer on the same durable and database takes over.
 // Lost acks cost a redelivery each, a duplicate; nothing is lost or
-// applied twice; run never exits, and /healthz reports the partition.
+// applied twice, and /healthz reports the partition. run exits only when
+// a partition outlasted its lease and the second run took it (exit 1,
+// naming the lease; a supervisor starts it again, as here).
 func TestNetworkFaults(t *testing.T) {
 	resets := 3
 	partitions := 2
@@ -179,28 +182,42 @@ func TestNetworkFaults(t *testing.T) {
 			waitSprung(t, proxy.resetOn("$JS.API.CONSUMER.MSG.NEXT."), "a pull request")
 		}
 	}
-	secondDups := 0.0
+	secondDups, firstDups := 0.0, 0.0
 	for i := 0; i < partitions; i++ {
 		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
 		// One way (run's acks and pull requests stop, the server's
 		// messages still arrive) or both ways, in turn.
 		proxy.hold(i%2 == 1)
 		// Past AckWait (about 1.75s): the server redelivers what the
-		// partitioned run holds to a second run on the same database.
+		// partitioned run holds, to it or, once its lease lapsed, to a
+		// second run on the same database.
 		second := start(t, nil, args(b.url())...)
 		consumertest.Eventually(t, 30*time.Second, "/healthz reports the partition", func() bool {
 			return healthz(metrics) == http.StatusServiceUnavailable
 		})
 		time.Sleep(2 * time.Second)
+		mark := leaseMark(w.js)
 		proxy.release()
+		// The lease decides who consumes after the partition: run, which
+		// renews it (the second waits), or the second, which took it as
+		// the partition let it lapse (run finds it taken and exits 1).
+		consumertest.Eventually(t, time.Minute, "run renews the lease alone, or finds it taken", func() bool {
+			return exited(primary) || renewedAlone(w.js, primary, second, mark)
+		})
+		second.stop()
+		// Waiting for the lease longer than two TTLs, it was refused.
+		if code := second.wait(time.Minute); code == 0 {
+			secondDups += second.stopped()["duplicates"]
+		} else if !strings.Contains(second.output(), "one run per durable") {
+			t.Errorf("second run exited %d:\n%s", code, second.output())
+		}
+		if exited(primary) {
+			firstDups += leaseTaken(t, primary)
+			primary = start(t, nil, args(proxy.URL(), "--metrics", metrics)...)
+		}
 		consumertest.Eventually(t, time.Minute, "/healthz recovers after the partition", func() bool {
 			return healthz(metrics) == http.StatusOK
 		})
-		second.stop()
-		if code := second.wait(time.Minute); code != 0 {
-			t.Errorf("second run exited %d", code)
-		}
-		secondDups += second.stopped()["duplicates"]
 	}
 	close(stop)
 	<-pubDone
@@ -214,7 +231,7 @@ func TestNetworkFaults(t *testing.T) {
 	checkSoak(t, db, dest, pubs.published, pubs.uncertain, &rep)
 	totals := primary.stopped()
 	t.Logf("run totals: %v", totals)
-	dups := totals["duplicates"]
+	dups := totals["duplicates"] + firstDups
 	t.Logf("network faults: %d resets, %d partitions; %d published, %d applied, duplicates acked: %.0f by run, %.0f by the second run; %d in review",
 		resets, partitions, rep.Published, rep.Applied, dups, secondDups, rep.Review)
 	if rep.Lost != 0 || rep.AppliedTwice != 0 || rep.SentTwice != 0 {
@@ -225,4 +242,16 @@ func TestNetworkFaults(t *testing.T) {
 	if dups+secondDups == 0 {
 		t.Fatal("no redelivery was acked as a duplicate: the resets and the partition lost no ack")
 	}
+}
+
+// leaseTaken checks that run exits 1 for the lease a second run took once
+// a partition let it lapse (a plain run has no fence: it stops, and a
+// supervisor starts it again), and returns the duplicates it acked.
+func leaseTaken(t *testing.T, run *proc) float64 {
+	t.Helper()
+	if code := run.wait(0); code != 1 || !strings.Contains(run.output(), "another run took the durable's lease") {
+		t.Fatalf("run exited %d on a transient network fault, not for the lease a second run took:\n%s", code, run.output())
+	}
+	t.Logf("the partition outlasted run's lease, which the second run took: run exited 1 and starts again")
+	return run.stopped()["duplicates"]
 }
