@@ -275,7 +275,8 @@ func (w *writeTx) Rollback() error {
 // writeExec runs one statement in its own write transaction.
 func (s *Store) writeExec(ctx context.Context, query string, args ...any) (sql.Result, error) {
 	if s.changelog == nil && s.copyOf.Load() == nil {
-		return s.writer.ExecContext(ctx, query, args...)
+		res, err := s.writer.ExecContext(ctx, query, args...)
+		return res, stoppedMidWrite(ctx, err)
 	}
 	return s.writeTxExec(ctx, nil, query, args...)
 }
@@ -292,10 +293,24 @@ func (s *Store) writeTxExec(ctx context.Context, then func(*writeTx, sql.Result)
 	if err == nil && then != nil {
 		err = then(tx, res)
 	}
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = tx.Commit()
 	}
-	return res, tx.Commit()
+	if err != nil {
+		return nil, stoppedMidWrite(ctx, err)
+	}
+	return res, nil
+}
+
+// stoppedMidWrite is err of a write whose ctx ended meanwhile, said as
+// that: database/sql rolls such a transaction back and answers "already
+// committed or rolled back", which a caller would take for a fault of the
+// ledger rather than the stop it was (a run stopped as it starts).
+func stoppedMidWrite(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); err != nil && cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w: %w", cerr, err)
+	}
+	return err
 }
 
 // ChangelogPosition reads where the ledger stands in its changelog.

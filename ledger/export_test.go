@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 )
 
@@ -48,4 +49,20 @@ func RenewCheckpointConn(s *Store) error {
 		return err
 	}
 	return errors.Join(c.PingContext(ctx), c.Close())
+}
+
+// ExecStoppedMidWrite runs query in a write transaction (writeTxExec) and
+// stops it before it commits, as a run's stop lands: ctx cancelled, and
+// the transaction rolled back by database/sql, as it does on its own.
+func ExecStoppedMidWrite(s *Store, query string) error {
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := s.writeTxExec(ctx, func(tx *writeTx, _ sql.Result) error {
+		cancel()
+		for {
+			if _, err := tx.ExecContext(context.Background(), "SELECT 1"); errors.Is(err, sql.ErrTxDone) {
+				return nil
+			}
+		}
+	}, query)
+	return err
 }
