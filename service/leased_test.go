@@ -27,12 +27,17 @@ func TestOnePlainRunPerDurable(t *testing.T) {
 	t.Parallel()
 	srv := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, srv)
-	plain := func() Config {
+	plain := func(plan ackwait.Plan) Config {
 		cfg := testConfig(t, t.TempDir())
-		cfg.NATS, cfg.Consumer.Plan = &natsconn.Config{URL: srv.ClientURL()}, quickPlan
+		cfg.NATS, cfg.Consumer.Plan = &natsconn.Config{URL: srv.ClientURL()}, plan
 		return cfg
 	}
-	a := plain()
+	// A lease of a few seconds more than quickPlan's: the first run must
+	// keep it through the second's wait on a loaded host, whose renewals
+	// (every quarter TTL, each given a quarter) may be slow.
+	steady := quickPlan
+	steady.Deadline = 3 * time.Second
+	a := plain(steady)
 	ctxA, stopA := context.WithCancel(t.Context())
 	defer stopA()
 	doneA := make(chan error, 1)
@@ -42,7 +47,7 @@ func TestOnePlainRunPerDurable(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	if err := Run(ctx, plain()); !errors.Is(err, ErrOwned) {
+	if err := Run(ctx, plain(steady)); !errors.Is(err, ErrOwned) {
 		t.Fatalf("a second run of the durable: %v, want ErrOwned", err)
 	}
 	stopA()
@@ -58,7 +63,7 @@ func TestOnePlainRunPerDurable(t *testing.T) {
 	if err := dead.Acquire(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	b := plain()
+	b := plain(quickPlan)
 	ctxB, stopB := context.WithCancel(t.Context())
 	doneB := make(chan error, 1)
 	go func() { doneB <- Run(ctxB, b) }()
