@@ -81,14 +81,42 @@ func natsServerBinary(t testing.TB) string {
 	return natsServerBin
 }
 
+// freePort returns a loopback port free now, for a server started next.
+// It is picked at random below the kernel's ephemeral range, and not
+// handed out twice in this process: a port the kernel gave for ":0" is
+// free again once closed, and another process (a test binary beside this
+// one, an outgoing connection) could be given it before the server this
+// port is for binds it. A cluster's node then failed on its route port,
+// and its peers routed to another test's server there.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	below := ephemeralLow()
+	for range 1000 {
+		p := 10000 + rand.IntN(below-10000)
+		if _, given := portsGiven.LoadOrStore(p, true); given {
+			continue
+		}
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+			l.Close()
+			return p
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port below the ephemeral range after 1000 tries")
+	return 0
+}
+
+var portsGiven sync.Map
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// where it cannot be read, or where it leaves too few below it).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if f := strings.Fields(string(b)); err == nil && len(f) == 2 {
+		if low, err := strconv.Atoi(f[0]); err == nil && low > 20000 {
+			return low
+		}
+	}
+	return 32768
 }
 
 // broker is a nats-server process that can be killed and restarted on the
