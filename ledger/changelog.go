@@ -232,30 +232,53 @@ func (r *recording) changeset() ([]byte, error) {
 }
 
 // write begins a write transaction on the writer, recorded when the store
-// has a changelog.
+// has a changelog. A stop (ctx cancelled) does not end a transaction once
+// begun: its commit publishes to the changelog, and a publish cut short
+// may land all the same while the commit does not, so the store, not
+// knowing, would fence itself, and the sends in flight of a run that is
+// stopping would lose their write-backs (their rows in review at the next
+// owner). ctx's deadline still bounds it; a statement run with a cancelled
+// ctx fails before the commit, which then publishes nothing.
 func (s *Store) write(ctx context.Context) (*writeTx, error) {
-	tx, err := s.writer.BeginTx(ctx, nil)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	wctx, cancel := beyondStop(ctx)
+	tx, err := s.writer.BeginTx(wctx, nil)
 	if err != nil {
+		cancel()
 		return nil, err
 	}
 	rec, err := s.record()
 	if err != nil {
 		tx.Rollback() //nolint:errcheck // nothing written
+		cancel()
 		return nil, err
 	}
-	return &writeTx{Tx: tx, rec: rec, ctx: ctx}, nil
+	return &writeTx{Tx: tx, rec: rec, ctx: wctx, cancel: cancel}, nil
+}
+
+// beyondStop is ctx without its cancel, ended by its deadline only.
+func beyondStop(ctx context.Context) (context.Context, context.CancelFunc) {
+	detached := context.WithoutCancel(ctx)
+	if d, ok := ctx.Deadline(); ok {
+		return context.WithDeadline(detached, d)
+	}
+	return detached, func() {}
 }
 
 // writeTx is a write transaction whose Commit publishes its changes first.
 type writeTx struct {
 	*sql.Tx
-	rec *recording
-	ctx context.Context
+	rec    *recording
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
 // Commit publishes the changes to the changelog, if any, then commits; a
 // failed publish rolls the transaction back.
 func (w *writeTx) Commit() error {
+	defer w.cancel()
 	done, err := w.rec.publish(w.ctx, w.Tx)
 	if err != nil {
 		w.Tx.Rollback() //nolint:errcheck // the error is err
@@ -268,6 +291,7 @@ func (w *writeTx) Commit() error {
 
 // Rollback ends the session and rolls back.
 func (w *writeTx) Rollback() error {
+	defer w.cancel()
 	w.rec.close()
 	return w.Tx.Rollback()
 }

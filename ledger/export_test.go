@@ -52,17 +52,13 @@ func RenewCheckpointConn(s *Store) error {
 }
 
 // ExecStoppedMidWrite runs query in a write transaction (writeTxExec) and
-// stops it before it commits, as a run's stop lands: ctx cancelled, and
-// the transaction rolled back by database/sql, as it does on its own.
+// stops it (cancels ctx) after the statement, before the commit: as a
+// run's stop lands mid-write.
 func ExecStoppedMidWrite(s *Store, query string) error {
 	ctx, cancel := context.WithCancel(context.Background())
-	_, err := s.writeTxExec(ctx, func(tx *writeTx, _ sql.Result) error {
+	_, err := s.writeTxExec(ctx, func(*writeTx, sql.Result) error {
 		cancel()
-		for {
-			if _, err := tx.ExecContext(context.Background(), "SELECT 1"); errors.Is(err, sql.ErrTxDone) {
-				return nil
-			}
-		}
+		return nil
 	}, query)
 	return err
 }

@@ -158,6 +158,9 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	failures := 0
 	for ctx.Err() == nil {
 		busy, err := d.round(ctx, slots, &wg)
+		if err != nil && ctx.Err() != nil {
+			break // a read or write cut by the stop: nothing to say
+		}
 		if err != nil {
 			failures++
 			d.log.WarnContext(ctx, "outbox poll failed", "err", err)
