@@ -43,15 +43,7 @@ func TestAttackStopEarlySIGTERMsExitZero(t *testing.T) {
 		rounds = n
 	}
 	srv := consumertest.RunServer(t)
-	nc, err := nats.Connect(srv.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, js := consumertest.Connect(t, srv)
 	dest := webhooktest.NewDestination(t, false)
 	dest.SetDelay(200 * time.Millisecond)
 	schema := filepath.Join(t.TempDir(), "schema.sql")
