@@ -240,13 +240,8 @@ func (r *recording) changeset() ([]byte, error) {
 // owner). ctx's deadline still bounds it; a statement run with a cancelled
 // ctx fails before the commit, which then publishes nothing.
 func (s *Store) write(ctx context.Context) (*writeTx, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	wctx, cancel := beyondStop(ctx)
-	tx, err := s.writer.BeginTx(wctx, nil)
+	tx, wctx, cancel, err := s.beginBeyondStop(ctx)
 	if err != nil {
-		cancel()
 		return nil, err
 	}
 	rec, err := s.record()
@@ -258,13 +253,50 @@ func (s *Store) write(ctx context.Context) (*writeTx, error) {
 	return &writeTx{Tx: tx, rec: rec, ctx: wctx, cancel: cancel}, nil
 }
 
-// beyondStop is ctx without its cancel, ended by its deadline only.
+// beginBeyondStop begins a transaction on the writer whose context is ctx
+// without its cancel (beyondStop). The wait for the writer still ends at
+// the stop: a stop before the transaction began refuses it, nothing
+// written.
+func (s *Store) beginBeyondStop(ctx context.Context) (*sql.Tx, context.Context, context.CancelFunc, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, nil, err
+	}
+	wctx, cancel := beyondStop(ctx)
+	var mu sync.Mutex
+	started, stopped := false, false
+	undo := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !started {
+			stopped = true
+			cancel()
+		}
+	})
+	defer undo()
+	tx, err := s.writer.BeginTx(wctx, nil)
+	mu.Lock()
+	started = true
+	late := stopped
+	mu.Unlock()
+	if err == nil && late {
+		tx.Rollback() //nolint:errcheck // nothing written
+		err = ctx.Err()
+	}
+	if err != nil {
+		cancel()
+		return nil, nil, nil, stoppedMidWrite(ctx, err)
+	}
+	return tx, wctx, cancel, nil
+}
+
+// beyondStop is ctx without its cancel: ended by its deadline, or by the
+// cancel returned.
 func beyondStop(ctx context.Context) (context.Context, context.CancelFunc) {
 	detached := context.WithoutCancel(ctx)
 	if d, ok := ctx.Deadline(); ok {
 		return context.WithDeadline(detached, d)
 	}
-	return detached, func() {}
+	return context.WithCancel(detached)
 }
 
 // writeTx is a write transaction whose Commit publishes its changes first.

@@ -62,3 +62,16 @@ func ExecStoppedMidWrite(s *Store, query string) error {
 	}, query)
 	return err
 }
+
+// HoldWriter takes the writer's one connection until the func returned.
+func HoldWriter(s *Store) func() {
+	c, err := s.writer.Conn(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	return func() { c.Close() }
+}
+
+// WriterWaits is how many times a caller has waited for the writer's
+// connection.
+func WriterWaits(s *Store) int64 { return s.writer.Stats().WaitCount }

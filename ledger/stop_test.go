@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"github.com/jetledger/jetledger/ledger"
@@ -32,5 +33,31 @@ func TestAStopMidWriteLetsItCommit(t *testing.T) {
 	cancel()
 	if _, err := st.Transition(ctx, "no-such-row", ledger.Claim, ledger.Params{Worker: "w"}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("a write after the stop: %v, want context.Canceled", err)
+	}
+}
+
+// A write waiting for the writer when the stop lands is refused at once,
+// nothing written: only a write begun goes on beyond the stop.
+func TestAStopEndsAWriteWaitingForTheWriter(t *testing.T) {
+	t.Parallel()
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	release := ledger.HoldWriter(st)
+	defer release()
+	ctx, cancel := context.WithCancel(context.Background())
+	refused := make(chan error, 1)
+	go func() {
+		_, err := st.Transition(ctx, "no-such-row", ledger.Claim, ledger.Params{Worker: "w"})
+		refused <- err
+	}()
+	for ledger.WriterWaits(st) == 0 { // the write waits for the writer
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-refused; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a write waiting for the writer at the stop: %v, want context.Canceled", err)
 	}
 }
