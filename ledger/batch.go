@@ -311,27 +311,14 @@ func (a *adapt) note(results []Result) {
 // transaction); end, which must be called after the transaction ended,
 // sets it back, so no other write commits at NORMAL.
 func (s *Store) begin(ctx, txCtx context.Context, cancelTx context.CancelFunc, pipelined bool) (tx *sql.Tx, end func(), err error) {
-	var mu sync.Mutex
-	begun, stopped := false, false
-	stop := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !begun {
-			stopped = true
-			cancelTx()
+	end = func() {}
+	late := unlessStopped(ctx, cancelTx, func() {
+		if pipelined {
+			tx, end, err = s.beginPipelined(txCtx)
+		} else {
+			tx, err = s.writer.BeginTx(txCtx, nil)
 		}
 	})
-	defer stop()
-	end = func() {}
-	if pipelined {
-		tx, end, err = s.beginPipelined(txCtx)
-	} else {
-		tx, err = s.writer.BeginTx(txCtx, nil)
-	}
-	mu.Lock()
-	begun = true
-	late := stopped
-	mu.Unlock()
 	if err == nil && !late {
 		return tx, end, nil
 	}
@@ -343,6 +330,29 @@ func (s *Store) begin(ctx, txCtx context.Context, cancelTx context.CancelFunc, p
 		return nil, nil, fmt.Errorf("%w: the writer was not free within the batch deadline (%v)", ErrBusy, context.Cause(ctx))
 	}
 	return nil, nil, fmt.Errorf("ledger: begin batch: %w", err)
+}
+
+// unlessStopped runs begin, calling cancel (which ends begin's wait) if ctx
+// ends before begin returns; late says it did, and a transaction begun all
+// the same is the caller's to roll back. After begin returns, ctx's end
+// cancels nothing.
+func unlessStopped(ctx context.Context, cancel context.CancelFunc, begin func()) (late bool) {
+	var mu sync.Mutex
+	begun, stopped := false, false
+	undo := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !begun {
+			stopped = true
+			cancel()
+		}
+	})
+	defer undo()
+	begin()
+	mu.Lock()
+	defer mu.Unlock()
+	begun = true
+	return stopped
 }
 
 // beginPipelined takes the writer's connection, sets synchronous=NORMAL

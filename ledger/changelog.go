@@ -262,22 +262,9 @@ func (s *Store) beginBeyondStop(ctx context.Context) (*sql.Tx, context.Context, 
 		return nil, nil, nil, err
 	}
 	wctx, cancel := beyondStop(ctx)
-	var mu sync.Mutex
-	started, stopped := false, false
-	undo := context.AfterFunc(ctx, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if !started {
-			stopped = true
-			cancel()
-		}
-	})
-	defer undo()
-	tx, err := s.writer.BeginTx(wctx, nil)
-	mu.Lock()
-	started = true
-	late := stopped
-	mu.Unlock()
+	var tx *sql.Tx
+	var err error
+	late := unlessStopped(ctx, cancel, func() { tx, err = s.writer.BeginTx(wctx, nil) })
 	if err == nil && late {
 		tx.Rollback() //nolint:errcheck // nothing written
 		err = ctx.Err()
