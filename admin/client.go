@@ -22,6 +22,12 @@ var ErrNoRun = errors.New("admin: no run answers")
 // and decodes the answer into resp. A refusal is an *Error with its code;
 // no answer is ErrNoRun, naming the subject asked; ctx bounds the wait.
 func Call(ctx context.Context, nc *nats.Conn, a Address, endpoint string, req, resp any) error {
+	return CallFrom(ctx, nc, a, endpoint, "", req, resp)
+}
+
+// CallFrom is Call naming the caller (HeaderOrigin: a host, a console and
+// its client's address) for the audit of an action; "" names none.
+func CallFrom(ctx context.Context, nc *nats.Conn, a Address, endpoint, from string, req, resp any) error {
 	if !slices.Contains(Endpoints, endpoint) {
 		return fmt.Errorf("admin: no endpoint %q: want one of %s", endpoint, strings.Join(Endpoints, ", "))
 	}
@@ -33,7 +39,12 @@ func Call(ctx context.Context, nc *nats.Conn, a Address, endpoint string, req, r
 		}
 	}
 	subject := a.Subject(endpoint)
-	msg, err := nc.RequestWithContext(ctx, subject, data)
+	m := nats.NewMsg(subject)
+	m.Data = data
+	if from != "" {
+		m.Header.Set(HeaderOrigin, from)
+	}
+	msg, err := nc.RequestMsgWithContext(ctx, m)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return fmt.Errorf("%w at %s (site %s, stream %s, durable %s): no run of it is consuming, or the site is not reachable", ErrNoRun, subject, a.Site, a.Stream, a.Durable)

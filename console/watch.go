@@ -1,0 +1,374 @@
+package console
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jetledger/jetledger/admin"
+	"github.com/jetledger/jetledger/fleet"
+	"github.com/jetledger/jetledger/health"
+	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Part is a partition (or a run's one durable) as the console sees it: its
+// owner's status, and how many standbys answered.
+type Part struct {
+	admin.Address
+	Owner    bool // its owner's API answered
+	Standbys int
+	Version  string
+	Status   admin.Status // the owner's, when Owner
+	Err      string       // why the status could not be read
+}
+
+// State is the part's state: "no owner", "attention", "error" or "ok".
+func (p Part) State() string {
+	switch {
+	case !p.Owner:
+		return "no owner"
+	case p.Err != "":
+		return "error"
+	case len(p.Status.Attention) > 0:
+		return "attention"
+	}
+	return "ok"
+}
+
+// Site is a site (a JetStream domain; admin.NoSite for runs of no edge):
+// its record at the hub, if any, and its partitions.
+type Site struct {
+	Name  string
+	Fleet *fleet.Status
+	Parts []Part
+	State string
+	Why   []string
+}
+
+// Item is one entry of the attention queue: an outbox row in review or
+// failed, a dead letter, a conflict not acknowledged, or a need with no
+// row to act on (a site offline, a partition with no owner, a ledger near
+// its cap).
+type Item struct {
+	Kind    string // review, failed, dead_letter, conflict, or a need's kind
+	Addr    admin.Address
+	ID      string // the row's id; "" for a need
+	What    string
+	Since   time.Time
+	Updated time.Time // the row's, by its ledger's clock: what "seen" is
+}
+
+// Snapshot is what the console read last.
+type Snapshot struct {
+	At       time.Time
+	Sites    []Site
+	Items    []Item
+	Problems []string
+}
+
+// sample is one point of the graphs.
+type sample struct {
+	At                  time.Time
+	Processed, Applied  int64 // the ledgers' rows, the sites' applied sequences
+	Lag, Attention, Row int64
+}
+
+// watcher reads the sites every Refresh and keeps the last snapshot and
+// the samples of History.
+type watcher struct {
+	o   Options
+	log *slog.Logger
+
+	mu      sync.Mutex
+	snap    Snapshot
+	samples []sample
+	gen     uint64
+	kick    chan struct{}
+}
+
+func newWatcher(o Options, log *slog.Logger) *watcher {
+	return &watcher{o: o, log: log, kick: make(chan struct{}, 1)}
+}
+
+// refreshSoon has the sites read again now, not at the next tick: an
+// action changed them.
+func (w *watcher) refreshSoon() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (w *watcher) run(ctx context.Context) {
+	t := time.NewTicker(w.o.Refresh)
+	defer t.Stop()
+	for {
+		w.refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-w.kick:
+		}
+	}
+}
+
+func (w *watcher) last() (Snapshot, []sample, uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.snap, slices.Clone(w.samples), w.gen
+}
+
+// refresh reads every run's status and the sites' records, then the rows
+// of each part that has some needing a person.
+func (w *watcher) refresh(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, w.o.Refresh+DiscoverWait+30*time.Second)
+	defer cancel()
+	snap := Snapshot{At: time.Now()}
+	found, err := admin.Discover(ctx, w.o.Conn, DiscoverWait)
+	if err != nil {
+		snap.Problems = append(snap.Problems, err.Error())
+	}
+	parts := partsOf(found)
+	readAll(ctx, parts, func(p *Part) {
+		if err := admin.Call(ctx, w.o.Conn, p.Address, "status", nil, &p.Status); err != nil {
+			p.Err = err.Error()
+		}
+	})
+	recs, err := fleet.List(ctx, w.o.JetStream, w.o.Fleet)
+	if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+		snap.Problems = append(snap.Problems, err.Error())
+	}
+	snap.Sites = sitesOf(parts, recs)
+	snap.Items = w.items(ctx, snap.Sites)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.snap = snap
+	w.gen++
+	w.samples = append(w.samples, sampleOf(snap))
+	for len(w.samples) > 0 && snap.At.Sub(w.samples[0].At) > w.o.History {
+		w.samples = w.samples[1:]
+	}
+}
+
+// readAll runs read on each part whose owner answered, eight at a time.
+func readAll(ctx context.Context, parts []Part, read func(*Part)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range parts {
+		if !parts[i].Owner {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if ctx.Err() == nil {
+				read(&parts[i])
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// partsOf gathers the APIs found into parts: one per site, stream and durable.
+func partsOf(found []admin.Found) []Part {
+	var parts []Part
+	for _, f := range found {
+		a := f.Address
+		a.Standby = false
+		i := slices.IndexFunc(parts, func(p Part) bool { return p.Address == a })
+		if i < 0 {
+			parts = append(parts, Part{Address: a})
+			i = len(parts) - 1
+		}
+		if f.Role == "standby" {
+			parts[i].Standbys++
+			continue
+		}
+		parts[i].Owner, parts[i].Version = true, f.Version
+	}
+	return parts
+}
+
+// sitesOf groups parts by site with the sites' records, worst first.
+func sitesOf(parts []Part, recs []fleet.Status) []Site {
+	var sites []Site
+	at := func(name string) *Site {
+		i := slices.IndexFunc(sites, func(s Site) bool { return s.Name == name })
+		if i < 0 {
+			sites = append(sites, Site{Name: name})
+			i = len(sites) - 1
+		}
+		return &sites[i]
+	}
+	for i := range recs {
+		at(recs[i].Site).Fleet = &recs[i]
+	}
+	for _, p := range parts {
+		s := at(cmp.Or(p.Site, admin.NoSite))
+		s.Parts = append(s.Parts, p)
+	}
+	for i := range sites {
+		sites[i].State, sites[i].Why = judge(sites[i])
+	}
+	slices.SortFunc(sites, func(a, b Site) int {
+		return cmp.Or(cmp.Compare(rank(a.State), rank(b.State)), -cmp.Compare(len(a.Why), len(b.Why)), strings.Compare(a.Name, b.Name))
+	})
+	return sites
+}
+
+// States of a site, worst first.
+var states = []string{fleet.StateMismatch, fleet.StateOffline, "no owner", "error", fleet.StateAttention, fleet.StateBehind, fleet.StateOK}
+
+func rank(state string) int { return slices.Index(states, state) }
+
+// judge is a site's worst state, from its record and its parts, and why.
+func judge(s Site) (string, []string) {
+	state, why := fleet.StateOK, []string(nil)
+	worse := func(st, reason string) {
+		if rank(st) < rank(state) {
+			state = st
+		}
+		why = append(why, reason)
+	}
+	if s.Fleet != nil && s.Fleet.State != fleet.StateOK {
+		reasons := s.Fleet.Why
+		if len(reasons) == 0 {
+			reasons = []string{s.Fleet.State}
+		}
+		for _, r := range reasons {
+			worse(s.Fleet.State, r)
+		}
+	}
+	for _, p := range s.Parts {
+		switch st := p.State(); st {
+		case "no owner":
+			worse(st, fmt.Sprintf("%s/%s: no run owns it now (only %d standby answered)", p.Stream, p.Durable, p.Standbys))
+		case "error":
+			worse(st, fmt.Sprintf("%s/%s: %s", p.Stream, p.Durable, p.Err))
+		case "attention":
+			for _, n := range p.Status.Attention {
+				worse(fleet.StateAttention, fmt.Sprintf("%s/%s: %s", p.Stream, p.Durable, n.Text(time.Now())))
+			}
+		}
+	}
+	return state, why
+}
+
+// sampleOf sums a snapshot for the graphs.
+func sampleOf(s Snapshot) sample {
+	out := sample{At: s.At, Row: int64(len(s.Items))}
+	for _, site := range s.Sites {
+		if r := site.Fleet; r != nil {
+			out.Applied += int64(r.AppliedSeq)
+			out.Lag += int64(r.Pending) + int64(r.Link.Lag)
+		}
+		for _, p := range site.Parts {
+			out.Processed += p.Status.Ledger.Processed
+			for _, n := range p.Status.Attention {
+				out.Attention += n.Count
+			}
+		}
+	}
+	return out
+}
+
+// needKinds are the kinds of attention whose rows the queue lists.
+var rowKinds = map[string]bool{ledger.AttentionReview: true, ledger.AttentionDeadLetter: true, ledger.AttentionConflict: true}
+
+// items lists what needs a person: the rows of each part that has some,
+// and the needs no row stands for.
+func (w *watcher) items(ctx context.Context, sites []Site) []Item {
+	var mu sync.Mutex
+	var out []Item
+	add := func(it ...Item) {
+		mu.Lock()
+		defer mu.Unlock()
+		out = append(out, it...)
+	}
+	for _, s := range sites {
+		if s.Fleet != nil && (s.Fleet.State == fleet.StateOffline || s.Fleet.State == fleet.StateMismatch) {
+			add(Item{Kind: s.Fleet.State, Addr: admin.Address{Site: s.Name}, What: strings.Join(s.Fleet.Why, "; "), Since: s.Fleet.At})
+		}
+		parts := slices.Clone(s.Parts)
+		for _, p := range parts {
+			if !p.Owner {
+				add(Item{Kind: "no_owner", Addr: p.Address, What: "no run owns the partition now: its standbys wait for the lease, or every host is down"})
+			}
+			for _, n := range p.Status.Attention {
+				if !rowKinds[n.Kind] {
+					add(Item{Kind: n.Kind, Addr: p.Address, What: n.Text(time.Now()), Since: n.Oldest})
+				}
+			}
+		}
+		readAll(ctx, parts, func(p *Part) { add(w.rowsOf(ctx, *p)...) })
+	}
+	slices.SortFunc(out, func(a, b Item) int {
+		return cmp.Or(compareSince(a.Since, b.Since), strings.Compare(a.Addr.Site, b.Addr.Site), strings.Compare(a.ID, b.ID))
+	})
+	return out
+}
+
+func compareSince(a, b time.Time) int {
+	if a.IsZero() != b.IsZero() {
+		if a.IsZero() {
+			return 1
+		}
+		return -1
+	}
+	return a.Compare(b)
+}
+
+// rowsOf lists p's rows that need a person, each kind only when its
+// status counts some.
+func (w *watcher) rowsOf(ctx context.Context, p Part) []Item {
+	var out []Item
+	has := func(kind string) bool {
+		return slices.ContainsFunc(p.Status.Attention, func(n health.Need) bool { return n.Kind == kind && n.Count > 0 })
+	}
+	for _, st := range []ledger.Status{ledger.StatusReview, ledger.StatusFailed} {
+		if p.Status.Outbox[st] == 0 {
+			continue
+		}
+		var rows admin.Rows
+		if err := admin.Call(ctx, w.o.Conn, p.Address, "outbox.list", admin.OutboxList{Status: st, Limit: admin.ListLimitMax}, &rows); err != nil {
+			out = append(out, Item{Kind: "error", Addr: p.Address, What: err.Error()})
+			continue
+		}
+		for _, r := range rows.Rows {
+			out = append(out, Item{Kind: string(st), Addr: p.Address, ID: r.ID, Since: r.UpdatedAt, Updated: r.UpdatedAt,
+				What: fmt.Sprintf("%s to %s after %d attempts: %s", r.MessageID, r.Sink, r.Attempts, r.Error)})
+		}
+	}
+	if has(ledger.AttentionDeadLetter) {
+		var dls admin.DeadLetters
+		if err := admin.Call(ctx, w.o.Conn, p.Address, "dlq.list", nil, &dls); err != nil {
+			out = append(out, Item{Kind: "error", Addr: p.Address, What: err.Error()})
+		}
+		for _, d := range dls.DeadLetters {
+			out = append(out, Item{Kind: ledger.AttentionDeadLetter, Addr: p.Address, ID: fmt.Sprint(d.ID), Since: d.CreatedAt,
+				What: fmt.Sprintf("%s seq %d (%s): %s", d.Stream, d.Sequence, d.Subject, d.Reason)})
+		}
+	}
+	if has(ledger.AttentionConflict) {
+		var cs admin.Conflicts
+		if err := admin.Call(ctx, w.o.Conn, p.Address, "conflicts.list", nil, &cs); err != nil {
+			out = append(out, Item{Kind: "error", Addr: p.Address, What: err.Error()})
+		}
+		for _, c := range cs.Conflicts {
+			if c.Acknowledged.IsZero() {
+				out = append(out, Item{Kind: ledger.AttentionConflict, Addr: p.Address, ID: fmt.Sprint(c.ID), Since: c.SeenAt,
+					What: fmt.Sprintf("id %s seen again with other content at %s seq %d", c.MessageID, c.Stream, c.Sequence)})
+			}
+		}
+	}
+	return out
+}
