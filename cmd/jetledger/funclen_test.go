@@ -68,12 +68,12 @@ func TestNoFunctionOver80Lines(t *testing.T) {
 
 // The command line's measured shape: a thin shell over the library.
 const (
-	maxShellLines    = 3100 // non-test lines of cmd/jetledger, internal/bench aside (3 000 until fleet and hub, whose logic is in package fleet)
+	maxShellLines    = 3160 // non-test lines of cmd/jetledger, internal/bench aside (3 000 until fleet and hub, 3 100 until console, whose logic is in packages fleet and console)
 	maxShellFileLine = 250  // non-test lines of one file there
 )
 
 // TestCommandLineIsAThinShell: cmd/jetledger's non-test files, its bench
-// aside, hold at most 3 100 lines, none more than 250.
+// aside, hold at most 3 160 lines, none more than 250.
 func TestCommandLineIsAThinShell(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("*.go")
