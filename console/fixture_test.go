@@ -218,3 +218,20 @@ func forms(body string) []url.Values {
 func unescape(s string) string {
 	return strings.NewReplacer("&#43;", "+", "&amp;", "&", "&#34;", `"`, "&#39;", "'", "&lt;", "<", "&gt;", ">").Replace(s)
 }
+
+// quietSite serves an empty ledger's admin API at addr: a site with
+// nothing to do.
+func quietSite(t *testing.T, nc *nats.Conn, js jetstream.JetStream, addr admin.Address) *ledger.Store {
+	t.Helper()
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	srv, err := admin.Serve(admin.Config{Conn: nc, Store: st, JetStream: js, Address: addr, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	return st
+}

@@ -244,8 +244,8 @@ func judge(s Site) (string, []string) {
 		if len(reasons) == 0 {
 			reasons = []string{s.Fleet.State}
 		}
-		for _, r := range reasons {
-			worse(s.Fleet.State, r)
+		for _, r := range reasons { // as the site reported them, up to a minute ago
+			worse(s.Fleet.State, "its record at the hub: "+r)
 		}
 	}
 	for _, p := range s.Parts {
