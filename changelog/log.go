@@ -100,6 +100,14 @@ type Log struct {
 
 	readMu sync.Mutex // one catch-up at a time reads rd
 	rd     *reader
+
+	// lastMu guards the last part this Log wrote or read of its instance:
+	// Append expects the stream's last message to be it, so a stream made
+	// again under the log's name, whose last entry has the number this
+	// writer expects, still refuses it (lastID).
+	lastMu  sync.Mutex
+	lastSeq uint64
+	lastID  string
 }
 
 var _ ledger.Changelog = (*Log)(nil)
@@ -216,6 +224,12 @@ func (l *Log) info(ctx context.Context) (*jetstream.StreamInfo, error) {
 // smaller: a changeset's ids, subjects and column layout repeat, and an
 // R3 publish, which the commit waits for, costs by the byte.
 func (l *Log) Append(ctx context.Context, after uint64, parts [][]byte) error {
+	l.lastMu.Lock()
+	defer l.lastMu.Unlock()
+	last, err := l.lastIDAt(ctx, after)
+	if err != nil {
+		return err
+	}
 	id := ulid.Make().String()
 	for i, p := range parts {
 		m := nats.NewMsg(l.subject)
@@ -224,14 +238,13 @@ func (l *Log) Append(ctx context.Context, after uint64, parts [][]byte) error {
 			m.Data = z
 			m.Header.Set(HeaderEncoding, EncodingS2)
 		}
-		m.Header.Set(jetstream.MsgIDHeader, id+"."+strconv.Itoa(i))
+		msgID := id + "." + strconv.Itoa(i)
+		m.Header.Set(jetstream.MsgIDHeader, msgID)
 		m.Header.Set(HeaderFirst, strconv.FormatUint(after+1, 10))
 		m.Header.Set(HeaderParts, strconv.Itoa(len(parts)))
-		pctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
-		ack, err := l.js.PublishMsg(pctx, m, jetstream.WithExpectStream(l.name), jetstream.WithExpectLastSequence(after+uint64(i)))
-		cancel()
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence {
+		ack, err := l.publish(ctx, m, after+uint64(i), last)
+		l.lastID = "" // unknown until this part is known to have landed
+		if refused(err) {
 			return fmt.Errorf("%w: %s refused entry %d: %v", ErrFenced, l.name, after+uint64(i)+1, err)
 		}
 		if err != nil {
@@ -240,8 +253,94 @@ func (l *Log) Append(ctx context.Context, after uint64, parts [][]byte) error {
 		if ack.Sequence != after+uint64(i)+1 {
 			return fmt.Errorf("%w: entry %d of %s landed at %d", ErrFenced, after+uint64(i)+1, l.name, ack.Sequence)
 		}
+		l.lastSeq, l.lastID, last = ack.Sequence, msgID, msgID
 	}
 	return nil
+}
+
+// publish publishes m to follow entry after, whose message id is last
+// ("" unknown). A refusal for the id where this instance of the log holds
+// entry after with that id, or no longer holds it (an operator purged it,
+// and the server forgot its last id), is published again with the
+// sequence the only check; from a stream made again under the name, it
+// is ErrLogGone.
+func (l *Log) publish(ctx context.Context, m *nats.Msg, after uint64, last string) (*jetstream.PubAck, error) {
+	for {
+		m.Header.Del(jetstream.ExpectedLastMsgIDHeader) // the options set headers on m: a try again sets its own
+		opts := []jetstream.PublishOpt{jetstream.WithExpectStream(l.name), jetstream.WithExpectLastSequence(after)}
+		if last != "" {
+			opts = append(opts, jetstream.WithExpectLastMsgID(last))
+		}
+		pctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+		ack, err := l.js.PublishMsg(pctx, m, opts...)
+		cancel()
+		var apiErr *jetstream.APIError
+		if last == "" || !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeWrongLastMsgID {
+			return ack, err
+		}
+		held, ierr := l.idOf(ctx, after)
+		switch {
+		case ierr != nil:
+			return nil, ierr
+		case held != "" && held != last:
+			return ack, err // another writer's entry is last: fenced
+		}
+		last = ""
+	}
+}
+
+// refused says whether a publish was refused for its expectations: the
+// stream's last message is not the one the writer expected.
+func refused(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant || apiErr.ErrorCode == errCodeWrongLastMsgID)
+}
+
+// errCodeWrongLastMsgID is the server's refusal of a publish whose
+// expected last message id is not the stream's (JSStreamWrongLastMsgIDErrF).
+const errCodeWrongLastMsgID jetstream.ErrorCode = 10070
+
+// lastIDAt is the id of this instance's message after ("" for none: the
+// log empty, or purged), which the next part must follow: the one this Log
+// wrote or read last, or read now (idOf).
+func (l *Log) lastIDAt(ctx context.Context, after uint64) (string, error) {
+	if after == 0 {
+		return "", nil // an empty log: the expected sequence 0 is the check
+	}
+	if l.lastID != "" && l.lastSeq == after {
+		return l.lastID, nil
+	}
+	id, err := l.idOf(ctx, after)
+	if err != nil {
+		return "", err
+	}
+	l.lastSeq, l.lastID = after, id
+	return id, nil
+}
+
+// idOf reads the message id of entry seq of this instance ("" when it is
+// no longer held: purged), between two checks that the stream is still
+// this instance: a stream made again under the name is ErrLogGone.
+func (l *Log) idOf(ctx context.Context, seq uint64) (string, error) {
+	if _, err := l.info(ctx); err != nil {
+		return "", err
+	}
+	s, err := l.js.Stream(ctx, l.name)
+	if err != nil {
+		return "", fmt.Errorf("changelog: %s: %w", l.name, err)
+	}
+	msg, err := s.GetMsg(ctx, seq)
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return "", fmt.Errorf("changelog: %s: entry %d, which the next must follow: %w", l.name, seq, err)
+	}
+	if _, err := l.info(ctx); err != nil {
+		return "", err
+	}
+	if msg == nil {
+		return "", nil
+	}
+	return msg.Header.Get(jetstream.MsgIDHeader), nil
 }
 
 // CatchUp applies to st every whole entry of the log after st's position
