@@ -47,6 +47,17 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	return st, nil
 }
 
+// Size is the database file's size by its pages, WAL excluded: what Stats
+// says as SizeBytes without its counts, cheap enough for every scrape.
+func (s *Store) Size(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.reader.QueryRowContext(ctx, `SELECT (SELECT page_count FROM pragma_page_count()) * (SELECT page_size FROM pragma_page_size())`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: size of %s: %w", s.path, err)
+	}
+	return n, nil
+}
+
 // Add adds o to s, as the sum over several ledgers (the partitions of a
 // stream): counts and sizes add up, Oldest and Newest span both, and
 // SchemaVersion is the lower one, the ledger that lags (a zero s takes

@@ -36,6 +36,13 @@ type ConsumerInfo interface {
 	Info(ctx context.Context) (*jetstream.ConsumerInfo, error)
 }
 
+// LedgerSizer is what jetledger_ledger_size_bytes and
+// jetledger_ledger_disk_free_bytes read (*ledger.Store).
+type LedgerSizer interface {
+	Path() string
+	Size(ctx context.Context) (int64, error)
+}
+
 // SendCounter is what jetledger_outbox_sends_total reads of a dispatcher
 // (*outbox.Dispatcher).
 type SendCounter interface{ Counts() outbox.Counts }
@@ -45,6 +52,7 @@ var (
 	_ OutboxCounter    = (*ledger.Store)(nil)
 	_ AttentionCounter = (*ledger.Store)(nil)
 	_ SendCounter      = (*outbox.Dispatcher)(nil)
+	_ LedgerSizer      = (*ledger.Store)(nil)
 )
 
 // Config says what a Collector reads at scrape time.
@@ -63,6 +71,9 @@ type Config struct {
 	// jetledger_consumer_ack_pending_messages: one request to the server
 	// per scrape. Default nil: left out.
 	Lag ConsumerInfo
+	// Ledger, when set, is read for jetledger_ledger_size_bytes and
+	// jetledger_ledger_disk_free_bytes. Default nil: left out.
+	Ledger LedgerSizer
 	// Sends, when set, is read for jetledger_outbox_sends_total{result}.
 	// Default nil: left out (no sink).
 	Sends SendCounter
@@ -79,7 +90,9 @@ type Collector struct {
 	attention     AttentionCounter
 	lag           ConsumerInfo
 	sends         SendCounter
+	ledger        LedgerSizer
 	timeout       time.Duration
+	size, free    *prometheus.Desc
 	rows, results *prometheus.Desc
 	needs, oldest *prometheus.Desc
 	pending, acks *prometheus.Desc
@@ -95,7 +108,9 @@ func New(cfg Config) (*Collector, error) {
 		return nil, fmt.Errorf("%w: ScrapeTimeout %v: want 0 (default) or more", ErrInvalidConfig, cfg.ScrapeTimeout)
 	}
 	c := cfg.Consumer
-	col := &Collector{outbox: cfg.Outbox, attention: cfg.Attention, lag: cfg.Lag, sends: cfg.Sends, timeout: cmp.Or(cfg.ScrapeTimeout, ScrapeTimeoutDefault),
+	col := &Collector{outbox: cfg.Outbox, attention: cfg.Attention, lag: cfg.Lag, sends: cfg.Sends, ledger: cfg.Ledger, timeout: cmp.Or(cfg.ScrapeTimeout, ScrapeTimeoutDefault),
+		size:    prometheus.NewDesc("jetledger_ledger_size_bytes", "The ledger's database file, WAL excluded.", nil, nil),
+		free:    prometheus.NewDesc("jetledger_ledger_disk_free_bytes", "Space left on the ledger's disk for this process.", nil, nil),
 		rows:    prometheus.NewDesc("jetledger_outbox_rows", "Outbox rows per state; review rows wait for a person.", []string{"status"}, nil),
 		results: prometheus.NewDesc("jetledger_outbox_sends_total", "Outbox send outcomes.", []string{"result"}, nil),
 		needs: prometheus.NewDesc("jetledger_attention", "Rows that need a person, per kind: review (an ambiguous send), dead_letter, conflict (not acknowledged).",
@@ -138,6 +153,10 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	if c.sends != nil {
 		ch <- c.results
 	}
+	if c.ledger != nil {
+		ch <- c.size
+		ch <- c.free
+	}
 }
 
 // Collect implements prometheus.Collector.
@@ -154,11 +173,30 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if c.lag != nil {
 		c.collectLag(ch)
 	}
+	if c.ledger != nil {
+		c.collectLedger(ch)
+	}
 	if c.sends != nil {
 		n := c.sends.Counts()
 		for result, v := range map[string]uint64{"sent": n.Sent, "failed": n.Failed, "retried": n.Retried, "review": n.Review, "deleted": n.Deleted} {
 			ch <- prometheus.MustNewConstMetric(c.results, prometheus.CounterValue, float64(v), result)
 		}
+	}
+}
+
+// collectLedger reports the ledger's size and its disk's free space
+// (left out where this OS cannot say).
+func (c *Collector) collectLedger(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	n, err := c.ledger.Size(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.size, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.size, prometheus.GaugeValue, float64(n))
+	if free, ok := ledger.DiskFree(c.ledger.Path()); ok {
+		ch <- prometheus.MustNewConstMetric(c.free, prometheus.GaugeValue, float64(free))
 	}
 }
 

@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -75,5 +76,34 @@ func TestNewValidates(t *testing.T) {
 	}
 	if _, err := metrics.New(metrics.Config{Consumer: counts{}, ScrapeTimeout: -time.Second}); !errors.Is(err, metrics.ErrInvalidConfig) {
 		t.Errorf("negative timeout: %v", err)
+	}
+}
+
+// A real ledger's file size and its disk's free space, read at scrape.
+func TestCollectorReadsTheLedgersSize(t *testing.T) {
+	t.Parallel()
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	col, err := metrics.New(metrics.Config{Consumer: counts{}, Ledger: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(col)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			got[f.GetName()] = m.GetGauge().GetValue()
+		}
+	}
+	if got["jetledger_ledger_size_bytes"] < 4096 || got["jetledger_ledger_disk_free_bytes"] <= 0 {
+		t.Fatalf("the ledger's size %v and its disk's free space %v: want both above 0", got["jetledger_ledger_size_bytes"], got["jetledger_ledger_disk_free_bytes"])
 	}
 }

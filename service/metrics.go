@@ -22,7 +22,7 @@ import (
 // serveMetrics serves /metrics and /healthz on Config.Metrics until ctx
 // ends, its goroutines in wg; store is the embedded node, nil with NATS.
 func (s *Service) serveMetrics(ctx context.Context, wg *sync.WaitGroup, batches *metrics.Batches, c *consumer.Consumer, d *outbox.Dispatcher, store *node.Node) error {
-	cfg := metrics.Config{Consumer: c, Outbox: s.st, Attention: s.st, Lag: c}
+	cfg := metrics.Config{Consumer: c, Outbox: s.st, Attention: s.st, Lag: c, Ledger: s.st}
 	if d != nil {
 		cfg.Sends = d
 	}
