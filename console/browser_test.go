@@ -60,7 +60,7 @@ func leafSite(t *testing.T, hub string, domain string) (*nats.Conn, jetstream.Je
 }
 
 // report puts a site's record in the hub's fleet bucket, as its run does.
-func report(t *testing.T, kv jetstream.KeyValue, r fleet.Record) {
+func report(t testing.TB, kv jetstream.KeyValue, r fleet.Record) {
 	t.Helper()
 	b, _ := json.Marshal(r)
 	if _, err := kv.Put(context.Background(), r.Site, b); err != nil {
