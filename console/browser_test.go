@@ -162,7 +162,8 @@ func (b *browser) signIn(base, name, secret string) {
 // offered no action and a POST it forges is refused; an operator resolves
 // a row as sent, cancels a sent one (the destination sees the DELETE),
 // retries by filter, and an action on a row changed behind the page is
-// reported, not taken. The ledgers and their audit show it. Screenshots
+// reported, not taken; a row that comes while the queue is open shows
+// without a reload. The ledgers and their audit show it. Screenshots
 // of each page go to the test's artifacts (go test -artifacts) or
 // $JETLEDGER_SCREENSHOTS.
 func TestTheConsoleInABrowser(t *testing.T) {
@@ -291,6 +292,16 @@ func operatorSettles(t *testing.T, b *browser, base string, a *site) {
 	b.shot("site")
 	b.do("the graphs", chromedp.Navigate(base+"/graphs"), chromedp.WaitVisible(chromedp.CSS(".graph")))
 	b.shot("graphs")
+	// A row that comes while the page is open shows without a reload.
+	b.do("the queue, marked", chromedp.Navigate(base+"/attention"), chromedp.WaitVisible(chromedp.ID("queue")))
+	eval[bool](b, `window.notReloaded = true`)
+	if err := a.st.RecordDeadLetters(ctx, []ledger.DeadLetter{{MessageID: "dl-late", Stream: "S", Sequence: 91, Subject: "ev.late", Reason: "late", Deliveries: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	b.do("the new dead letter shown live", chromedp.WaitVisible(chromedp.CSS(`tr.kind-dead_letter[data-id="2"]`)))
+	if !eval[bool](b, `window.notReloaded === true`) {
+		t.Fatal("the page was reloaded to show the new row")
+	}
 	b.do("a phone", chromedp.EmulateViewport(390, 844), chromedp.Navigate(base+"/attention"), chromedp.WaitVisible(chromedp.ID("queue")))
 	if wide := eval[bool](b, `document.documentElement.scrollWidth > window.innerWidth + 1`); wide {
 		t.Errorf("on a phone's screen the queue is wider than the screen")
