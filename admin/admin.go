@@ -122,6 +122,10 @@ type Config struct {
 	// every action (CodeNotOwner) naming the partition's owner, which
 	// Standby says ("" none now).
 	Standby func(ctx context.Context) (owner string, err error)
+	// Applied, when set, is how many messages the run has applied since it
+	// started (its consumer's count): status says it, so that a watcher
+	// (the console) draws throughput from the run's own counter.
+	Applied func() uint64
 	// Canceller cancels outbox rows (outbox.cancel), deleting at the
 	// destination what was sent: the run's dispatcher, whose sink
 	// deletes. Default: rows not yet sent are cancelled, sent ones are
@@ -151,6 +155,7 @@ type Server struct {
 	cancel  Canceller
 	js      jetstream.JetStream
 	standby func(context.Context) (string, error)
+	applied func() uint64
 	addr    Address
 	log     *slog.Logger
 }
@@ -177,7 +182,7 @@ func Serve(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin: serve %s: %w", a.group(), err)
 	}
-	s := &Server{svc: svc, st: cfg.Store, cancel: cfg.Canceller, js: cfg.JetStream, addr: a, standby: cfg.Standby, log: cfg.Logger}
+	s := &Server{svc: svc, st: cfg.Store, cancel: cfg.Canceller, js: cfg.JetStream, addr: a, standby: cfg.Standby, applied: cfg.Applied, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -294,6 +299,13 @@ func decode(req micro.Request, v any) error {
 	return nil
 }
 
+// StatusRequest is the status endpoint's request (an empty body is its
+// zero value). Quick leaves out the ledger's row counts, which read every
+// row of a large ledger: Ledger then says the file's path and size only.
+type StatusRequest struct {
+	Quick bool `json:"quick,omitempty"`
+}
+
 // Status is the status endpoint's answer.
 type Status struct {
 	// Role is "owner", or "standby" for a standby's copy, whose Owner is
@@ -303,14 +315,26 @@ type Status struct {
 	Attention []health.Need           `json:"attention"`
 	Ledger    ledger.Stats            `json:"ledger"`
 	Outbox    map[ledger.Status]int64 `json:"outbox"`
+	// Applied is how many messages the run has applied since it started
+	// (absent from a standby's and a run's that does not say).
+	Applied uint64 `json:"applied,omitempty"`
 }
 
-func (s *Server) status(ctx context.Context, _ micro.Request) (any, error) {
+func (s *Server) status(ctx context.Context, req micro.Request) (any, error) {
+	var q StatusRequest
+	if err := decode(req, &q); err != nil {
+		return nil, err
+	}
 	as, err := s.st.Attention(ctx)
 	if err != nil {
 		return nil, err
 	}
-	stats, err := s.st.Stats(ctx)
+	stats := ledger.Stats{Path: s.st.Path()}
+	if q.Quick {
+		stats.SizeBytes, err = s.st.Size(ctx)
+	} else {
+		stats, err = s.st.Stats(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -323,6 +347,9 @@ func (s *Server) status(ctx context.Context, _ micro.Request) (any, error) {
 		needs = []health.Need{}
 	}
 	out := Status{Role: "owner", Attention: needs, Ledger: stats, Outbox: counts}
+	if s.applied != nil {
+		out.Applied = s.applied()
+	}
 	if s.standby != nil {
 		out.Role = "standby"
 		out.Owner, _ = s.standby(ctx) // "" when it cannot be read: the counts stand

@@ -58,7 +58,7 @@ func graphOf(title, unit string, ss []sample, value func(prev, cur sample) (floa
 }
 
 // rate is the rise of count per second between two samples; a fall (a
-// ledger pruned, a site gone) draws nothing.
+// run restarted, a site gone) draws nothing.
 func rate(count func(sample) int64) func(prev, cur sample) (float64, bool) {
 	return func(prev, cur sample) (float64, bool) {
 		dt := cur.At.Sub(prev.At).Seconds()
@@ -76,8 +76,8 @@ func level(count func(sample) int64) func(prev, cur sample) (float64, bool) {
 func (h *Handler) graphsPage(w http.ResponseWriter, r *http.Request) {
 	_, ss, _ := h.watch.last()
 	gs := []Graph{
-		graphOf("Rows applied (all ledgers)", "rows/s", ss, rate(func(s sample) int64 { return s.Processed })),
-		graphOf("Messages applied at the edge sites", "msg/s", ss, rate(func(s sample) int64 { return s.Applied })),
+		graphOf("Messages applied by the runs that answer", "msg/s", ss, rate(func(s sample) int64 { return s.Applied })),
+		graphOf("Messages applied at the edge sites (their records)", "msg/s", ss, rate(func(s sample) int64 { return s.Sites })),
 		graphOf("Lag: messages not yet copied or applied at the sites", "messages", ss, level(func(s sample) int64 { return s.Lag })),
 		graphOf("Attention: rows and records that need a person", "", ss, level(func(s sample) int64 { return s.Attention })),
 	}

@@ -76,7 +76,7 @@ type Snapshot struct {
 // sample is one point of the graphs.
 type sample struct {
 	At                  time.Time
-	Processed, Applied  int64 // the ledgers' rows, the sites' applied sequences
+	Applied, Sites      int64 // the runs' applied counters, the sites' applied sequences
 	Lag, Attention, Row int64
 }
 
@@ -138,7 +138,8 @@ func (w *watcher) refresh(ctx context.Context) {
 	}
 	parts := partsOf(found)
 	readAll(ctx, parts, func(p *Part) {
-		if err := admin.Call(ctx, w.o.Conn, p.Address, "status", nil, &p.Status); err != nil {
+		// Quick: the row counts would read every row of a large ledger each Refresh.
+		if err := admin.Call(ctx, w.o.Conn, p.Address, "status", admin.StatusRequest{Quick: true}, &p.Status); err != nil {
 			p.Err = err.Error()
 		}
 	})
@@ -268,11 +269,11 @@ func sampleOf(s Snapshot) sample {
 	out := sample{At: s.At, Row: int64(len(s.Items))}
 	for _, site := range s.Sites {
 		if r := site.Fleet; r != nil {
-			out.Applied += int64(r.AppliedSeq)
+			out.Sites += int64(r.AppliedSeq)
 			out.Lag += int64(r.Pending) + int64(r.Link.Lag)
 		}
 		for _, p := range site.Parts {
-			out.Processed += p.Status.Ledger.Processed
+			out.Applied += int64(p.Status.Applied)
 			for _, n := range p.Status.Attention {
 				out.Attention += n.Count
 			}

@@ -1,0 +1,39 @@
+package admin_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/admin"
+	"github.com/jetledger/jetledger/ledger"
+)
+
+// status says the run's applied count; quick, it leaves out the ledger's
+// row counts (which read every row) and says its size.
+func TestAQuickStatusReadsNoRowCounts(t *testing.T) {
+	t.Parallel()
+	nc, st := serverAndLedger(t, ledger.Config{})
+	enqueue(t, st, "a", "b", "c")
+	addr := admin.Address{Stream: "PAY", Durable: "pay"}
+	s, err := admin.Serve(admin.Config{Conn: nc, Store: st, Address: addr, Applied: func() uint64 { return 7 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var full, quick admin.Status
+	if err := admin.Call(ctx, nc, addr, "status", nil, &full); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Call(ctx, nc, addr, "status", admin.StatusRequest{Quick: true}, &quick); err != nil {
+		t.Fatal(err)
+	}
+	if full.Ledger.Processed != 3 || full.Applied != 7 {
+		t.Fatalf("status: %d ids, %d applied; want 3 and 7", full.Ledger.Processed, full.Applied)
+	}
+	if quick.Ledger.Processed != 0 || quick.Ledger.SizeBytes <= 0 || quick.Applied != 7 || quick.Outbox[ledger.StatusQueued] != 3 {
+		t.Fatalf("a quick status: %+v; want no row count, the size, 7 applied and the outbox's counts", quick)
+	}
+}
