@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"strings"
@@ -218,14 +219,66 @@ func (h *Handler) signInPage(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, "signin", nil, map[string]any{"Open": h.sess.open})
 }
 
+// Sign-in attempts: after SignInFailures refusals from one address within
+// SignInWindow, its next attempts are refused (429) until the window
+// passes, right secret or not.
+const (
+	SignInFailures = 5
+	SignInWindow   = 5 * time.Minute
+)
+
+// failures counts refused sign-ins per client address.
+type failures struct {
+	mu sync.Mutex
+	by map[string][]time.Time
+}
+
+// blocked says whether from has failed too often lately; fail records a
+// refusal.
+func (f *failures) blocked(from string, now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	recent := f.by[from][:0]
+	for _, t := range f.by[from] {
+		if now.Sub(t) < SignInWindow {
+			recent = append(recent, t)
+		}
+	}
+	if len(recent) == 0 {
+		delete(f.by, from)
+	} else {
+		f.by[from] = recent
+	}
+	return len(recent) >= SignInFailures
+}
+
+func (f *failures) fail(from string, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.by == nil {
+		f.by = map[string][]time.Time{}
+	}
+	f.by[from] = append(f.by[from], now)
+}
+
 func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	if h.sess.open {
 		http.Redirect(w, r, h.prefix+"/", http.StatusSeeOther)
 		return
 	}
+	from, _, _ := strings.Cut(r.RemoteAddr, ":")
+	if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		from = host
+	}
+	if h.failed.blocked(from, time.Now()) {
+		h.log.Warn("console: a sign-in refused: too many failures from this address", "from", from)
+		http.Error(w, fmt.Sprintf("too many failed sign-ins from %s: try again in %s", from, SignInWindow), http.StatusTooManyRequests)
+		return
+	}
 	name := r.PostFormValue("name")
 	role := h.opts.Users.check(name, r.PostFormValue("secret"))
 	if role == "" {
+		h.failed.fail(from, time.Now())
 		h.log.Warn("console: a sign-in refused", "name", name, "from", r.RemoteAddr)
 		w.WriteHeader(http.StatusUnauthorized)
 		h.render(w, r, "signin", nil, map[string]any{"Failed": true})

@@ -80,6 +80,7 @@ type Handler struct {
 	log    *slog.Logger
 	pages  map[string]*pageTemplate
 	sess   *sessions
+	failed failures
 	watch  *watcher
 	csrf   *http.CrossOriginProtection
 	start  sync.Once

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jetledger/jetledger/admin"
+	"github.com/jetledger/jetledger/console"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/ledger"
 )
@@ -197,5 +198,23 @@ func TestARowChangedBehindThePageIsNotTouched(t *testing.T) {
 	}
 	if it, _ := s.st.Get(ctx, s.review[0]); it.Status != ledger.StatusSent {
 		t.Fatalf("the changed row: %s, want sent as the other person left it", it.Status)
+	}
+}
+
+// After SignInFailures wrong secrets from one address, even the right one
+// is refused (429) for SignInWindow: a password is not guessed at speed.
+func TestSignInIsThrottledAfterFailures(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	nc, _ := consumertest.Connect(t, srv)
+	_, web := newConsole(t, nc, "")
+	c := newClient(t, web.URL)
+	for i := range console.SignInFailures {
+		if code, _ := c.post("/signin", url.Values{"name": {"ada"}, "secret": {"guess"}}); code != http.StatusUnauthorized {
+			t.Fatalf("wrong secret %d: %d, want 401", i, code)
+		}
+	}
+	if code, _ := c.post("/signin", url.Values{"name": {"ada"}, "secret": {"ada-secret"}}); code != http.StatusTooManyRequests {
+		t.Fatalf("the right secret after %d failures: %d, want 429", console.SignInFailures, code)
 	}
 }
