@@ -2,15 +2,19 @@ package console_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jetledger/jetledger/admin"
 	"github.com/jetledger/jetledger/console"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Every route that acts refuses whoever may not act: no session (401), a
@@ -216,5 +220,54 @@ func TestSignInIsThrottledAfterFailures(t *testing.T) {
 	}
 	if code, _ := c.post("/signin", url.Values{"name": {"ada"}, "secret": {"ada-secret"}}); code != http.StatusTooManyRequests {
 		t.Fatalf("the right secret after %d failures: %d, want 429", console.SignInFailures, code)
+	}
+}
+
+// A dead letter requeued from its page: published again to its stream
+// with its own id, its record closed, audited with the signed-in name.
+func TestADeadLetterIsRequeuedFromItsPage(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	nc, js := consumertest.Connect(t, srv)
+	consumertest.CreateStream(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"ev.>"}, Duplicates: 200 * time.Millisecond})
+	for i := range 90 { // the dead letter's own message at seq 90: the stream it came from
+		subject, id := "ev.x", fmt.Sprint("x-", i)
+		if i == 89 {
+			subject, id = "ev.bad", "dl-1"
+		}
+		if _, err := js.Publish(t.Context(), subject, []byte("{}"), jetstream.WithMsgID(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newSite(t, nc, js, admin.Address{Stream: "PAY", Durable: "pay"})
+	_, web := newConsole(t, nc, "")
+	op := newClient(t, web.URL)
+	op.signIn("ada", "ada-secret")
+	_, page := op.get("/dlq/-/PAY/pay/1")
+	f := forms(page)[0]
+	f.Set("action", "dlq.requeue")
+	_, conf := op.post("/confirm", f)
+	if !strings.Contains(conf, "published again to its stream") {
+		t.Fatalf("the requeue's confirmation\n%s", conf)
+	}
+	// Refused (and kept) while the id is inside the stream's duplicate window.
+	consumertest.Eventually(t, time.Minute, "the requeue done", func() bool {
+		_, done := op.post("/act", forms(conf)[0])
+		return strings.Contains(done, "<b>1</b> of 1 done")
+	})
+	ctx := context.Background()
+	str, _ := js.Stream(ctx, "S")
+	if info, _ := str.Info(ctx); info.State.LastSeq != 91 {
+		t.Fatalf("the stream after the requeue: last %d, want 91 (one copy)", info.State.LastSeq)
+	}
+	if _, err := s.st.DeadLetter(ctx, 1); !errors.Is(err, ledger.ErrNotFound) {
+		t.Fatalf("the dead letter after its requeue: %v, want gone", err)
+	}
+	m, err := str.GetLastMsgForSubject(ctx, "ev.bad")
+	if err != nil || m.Header.Get(jetstream.MsgIDHeader) != "dl-1" {
+		t.Fatalf("the requeued message: %v", err)
+	}
+	if rec, err := s.st.AuditOf(ctx, "dead letter 1"); err != nil || len(rec) != 1 || rec[0].Who != "ada" {
+		t.Fatalf("the requeue's audit: %+v %v", rec, err)
 	}
 }
