@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/outbox"
@@ -68,6 +69,9 @@ const (
 	// changed; ask the owner.
 	CodeNotOwner = "421"
 	CodeFailed   = "500" // the ledger failed to answer
+	// CodeStopping: the run is stopping and takes no new request; ask
+	// again once the partition has an owner.
+	CodeStopping = "503"
 )
 
 // Address names one run's admin API: the site, stream and durable (a
@@ -158,6 +162,10 @@ type Server struct {
 	applied func() uint64
 	addr    Address
 	log     *slog.Logger
+
+	mu       sync.Mutex
+	stopping bool
+	inflight sync.WaitGroup
 }
 
 // Serve starts serving cfg's admin API.
@@ -229,8 +237,39 @@ func (s *Server) endpoints() map[string]func(context.Context, micro.Request) (an
 	}
 }
 
-// Stop stops serving.
-func (s *Server) Stop() error { return s.svc.Stop() }
+// StopWait bounds how long Stop waits for the requests in hand: a
+// person's cancel deletes at the destination within its sink's timeout.
+const StopWait = 30 * time.Second
+
+// Stop stops serving: a request arriving from now on is refused
+// (CodeStopping), and the ones in hand are waited for, StopWait at the
+// most, so that their changes are written and answered while the run
+// still owns its ledger.
+func (s *Server) Stop() error {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	err := s.svc.Stop()
+	done := make(chan struct{})
+	go func() { s.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(StopWait):
+		s.log.Warn("admin API: a person's action is still in hand at the stop; its answer may be lost (list the rows again)", "waited", StopWait)
+	}
+	return err
+}
+
+// begin counts a request in hand, or says the server is stopping.
+func (s *Server) begin() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return false
+	}
+	s.inflight.Add(1)
+	return true
+}
 
 // requestTimeout bounds the ledger's work for one request: an action on
 // ActLimit rows, each its own transaction, included.
@@ -246,6 +285,11 @@ func (s *Server) handle(h func(context.Context, micro.Request) (any, error)) mic
 			s.log.Warn("admin API: a request whose reply subject is no inbox is not taken", "subject", req.Subject(), "reply", req.Reply())
 			return
 		}
+		if !s.begin() {
+			req.Error(CodeStopping, fmt.Sprintf("the run serving %s/%s is stopping: ask again once the partition has an owner", s.addr.Stream, s.addr.Durable), nil) //nolint:errcheck // the client times out
+			return
+		}
+		defer s.inflight.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
 		defer cancel()
 		out, err := h(ctx, req)
