@@ -225,6 +225,8 @@ func explain(err error) string {
 		return "No run answers for this partition now (no owner, or the site is not reachable): " + err.Error()
 	case errors.As(err, &e) && e.Code == admin.CodeNotOwner:
 		return "This run no longer owns the partition; the page will show the new owner once it answers: " + e.Error()
+	case errors.As(err, &e) && e.Code == admin.CodeStopping:
+		return "The run that owns the partition is stopping; act again once the page shows its new owner: " + e.Error()
 	case errors.As(err, &e) && e.Code == admin.CodeNotFound:
 		return "No such row (gone since the page was shown?): " + e.Error()
 	}
