@@ -53,6 +53,9 @@ func (d *Dispatcher) settleReview(ctx context.Context) error {
 			c, p = d.settleCancel(ctx, it, c, p)
 		}
 		if _, err := d.o.Transition(ctx, it.ID, c, p); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped: the row stays in review, for the next lookup
+			}
 			d.log.WarnContext(ctx, "cannot settle an outbox row in review", "outbox_id", it.ID, "err", err)
 			continue
 		}
