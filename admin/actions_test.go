@@ -11,24 +11,14 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/admin"
+	"github.com/jetledger/jetledger/admin/admintest"
 	"github.com/jetledger/jetledger/consumer/consumertest"
-	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// sinkCanceller cancels through a webhook sink, as a run's dispatcher does.
-type sinkCanceller struct {
-	st   *ledger.Store
-	sink *webhook.Sink
-}
-
-func (c sinkCanceller) CancelAs(ctx context.Context, id string, p ledger.Params) (outbox.CancelOutcome, error) {
-	return outbox.CancelAs(ctx, c.st, c.sink, id, p)
-}
 
 // Cancel through the API, against a real HTTP destination: a row sent is
 // deleted there first, then cancelled; a queued row is cancelled with
@@ -45,7 +35,7 @@ func TestCancelThroughTheAPIDeletesAtTheDestinationFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := enqueue(t, st, "sent-1", "sent-2", "queued")
+	ids := admintest.Enqueue(t, st, "sent-1", "sent-2", "queued")
 	for _, id := range ids[:2] {
 		it, err := st.Transition(ctx, id, ledger.Claim, ledger.Params{Worker: "w", Lease: time.Minute})
 		if err != nil {
@@ -60,7 +50,7 @@ func TestCancelThroughTheAPIDeletesAtTheDestinationFirst(t *testing.T) {
 		}
 	}
 	addr := admin.Address{Stream: "S", Durable: "d"}
-	s, err := admin.Serve(admin.Config{Conn: nc, Store: st, Address: addr, Canceller: sinkCanceller{st, sink}})
+	s, err := admin.Serve(admin.Config{Conn: nc, Store: st, Address: addr, Canceller: admintest.SinkCanceller{Store: st, Sink: sink}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +104,7 @@ func TestCancelOfARowChangedSinceSeenDeletesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := enqueue(t, st, "x")
+	ids := admintest.Enqueue(t, st, "x")
 	// Sent, but its answer lost: in review; seen so; then resolved as sent
 	// by someone else, with the destination's id.
 	it, err := st.Transition(ctx, ids[0], ledger.Claim, ledger.Params{Worker: "w", Lease: time.Minute})
@@ -135,7 +125,7 @@ func TestCancelOfARowChangedSinceSeenDeletesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := admin.Address{Stream: "S", Durable: "d"}
-	s, err := admin.Serve(admin.Config{Conn: nc, Store: st, Address: addr, Canceller: sinkCanceller{st, sink}})
+	s, err := admin.Serve(admin.Config{Conn: nc, Store: st, Address: addr, Canceller: admintest.SinkCanceller{Store: st, Sink: sink}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +377,7 @@ func TestAPendingCancelResolvedAsFailedThroughTheAPIIsCancelled(t *testing.T) {
 	t.Parallel()
 	nc, st := serverAndLedger(t, ledger.Config{})
 	ctx := context.Background()
-	ids := enqueue(t, st, "p")
+	ids := admintest.Enqueue(t, st, "p")
 	if _, err := st.Transition(ctx, ids[0], ledger.Claim, ledger.Params{Worker: "w", Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,29 +12,12 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/admin"
+	"github.com/jetledger/jetledger/admin/admintest"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 )
-
-// enqueue puts one outbox row per payload in st, as a handler does.
-func enqueue(t *testing.T, st *ledger.Store, payloads ...string) []string {
-	t.Helper()
-	var ids []string
-	for i, p := range payloads {
-		d := ledger.Delivery{MessageID: "m" + p, Stream: "S", Sequence: uint64(i + 1), Subject: "ev", Data: []byte(p), Delivered: 1}
-		_, err := st.ApplyBatch(context.Background(), []ledger.Delivery{d}, func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
-			id, err := tx.Enqueue(ctx, "webhook", d.Data)
-			ids = append(ids, id)
-			return err
-		}, ledger.Budget{})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ids
-}
 
 // The API of a run, on a real server: found by micro's discovery; status
 // says what needs a person; outbox.list lists without payloads and
@@ -44,7 +27,7 @@ func enqueue(t *testing.T, st *ledger.Store, payloads ...string) []string {
 func TestTheAdminAPIAnswersReads(t *testing.T) {
 	t.Parallel()
 	nc, st := serverAndLedger(t, ledger.Config{})
-	ids := enqueue(t, st, `{"amount":5}`, "plain text")
+	ids := admintest.Enqueue(t, st, `{"amount":5}`, "plain text")
 	ctx := context.Background()
 	if _, err := st.Transition(ctx, ids[0], ledger.Claim, ledger.Params{Worker: "w", Lease: time.Minute}); err != nil {
 		t.Fatal(err)
@@ -136,7 +119,7 @@ func TestABulkActionSkipsRowsThatChangedSinceSeen(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	tick := func() { mu.Lock(); now = now.Add(time.Second); mu.Unlock() }
 	nc, st := serverAndLedger(t, ledger.Config{Now: clock})
-	ids := enqueue(t, st, "a", "b", "c", "d")
+	ids := admintest.Enqueue(t, st, "a", "b", "c", "d")
 	toReview(t, st, ids[:3]...)
 	tick()
 	addr := admin.Address{Stream: "PAY", Durable: "pay"}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/admin"
+	"github.com/jetledger/jetledger/admin/admintest"
 	"github.com/jetledger/jetledger/ledger"
 )
 
@@ -14,7 +15,7 @@ import (
 func TestAQuickStatusReadsNoRowCounts(t *testing.T) {
 	t.Parallel()
 	nc, st := serverAndLedger(t, ledger.Config{})
-	enqueue(t, st, "a", "b", "c")
+	admintest.Enqueue(t, st, "a", "b", "c")
 	addr := admin.Address{Stream: "PAY", Durable: "pay"}
 	s, err := admin.Serve(admin.Config{Conn: nc, Store: st, Address: addr, Applied: func() uint64 { return 7 }})
 	if err != nil {

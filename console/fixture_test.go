@@ -2,7 +2,6 @@ package console_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -15,24 +14,14 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/admin"
+	"github.com/jetledger/jetledger/admin/admintest"
 	"github.com/jetledger/jetledger/console"
-	"github.com/jetledger/jetledger/consumer/outbox"
 	"github.com/jetledger/jetledger/consumer/outbox/webhook"
 	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// sinkCanceller cancels through a webhook sink, as a run's dispatcher does.
-type sinkCanceller struct {
-	st   *ledger.Store
-	sink *webhook.Sink
-}
-
-func (c sinkCanceller) CancelAs(ctx context.Context, id string, p ledger.Params) (outbox.CancelOutcome, error) {
-	return outbox.CancelAs(ctx, c.st, c.sink, id, p)
-}
 
 // site is a run's ledger with what needs a person: two rows in review,
 // two failed, one sent (at a real destination), a dead letter and a
@@ -66,7 +55,7 @@ func newSite(t *testing.T, nc *nats.Conn, js jetstream.JetStream, addr admin.Add
 	if err != nil {
 		t.Fatal(err)
 	}
-	ids := enqueue(t, st, `{"card":"4111 1111 1111 1111"}`, "r2", "f1", "f2", "sent")
+	ids := admintest.Enqueue(t, st, `{"card":"4111 1111 1111 1111"}`, "r2", "f1", "f2", "sent")
 	must := func(_ ledger.OutboxItem, err error) {
 		t.Helper()
 		if err != nil {
@@ -102,30 +91,12 @@ func newSite(t *testing.T, nc *nats.Conn, js jetstream.JetStream, addr admin.Add
 			t.Fatal(err)
 		}
 	}
-	srv, err := admin.Serve(admin.Config{Conn: nc, Store: st, JetStream: js, Address: addr, Canceller: sinkCanceller{st, sink}, Version: "test"})
+	srv, err := admin.Serve(admin.Config{Conn: nc, Store: st, JetStream: js, Address: addr, Canceller: admintest.SinkCanceller{Store: st, Sink: sink}, Version: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Stop() })
 	return s
-}
-
-// enqueue puts one outbox row per payload in st, as a handler does.
-func enqueue(t *testing.T, st *ledger.Store, payloads ...string) []string {
-	t.Helper()
-	var ids []string
-	for i, p := range payloads {
-		d := ledger.Delivery{MessageID: fmt.Sprint("m", i), Stream: "S", Sequence: uint64(i + 1), Subject: "ev", Data: []byte(p), Delivered: 1}
-		_, err := st.ApplyBatch(context.Background(), []ledger.Delivery{d}, func(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) error {
-			id, err := tx.Enqueue(ctx, "webhook", d.Data)
-			ids = append(ids, id)
-			return err
-		}, ledger.Budget{})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	return ids
 }
 
 // newConsole serves a console over nc with the test's users, read once.
