@@ -59,6 +59,17 @@ func requestOf(r *http.Request) (request, error) {
 	if q.Addr.Stream == "" || q.Addr.Durable == "" || (len(q.IDs) == 0 && q.Status == "") {
 		return q, fmt.Errorf("the form names no partition or no rows")
 	}
+	if !q.outboxAction() {
+		if len(q.IDs) != 1 || q.Status != "" {
+			return q, fmt.Errorf("%s takes one row by its id, not %d ids or a status", q.Action, len(q.IDs))
+		}
+		if _, err := strconv.ParseInt(q.IDs[0], 10, 64); err != nil {
+			return q, fmt.Errorf("%s: id %q is not a number", q.Action, q.IDs[0])
+		}
+	}
+	if len(q.IDs) > admin.ActLimit {
+		return q, fmt.Errorf("%d rows: an action takes %d at the most", len(q.IDs), admin.ActLimit)
+	}
 	return q, nil
 }
 

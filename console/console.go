@@ -22,6 +22,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -143,6 +144,16 @@ func NormalizePrefix(p string) string {
 	return p
 }
 
+// cleanPath is p without . and .. elements and repeated slashes, keeping
+// a trailing slash, as ServeMux cleans it.
+func cleanPath(p string) string {
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
+}
+
 // ServeHTTP serves the console under its prefix.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	path := r.URL.Path
@@ -160,6 +171,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r2.URL.Path = "/" + rest
 		r2.URL.RawPath = ""
 		r = r2
+	}
+	// ServeMux would redirect an unclean path to its clean form without the
+	// prefix; done here, the redirect keeps it.
+	if clean := cleanPath(r.URL.Path); clean != r.URL.Path {
+		u := *r.URL
+		u.Path, u.RawPath = h.prefix+clean, ""
+		http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
+		return
 	}
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'")
