@@ -130,6 +130,9 @@ type Config struct {
 	// started (its consumer's count): status says it, so that a watcher
 	// (the console) draws throughput from the run's own counter.
 	Applied func() uint64
+	// Pending, when set, reads how many messages of its stream the run's
+	// durable has not delivered yet (its lag): status says it.
+	Pending func(ctx context.Context) (uint64, error)
 	// Canceller cancels outbox rows (outbox.cancel), deleting at the
 	// destination what was sent: the run's dispatcher, whose sink
 	// deletes. Default: rows not yet sent are cancelled, sent ones are
@@ -160,6 +163,7 @@ type Server struct {
 	js      jetstream.JetStream
 	standby func(context.Context) (string, error)
 	applied func() uint64
+	pending func(context.Context) (uint64, error)
 	addr    Address
 	log     *slog.Logger
 
@@ -190,7 +194,7 @@ func Serve(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin: serve %s: %w", a.group(), err)
 	}
-	s := &Server{svc: svc, st: cfg.Store, cancel: cfg.Canceller, js: cfg.JetStream, addr: a, standby: cfg.Standby, applied: cfg.Applied, log: cfg.Logger}
+	s := &Server{svc: svc, st: cfg.Store, cancel: cfg.Canceller, js: cfg.JetStream, addr: a, standby: cfg.Standby, applied: cfg.Applied, pending: cfg.Pending, log: cfg.Logger}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -362,6 +366,9 @@ type Status struct {
 	// Applied is how many messages the run has applied since it started
 	// (absent from a standby's and a run's that does not say).
 	Applied uint64 `json:"applied,omitempty"`
+	// Pending is how many messages the durable has not delivered yet (nil
+	// when the run does not say, or could not read it).
+	Pending *uint64 `json:"pending,omitempty"`
 }
 
 func (s *Server) status(ctx context.Context, req micro.Request) (any, error) {
@@ -393,6 +400,11 @@ func (s *Server) status(ctx context.Context, req micro.Request) (any, error) {
 	out := Status{Role: "owner", Attention: needs, Ledger: stats, Outbox: counts}
 	if s.applied != nil {
 		out.Applied = s.applied()
+	}
+	if s.pending != nil {
+		if n, err := s.pending(ctx); err == nil {
+			out.Pending = &n
+		}
 	}
 	if s.standby != nil {
 		out.Role = "standby"

@@ -78,7 +78,7 @@ func (h *Handler) graphsPage(w http.ResponseWriter, r *http.Request) {
 	gs := []Graph{
 		graphOf("Messages applied by the runs that answer", "msg/s", ss, rate(func(s sample) int64 { return s.Applied })),
 		graphOf("Messages applied at the edge sites (their records)", "msg/s", ss, rate(func(s sample) int64 { return s.Sites })),
-		graphOf("Lag: messages not yet copied or applied at the sites", "messages", ss, level(func(s sample) int64 { return s.Lag })),
+		graphOf("Lag: messages not yet delivered, copied or applied", "messages", ss, level(func(s sample) int64 { return s.Lag })),
 		graphOf("Attention: rows and records that need a person", "", ss, level(func(s sample) int64 { return s.Attention })),
 	}
 	h.render(w, r, "graphs", sessionOf(r), struct {

@@ -274,6 +274,9 @@ func sampleOf(s Snapshot) sample {
 		}
 		for _, p := range site.Parts {
 			out.Applied += int64(p.Status.Applied)
+			if n := p.Status.Pending; n != nil {
+				out.Lag += int64(*n)
+			}
 			for _, n := range p.Status.Attention {
 				out.Attention += n.Count
 			}

@@ -46,6 +46,10 @@ func TestAnActionThroughTheAdminAPIIsInTheStandbysCopy(t *testing.T) {
 		err := call(nc, addr, "outbox.resolve", admin.Act{Who: "ops", Status: ledger.StatusReview, As: ledger.StatusFailed, DryRun: true}, &dry)
 		return err == nil && dry.Matched == 3
 	})
+	var owner admin.Status
+	consumertest.Eventually(t, time.Minute, "the owner's status: 3 applied, none left to deliver", func() bool {
+		return call(nc, addr, "status", admin.StatusRequest{Quick: true}, &owner) == nil && owner.Applied == 3 && owner.Pending != nil && *owner.Pending == 0
+	})
 	var done admin.Acted
 	if err := call(nc, addr, "outbox.resolve", admin.Act{Who: "ops@example", IDs: dry.IDs, Seen: dry.Seen, As: ledger.StatusFailed, Note: "not at the destination"}, &done); err != nil || len(done.Done) != 3 {
 		t.Fatalf("resolve through the API: %v %+v", err, done)

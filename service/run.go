@@ -220,7 +220,7 @@ func (s *Service) consume(ctx context.Context, batches *metrics.Batches, cons *c
 		wg.Go(func() { stream.KeepHubConsumer(runCtx, s.js, s.info, s.log) })
 		wg.Go(func() { s.reportToHub(runCtx) })
 	}
-	if stopAdmin := s.serveAdmin(d, func() uint64 { return cons.Counts().Applied }); stopAdmin != nil {
+	if stopAdmin := s.serveAdmin(d, cons); stopAdmin != nil {
 		defer stopAdmin()
 	}
 	summaryDone := make(chan struct{})
@@ -240,7 +240,7 @@ func (s *Service) consume(ctx context.Context, batches *metrics.Batches, cons *c
 // API is an aid to people; the run consumes without it). On an embedded
 // server it has a connection of its own that answers only to inboxes
 // (node.Node.AdminConn); on another, the run's.
-func (s *Service) serveAdmin(d *outbox.Dispatcher, applied func() uint64) func() {
+func (s *Service) serveAdmin(d *outbox.Dispatcher, cons *consumer.Consumer) func() {
 	c := &s.cfg
 	nc, closeConn := s.nc, func() {}
 	if n := cmp.Or(s.node, c.Shared); n != nil {
@@ -251,8 +251,16 @@ func (s *Service) serveAdmin(d *outbox.Dispatcher, applied func() uint64) func()
 		}
 		nc, closeConn = own, own.Close
 	}
-	cfg := admin.Config{Conn: nc, Store: s.st, JetStream: s.js, Logger: s.log, Version: c.Stream.Version, Applied: applied,
-		Address: admin.Address{Site: c.site(), Stream: c.Stream.Name, Durable: c.Consumer.Durable}}
+	cfg := admin.Config{Conn: nc, Store: s.st, JetStream: s.js, Logger: s.log, Version: c.Stream.Version,
+		Address: admin.Address{Site: c.site(), Stream: c.Stream.Name, Durable: c.Consumer.Durable},
+		Applied: func() uint64 { return cons.Counts().Applied },
+		Pending: func(ctx context.Context) (uint64, error) {
+			info, err := cons.Info(ctx)
+			if err != nil {
+				return 0, err
+			}
+			return info.NumPending, nil
+		}}
 	if d != nil {
 		cfg.Canceller = d // its sink deletes what was sent
 	}
