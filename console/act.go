@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,13 +42,21 @@ type request struct {
 
 func requestOf(r *http.Request) (request, error) {
 	q := request{Addr: admin.Address{Site: r.PostFormValue("site"), Stream: r.PostFormValue("stream"), Durable: r.PostFormValue("durable")},
-		Action: r.PostFormValue("action"), IDs: r.PostForm["id"], Status: ledger.Status(r.PostFormValue("status")),
+		Action: r.PostFormValue("action"), IDs: append(r.PostForm["id"], strings.Fields(r.PostFormValue("ids"))...), Status: ledger.Status(r.PostFormValue("status")),
 		ExternalID: r.PostFormValue("external_id"), Note: r.PostFormValue("note")}
 	if q.Addr.Site == admin.NoSite {
 		q.Addr.Site = ""
 	}
 	if _, ok := actions[q.Action]; !ok {
 		return q, fmt.Errorf("no action %q", q.Action)
+	}
+	if q.Status != "" && !slices.Contains(ledger.Statuses, q.Status) {
+		return q, fmt.Errorf("status %q: want one of %v", q.Status, ledger.Statuses)
+	}
+	for _, name := range []string{q.Addr.Site, q.Addr.Stream, q.Addr.Durable} {
+		if strings.ContainsAny(name, ". *>\t\r\n") {
+			return q, fmt.Errorf("%q cannot name a site, a stream or a durable (no '.', '*', '>' or spaces)", name)
+		}
 	}
 	if s := r.PostFormValue("seen"); s != "" {
 		t, err := time.Parse(time.RFC3339Nano, s)

@@ -189,12 +189,35 @@ func (h *Handler) signed(next http.HandlerFunc) http.HandlerFunc {
 			http.Redirect(w, r, h.prefix+"/signin", http.StatusSeeOther)
 			return
 		}
+		if r.Method == http.MethodPost && !h.parseForm(w, r) {
+			return
+		}
 		if r.Method == http.MethodPost && subtle.ConstantTimeCompare([]byte(r.PostFormValue("token")), []byte(se.Token)) != 1 {
 			http.Error(w, "the form's token is not this session's: load the page again", http.StatusForbidden)
 			return
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, se)))
 	}
+}
+
+// MaxForm bounds a form's body: an action's 20 000 ids take 540 KB.
+const MaxForm = 4 << 20
+
+// parseForm reads a POST's form, MaxForm at the most; one it cannot read
+// is answered, saying why (413 too large, 400 malformed).
+func (h *Handler) parseForm(w http.ResponseWriter, r *http.Request) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, MaxForm)
+	err := r.ParseForm()
+	var tooBig *http.MaxBytesError
+	switch {
+	case err == nil:
+		return true
+	case errors.As(err, &tooBig):
+		http.Error(w, fmt.Sprintf("the form is over %d bytes: nothing done", MaxForm), http.StatusRequestEntityTooLarge)
+	default:
+		http.Error(w, "the form cannot be read ("+err.Error()+"): nothing done", http.StatusBadRequest)
+	}
+	return false
 }
 
 func sessionOf(r *http.Request) *session {

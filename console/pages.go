@@ -38,6 +38,9 @@ var funcs = template.FuncMap{
 	"after": func(t time.Time) string { return t.Add(time.Millisecond).UTC().Format(time.RFC3339Nano) },
 	"mib":   func(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) },
 	"slug":  func(s string) string { return strings.ReplaceAll(s, " ", "-") },
+	// join is ids as one field: a form of one field per id is refused
+	// past 10 000 fields (net/url), and an action takes 20 000.
+	"join": func(ids []string) string { return strings.Join(ids, " ") },
 	// sub is v showing data: a partial's view.
 	"sub": func(v view, data any) view { v.Data = data; return v },
 }
