@@ -164,7 +164,13 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request) {
 	}
 	se := sessionOf(r)
 	from := "console, client " + r.RemoteAddr
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Minute)
+	// A row's action is the owner's within its sink's timeout (a cancel
+	// deletes); a filter's, on up to ActLimit rows, takes longer.
+	wait := time.Minute
+	if len(q.IDs) > 1 {
+		wait = 5 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
 	p := resultPage{request: q, Acted: admin.Acted{Done: []string{}, Skipped: []admin.Skip{}}}
 	if q.outboxAction() {

@@ -223,7 +223,6 @@ func TestAttackTheRunStopsWhileThePageIsOpen(t *testing.T) {
 // other sites read on time.
 func TestAttackAHungRunDoesNotStallTheConsole(t *testing.T) {
 	t.Parallel()
-	attackOpen(t, "the watcher's calls have no deadline of their own: one hung run delays every site's read by Refresh+DiscoverWait+30s")
 	srv := consumertest.RunServer(t)
 	nc, js := consumertest.Connect(t, srv)
 	quietSite(t, nc, js, admin.Address{Stream: "OK", Durable: "ok"})
@@ -357,7 +356,6 @@ func TestAttackAFencedOwnerAnsweringFirstHidesWhatWasDone(t *testing.T) {
 // go-ahead is refused as "the form's token is not this session's".
 func TestAttackABulkActionOnMoreThanTenThousandRows(t *testing.T) {
 	t.Parallel()
-	attackOpen(t, "a by-filter confirmation of more than 10 000 rows carries them as >10 000 form fields, which net/http refuses")
 	srv := consumertest.RunServer(t)
 	nc, js := consumertest.Connect(t, srv)
 	st := quietSite(t, nc, js, admin.Address{Stream: "PAY", Durable: "pay"})

@@ -169,7 +169,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		r2 := r.Clone(r.Context())
 		r2.URL.Path = "/" + rest
-		r2.URL.RawPath = ""
+		// An escaped path (a %2F in a name) keeps its escapes, as
+		// http.StripPrefix does; the prefix itself has none to cut.
+		rawRest, ok := strings.CutPrefix(r.URL.RawPath, h.prefix+"/")
+		if !ok {
+			rawRest = ""
+		}
+		r2.URL.RawPath = "/" + rawRest
+		if rawRest == "" {
+			r2.URL.RawPath = ""
+		}
 		r = r2
 	}
 	// ServeMux would redirect an unclean path to its clean form without the

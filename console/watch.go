@@ -129,7 +129,7 @@ func (w *watcher) last() (Snapshot, []sample, uint64) {
 // refresh reads every run's status and the sites' records, then the rows
 // of each part that has some needing a person.
 func (w *watcher) refresh(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, w.o.Refresh+DiscoverWait+30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, DiscoverWait+time.Minute)
 	defer cancel()
 	snap := Snapshot{At: time.Now()}
 	found, err := admin.Discover(ctx, w.o.Conn, DiscoverWait)
@@ -139,7 +139,9 @@ func (w *watcher) refresh(ctx context.Context) {
 	parts := partsOf(found)
 	readAll(ctx, parts, func(p *Part) {
 		// Quick: the row counts would read every row of a large ledger each Refresh.
-		if err := admin.Call(ctx, w.o.Conn, p.Address, "status", admin.StatusRequest{Quick: true}, &p.Status); err != nil {
+		cctx, cancel := context.WithTimeout(ctx, readTimeout)
+		defer cancel()
+		if err := admin.Call(cctx, w.o.Conn, p.Address, "status", admin.StatusRequest{Quick: true}, &p.Status); err != nil {
 			p.Err = err.Error()
 		}
 	})
@@ -158,6 +160,11 @@ func (w *watcher) refresh(ctx context.Context) {
 		w.samples = w.samples[1:]
 	}
 }
+
+// readTimeout bounds each of a refresh's calls: a run that takes a
+// request and never answers (paused, its disk stuck) costs the others no
+// more than this.
+const readTimeout = 5 * time.Second
 
 // readAll runs read on each part whose owner answered, eight at a time.
 func readAll(ctx context.Context, parts []Part, read func(*Part)) {
@@ -298,12 +305,12 @@ func (w *watcher) items(ctx context.Context, sites []Site) []Item {
 		defer mu.Unlock()
 		out = append(out, it...)
 	}
+	var all []Part
 	for _, s := range sites {
 		if s.Fleet != nil && (s.Fleet.State == fleet.StateOffline || s.Fleet.State == fleet.StateMismatch) {
 			add(Item{Kind: s.Fleet.State, Addr: admin.Address{Site: s.Name}, What: strings.Join(s.Fleet.Why, "; "), Since: s.Fleet.At})
 		}
-		parts := slices.Clone(s.Parts)
-		for _, p := range parts {
+		for _, p := range s.Parts {
 			if !p.Owner {
 				add(Item{Kind: "no_owner", Addr: p.Address, What: "no run owns the partition now: its standbys wait for the lease, or every host is down"})
 			}
@@ -313,8 +320,9 @@ func (w *watcher) items(ctx context.Context, sites []Site) []Item {
 				}
 			}
 		}
-		readAll(ctx, parts, func(p *Part) { add(w.rowsOf(ctx, *p)...) })
+		all = append(all, s.Parts...)
 	}
+	readAll(ctx, all, func(p *Part) { add(w.rowsOf(ctx, *p)...) }) // all sites' at once: one slow site delays no other
 	slices.SortFunc(out, func(a, b Item) int {
 		return cmp.Or(compareSince(a.Since, b.Since), strings.Compare(a.Addr.Site, b.Addr.Site), strings.Compare(a.ID, b.ID))
 	})
@@ -334,6 +342,8 @@ func compareSince(a, b time.Time) int {
 // rowsOf lists p's rows that need a person, each kind only when its
 // status counts some.
 func (w *watcher) rowsOf(ctx context.Context, p Part) []Item {
+	ctx, cancel := context.WithTimeout(ctx, 2*readTimeout)
+	defer cancel()
 	var out []Item
 	has := func(kind string) bool {
 		return slices.ContainsFunc(p.Status.Attention, func(n health.Need) bool { return n.Kind == kind && n.Count > 0 })
