@@ -44,7 +44,7 @@ func CallFrom(ctx context.Context, nc *nats.Conn, a Address, endpoint, from stri
 	if from != "" {
 		m.Header.Set(HeaderOrigin, from)
 	}
-	msg, err := nc.RequestMsgWithContext(ctx, m)
+	msg, err := ask(ctx, nc, m)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return fmt.Errorf("%w at %s (site %s, stream %s, durable %s): no run of it is consuming, or the site is not reachable", ErrNoRun, subject, a.Site, a.Stream, a.Durable)
@@ -63,6 +63,52 @@ func CallFrom(ctx context.Context, nc *nats.Conn, a Address, endpoint, from stri
 		return fmt.Errorf("admin: the answer of %s is not the JSON expected: %w", subject, err)
 	}
 	return nil
+}
+
+// NotOwnerGrace is how long a request answered "not the owner" (an owner
+// fenced but still subscribed, a standby's API) waits for the owner's
+// answer, which every run at the address is asked for too.
+const NotOwnerGrace = 2 * time.Second
+
+// ask publishes m and returns the first answer that is not a refusal as
+// not the owner (CodeNotOwner), or that refusal when no other comes
+// within NotOwnerGrace: every run at an address gets each request (no
+// queue group), and the first to answer may be one that lost the
+// partition, while its owner acts.
+func ask(ctx context.Context, nc *nats.Conn, m *nats.Msg) (*nats.Msg, error) {
+	inbox := nc.NewRespInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe() //nolint:errcheck // done
+	m.Reply = inbox
+	if err := nc.PublishMsg(m); err != nil {
+		return nil, err
+	}
+	var refused *nats.Msg
+	wait := ctx
+	for {
+		msg, err := sub.NextMsgWithContext(wait)
+		switch {
+		case err != nil && refused != nil:
+			return refused, nil // no owner's answer within the grace
+		case err != nil:
+			return nil, err
+		case msg.Header.Get("Status") == "503" && len(msg.Data) == 0:
+			if refused != nil {
+				continue
+			}
+			return nil, nats.ErrNoResponders
+		case msg.Header.Get(micro.ErrorCodeHeader) != CodeNotOwner:
+			return msg, nil
+		case refused == nil:
+			refused = msg
+			var cancel context.CancelFunc
+			wait, cancel = context.WithTimeout(ctx, NotOwnerGrace)
+			defer cancel()
+		}
+	}
 }
 
 // DiscoverQuiet is how long Discover waits for another answer once one

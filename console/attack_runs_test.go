@@ -311,7 +311,6 @@ func (g gatedCanceller) CancelAs(ctx context.Context, id string, p ledger.Params
 // result that says what was done, or at least not that nothing was.
 func TestAttackAFencedOwnerAnsweringFirstHidesWhatWasDone(t *testing.T) {
 	t.Parallel()
-	attackOpen(t, "admin.CallFrom takes the first answer: a fenced owner's 421 hides the new owner's answer")
 	srv := consumertest.RunServer(t)
 	nc, _ := consumertest.Connect(t, srv)
 	s := detachedSite(t, srv.ClientURL(), admin.Address{Stream: "PAY", Durable: "pay"})

@@ -227,7 +227,7 @@ func explain(err error) string {
 	case errors.Is(err, admin.ErrNoRun):
 		return "No run answers for this partition now (no owner, or the site is not reachable): " + err.Error()
 	case errors.As(err, &e) && e.Code == admin.CodeNotOwner:
-		return "This run no longer owns the partition; the page will show the new owner once it answers: " + e.Error()
+		return "No run that owns the partition answered, only one that no longer does; the new owner may have acted since: look at the row again once the page shows it: " + e.Error()
 	case errors.As(err, &e) && e.Code == admin.CodeStopping:
 		return "The run that owns the partition is stopping; act again once the page shows its new owner: " + e.Error()
 	case errors.As(err, &e) && e.Code == admin.CodeNotFound:
