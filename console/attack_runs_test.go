@@ -172,7 +172,6 @@ func TestAttackTwoOperatorsActAtOnce(t *testing.T) {
 // console sees it again, and the go-ahead given before acts.
 func TestAttackTheRunStopsWhileThePageIsOpen(t *testing.T) {
 	t.Parallel()
-	attackOpen(t, "a run that stops answering vanishes from the sites and the queue (only fleet records and standbys keep a partition shown)")
 	srv := consumertest.RunServer(t)
 	nc, _ := consumertest.Connect(t, srv)
 	s := detachedSite(t, srv.ClientURL(), admin.Address{Stream: "PAY", Durable: "pay"})

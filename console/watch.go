@@ -27,11 +27,17 @@ type Part struct {
 	Version  string
 	Status   admin.Status // the owner's, when Owner
 	Err      string       // why the status could not be read
+	// Gone, when set, is when the partition's runs last answered: none
+	// answers now (a run stopped, its host down), and Status is as it
+	// was then.
+	Gone time.Time
 }
 
 // State is the part's state: "no owner", "attention", "error" or "ok".
 func (p Part) State() string {
 	switch {
+	case !p.Gone.IsZero():
+		return "not answering"
 	case !p.Owner:
 		return "no owner"
 	case p.Err != "":
@@ -63,6 +69,9 @@ type Item struct {
 	What    string
 	Since   time.Time
 	Updated time.Time // the row's, by its ledger's clock: what "seen" is
+	// Stale, when set, is when the row was read last: its partition's runs
+	// have not answered since, and it may have changed.
+	Stale time.Time
 }
 
 // Snapshot is what the console read last.
@@ -91,10 +100,20 @@ type watcher struct {
 	samples []sample
 	gen     uint64
 	kick    chan struct{}
+	// seen are the partitions that answered within History, as they did
+	// last: one that stops answering stays shown, and its rows' needs too.
+	seen map[admin.Address]seenPart
+}
+
+// seenPart is a partition as it answered last, and its rows then.
+type seenPart struct {
+	part  Part
+	items []Item
+	at    time.Time
 }
 
 func newWatcher(o Options, log *slog.Logger) *watcher {
-	return &watcher{o: o, log: log, kick: make(chan struct{}, 1)}
+	return &watcher{o: o, log: log, kick: make(chan struct{}, 1), seen: map[admin.Address]seenPart{}}
 }
 
 // refreshSoon has the sites read again now, not at the next tick: an
@@ -145,12 +164,14 @@ func (w *watcher) refresh(ctx context.Context) {
 			p.Err = err.Error()
 		}
 	})
+	parts = w.remember(parts, snap.At)
 	recs, err := fleet.List(ctx, w.o.JetStream, w.o.Fleet)
 	if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
 		snap.Problems = append(snap.Problems, err.Error())
 	}
 	snap.Sites = sitesOf(parts, recs)
 	snap.Items = w.items(ctx, snap.Sites)
+	w.rememberItems(snap.Items, snap.At)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.snap = snap
@@ -171,7 +192,7 @@ func readAll(ctx context.Context, parts []Part, read func(*Part)) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	for i := range parts {
-		if !parts[i].Owner {
+		if !parts[i].Owner || !parts[i].Gone.IsZero() {
 			continue
 		}
 		wg.Add(1)
@@ -184,6 +205,62 @@ func readAll(ctx context.Context, parts []Part, read func(*Part)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// remember keeps each part that answers, and adds to parts those that
+// answered within History and do not now, as they were (Gone).
+func (w *watcher) remember(parts []Part, now time.Time) []Part {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range parts {
+		if p.Owner || p.Standbys > 0 {
+			sp := w.seen[p.Address]
+			sp.part, sp.at = p, now
+			w.seen[p.Address] = sp
+		}
+	}
+	for a, sp := range w.seen {
+		switch {
+		case now.Sub(sp.at) > w.o.History:
+			delete(w.seen, a)
+		case sp.at.Before(now) && !slices.ContainsFunc(parts, func(p Part) bool { return p.Address == a }):
+			gone := sp.part
+			gone.Gone, gone.Err = sp.at, ""
+			parts = append(parts, gone)
+		}
+	}
+	return parts
+}
+
+// rememberItems keeps the rows of each part that answered now.
+func (w *watcher) rememberItems(items []Item, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	by := map[admin.Address][]Item{}
+	for _, it := range items {
+		if it.Stale.IsZero() {
+			by[it.Addr] = append(by[it.Addr], it)
+		}
+	}
+	for a, sp := range w.seen {
+		if sp.at.Equal(now) {
+			sp.items = by[a]
+			w.seen[a] = sp
+		}
+	}
+}
+
+// staleItems are the rows a part that no longer answers had when it last
+// did, marked as of then.
+func (w *watcher) staleItems(p Part) []Item {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []Item
+	for _, it := range w.seen[p.Address].items {
+		it.Stale = p.Gone
+		out = append(out, it)
+	}
+	return out
 }
 
 // partsOf gathers the APIs found into parts: one per site, stream and durable.
@@ -234,7 +311,7 @@ func sitesOf(parts []Part, recs []fleet.Status) []Site {
 }
 
 // States of a site, worst first.
-var states = []string{fleet.StateMismatch, fleet.StateOffline, "no owner", "error", fleet.StateAttention, fleet.StateBehind, fleet.StateOK}
+var states = []string{fleet.StateMismatch, fleet.StateOffline, "not answering", "no owner", "error", fleet.StateAttention, fleet.StateBehind, fleet.StateOK}
 
 func rank(state string) int { return slices.Index(states, state) }
 
@@ -260,6 +337,8 @@ func judge(s Site) (string, []string) {
 		switch st := p.State(); st {
 		case "no owner":
 			worse(st, fmt.Sprintf("%s/%s: no run owns it now (only %d standby answered)", p.Stream, p.Durable, p.Standbys))
+		case "not answering":
+			worse(st, fmt.Sprintf("%s/%s: no run of it has answered since %s", p.Stream, p.Durable, p.Gone.UTC().Format(time.TimeOnly)))
 		case "error":
 			worse(st, fmt.Sprintf("%s/%s: %s", p.Stream, p.Durable, p.Err))
 		case "attention":
@@ -311,7 +390,13 @@ func (w *watcher) items(ctx context.Context, sites []Site) []Item {
 			add(Item{Kind: s.Fleet.State, Addr: admin.Address{Site: s.Name}, What: strings.Join(s.Fleet.Why, "; "), Since: s.Fleet.At})
 		}
 		for _, p := range s.Parts {
-			if !p.Owner {
+			switch {
+			case !p.Gone.IsZero():
+				add(Item{Kind: "not_answering", Addr: p.Address, Since: p.Gone,
+					What: "no run of the partition answers (stopped, or its host down): its rows below are as they were when it last answered"})
+				add(w.staleItems(p)...)
+				continue
+			case !p.Owner:
 				add(Item{Kind: "no_owner", Addr: p.Address, What: "no run owns the partition now: its standbys wait for the lease, or every host is down"})
 			}
 			for _, n := range p.Status.Attention {
