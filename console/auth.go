@@ -182,7 +182,9 @@ func (h *Handler) signed(next http.HandlerFunc) http.HandlerFunc {
 			h.setCookie(w, id, int(SessionTTL.Seconds()))
 		}
 		if se == nil {
-			if r.Method != http.MethodGet {
+			if r.Method != http.MethodGet || r.Header.Get("X-Console-Fragment") != "" {
+				// A page's own update gets no sign-in page to put in its
+				// main: console.js reloads, and the page then signs in.
 				http.Error(w, "sign in first", http.StatusUnauthorized)
 				return
 			}

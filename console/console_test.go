@@ -271,3 +271,21 @@ func TestADeadLetterIsRequeuedFromItsPage(t *testing.T) {
 		t.Fatalf("the requeue's audit: %+v %v", rec, err)
 	}
 }
+
+// A page's own update (console.js) without a session is 401, not the
+// sign-in page to put inside the page; the script then reloads.
+func TestAnUpdateWithoutASessionIs401(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	nc, _ := consumertest.Connect(t, srv)
+	_, web := newConsole(t, nc, "")
+	req, _ := http.NewRequest(http.MethodGet, web.URL+"/attention", nil)
+	req.Header.Set("X-Console-Fragment", "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Body.Close(); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("an update without a session: %d, want 401", resp.StatusCode)
+	}
+}

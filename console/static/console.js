@@ -14,7 +14,11 @@
     var busy = document.activeElement && /INPUT|SELECT|TEXTAREA/.test(document.activeElement.tagName);
     if (document.hidden || busy) return setTimeout(tick, every);
     fetch(location.href, { headers: { "X-Console-Fragment": "1" }, credentials: "same-origin" })
-      .then(function (r) { if (!r.ok) throw new Error(r.status); return r.text(); })
+      .then(function (r) {
+        if (r.status === 401) { location.reload(); throw new Error("signed out"); }
+        if (!r.ok) throw new Error(r.status);
+        return r.text();
+      })
       .then(function (html) {
         if (html !== main.innerHTML) main.innerHTML = html;
         note.textContent = "Updated " + new Date().toLocaleTimeString();
