@@ -30,6 +30,8 @@ type benchCmd struct {
 	Partitions      []int         `name:"partitions" sep:"," placeholder:"N" help:"run the scale benchmark instead of (a)-(d): a 3-node cluster in this process, a stream partitioned into each N in turn (such as 1,2,4)"`
 	ScaleMessages   int           `name:"scale-messages" default:"100000" help:"with --partitions: messages published for each partition count"`
 	Changelog       bool          `name:"with-changelog" help:"with --partitions: also run (c_N) with each partition's changelog, R3, and report its rate against (c_N) and the changelog bytes per message"`
+	IDKind          string        `name:"id-kind" default:"ulid" enum:"ulid,random" help:"the message ids published: ulid (in time order, as 'jetledger publish' makes them) or random (32 hex digits, as webhook providers and UUIDv4 publishers give)"`
+	LedgerRows      int           `name:"ledger-rows" placeholder:"N" help:"also run (c) on a ledger pre-filled with N rows of random ids, and report it against (c) on an empty one"`
 	Keep            bool          `name:"keep" help:"keep the temporary directory"`
 	jsonFlag
 }
@@ -39,7 +41,7 @@ func (benchCmd) Help() string { return bench.Help }
 func (c *benchCmd) Run(inv *invocation) error {
 	cfg := bench.Config{Messages: c.Messages, PerMsgMessages: c.PerMsgMessages, Batch: c.Batch, Rates: c.Rate, FailEvery: c.FailEvery, PayloadBytes: c.PayloadBytes,
 		LatencyDuration: c.LatencyDuration, RSSMessages: c.RSSMessages, RSSRate: c.RSSRate, CPUProfile: c.CPUProfile, EdgeMemoryLimit: c.RSSMemoryLimit.flag(),
-		SyncInterval: c.SyncInterval.String(), Handler: builtinHandler, Partitions: c.Partitions, ScaleMessages: c.ScaleMessages, Changelog: c.Changelog}
+		SyncInterval: c.SyncInterval.String(), Handler: builtinHandler, Partitions: c.Partitions, ScaleMessages: c.ScaleMessages, Changelog: c.Changelog, IDKind: c.IDKind, LedgerRows: c.LedgerRows}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}

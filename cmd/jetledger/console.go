@@ -8,15 +8,14 @@ import (
 )
 
 const consoleHelp = `
-A web page over the admin API of every run the NATS connection reaches (one
-run, a cluster's partitions, or at a hub every site, with their records in
-` + fleet.Bucket + `): sites worst first, the attention queue, a row's detail with
-its payload hidden until asked for, graphs. A signed-in operator acts on a row
-or a filter after a confirmation that counts the rows and says what will
-happen; a row changed since it was shown is left and reported; each action is
-the owner's, audited with the signed-in name. --users-file: "name role secret"
-per line (role viewer or operator, secret as is or sha256:<hex>), not readable
-by others; without it every visitor is an operator, on loopback only.`
+A web page over the admin API of every run the NATS connection reaches (at a
+hub, every site, with their records in ` + fleet.Bucket + `): sites worst first, the
+attention queue, a row with its payload hidden until asked for, graphs. A
+signed-in operator acts on a row or a filter after a confirmation that counts
+the rows; a row changed since shown is left and reported; each action is the
+owner's, audited. --users-file: "name role secret" per line (role viewer or
+operator; secret as is or sha256:<hex>), not readable by others; without it
+every visitor is an operator, on loopback only.`
 
 // consoleCmd is `jetledger console`: console.Serve.
 type consoleCmd struct {

@@ -70,6 +70,12 @@ type Config struct {
 	// scale.go), on a 3-node cluster of its own; empty for none.
 	Partitions    []int
 	ScaleMessages int // published for each partition count of the scale run; at least 1000
+	// IDKind is the kind of message id published: IDULID (the default) or
+	// IDRandom.
+	IDKind string
+	// LedgerRows, when set, runs (c) again on a ledger pre-filled with so
+	// many rows of random ids, beside (c) on an empty one.
+	LedgerRows int
 	// Changelog adds the step (c_N+cl) to each partition count of the
 	// scale run: (c_N) with each partition's ledger on its changelog, R3.
 	// It needs Partitions.
@@ -110,10 +116,14 @@ func (c Config) Validate() error {
 		{"--rss-messages", c.RSSMessages, 0, "0 (none) or more"},
 		{"--rss-rate", c.RSSRate, 0, "0 (as fast as it goes) or more"},
 		{"--payload-bytes", c.PayloadBytes, 0, "0 (the smallest) up to 65536"},
+		{"--ledger-rows", c.LedgerRows, 0, "0 (none) or more"},
 	} {
 		if f.got < f.min {
 			return &ConfigError{Flag: f.flag, Got: f.got, Want: f.want}
 		}
+	}
+	if c.IDKind != "" && c.IDKind != IDULID && c.IDKind != IDRandom {
+		return &ConfigError{Flag: "--id-kind", Got: c.IDKind, Want: IDULID + " or " + IDRandom}
 	}
 	if len(c.Rates) == 0 {
 		return &ConfigError{Flag: "--rate", Got: "none", Want: "one or more rates"}
@@ -136,31 +146,38 @@ func (c Config) Validate() error {
 
 // Result is what a run measured (jetledger bench --json).
 type Result struct {
-	Cores          int       `json:"cores"`
-	Messages       int       `json:"messages"`
-	PerMsgMessages int       `json:"per_msg_messages"`
-	Batch          int       `json:"batch"`
-	SyncInterval   string    `json:"sync_interval"`
-	PublishPerSec  float64   `json:"publish_msgs_per_sec"`
-	RawPerSec      float64   `json:"raw_msgs_per_sec"`
-	PerMsgPerSec   float64   `json:"per_msg_msgs_per_sec"`
-	GroupPerSec    float64   `json:"group_msgs_per_sec"`
-	FailEvery      int       `json:"fail_every"`
-	FailingPerSec  float64   `json:"failing_msgs_per_sec"`
-	ExpertPerSec   float64   `json:"expert_msgs_per_sec"`
-	RatioGroupRaw  float64   `json:"ratio_group_over_raw"`
-	RatioGroupPer  float64   `json:"ratio_group_over_per_msg"`
-	RatioFailing   float64   `json:"ratio_failing_over_group"`
-	RatioExpert    float64   `json:"ratio_group_over_expert"`
-	Latency        []Latency `json:"latency"`
-	PayloadBytes   int       `json:"payload_bytes"` // of (a)-(e): the mean size published
-	LedgerBytesMsg float64   `json:"ledger_bytes_per_msg"`
-	EventsBytesMsg float64   `json:"events_bytes_per_msg"`
-	FileBytesMsg   float64   `json:"db_file_bytes_per_msg"`
-	PeakRSSMiB     float64   `json:"bench_peak_rss_mib"`
-	RunMessages    int       `json:"run_messages,omitempty"`
-	RunPerSec      float64   `json:"run_msgs_per_sec,omitempty"`
-	RunPeakRSSMiB  float64   `json:"run_peak_rss_mib,omitempty"`
+	Cores          int     `json:"cores"`
+	Messages       int     `json:"messages"`
+	PerMsgMessages int     `json:"per_msg_messages"`
+	Batch          int     `json:"batch"`
+	IDKind         string  `json:"id_kind"`
+	SyncInterval   string  `json:"sync_interval"`
+	PublishPerSec  float64 `json:"publish_msgs_per_sec"`
+	RawPerSec      float64 `json:"raw_msgs_per_sec"`
+	PerMsgPerSec   float64 `json:"per_msg_msgs_per_sec"`
+	GroupPerSec    float64 `json:"group_msgs_per_sec"`
+	FailEvery      int     `json:"fail_every"`
+	FailingPerSec  float64 `json:"failing_msgs_per_sec"`
+	ExpertPerSec   float64 `json:"expert_msgs_per_sec"`
+	RatioGroupRaw  float64 `json:"ratio_group_over_raw"`
+	RatioGroupPer  float64 `json:"ratio_group_over_per_msg"`
+	RatioFailing   float64 `json:"ratio_failing_over_group"`
+	RatioExpert    float64 `json:"ratio_group_over_expert"`
+	// (c) again on a ledger pre-filled with LedgerRows rows (0: not run),
+	// and its rate over (c)'s on an empty ledger, in the same run.
+	LedgerRows         int       `json:"ledger_rows,omitempty"`
+	PrefillSeconds     float64   `json:"prefill_seconds,omitempty"`
+	GroupAtRowsPerSec  float64   `json:"group_at_rows_msgs_per_sec,omitempty"`
+	RatioRowsOverEmpty float64   `json:"ratio_group_at_rows_over_empty,omitempty"`
+	Latency            []Latency `json:"latency"`
+	PayloadBytes       int       `json:"payload_bytes"` // of (a)-(e): the mean size published
+	LedgerBytesMsg     float64   `json:"ledger_bytes_per_msg"`
+	EventsBytesMsg     float64   `json:"events_bytes_per_msg"`
+	FileBytesMsg       float64   `json:"db_file_bytes_per_msg"`
+	PeakRSSMiB         float64   `json:"bench_peak_rss_mib"`
+	RunMessages        int       `json:"run_messages,omitempty"`
+	RunPerSec          float64   `json:"run_msgs_per_sec,omitempty"`
+	RunPeakRSSMiB      float64   `json:"run_peak_rss_mib,omitempty"`
 	// The edge default: run with its embedded server, fed by jetledger publish.
 	EdgeMemoryLimit string  `json:"edge_memory_limit,omitempty"`
 	EdgeRate        int     `json:"edge_offered_per_sec,omitempty"` // paced, with pruning; 0: as fast as it goes
@@ -200,7 +217,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	res := Result{Cores: runtime.NumCPU(), Messages: cfg.Messages, PerMsgMessages: cfg.PerMsgMessages,
-		Batch: cfg.Batch, SyncInterval: cfg.SyncInterval, FailEvery: cfg.FailEvery}
+		Batch: cfg.Batch, SyncInterval: cfg.SyncInterval, FailEvery: cfg.FailEvery, IDKind: cmp.Or(cfg.IDKind, IDULID)}
 	// Latency first, while the process is small: the throughput runs below
 	// leave hundreds of MiB of garbage whose collection would be measured too.
 	for i, rate := range cfg.Rates {
@@ -218,7 +235,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var err error
 
 	cfg.progress("publishing %d messages on %d cores, sync_interval %s…", cfg.Messages, res.Cores, res.SyncInterval)
-	if res.PublishPerSec, res.PayloadBytes, err = publish(ctx, cfg.JS, "BENCH", "bench.pay", cfg.Messages, cfg.PayloadBytes); err != nil {
+	if res.PublishPerSec, res.PayloadBytes, err = publish(ctx, cfg.JS, "BENCH", "bench.pay", cfg.Messages, cfg.PayloadBytes, res.IDKind); err != nil {
 		return res, err
 	}
 	cfg.progress("(a) raw JetStream consume+ack…")
@@ -232,6 +249,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	cfg.progress("(c) jetledger, group commit (batch %d) with the balance handler…", cfg.Batch)
 	if err := group(ctx, cfg, &res); err != nil {
 		return res, err
+	}
+	if cfg.LedgerRows > 0 {
+		if err := groupAtRows(ctx, cfg, &res); err != nil {
+			return res, err
+		}
 	}
 	cfg.progress("(d) (c) with a handler failing 1 message in %d…", cfg.FailEvery)
 	if res.FailingPerSec, err = failing(ctx, cfg); err != nil {
@@ -304,7 +326,13 @@ func (r Result) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "%-52s %12.0f\n", fmt.Sprintf("(c) jetledger, group commit (batch %d)", r.Batch), r.GroupPerSec)
 	fmt.Fprintf(w, "%-52s %12.0f\n", fmt.Sprintf("(d) (c), handler failing 1 message in %d", r.FailEvery), r.FailingPerSec)
 	fmt.Fprintf(w, "%-52s %12.0f\n", "(e) hand-written batch loop, same SQLite", r.ExpertPerSec)
-	fmt.Fprintf(w, "\nc/a = %.2f   c/b = %.1f   d/c = %.2f   c/e = %.2f\n", r.RatioGroupRaw, r.RatioGroupPer, r.RatioFailing, r.RatioExpert)
+	if r.LedgerRows > 0 {
+		fmt.Fprintf(w, "%-52s %12.0f\n", fmt.Sprintf("(c_N) (c) on a ledger of N = %d rows", r.LedgerRows), r.GroupAtRowsPerSec)
+	}
+	fmt.Fprintf(w, "\nc/a = %.2f   c/b = %.1f   d/c = %.2f   c/e = %.2f   (ids: %s)\n", r.RatioGroupRaw, r.RatioGroupPer, r.RatioFailing, r.RatioExpert, r.IDKind)
+	if r.LedgerRows > 0 {
+		fmt.Fprintf(w, "c_N/c = %.2f at N = %d (pre-filled in %.0f s)\n", r.RatioRowsOverEmpty, r.LedgerRows, r.PrefillSeconds)
+	}
 	fmt.Fprintf(w, "\n%-34s %9s %9s %9s %9s %9s\n", "latency of (c), publish to commit", "messages", "p50 ms", "p99 ms", "p99.9 ms", "max ms")
 	for _, l := range r.Latency {
 		fmt.Fprintf(w, "%-34s %9d %9.2f %9.2f %9.2f %9.2f\n", fmt.Sprintf("at %d msg/s", l.Rate), l.Messages, l.P50Ms, l.P99Ms, l.P999Ms, l.MaxMs)

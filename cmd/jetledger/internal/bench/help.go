@@ -32,6 +32,13 @@ server (the edge default, with --memory-limit from --rss-memory-limit) while
 'jetledger publish' sends it N messages, and reports each one's peak RSS
 (VmHWM).
 
+The ids published are ULIDs (--id-kind ulid: in time order, as 'jetledger
+publish' makes them) or 32 random hex digits (--id-kind random: as webhook
+providers, UUIDv4 publishers and hashes give). With --ledger-rows N it also
+runs (c) on a ledger pre-filled with N rows of random ids (in two sorted
+sweeps: about 13 s a million rows here) over the same messages, and prints
+(c_N) and c_N/c: what a ledger that has run for a while costs.
+
 The embedded server syncs its store as --sync-interval says, as run's does
 (default always: every write before its publish is acked); the publish rate
 (acked publishes per second, 2 000 in flight) shows the cost most plainly.

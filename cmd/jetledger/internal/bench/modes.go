@@ -35,15 +35,16 @@ func payload(rng *rand.Rand, i, size int) []byte {
 // publish creates the stream, fills it with n messages with ids and
 // payloads of size (payload), and returns the rate of acked publishes and
 // the mean payload size.
-func publish(ctx context.Context, js jetstream.JetStream, stream, subject string, n, size int) (float64, int, error) {
+func publish(ctx context.Context, js jetstream.JetStream, stream, subject string, n, size int, idKind string) (float64, int, error) {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject}, Storage: jetstream.FileStorage}); err != nil {
 		return 0, 0, fmt.Errorf("create stream %s: %w", stream, err)
 	}
 	rng := rand.New(rand.NewPCG(1, 1))
+	id := idMaker(idKind)
 	var bytes int
 	rate, err := publishAsync(ctx, js, n, func(i int) *nats.Msg {
 		msg := &nats.Msg{Subject: subject, Data: payload(rng, i, size), Header: nats.Header{}}
-		msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("bench-%09d", i))
+		msg.Header.Set(jetstream.MsgIDHeader, id(i))
 		bytes += len(msg.Data)
 		return msg
 	})

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,7 +20,7 @@ import (
 // fresh stream and returns its rate and peak RSS (VmHWM) in MiB.
 func runRSS(ctx context.Context, cfg Config) (float64, float64, error) {
 	n := cfg.RSSMessages
-	if _, _, err := publish(ctx, cfg.JS, "RSS", "rss.pay", n, cfg.PayloadBytes); err != nil {
+	if _, _, err := publish(ctx, cfg.JS, "RSS", "rss.pay", n, cfg.PayloadBytes, cmp.Or(cfg.IDKind, IDULID)); err != nil {
 		return 0, 0, err
 	}
 	cmd, err := startRun(ctx, cfg, "rss", "--nats", cfg.URL, "--stream", "RSS")
