@@ -359,6 +359,9 @@ func sampleOf(s Snapshot) sample {
 			out.Lag += int64(r.Pending) + int64(r.Link.Lag)
 		}
 		for _, p := range site.Parts {
+			if !p.Gone.IsZero() {
+				continue // as it was: no sample of now
+			}
 			out.Applied += int64(p.Status.Applied)
 			if n := p.Status.Pending; n != nil {
 				out.Lag += int64(*n)
