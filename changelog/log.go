@@ -311,7 +311,12 @@ func (l *Log) lastIDAt(ctx context.Context, after uint64) (string, error) {
 	if l.lastID != "" && l.lastSeq == after {
 		return l.lastID, nil
 	}
+	// Read on the first entry after a start or a take-over: a server's
+	// passing trouble must not fence the owner before it writes at all.
 	id, err := l.idOf(ctx, after)
+	for try := 1; try < 3 && jsretry.Transient(err) && ctx.Err() == nil; try++ {
+		id, err = l.idOf(ctx, after)
+	}
 	if err != nil {
 		return "", err
 	}
