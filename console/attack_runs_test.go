@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/admin"
+	"github.com/jetledger/jetledger/admin/admintest"
 	"github.com/jetledger/jetledger/console"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 	"github.com/jetledger/jetledger/consumer/outbox"
@@ -45,7 +46,7 @@ func serveSite(t *testing.T, srvURL string, s *site, canceller admin.Canceller) 
 		t.Fatal(err)
 	}
 	if canceller == nil {
-		canceller = attackCanceller{s.st, mustSink(t, s)}
+		canceller = admintest.SinkCanceller{Store: s.st, Sink: mustSink(t, s)}
 	}
 	srv, err := admin.Serve(admin.Config{Conn: nc, Store: s.st, JetStream: mustJS(t, nc), Address: s.addr, Canceller: canceller, Version: "test"})
 	if err != nil {
@@ -58,16 +59,6 @@ func serveSite(t *testing.T, srvURL string, s *site, canceller admin.Canceller) 
 	stop = func() { once.Do(func() { srv.Stop(); nc.Close() }) }
 	t.Cleanup(stop)
 	return stop
-}
-
-// attackCanceller cancels through a webhook sink, as a run's dispatcher does.
-type attackCanceller struct {
-	st   *ledger.Store
-	sink *webhook.Sink
-}
-
-func (c attackCanceller) CancelAs(ctx context.Context, id string, p ledger.Params) (outbox.CancelOutcome, error) {
-	return outbox.CancelAs(ctx, c.st, c.sink, id, p)
 }
 
 func mustSink(t *testing.T, s *site) *webhook.Sink {
@@ -315,7 +306,7 @@ func TestAttackAFencedOwnerAnsweringFirstHidesWhatWasDone(t *testing.T) {
 	nc, _ := consumertest.Connect(t, srv)
 	s := detachedSite(t, srv.ClientURL(), admin.Address{Stream: "PAY", Durable: "pay"})
 	gate := make(chan struct{})
-	serveSite(t, srv.ClientURL(), s, gatedCanceller{attackCanceller{s.st, mustSink(t, s)}, gate})
+	serveSite(t, srv.ClientURL(), s, gatedCanceller{admintest.SinkCanceller{Store: s.st, Sink: mustSink(t, s)}, gate})
 	ac := newAttackConsole(t, nc, "", true, false)
 	op, _ := opClient(t, ac.srv.URL)
 	_, row := op.get("/outbox/-/PAY/pay/" + s.sentID[0])

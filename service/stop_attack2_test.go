@@ -224,7 +224,15 @@ func TestAttack2StopMidSendsWhileTheLogIsDeleted(t *testing.T) {
 	e.midSends(60)
 	took := e.stopWith(e.a, func() { deleteLog(t, e.js) })
 	t.Logf("a stopped in %s with its log deleted", took)
-	e.a.start() // the supervisor: a stands by, or begins the new log
+	e.restartAfterDeletion()
+}
+
+// restartAfterDeletion starts a again (the supervisor: it stands by, or
+// begins the new log), sends 20 more, and checks each review row has a
+// cause the deletion explains.
+func (e *stop2Env) restartAfterDeletion() {
+	t := e.t
+	e.a.start()
 	e.midSends(20)
 	e.settled(e.a, e.b)
 	e.b.haltTimed(2 * time.Minute)
@@ -283,20 +291,7 @@ func TestAttack2StopMidSendsWhileLogAndLeaseBucketAreDeleted(t *testing.T) {
 		}
 	})
 	t.Logf("a stopped in %s with the log and the lease bucket deleted", took)
-	e.a.start()
-	e.midSends(20)
-	e.settled(e.a, e.b)
-	e.b.haltTimed(2 * time.Minute)
-	e.a.haltTimed(2 * time.Minute)
-	for _, h := range []*stopAttackHost{e.a, e.b} {
-		review := e.judge(h.cfg.DB)
-		t.Logf("%s: review rows by cause: %v", h.cfg.Owner.Name, stop2Causes(review))
-		for _, r := range review {
-			if !strings.Contains(r, "log began again") && !strings.Contains(r, "expired mid-send") && !strings.Contains(r, "maybe sent") {
-				t.Errorf("%s: a review row without a cause the deletion explains: %s", h.cfg.Owner.Name, r)
-			}
-		}
-	}
+	e.restartAfterDeletion()
 }
 
 // Attack 2: the owner (no standby running) is stopped mid-sends, then its
