@@ -11,6 +11,7 @@ import (
 
 	"github.com/jetledger/jetledger/admin"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/stream"
 )
 
 // actions are what a person may do, by the admin endpoint that does it,
@@ -53,9 +54,14 @@ func requestOf(r *http.Request) (request, error) {
 	if q.Status != "" && !slices.Contains(ledger.Statuses, q.Status) {
 		return q, fmt.Errorf("status %q: want one of %v", q.Status, ledger.Statuses)
 	}
-	for _, name := range []string{q.Addr.Site, q.Addr.Stream, q.Addr.Durable} {
-		if strings.ContainsAny(name, ". *>\t\r\n") {
-			return q, fmt.Errorf("%q cannot name a site, a stream or a durable (no '.', '*', '>' or spaces)", name)
+	if strings.ContainsAny(q.Addr.Site, ". *>\t\r\n") {
+		return q, fmt.Errorf("%q cannot name a site (no '.', '*', '>' or spaces)", q.Addr.Site)
+	}
+	for _, n := range []struct{ what, name string }{{"stream", q.Addr.Stream}, {"durable", q.Addr.Durable}} {
+		if n.name != "" {
+			if err := stream.CheckName(n.what, n.name); err != nil {
+				return q, err
+			}
 		}
 	}
 	if s := r.PostFormValue("seen"); s != "" {

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/jetledger/jetledger/node"
 )
 
 // ErrOpenListen: a console that is not on loopback must have sign-in.
@@ -91,12 +93,5 @@ func (cfg ServeConfig) Check() error {
 // Loopback says whether addr (host:port) is reachable from this host only.
 func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return err == nil && node.Loopback(host)
 }

@@ -216,7 +216,7 @@ func (cfg Config) checkAuth(addr listenAddr) error {
 		}
 	}
 	authenticated := cfg.tokens() || cfg.TLS.ClientCA != ""
-	if !authenticated && !cfg.Insecure && !loopback(addr.host) {
+	if !authenticated && !cfg.Insecure && !Loopback(addr.host) {
 		return refuse(ErrUnauthenticated, "%s %s is not a loopback address, and a client there would need no credential: anyone who can reach it could delete the stream; give %s (and %s for publishers), or %s on a network you trust",
 			name("Listen"), net.JoinHostPort(addr.host, strconv.Itoa(addr.port)), name("Token"), name("Publishers.Tokens"), name("Insecure"))
 	}
@@ -250,8 +250,9 @@ func (p PublishRole) checkSubjects(said string) error {
 	return nil
 }
 
-// loopback reports a host only this machine can reach.
-func loopback(host string) bool {
+// Loopback reports a host only this machine can reach ("localhost" or a
+// loopback address): what a listen without credentials may take.
+func Loopback(host string) bool {
 	if host == "localhost" {
 		return true
 	}
