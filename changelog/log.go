@@ -204,6 +204,16 @@ func firstHeld(st jetstream.StreamState) uint64 {
 // info reads the log's stream; one deleted, or another of its name made
 // since (another instance), is ErrLogGone.
 func (l *Log) info(ctx context.Context) (*jetstream.StreamInfo, error) {
+	s, err := l.stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.CachedInfo(), nil
+}
+
+// stream is the log's stream, read now; one deleted, or another of its
+// name made since (another instance), is ErrLogGone.
+func (l *Log) stream(ctx context.Context) (jetstream.Stream, error) {
 	s, err := l.js.Stream(ctx, l.name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrLogGone, l.name, err)
@@ -211,11 +221,10 @@ func (l *Log) info(ctx context.Context) (*jetstream.StreamInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("changelog: %s: %w", l.name, err)
 	}
-	info := s.CachedInfo()
-	if instanceOf(l.name, info) != l.instance {
+	if instanceOf(l.name, s.CachedInfo()) != l.instance {
 		return nil, fmt.Errorf("%w: %s was deleted and made again since this run opened it", ErrLogGone, l.name)
 	}
-	return info, nil
+	return s, nil
 }
 
 // Append implements ledger.Changelog: each part lands only right after
@@ -274,8 +283,7 @@ func (l *Log) publish(ctx context.Context, m *nats.Msg, after uint64, last strin
 		pctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
 		ack, err := l.js.PublishMsg(pctx, m, opts...)
 		cancel()
-		var apiErr *jetstream.APIError
-		if last == "" || !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeWrongLastMsgID {
+		if last == "" || !wrongLastID(err) {
 			return ack, err
 		}
 		held, ierr := l.idOf(ctx, after)
@@ -292,9 +300,14 @@ func (l *Log) publish(ctx context.Context, m *nats.Msg, after uint64, last strin
 // refused says whether a publish was refused for its expectations: the
 // stream's last message is not the one the writer expected.
 func refused(err error) bool {
+	return wrongRevision(err) || wrongLastID(err)
+}
+
+// wrongLastID says whether a publish was refused for its expected last
+// message id.
+func wrongLastID(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant || apiErr.ErrorCode == errCodeWrongLastMsgID)
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeWrongLastMsgID
 }
 
 // errCodeWrongLastMsgID is the server's refusal of a publish whose
@@ -328,12 +341,9 @@ func (l *Log) lastIDAt(ctx context.Context, after uint64) (string, error) {
 // no longer held: purged), between two checks that the stream is still
 // this instance: a stream made again under the name is ErrLogGone.
 func (l *Log) idOf(ctx context.Context, seq uint64) (string, error) {
-	if _, err := l.info(ctx); err != nil {
-		return "", err
-	}
-	s, err := l.js.Stream(ctx, l.name)
+	s, err := l.stream(ctx)
 	if err != nil {
-		return "", fmt.Errorf("changelog: %s: %w", l.name, err)
+		return "", err
 	}
 	msg, err := s.GetMsg(ctx, seq)
 	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
