@@ -97,11 +97,12 @@ func (p Plan) WriterHold() time.Duration {
 	return p.Deadline + p.CommitTimeout()
 }
 
-// PruneHold is the longest a prune holds the writer in one step: a tenth of
-// the deadline, since the wait for the writer counts against a batch's
-// deadline.
+// PruneHold is the longest a prune holds the writer in one step: about one
+// batch's commit (25 ms), and never more than a tenth of the deadline,
+// since the wait for the writer counts against a batch's deadline and its
+// commit latency.
 func (p Plan) PruneHold() time.Duration {
-	return p.WithDefaults().Deadline / 10
+	return min(p.WithDefaults().Deadline/10, 25*time.Millisecond)
 }
 
 // InProgressInterval is how often a batch still running (its work or its

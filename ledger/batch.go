@@ -312,6 +312,7 @@ func (a *adapt) note(results []Result) {
 // sets it back, so no other write commits at NORMAL.
 func (s *Store) begin(ctx, txCtx context.Context, cancelTx context.CancelFunc, pipelined bool) (tx *sql.Tx, end func(), err error) {
 	end = func() {}
+	s.batchAsks.Add(1)
 	late := unlessStopped(ctx, cancelTx, func() {
 		if pipelined {
 			tx, end, err = s.beginPipelined(txCtx)

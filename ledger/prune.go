@@ -22,8 +22,16 @@ const (
 )
 
 // PruneHoldDefault is PruneOptions.Hold when it is zero: the default
-// plan's (ackwait.Plan.PruneHold).
-const PruneHoldDefault = time.Second
+// plan's (ackwait.Plan.PruneHold). About one batch's commit, so a batch
+// waits behind a prune step little longer than behind another batch.
+const PruneHoldDefault = 25 * time.Millisecond
+
+// pruneRest is how long a prune rests after a step a batch asked for the
+// writer during, in steps' lengths: while batches want the writer, a prune
+// takes at most a fifth of its time, and pruning a week of rows costs the
+// batches at most a fifth of their throughput. With no batch asking it goes
+// on at once.
+const pruneRest = 4
 
 // PruneOptions bounds a prune of one stream's ledger rows.
 type PruneOptions struct {
@@ -69,6 +77,11 @@ type PruneResult struct {
 	Processed  int64 `json:"processed"`   // processed_messages rows
 	Outbox     int64 `json:"outbox"`      // sent and cancelled outbox rows
 	FreedPages int64 `json:"freed_pages"` // pages returned to the file system
+	// Steps is how many transactions the prune took, and Held the time
+	// they held the writer in all; the rest of its time it rested while
+	// batches wrote.
+	Steps int           `json:"steps"`
+	Held  time.Duration `json:"held_ns"`
 }
 
 // Prune removes processed_messages rows of o.Stream whose every copy is gone
@@ -114,7 +127,7 @@ func (s *Store) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 		return tx.ExecContext(ctx, `INSERT INTO temp.prune_ids (id) SELECT message_id FROM processed_messages
 			WHERE stream = ? AND last_seq < ? AND last_seen_at < ? LIMIT ?`, o.Stream, int64(o.FirstSeq), cutoff, limit)
 	}
-	if res.Processed, err = s.pruneInSteps(ctx, o.Hold, collect, steps); err != nil {
+	if res.Processed, err = s.pruneInSteps(ctx, o.Hold, &res, collect, steps); err != nil {
 		return res, fmt.Errorf("ledger: prune processed_messages: %w", err)
 	}
 	// A cancelled row with a delete still pending is not finished business.
@@ -123,11 +136,11 @@ func (s *Store) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 		return tx.ExecContext(ctx, `INSERT INTO temp.prune_ids (id) SELECT id FROM outbox
 			WHERE status IN ('sent', 'cancelled') AND pending_delete = 0 AND updated_at < ? LIMIT ?`, outboxCutoff, limit)
 	}
-	if res.Outbox, err = s.pruneInSteps(ctx, o.Hold, collectOutbox,
+	if res.Outbox, err = s.pruneInSteps(ctx, o.Hold, &res, collectOutbox,
 		[]string{`DELETE FROM outbox WHERE id IN (SELECT id FROM temp.prune_ids)`}); err != nil {
 		return res, fmt.Errorf("ledger: prune outbox: %w", err)
 	}
-	res.FreedPages, err = s.vacuumInSteps(ctx, o.Hold)
+	res.FreedPages, err = s.vacuumInSteps(ctx, o.Hold, &res)
 	return res, err
 }
 
@@ -149,22 +162,50 @@ func (s *Store) keyedTables(ctx context.Context, tables []string) ([]string, err
 }
 
 // pruneInSteps runs transactions that each collect up to a chunk of ids with
-// collect and run steps on them, until a chunk comes back short. It returns
-// how many ids were collected.
-func (s *Store) pruneInSteps(ctx context.Context, hold time.Duration, collect func(*sql.Tx, int) (sql.Result, error), steps []string) (int64, error) {
+// collect and run steps on them, until a chunk comes back short, counting
+// them in res. It returns how many ids were collected.
+func (s *Store) pruneInSteps(ctx context.Context, hold time.Duration, res *PruneResult, collect func(*sql.Tx, int) (sql.Result, error), steps []string) (int64, error) {
 	var total int64
 	chunk := 256
 	for {
-		began := time.Now()
+		asked, began := s.batchAsks.Load(), time.Now()
 		n, err := s.pruneStep(ctx, chunk, collect, steps)
 		if err != nil {
 			return total, interpret(err)
 		}
+		took := res.step(began)
 		total += n
 		if n < int64(chunk) {
 			return total, nil
 		}
-		chunk = nextChunk(chunk, time.Since(began), hold)
+		chunk = nextChunk(chunk, took, hold)
+		if err := s.yieldAfter(ctx, asked, took); err != nil {
+			return total, err
+		}
+	}
+}
+
+// step counts a step that began at began in res and returns its length.
+func (res *PruneResult) step(began time.Time) time.Duration {
+	took := time.Since(began)
+	res.Steps++
+	res.Held += took
+	return took
+}
+
+// yieldAfter rests pruneRest times a step's length if a batch asked for the
+// writer since asked (Store.batchAsks), so batches write meanwhile.
+func (s *Store) yieldAfter(ctx context.Context, asked int64, took time.Duration) error {
+	if s.batchAsks.Load() == asked {
+		return nil
+	}
+	t := time.NewTimer(pruneRest * took)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
@@ -208,14 +249,14 @@ func (s *Store) pruneStep(ctx context.Context, chunk int, collect func(*sql.Tx, 
 }
 
 // vacuumInSteps hands free pages back to the file system a few at a time.
-func (s *Store) vacuumInSteps(ctx context.Context, hold time.Duration) (int64, error) {
+func (s *Store) vacuumInSteps(ctx context.Context, hold time.Duration, res *PruneResult) (int64, error) {
 	var before int64
 	if err := s.writer.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&before); err != nil {
 		return 0, fmt.Errorf("ledger: vacuum: %w", interpret(err))
 	}
 	left, pages := before, int64(256)
 	for left > 0 {
-		began := time.Now()
+		asked, began := s.batchAsks.Load(), time.Now()
 		if _, err := s.writer.ExecContext(ctx, fmt.Sprintf(`PRAGMA incremental_vacuum(%d)`, pages)); err != nil {
 			return before - left, fmt.Errorf("ledger: vacuum: %w", interpret(err))
 		}
@@ -223,10 +264,14 @@ func (s *Store) vacuumInSteps(ctx context.Context, hold time.Duration) (int64, e
 		if err := s.writer.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&left); err != nil {
 			return before - was, fmt.Errorf("ledger: vacuum: %w", interpret(err))
 		}
+		took := res.step(began)
 		if left >= was { // auto_vacuum is off (a file made before it was set): nothing to hand back
 			break
 		}
-		pages = int64(nextChunk(int(pages), time.Since(began), hold))
+		pages = int64(nextChunk(int(pages), took, hold))
+		if err := s.yieldAfter(ctx, asked, took); err != nil {
+			return before - left, err
+		}
 	}
 	return before - left, nil
 }

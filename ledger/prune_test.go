@@ -145,13 +145,7 @@ func TestPruneHoldsTheWriterBriefly(t *testing.T) {
 	if raceEnabled {
 		rows = 20_000
 	}
-	at := clock.Now().UnixMilli()
-	if _, err := st.DB().ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-		INSERT INTO processed_messages (message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at)
-		SELECT printf('id-%08d', i), 'S', i, i, 's', randomblob(32), ?, ? FROM n`, rows, at, at); err != nil {
-		t.Fatal(err)
-	}
-	clock.advance(30 * 24 * time.Hour)
+	fillPrunable(t, st, clock, rows)
 	// Meanwhile another writer (a batch, say) keeps asking for the writer.
 	stop := make(chan struct{})
 	longest := make(chan time.Duration, 1)
@@ -190,6 +184,70 @@ func TestPruneHoldsTheWriterBriefly(t *testing.T) {
 	// (or the race detector) does not make it flaky.
 	if worst > took/4 && worst > 15*hold {
 		t.Fatalf("a writer waited %s behind a prune of %s; each step may hold the writer about %s", worst, took, hold)
+	}
+}
+
+// fillPrunable puts rows of stream S in st, seqs 1..rows, and ages them a
+// month: all prunable below rows+1.
+func fillPrunable(t *testing.T, st *ledger.Store, clock *agingClock, rows int) {
+	t.Helper()
+	at := clock.Now().UnixMilli()
+	if _, err := st.DB().ExecContext(context.Background(), `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+		INSERT INTO processed_messages (message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at)
+		SELECT printf('id-%08d', i), 'S', i, i, 's', randomblob(32), ?, ? FROM n`, rows, at, at); err != nil {
+		t.Fatal(err)
+	}
+	clock.advance(30 * 24 * time.Hour)
+}
+
+// While batches keep asking for the writer, a prune takes about a fifth of
+// its time (it rests four steps' lengths after each step a batch asked
+// during), so pruning a week of rows costs batches little throughput; with
+// no batch asking, it goes on at once. Shares of the prune's own time, so a
+// slow machine does not change them.
+func TestAPruneYieldsTheWriterToBatches(t *testing.T) {
+	rows := 60_000
+	if raceEnabled {
+		rows = 10_000
+	}
+	ctx := context.Background()
+	share := func(batches bool) (float64, int64) {
+		st, clock := openAgingStore(t)
+		fillPrunable(t, st, clock, rows)
+		stop, done := make(chan struct{}), make(chan int64, 1)
+		go func() {
+			var n int64
+			defer func() { done <- n }()
+			for i := 0; batches; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				d := []ledger.Delivery{{MessageID: fmt.Sprint("b-", i), Stream: "B", Sequence: uint64(i + 1), Subject: "s", Data: []byte("x")}}
+				if _, err := st.ApplyBatch(ctx, d, noop, ledger.Budget{}); err != nil {
+					t.Error(err)
+					return
+				}
+				n++
+			}
+		}()
+		began := time.Now()
+		res, err := st.Prune(ctx, ledger.PruneOptions{Stream: "S", FirstSeq: uint64(rows) + 1, Hold: 10 * time.Millisecond})
+		wall := time.Since(began)
+		close(stop)
+		n := <-done
+		if err != nil || res.Processed != int64(rows) {
+			t.Fatalf("prune: %+v, %v; want %d rows", res, err, rows)
+		}
+		t.Logf("batches %v: %d steps held the writer %s of %s; %d batches meanwhile", batches, res.Steps, res.Held, wall, n)
+		return float64(res.Held) / float64(wall), n
+	}
+	if s, n := share(true); s > 0.4 || n == 0 {
+		t.Errorf("with batches writing, the prune held the writer %.2f of its time (%d batches); want at most about 0.2", s, n)
+	}
+	if s, _ := share(false); s < 0.5 {
+		t.Errorf("alone, the prune held the writer %.2f of its time; want it to go on at once", s)
 	}
 }
 

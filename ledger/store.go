@@ -114,6 +114,7 @@ type Store struct {
 	ckpt                   checkpointState
 	changelog              *changelogState        // nil without Config.Changelog
 	copyOf                 atomic.Pointer[string] // without Config.Changelog: the changelog keeping the file, which it may not write
+	batchAsks              atomic.Int64           // batches that asked for the writer: a prune yields to them
 }
 
 // checkpointState is what the background checkpoints have met.
