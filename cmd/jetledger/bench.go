@@ -32,6 +32,7 @@ type benchCmd struct {
 	Changelog       bool          `name:"with-changelog" help:"with --partitions: also run (c_N) with each partition's changelog, R3, and report its rate against (c_N) and the changelog bytes per message"`
 	IDKind          string        `name:"id-kind" default:"ulid" enum:"ulid,random" help:"the message ids published: ulid (in time order, as 'jetledger publish' makes them) or random (32 hex digits, as webhook providers and UUIDv4 publishers give)"`
 	LedgerRows      int           `name:"ledger-rows" placeholder:"N" help:"also run (c) on a ledger pre-filled with N rows of random ids, and report it against (c) on an empty one"`
+	PruneRows       int           `name:"prune-rows" placeholder:"N" help:"also run the first --rate's latency and (c) on a ledger of N prunable rows, without and beside a prune of them, and report both"`
 	Keep            bool          `name:"keep" help:"keep the temporary directory"`
 	jsonFlag
 }
@@ -41,7 +42,7 @@ func (benchCmd) Help() string { return bench.Help }
 func (c *benchCmd) Run(inv *invocation) error {
 	cfg := bench.Config{Messages: c.Messages, PerMsgMessages: c.PerMsgMessages, Batch: c.Batch, Rates: c.Rate, FailEvery: c.FailEvery, PayloadBytes: c.PayloadBytes,
 		LatencyDuration: c.LatencyDuration, RSSMessages: c.RSSMessages, RSSRate: c.RSSRate, CPUProfile: c.CPUProfile, EdgeMemoryLimit: c.RSSMemoryLimit.flag(),
-		SyncInterval: c.SyncInterval.String(), Handler: builtinHandler, Partitions: c.Partitions, ScaleMessages: c.ScaleMessages, Changelog: c.Changelog, IDKind: c.IDKind, LedgerRows: c.LedgerRows}
+		SyncInterval: c.SyncInterval.String(), Handler: builtinHandler, Partitions: c.Partitions, ScaleMessages: c.ScaleMessages, Changelog: c.Changelog, IDKind: c.IDKind, LedgerRows: c.LedgerRows, PruneRows: c.PruneRows}
 	if err := cfg.Validate(); err != nil {
 		return usageError{err}
 	}
@@ -64,8 +65,7 @@ func (c *benchCmd) Run(inv *invocation) error {
 		cfg.Progress = inv.stdout
 	}
 	if len(c.Partitions) > 0 {
-		// The scale run starts its own cluster; the scratch node gives it
-		// the directory (and --keep).
+		// The scale run starts its own cluster, in the scratch node's directory.
 		res, err := bench.Scale(inv.ctx, cfg)
 		return c.print(inv, res, err)
 	}

@@ -76,6 +76,10 @@ type Config struct {
 	// LedgerRows, when set, runs (c) again on a ledger pre-filled with so
 	// many rows of random ids, beside (c) on an empty one.
 	LedgerRows int
+	// PruneRows, when set, measures (c) and its latency on a ledger
+	// pre-filled with so many prunable rows, without a prune and while one
+	// runs (pruneDuring, in prune.go).
+	PruneRows int
 	// Changelog adds the step (c_N+cl) to each partition count of the
 	// scale run: (c_N) with each partition's ledger on its changelog, R3.
 	// It needs Partitions.
@@ -84,6 +88,11 @@ type Config struct {
 	// onChangelog, if set, is called with each row's changelogs after
 	// (c_N+cl), before they are deleted: a test reads them back.
 	onChangelog func(ctx context.Context, logs []*changelog.Log) error
+	// ledgerPath, if set, is the ledger of the latency run instead of one
+	// of its own; alongside, if set, runs beside each latency and (c) run
+	// on its ledger until the run ends (a prune, say).
+	ledgerPath string
+	alongside  func(ctx context.Context, st *ledger.Store)
 }
 
 // ErrConfig is a Config out of its ranges; the error is a *ConfigError.
@@ -117,6 +126,7 @@ func (c Config) Validate() error {
 		{"--rss-rate", c.RSSRate, 0, "0 (as fast as it goes) or more"},
 		{"--payload-bytes", c.PayloadBytes, 0, "0 (the smallest) up to 65536"},
 		{"--ledger-rows", c.LedgerRows, 0, "0 (none) or more"},
+		{"--prune-rows", c.PruneRows, 0, "0 (none) or more"},
 	} {
 		if f.got < f.min {
 			return &ConfigError{Flag: f.flag, Got: f.got, Want: f.want}
@@ -169,6 +179,7 @@ type Result struct {
 	PrefillSeconds     float64   `json:"prefill_seconds,omitempty"`
 	GroupAtRowsPerSec  float64   `json:"group_at_rows_msgs_per_sec,omitempty"`
 	RatioRowsOverEmpty float64   `json:"ratio_group_at_rows_over_empty,omitempty"`
+	Prune              *PruneRun `json:"prune,omitempty"`
 	Latency            []Latency `json:"latency"`
 	PayloadBytes       int       `json:"payload_bytes"` // of (a)-(e): the mean size published
 	LedgerBytesMsg     float64   `json:"ledger_bytes_per_msg"`
@@ -255,6 +266,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return res, err
 		}
 	}
+	if cfg.PruneRows > 0 {
+		if res.Prune, err = pruneDuring(ctx, cfg); err != nil {
+			return res, err
+		}
+	}
 	cfg.progress("(d) (c) with a handler failing 1 message in %d…", cfg.FailEvery)
 	if res.FailingPerSec, err = failing(ctx, cfg); err != nil {
 		return res, err
@@ -333,6 +349,7 @@ func (r Result) WriteText(w io.Writer) {
 	if r.LedgerRows > 0 {
 		fmt.Fprintf(w, "c_N/c = %.2f at N = %d (pre-filled in %.0f s)\n", r.RatioRowsOverEmpty, r.LedgerRows, r.PrefillSeconds)
 	}
+	r.Prune.writeText(w)
 	fmt.Fprintf(w, "\n%-34s %9s %9s %9s %9s %9s\n", "latency of (c), publish to commit", "messages", "p50 ms", "p99 ms", "p99.9 ms", "max ms")
 	for _, l := range r.Latency {
 		fmt.Fprintf(w, "%-34s %9d %9.2f %9.2f %9.2f %9.2f\n", fmt.Sprintf("at %d msg/s", l.Rate), l.Messages, l.P50Ms, l.P99Ms, l.P999Ms, l.MaxMs)

@@ -39,6 +39,13 @@ runs (c) on a ledger pre-filled with N rows of random ids (in two sorted
 sweeps: about 13 s a million rows here) over the same messages, and prints
 (c_N) and c_N/c: what a ledger that has run for a while costs.
 
+With --prune-rows N it pre-fills a ledger with N rows past any retention,
+each with its events row, and copies it. On the first it runs the latency at
+the first --rate and (c) over the same messages; on the copy it runs both
+again while run's prune removes those rows on the consumer's ledger. It
+prints p50, p99 and messages/s of each, their ratios, and what the prune
+removed meanwhile: what pruning a week of rows costs the batches.
+
 The embedded server syncs its store as --sync-interval says, as run's does
 (default always: every write before its publish is acked); the publish rate
 (acked publishes per second, 2 000 in flight) shows the cost most plainly.

@@ -38,11 +38,12 @@ func latency(ctx context.Context, cfg Config, nth, rate int) (Latency, error) {
 	if _, err := cfg.JS.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{subject}, Storage: jetstream.FileStorage}); err != nil {
 		return Latency{}, err
 	}
-	st, h, err := openLedger(ctx, cfg, filepath.Join(cfg.Dir, stream+".db"), nil)
+	st, h, err := openLedger(ctx, cfg, cmp.Or(cfg.ledgerPath, filepath.Join(cfg.Dir, stream+".db")), nil)
 	if err != nil {
 		return Latency{}, err
 	}
 	defer st.Close()
+	defer cfg.startAlongside(ctx, st)()
 	total := max(1, int(float64(rate)*cfg.LatencyDuration.Seconds()))
 	tr := make(trace, total)
 	var mu sync.Mutex // AfterAcks also runs off the acker when the writer is busy

@@ -140,6 +140,7 @@ func consumeLedger(ctx context.Context, cfg Config, path, durable string, wrap f
 	if wrap != nil {
 		h = wrap(h)
 	}
+	defer cfg.startAlongside(ctx, st)()
 	var done atomic.Int64
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -105,3 +105,47 @@ func TestGroupAtRowsAppliesEachMessageOnTopOfThePrefill(t *testing.T) {
 		t.Fatalf("the ledger of (c_N): %d pre-filled, %d applied; want 2000 and 1000", prefilled, applied)
 	}
 }
+
+// The prune run measures (c) and its latency without a prune and beside
+// one, each on its own copy of the pre-fill: the prune beside the runs
+// removes every pre-filled row and its events row, and each copy holds
+// every message of its runs once.
+func TestPruneDuringPrunesThePrefillBesideTheRuns(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	cfg := Config{JS: js, Dir: t.TempDir(), Messages: 1000, Batch: 100, IDKind: IDRandom, PruneRows: 3000, Rates: []int{500}, LatencyDuration: time.Second,
+		Handler: func(ctx context.Context, st *ledger.Store, apply string) (ledger.Handler, error) {
+			h, err := sqlhandler.New(ctx, st, sqlhandler.Config{Apply: apply})
+			if err != nil {
+				return nil, err
+			}
+			return h.Handle, nil
+		}}
+	ctx := context.Background()
+	if _, _, err := publish(ctx, js, "BENCH", "bench.pay", cfg.Messages, 0, IDRandom); err != nil {
+		t.Fatal(err)
+	}
+	run, err := pruneDuring(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Pruned != int64(cfg.PruneRows) || run.PerSec <= 0 || run.PerSecDuring <= 0 || run.P99Ms <= 0 || run.P99DuringMs <= 0 {
+		t.Fatalf("the prune run: %+v; want every pre-filled row pruned and both runs measured", run)
+	}
+	for file, prefilled := range map[string]int{"prune.db": cfg.PruneRows, "prune-during.db": 0} {
+		st, err := ledger.Open(filepath.Join(cfg.Dir, file), ledger.Config{Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rows, events, bench int
+		if err := st.DB().QueryRow(`SELECT (SELECT count(*) FROM processed_messages WHERE stream = 'PREFILL'),
+			(SELECT count(*) FROM events WHERE subject = 'prefill'), (SELECT count(*) FROM processed_messages WHERE stream = 'BENCH')`).Scan(&rows, &events, &bench); err != nil {
+			t.Fatal(err)
+		}
+		st.Close()
+		if rows != prefilled || events != prefilled || bench != cfg.Messages {
+			t.Errorf("%s: %d pre-filled rows, %d events rows, %d of the bench's; want %d, %d, %d", file, rows, events, bench, prefilled, prefilled, cfg.Messages)
+		}
+	}
+}
