@@ -298,22 +298,34 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, nil
 }
 
+// profile starts a CPU profile into cfg.CPUProfile plus suffix, if asked,
+// and returns what stops it.
+func (c Config) profile(suffix string) (stop func(), err error) {
+	if c.CPUProfile == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(c.CPUProfile + suffix)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
 // group runs (c), with a CPU profile if asked, and measures its ledger.
 func group(ctx context.Context, cfg Config, res *Result) error {
-	if cfg.CPUProfile != "" {
-		f, err := os.Create(cfg.CPUProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
+	stop, err := cfg.profile("")
+	if err != nil {
+		return err
 	}
 	rate, st, err := consumeLedger(ctx, cfg, filepath.Join(cfg.Dir, "group.db"), "group", nil)
-	if cfg.CPUProfile != "" {
-		pprof.StopCPUProfile()
-	}
+	stop()
 	if err != nil {
 		return err
 	}

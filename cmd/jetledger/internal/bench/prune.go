@@ -62,6 +62,7 @@ func pruneDuring(ctx context.Context, cfg Config) (*PruneRun, error) {
 	}
 	cfg.ledgerPath = path
 	cfg.progress("latency of (c) at %d messages/s and (c) on it, no prune…", run.Rate)
+	syncDisks() // the pre-fill and the copy left GBs to write back, which would stall the fsyncs measured
 	alone, err := latency(ctx, cfg, 100, run.Rate)
 	if err != nil {
 		return nil, err
@@ -84,6 +85,7 @@ func pruneDuring(ctx context.Context, cfg Config) (*PruneRun, error) {
 	}
 	cfg.progress("the same on a copy of the ledger while a prune of its rows runs…")
 	cfg.ledgerPath = copied
+	syncDisks()
 	during, err := latency(ctx, cfg, 101, run.Rate)
 	if err != nil {
 		return nil, err

@@ -116,7 +116,12 @@ func groupAtRows(ctx context.Context, cfg Config, res *Result) error {
 	}
 	res.LedgerRows, res.PrefillSeconds = cfg.LedgerRows, took.Seconds()
 	cfg.progress("(c) on the ledger of %d rows (pre-filled in %s)…", cfg.LedgerRows, took.Round(time.Second))
+	stop, err := cfg.profile(".ledger-rows") // where a large ledger's time goes
+	if err != nil {
+		return err
+	}
 	rate, st, err := consumeLedger(ctx, cfg, path, "group-rows", nil)
+	stop()
 	if err != nil {
 		return err
 	}
