@@ -4,6 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
+
+	"modernc.org/libc"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // UseSavepoints makes the store's next batches run with a savepoint per
@@ -75,3 +79,21 @@ func HoldWriter(s *Store) func() {
 // WriterWaits is how many times a caller has waited for the writer's
 // connection.
 func WriterWaits(s *Store) int64 { return s.writer.Stats().WaitCount }
+
+// CacheSpills is how many dirty pages the writer has written out in the
+// middle of a transaction since it opened, for want of room in its page
+// cache (SQLITE_DBSTATUS_CACHE_SPILL). Call it with the writer idle.
+func CacheSpills(s *Store) (int, error) {
+	db := s.guard.wd.db.Load()
+	if db == 0 {
+		return 0, errors.New("the writer's handle is unknown")
+	}
+	tls := libc.NewTLS()
+	defer tls.Close()
+	p := libc.Xmalloc(tls, 8)
+	defer libc.Xfree(tls, p)
+	if rc := sqlite3.Xsqlite3_db_status(tls, db, sqlite3.SQLITE_DBSTATUS_CACHE_SPILL, p, p+4, 0); rc != sqlite3.SQLITE_OK {
+		return 0, fmt.Errorf("sqlite3_db_status: %d", rc)
+	}
+	return int(*(*int32)(cptr(p))), nil
+}

@@ -238,6 +238,9 @@ func (cfg Config) withDefaults(file string) (Config, error) {
 	return cfg, nil
 }
 
+// writerCacheBytes is the writer's page cache (see openDBs).
+const writerCacheBytes = 32 << 20
+
 // openDBs opens the store's three connection pools on file: the one writer
 // (guarded, its durability settings checked), the readers and the
 // checkpointer. The schema is not read yet.
@@ -254,7 +257,15 @@ func openDBs(file string, cfg Config) (*Store, error) {
 	// checkpointed, but keeps the size of its largest burst (a prune, a
 	// backlog): 60 MB after minutes at an edge. Past the limit it is cut
 	// back when it is reused.
-	writerDSN := file + "?" + pragmas + fmt.Sprintf("&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(%d)&_txlock=immediate", walSizeLimit)
+	// cache_size: a batch of random ids (webhook providers', UUIDv4s)
+	// dirties a leaf per id in the ledger's and events' id indexes, 1 500
+	// pages for a batch of 500; SQLite's default 2 MiB cache spilled them
+	// mid-transaction and read them back, and random ids ran at half the
+	// speed they do with this (BENCHMARKS.md, issue 45). The cache grows only
+	// as pages are used, and under a memory limit SQLite's soft heap limit
+	// (SetHeapLimit) reuses its pages instead.
+	writerDSN := file + "?" + pragmas + fmt.Sprintf("&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(%d)&_pragma=cache_size(%d)&_txlock=immediate",
+		walSizeLimit, -writerCacheBytes>>10)
 	if cfg.MaxSizeBytes > 0 {
 		writerDSN += fmt.Sprintf("&_pragma=max_page_count(%d)", maxPages(cfg.MaxSizeBytes))
 	}
