@@ -211,7 +211,8 @@ func (p *Pruner) Run(ctx context.Context) error {
 			continue
 		}
 		if res.Processed+res.Outbox > 0 {
-			log.InfoContext(ctx, "pruned the ledger", "processed", res.Processed, "outbox", res.Outbox, "freed_pages", res.FreedPages)
+			log.InfoContext(ctx, "pruned the ledger", "processed", res.Processed, "outbox", res.Outbox, "freed_pages", res.FreedPages,
+				"steps", res.Steps, "held_writer", res.Held.Round(time.Millisecond))
 		}
 	}
 }
