@@ -26,11 +26,11 @@ const (
 // waits behind a prune step little longer than behind another batch.
 const PruneHoldDefault = 25 * time.Millisecond
 
-// pruneRest is how long a prune rests after a step a batch asked for the
-// writer during, in steps' lengths: while batches want the writer, a prune
-// takes at most a fifth of its time, and pruning a week of rows costs the
-// batches at most a fifth of their throughput. With no batch asking it goes
-// on at once.
+// pruneRest is how long a prune rests after a step during which a batch
+// asked for the writer, or another process wrote, in steps' lengths: while
+// batches want the writer, a prune takes at most a fifth of its time, and
+// pruning a week of rows costs the batches at most a fifth of their
+// throughput. Otherwise it rests a quarter of a step (pacer).
 const pruneRest = 4
 
 // PruneOptions bounds a prune of one stream's ledger rows.
@@ -167,45 +167,81 @@ func (s *Store) keyedTables(ctx context.Context, tables []string) ([]string, err
 func (s *Store) pruneInSteps(ctx context.Context, hold time.Duration, res *PruneResult, collect func(*sql.Tx, int) (sql.Result, error), steps []string) (int64, error) {
 	var total int64
 	chunk := 256
+	p := &pacer{s: s, res: res, version: -1}
 	for {
-		asked, began := s.batchAsks.Load(), time.Now()
-		n, err := s.pruneStep(ctx, chunk, collect, steps)
+		p.asking()
+		n, err := s.pruneStep(ctx, p, chunk, collect, steps)
 		if err != nil {
 			return total, interpret(err)
 		}
-		took := res.step(began)
 		total += n
 		if n < int64(chunk) {
+			p.count()
 			return total, nil
 		}
-		chunk = nextChunk(chunk, took, hold)
-		if err := s.yieldAfter(ctx, asked, took); err != nil {
+		took, err := p.rest(ctx)
+		if err != nil {
 			return total, err
 		}
+		chunk = nextChunk(chunk, took, hold)
 	}
 }
 
-// step counts a step that began at began in res and returns its length.
-func (res *PruneResult) step(began time.Time) time.Duration {
-	took := time.Since(began)
-	res.Steps++
-	res.Held += took
+// pacer paces a prune's steps. After each it rests a quarter of the step's
+// length, so that another process's writer waiting in SQLite's busy
+// handler finds the lock free at times; and pruneRest times the step's
+// length if a batch of this store asked for the writer since the step
+// asked for it, or another connection (process) committed since the step
+// before. A step's length counts from when it holds the writer, not from
+// its wait behind a batch.
+type pacer struct {
+	s       *Store
+	res     *PruneResult
+	asked   int64     // s.batchAsks when the step asked for the writer
+	version int64     // PRAGMA data_version in the step before; -1 before any
+	other   bool      // another connection committed since the step before
+	began   time.Time // when the step held the writer
+}
+
+// asking is called as a step asks for the writer.
+func (p *pacer) asking() { p.asked = p.s.batchAsks.Load() }
+
+// holding is called by the step once it holds the writer, on its
+// connection or transaction.
+func (p *pacer) holding(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}) error {
+	var v int64
+	if err := q.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
+		return err
+	}
+	p.other = p.version >= 0 && v != p.version
+	p.version, p.began = v, time.Now()
+	return nil
+}
+
+// count counts the step just ended in the result and returns its length.
+func (p *pacer) count() time.Duration {
+	took := time.Since(p.began)
+	p.res.Steps++
+	p.res.Held += took
 	return took
 }
 
-// yieldAfter rests pruneRest times a step's length if a batch asked for the
-// writer since asked (Store.batchAsks), so batches write meanwhile.
-func (s *Store) yieldAfter(ctx context.Context, asked int64, took time.Duration) error {
-	if s.batchAsks.Load() == asked {
-		return nil
+// rest counts the step just ended, rests after it, and returns its length.
+func (p *pacer) rest(ctx context.Context) (time.Duration, error) {
+	took := p.count()
+	rest := took / 4
+	if p.other || p.s.batchAsks.Load() != p.asked {
+		rest = pruneRest * took
 	}
-	t := time.NewTimer(pruneRest * took)
+	t := time.NewTimer(rest)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return nil
+		return took, nil
 	case <-ctx.Done():
-		return ctx.Err()
+		return took, ctx.Err()
 	}
 }
 
@@ -220,12 +256,15 @@ func nextChunk(chunk int, took, hold time.Duration) int {
 	return chunk
 }
 
-func (s *Store) pruneStep(ctx context.Context, chunk int, collect func(*sql.Tx, int) (sql.Result, error), steps []string) (int64, error) {
+func (s *Store) pruneStep(ctx context.Context, p *pacer, chunk int, collect func(*sql.Tx, int) (sql.Result, error), steps []string) (int64, error) {
 	tx, err := s.write(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	if err := p.holding(ctx, tx); err != nil {
+		return 0, err
+	}
 	if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS prune_ids (id TEXT PRIMARY KEY) WITHOUT ROWID`); err != nil {
 		return 0, err
 	}
@@ -255,23 +294,39 @@ func (s *Store) vacuumInSteps(ctx context.Context, hold time.Duration, res *Prun
 		return 0, fmt.Errorf("ledger: vacuum: %w", interpret(err))
 	}
 	left, pages := before, int64(256)
+	p := &pacer{s: s, res: res, version: -1}
 	for left > 0 {
-		asked, began := s.batchAsks.Load(), time.Now()
-		if _, err := s.writer.ExecContext(ctx, fmt.Sprintf(`PRAGMA incremental_vacuum(%d)`, pages)); err != nil {
-			return before - left, fmt.Errorf("ledger: vacuum: %w", interpret(err))
-		}
+		p.asking()
 		was := left
-		if err := s.writer.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(&left); err != nil {
+		if err := s.vacuumStep(ctx, p, pages, &left); err != nil {
 			return before - was, fmt.Errorf("ledger: vacuum: %w", interpret(err))
 		}
-		took := res.step(began)
 		if left >= was { // auto_vacuum is off (a file made before it was set): nothing to hand back
+			p.count()
 			break
 		}
-		pages = int64(nextChunk(int(pages), took, hold))
-		if err := s.yieldAfter(ctx, asked, took); err != nil {
+		took, err := p.rest(ctx)
+		if err != nil {
 			return before - left, err
 		}
+		pages = int64(nextChunk(int(pages), took, hold))
 	}
 	return before - left, nil
+}
+
+// vacuumStep hands back up to pages free pages on the writer's connection
+// and reads how many are left.
+func (s *Store) vacuumStep(ctx context.Context, p *pacer, pages int64, left *int64) error {
+	conn, err := s.writer.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := p.holding(ctx, conn); err != nil {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`PRAGMA incremental_vacuum(%d)`, pages)); err != nil {
+		return err
+	}
+	return conn.QueryRowContext(ctx, `PRAGMA freelist_count`).Scan(left)
 }
