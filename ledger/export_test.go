@@ -84,6 +84,17 @@ func WriterWaits(s *Store) int64 { return s.writer.Stats().WaitCount }
 // middle of a transaction since it opened, for want of room in its page
 // cache (SQLITE_DBSTATUS_CACHE_SPILL). Call it with the writer idle.
 func CacheSpills(s *Store) (int, error) {
+	return writerStatus(s, sqlite3.SQLITE_DBSTATUS_CACHE_SPILL)
+}
+
+// WriterCacheUsed is the writer's page cache in bytes
+// (SQLITE_DBSTATUS_CACHE_USED). Call it with the writer idle.
+func WriterCacheUsed(s *Store) (int, error) {
+	return writerStatus(s, sqlite3.SQLITE_DBSTATUS_CACHE_USED)
+}
+
+// writerStatus reads one of sqlite3_db_status's counters of the writer.
+func writerStatus(s *Store, op int32) (int, error) {
 	db := s.guard.wd.db.Load()
 	if db == 0 {
 		return 0, errors.New("the writer's handle is unknown")
@@ -92,7 +103,7 @@ func CacheSpills(s *Store) (int, error) {
 	defer tls.Close()
 	p := libc.Xmalloc(tls, 8)
 	defer libc.Xfree(tls, p)
-	if rc := sqlite3.Xsqlite3_db_status(tls, db, sqlite3.SQLITE_DBSTATUS_CACHE_SPILL, p, p+4, 0); rc != sqlite3.SQLITE_OK {
+	if rc := sqlite3.Xsqlite3_db_status(tls, db, op, p, p+4, 0); rc != sqlite3.SQLITE_OK {
 		return 0, fmt.Errorf("sqlite3_db_status: %d", rc)
 	}
 	return int(*(*int32)(cptr(p))), nil

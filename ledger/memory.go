@@ -5,14 +5,15 @@ import (
 	"fmt"
 )
 
-// SetHeapLimit bounds SQLite's own memory, in this process and for every
-// database it has open (SQLite's soft heap limit): past it SQLite reuses
-// the page caches' least recent pages instead of growing them, so a ledger
-// that grows, and readers that touch more of it, do not grow the process.
-// A limit is soft: a statement that needs more still gets it. 0 removes
-// the limit. Under a memory limit, SQLite's heap is part of what the Go
-// runtime does not manage (node.MemoryReserve); it is a few MiB at the
-// edge's rates, and its caches would grow with the database without this.
+// SetHeapLimit bounds SQLite's own memory in this process. It sets
+// SQLite's soft heap limit, which this build of SQLite does not enforce:
+// modernc.org/sqlite is compiled without memory statistics
+// (SQLITE_DEFAULT_MEMSTATUS=0), and the limit needs them. So the bound
+// that holds is the page cache: every store opened after it gives its
+// writer a page cache of a quarter of the limit at most (writerCache). Readers keep
+// SQLite's default 2 MiB each. 0 removes the limit. Under a memory limit,
+// SQLite's heap is part of what the Go runtime does not manage
+// (node.MemoryReserve).
 func SetHeapLimit(bytes int64) error {
 	if bytes < 0 {
 		return fmt.Errorf("%w: SQLite heap limit %d: want 0 (none) or more", ErrInvalidConfig, bytes)

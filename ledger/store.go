@@ -238,8 +238,26 @@ func (cfg Config) withDefaults(file string) (Config, error) {
 	return cfg, nil
 }
 
-// writerCacheBytes is the writer's page cache (see openDBs).
+// writerCacheBytes is the writer's page cache without a heap limit: a
+// batch of random ids (webhook providers', UUIDv4s) dirties a leaf per id
+// in the ledger's and events' id indexes, 1 500 pages for a batch of 500,
+// and SQLite's default 2 MiB cache spilled them mid-transaction and read
+// them back: random ids ran at two thirds of the speed they do with this
+// (BENCHMARKS.md, issue 45). The cache grows only as pages are used.
 const writerCacheBytes = 32 << 20
+
+// writerCache is the writer's page cache for a store opened now:
+// writerCacheBytes, or a quarter of SQLite's heap limit (SetHeapLimit) if
+// that is less: SQLite's default 2 MiB under the edge's 8 MiB, as before
+// this cache grew. The limit itself is not enforced by this build, so this
+// is what keeps the process within it.
+func writerCache() (int64, error) {
+	limit, err := HeapLimit()
+	if err != nil || limit <= 0 {
+		return writerCacheBytes, err
+	}
+	return min(writerCacheBytes, limit/4), nil
+}
 
 // openDBs opens the store's three connection pools on file: the one writer
 // (guarded, its durability settings checked), the readers and the
@@ -257,15 +275,12 @@ func openDBs(file string, cfg Config) (*Store, error) {
 	// checkpointed, but keeps the size of its largest burst (a prune, a
 	// backlog): 60 MB after minutes at an edge. Past the limit it is cut
 	// back when it is reused.
-	// cache_size: a batch of random ids (webhook providers', UUIDv4s)
-	// dirties a leaf per id in the ledger's and events' id indexes, 1 500
-	// pages for a batch of 500; SQLite's default 2 MiB cache spilled them
-	// mid-transaction and read them back, and random ids ran at half the
-	// speed they do with this (BENCHMARKS.md, issue 45). The cache grows only
-	// as pages are used, and under a memory limit SQLite's soft heap limit
-	// (SetHeapLimit) reuses its pages instead.
+	cache, err := writerCache()
+	if err != nil {
+		return nil, fmt.Errorf("ledger: open %s: %w", file, err)
+	}
 	writerDSN := file + "?" + pragmas + fmt.Sprintf("&_pragma=wal_autocheckpoint(0)&_pragma=journal_size_limit(%d)&_pragma=cache_size(%d)&_txlock=immediate",
-		walSizeLimit, -writerCacheBytes>>10)
+		walSizeLimit, -cache>>10)
 	if cfg.MaxSizeBytes > 0 {
 		writerDSN += fmt.Sprintf("&_pragma=max_page_count(%d)", maxPages(cfg.MaxSizeBytes))
 	}

@@ -23,13 +23,14 @@ const (
 	// MemoryReserve is what the process holds outside the Go runtime: about
 	// 26 MiB of resident code (file-backed), SQLite's heap (its page caches
 	// and the WAL index: 3-5 MiB at the edge's rates, bounded by a caller
-	// that opens ledgers to SQLiteHeapLimit), and a margin. At 32 MiB a
+	// that sets SQLiteHeapLimit before it opens ledgers), and a margin. At 32 MiB a
 	// 96 MiB limit ran at 92-95 MiB of RSS: the Go runtime sits at its limit
 	// under load, so the reserve is all the room there is.
 	MemoryReserve ByteSize = 44 << 20
-	// SQLiteHeapLimit is the soft limit on SQLite's heap under a memory
-	// limit (ledger.SetHeapLimit; the service sets it): past it SQLite reuses
-	// its caches' pages instead of growing them as the ledger grows.
+	// SQLiteHeapLimit is the bound on SQLite's heap under a memory limit
+	// (ledger.SetHeapLimit; the service sets it): a ledger opened after it
+	// keeps its writer's page cache to a quarter of it (2 MiB), not the
+	// 32 MiB it has without a limit.
 	SQLiteHeapLimit ByteSize = 8 << 20
 	// MemoryLimitMin leaves the Go runtime at least 36 MiB; below that the
 	// server's two 8 MiB block buffers and the id map leave the collector
