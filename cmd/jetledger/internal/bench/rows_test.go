@@ -70,13 +70,7 @@ func TestGroupAtRowsAppliesEachMessageOnTopOfThePrefill(t *testing.T) {
 	srv := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, srv)
 	cfg := Config{JS: js, Dir: t.TempDir(), Messages: 1000, Batch: 100, IDKind: IDRandom, LedgerRows: 2000,
-		Handler: func(ctx context.Context, st *ledger.Store, apply string) (ledger.Handler, error) {
-			h, err := sqlhandler.New(ctx, st, sqlhandler.Config{Apply: apply})
-			if err != nil {
-				return nil, err
-			}
-			return h.Handle, nil
-		}}
+		Handler: sqlHandler}
 	ctx := context.Background()
 	if _, _, err := publish(ctx, js, "BENCH", "bench.pay", cfg.Messages, 0, cfg.IDKind); err != nil {
 		t.Fatal(err)
@@ -115,13 +109,7 @@ func TestPruneDuringPrunesThePrefillBesideTheRuns(t *testing.T) {
 	srv := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, srv)
 	cfg := Config{JS: js, Dir: t.TempDir(), Messages: 1000, Batch: 100, IDKind: IDRandom, PruneRows: 3000, Rates: []int{500}, LatencyDuration: time.Second,
-		Handler: func(ctx context.Context, st *ledger.Store, apply string) (ledger.Handler, error) {
-			h, err := sqlhandler.New(ctx, st, sqlhandler.Config{Apply: apply})
-			if err != nil {
-				return nil, err
-			}
-			return h.Handle, nil
-		}}
+		Handler: sqlHandler}
 	ctx := context.Background()
 	if _, _, err := publish(ctx, js, "BENCH", "bench.pay", cfg.Messages, 0, IDRandom); err != nil {
 		t.Fatal(err)
@@ -148,4 +136,14 @@ func TestPruneDuringPrunesThePrefillBesideTheRuns(t *testing.T) {
 			t.Errorf("%s: %d pre-filled rows, %d events rows, %d of the bench's; want %d, %d, %d", file, rows, events, bench, prefilled, prefilled, cfg.Messages)
 		}
 	}
+}
+
+// sqlHandler is run's built-in handler with --apply apply, as the bench
+// runs it.
+func sqlHandler(ctx context.Context, st *ledger.Store, apply string) (ledger.Handler, error) {
+	h, err := sqlhandler.New(ctx, st, sqlhandler.Config{Apply: apply})
+	if err != nil {
+		return nil, err
+	}
+	return h.Handle, nil
 }
