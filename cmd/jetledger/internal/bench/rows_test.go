@@ -102,8 +102,8 @@ func TestGroupAtRowsAppliesEachMessageOnTopOfThePrefill(t *testing.T) {
 
 // The prune run measures (c) and its latency without a prune and beside
 // one, each on its own copy of the pre-fill: the prune beside the runs
-// removes every pre-filled row and its events row, and each copy holds
-// every message of its runs once.
+// removes pre-filled rows with their events rows (the count it reports),
+// and each copy holds every message of its runs once.
 func TestPruneDuringPrunesThePrefillBesideTheRuns(t *testing.T) {
 	t.Parallel()
 	srv := consumertest.RunServer(t)
@@ -118,10 +118,12 @@ func TestPruneDuringPrunesThePrefillBesideTheRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if run.Pruned != int64(cfg.PruneRows) || run.PerSec <= 0 || run.PerSecDuring <= 0 || run.P99Ms <= 0 || run.P99DuringMs <= 0 {
-		t.Fatalf("the prune run: %+v; want every pre-filled row pruned and both runs measured", run)
+	// The prune stops when the runs beside it end, done or not (on a
+	// loaded machine, not).
+	if run.Pruned <= 0 || run.Pruned > int64(cfg.PruneRows) || run.PerSec <= 0 || run.PerSecDuring <= 0 || run.P99Ms <= 0 || run.P99DuringMs <= 0 {
+		t.Fatalf("the prune run: %+v; want pre-filled rows pruned and both runs measured", run)
 	}
-	for file, prefilled := range map[string]int{"prune.db": cfg.PruneRows, "prune-during.db": 0} {
+	for file, prefilled := range map[string]int{"prune.db": cfg.PruneRows, "prune-during.db": cfg.PruneRows - int(run.Pruned)} {
 		st, err := ledger.Open(filepath.Join(cfg.Dir, file), ledger.Config{Logger: quiet})
 		if err != nil {
 			t.Fatal(err)
