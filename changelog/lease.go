@@ -434,7 +434,11 @@ func (l *Lease) Keep(ctx context.Context) error {
 }
 
 // release deletes the key if it is still this owner's, as nats.go's KV
-// does (a delete marker), which expires as the key would have.
+// does (a delete marker), which expires as the key would have. A renewal
+// whose answer was lost wrote a revision this owner does not know: the
+// delete is refused then, and the key read again is deleted at its own
+// revision if it still names this owner (else a run of another timing
+// was refused until the TTL ran out after a clean stop).
 func (l *Lease) release() {
 	l.mu.Lock()
 	rev := l.rev
@@ -443,12 +447,28 @@ func (l *Lease) release() {
 	if rev == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), max(2*time.Second, l.ttl))
 	defer cancel()
+	if err := l.deleteAt(ctx, rev); err == nil || ctx.Err() != nil {
+		return // lost: the TTL lets it go
+	}
+	l.mu.Lock()
+	s := l.stream
+	l.mu.Unlock()
+	m, err := s.GetLastMsgForSubject(ctx, l.subject)
+	if err != nil || m.Header.Get(kvOperation) != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "" || string(m.Data) != l.owner {
+		return // gone, deleted, or another's: nothing of this owner's to free
+	}
+	_ = l.deleteAt(ctx, m.Sequence)
+}
+
+// deleteAt writes the key's delete marker after revision rev.
+func (l *Lease) deleteAt(ctx context.Context, rev uint64) error {
 	m := nats.NewMsg(l.put)
 	m.Header.Set(kvOperation, "DEL")
-	_, _ = l.js.PublishMsg(ctx, m, jetstream.WithExpectStream(leaseStream), jetstream.WithExpectLastSequencePerSubject(rev),
-		jetstream.WithMsgTTL(keyTTL(l.ttl)), jetstream.WithRetryAttempts(0)) // lost: the TTL lets it go
+	_, err := l.js.PublishMsg(ctx, m, jetstream.WithExpectStream(leaseStream), jetstream.WithExpectLastSequencePerSubject(rev),
+		jetstream.WithMsgTTL(keyTTL(l.ttl)), jetstream.WithRetryAttempts(0))
+	return err
 }
 
 // Owned is the log as its owner's ledger writes it

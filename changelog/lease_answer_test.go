@@ -58,3 +58,39 @@ func TestARenewalWhoseAnswerWasLostKeepsTheLease(t *testing.T) {
 		t.Fatalf("taking a lease its own lost answer wrote: %v, held %v", err, c.Held())
 	}
 }
+
+// A renewal whose answer was lost wrote a revision the owner does not
+// know: its release on a clean stop must still free the key. A run
+// restarted with another --deadline (another TTL) was refused for the
+// TTL after such a stop (the nemesis, under CI's load).
+func TestAReleaseAfterALostRenewalAnswerFreesTheLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	a, err := changelog.OpenLease(ctx, js, "PAY", "p0", "host-a:1", 3*time.Second, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, changelog.LeaseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(ctx, "PAY.p0", []byte("host-a:1")); err != nil {
+		t.Fatal(err)
+	}
+	a.Release()
+	if holder, err := a.Holder(ctx); err != nil || holder != "" {
+		t.Fatalf("after the release the lease is held by %q (%v), want nobody", holder, err)
+	}
+	b, err := changelog.OpenLease(ctx, js, "PAY", "p0", "host-b:2", 5*time.Second, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Acquire(ctx); err != nil {
+		t.Fatalf("a run of another TTL after a clean stop: %v", err)
+	}
+}
