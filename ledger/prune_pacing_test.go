@@ -120,7 +120,10 @@ func TestAPruneFromAnotherProcessLetsItsBatchesThrough(t *testing.T) {
 		wall = time.Since(began)
 		close(stop)
 		<-done
-		if (err != nil || res.Processed != int64(rows)) && !(other && errors.Is(err, context.DeadlineExceeded) && res.Processed > 0) {
+		// Back-to-back batches can starve the other store's prune under
+		// load (CI's, with -race: 34 steps in 30s); only its batches are
+		// judged here.
+		if (err != nil || res.Processed != int64(rows)) && !(other && errors.Is(err, context.DeadlineExceeded)) {
 			t.Fatalf("prune: %+v, %v; want %d rows", res, err, rows)
 		}
 		if l.other != nil {
@@ -137,8 +140,10 @@ func TestAPruneFromAnotherProcessLetsItsBatchesThrough(t *testing.T) {
 	_, _, _, sameLongest := same.summary()
 	n, _, _, crossLongest := cross.summary()
 	// Against a prune that yields, a batch waits about a step; allow ten
-	// times the same store's longest, and at least half a second.
-	allowed := max(10*sameLongest, time.Second)
+	// times the same store's longest, at least a second, and a fifth of
+	// the prune (a loaded CI host under -race saw 672ms beside a 30s one).
+	// Without the rests one batch waited 3.3s of a 3.9s prune.
+	allowed := max(10*sameLongest, time.Second, wall/5)
 	if crossLongest > allowed || n < 20 {
 		t.Errorf("while another store pruned (%s), the live store's batches starved: %d batches, longest %s (against the same store's prune: %s)",
 			wall.Round(time.Millisecond), n, crossLongest.Round(time.Millisecond), sameLongest.Round(time.Millisecond))

@@ -114,6 +114,13 @@ func (e *stop2Env) stopWith(h *stopAttackHost, fault func()) time.Duration {
 func (e *stop2Env) settled(hosts ...*stopAttackHost) {
 	e.t.Helper()
 	e.dest.SetDelay(0)
+	defer func() {
+		if e.t.Failed() { // what each host had, and said, when it did not settle
+			for _, h := range hosts {
+				e.t.Logf("%s: %d processed, rows %v; its log's end:\n%s", h.cfg.Owner.Name, processed(e.t, h.cfg.DB), outboxRows(e.t, h.cfg.DB), tail(h.log.String(), 6000))
+			}
+		}
+	}()
 	consumertest.Eventually(e.t, 3*time.Minute, fmt.Sprintf("every host's file holds %d, no row queued or sending", e.published), func() bool {
 		for _, h := range hosts {
 			rs := outboxRows(e.t, h.cfg.DB)
