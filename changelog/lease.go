@@ -204,9 +204,24 @@ func (l *Lease) agrees(rec record) error {
 	if rec.holder == "" || rec.ttl == 0 || rec.ttl == l.ttl {
 		return nil
 	}
-	return fmt.Errorf("%w: %s holds the partition's lease %s with a TTL of %v, this run's is %v: runs of one partition must share its timing (the lease's TTL is the consumer's AckWait plus 1s): give this run the holder's, or change it once every run of the partition has stopped and its lease has expired (%v after the last renewal)",
-		ErrInvalidConfig, rec.holder, l.key, rec.ttl, l.ttl, rec.ttl)
+	return &TimingError{Holder: rec.holder, Key: l.key, HolderTTL: rec.ttl, TTL: l.ttl}
 }
+
+// TimingError: the lease is held by a run of another TTL (another
+// --deadline or --batch): runs of one partition must share its timing.
+// It is an ErrInvalidConfig; a run that may wait for the holder to stop
+// (a plain run restarted with new flags) reads HolderTTL.
+type TimingError struct {
+	Holder, Key    string
+	HolderTTL, TTL time.Duration
+}
+
+func (e *TimingError) Error() string {
+	return fmt.Sprintf("%v: %s holds the partition's lease %s with a TTL of %v, this run's is %v: runs of one partition must share its timing (the lease's TTL is the consumer's AckWait plus 1s): give this run the holder's, or change it once every run of the partition has stopped and its lease has expired (%v after the last renewal)",
+		ErrInvalidConfig, e.Holder, e.Key, e.HolderTTL, e.TTL, e.HolderTTL)
+}
+
+func (e *TimingError) Unwrap() error { return ErrInvalidConfig }
 
 // write writes the key after revision after (0: none), with its TTL.
 func (l *Lease) write(ctx context.Context, after uint64) (uint64, error) {

@@ -228,3 +228,56 @@ func TestAStandbyNeverOwnsACopyLackingAcknowledgedMessages(t *testing.T) {
 	}
 	b.halt()
 }
+
+// A plain run restarted with other flags (another --deadline, so another
+// lease TTL) while its predecessor's key is still there (SIGKILLed, or a
+// stop whose release was lost) waits the key out and consumes, as it
+// does for a key of its own timing; a live holder of another timing is
+// still refused, naming both. Before, it was refused at once (the
+// nemesis's flags step under CI's load).
+func TestAPlainRunWaitsOutADeadRunOfAnotherTiming(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	other := quickPlan
+	other.Deadline = 2 * time.Second
+	holder := func(name string) *changelog.Lease {
+		l, err := changelog.OpenLease(t.Context(), js, "S", "d", name, LeaseTTL(other.WithDefaults().AckWait()), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Acquire(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	cfg := testConfig(t, t.TempDir())
+	cfg.NATS, cfg.Consumer.Plan = &natsconn.Config{URL: srv.ClientURL()}, quickPlan
+
+	// A live holder of another timing: refused once two of its TTLs passed.
+	live := holder("live:1")
+	keepCtx, stopKeeping := context.WithCancel(t.Context())
+	kept := make(chan error, 1)
+	go func() { kept <- live.Keep(keepCtx) }()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	var te *changelog.TimingError
+	if err := Run(ctx, cfg); !errors.As(err, &te) || te.Holder != "live:1" {
+		t.Fatalf("a run beside a live holder of another timing: %v, want its TimingError", err)
+	}
+	stopKeeping()
+	if err := <-kept; err != nil {
+		t.Fatalf("the live holder lost its lease: %v", err)
+	}
+
+	holder("killed:1") // never renewed, never released
+	ctxB, stopB := context.WithCancel(t.Context())
+	doneB := make(chan error, 1)
+	go func() { doneB <- Run(ctxB, cfg) }()
+	publish(t, js, 0, 10)
+	consumertest.Eventually(t, time.Minute, "the run of new flags, once the dead run's key expired, commits", func() bool { return processed(t, cfg.DB) == 10 })
+	stopB()
+	if err := <-doneB; err != nil {
+		t.Fatalf("the run of new flags: %v", err)
+	}
+}
