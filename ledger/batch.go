@@ -313,6 +313,7 @@ func (a *adapt) note(results []Result) {
 func (s *Store) begin(ctx, txCtx context.Context, cancelTx context.CancelFunc, pipelined bool) (tx *sql.Tx, end func(), err error) {
 	end = func() {}
 	s.batchAsks.Add(1)
+	s.batchWaiting.Add(1)
 	late := unlessStopped(ctx, cancelTx, func() {
 		if pipelined {
 			tx, end, err = s.beginPipelined(txCtx)
@@ -320,6 +321,7 @@ func (s *Store) begin(ctx, txCtx context.Context, cancelTx context.CancelFunc, p
 			tx, err = s.writer.BeginTx(txCtx, nil)
 		}
 	})
+	s.batchWaiting.Add(-1)
 	if err == nil && !late {
 		return tx, end, nil
 	}
@@ -452,7 +454,9 @@ func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, sums 
 		return passEnd{}, err
 	}
 	s.guard.openBatch()
+	held := time.Now()
 	defer func() {
+		s.batchHeld.note(time.Since(held))
 		s.guard.closeBatch()
 		rec.close()
 		tx.Rollback() //nolint:errcheck // no-op after Commit

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -119,9 +120,9 @@ func (s *Store) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 	var res PruneResult
 	// Each step collects a chunk of ids in a temporary table and deletes them
 	// everywhere; the chunk grows or shrinks to keep a step within o.Hold.
-	steps := []string{`DELETE FROM processed_messages WHERE message_id IN (SELECT id FROM temp.prune_ids)`}
+	steps := []string{`DELETE FROM processed_messages WHERE message_id IN ` + pruneSlice}
 	for _, table := range also {
-		steps = append(steps, `DELETE FROM `+table+` WHERE message_id IN (SELECT id FROM temp.prune_ids)`)
+		steps = append(steps, `DELETE FROM `+table+` WHERE message_id IN `+pruneSlice)
 	}
 	collect := func(tx *sql.Tx, limit int) (sql.Result, error) {
 		return tx.ExecContext(ctx, `INSERT INTO temp.prune_ids (id) SELECT message_id FROM processed_messages
@@ -137,7 +138,7 @@ func (s *Store) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 			WHERE status IN ('sent', 'cancelled') AND pending_delete = 0 AND updated_at < ? LIMIT ?`, outboxCutoff, limit)
 	}
 	if res.Outbox, err = s.pruneInSteps(ctx, o.Hold, &res, collectOutbox,
-		[]string{`DELETE FROM outbox WHERE id IN (SELECT id FROM temp.prune_ids)`}); err != nil {
+		[]string{`DELETE FROM outbox WHERE id IN ` + pruneSlice}); err != nil {
 		return res, fmt.Errorf("ledger: prune outbox: %w", err)
 	}
 	res.FreedPages, err = s.vacuumInSteps(ctx, o.Hold, &res)
@@ -161,21 +162,29 @@ func (s *Store) keyedTables(ctx context.Context, tables []string) ([]string, err
 	return out, nil
 }
 
+// pruneSlice is the ids of one slice of a step's chunk, between ?1 and ?2.
+const pruneSlice = `(SELECT id FROM temp.prune_ids WHERE id BETWEEN ?1 AND ?2)`
+
+// pruneSliceIDs is how many ids a step deletes between two looks at
+// whether a batch waits for the writer: a millisecond or two of random
+// leaves, which is how long such a batch waits behind the prune.
+const pruneSliceIDs = 32
+
 // pruneInSteps runs transactions that each collect up to a chunk of ids with
 // collect and run steps on them, until a chunk comes back short, counting
-// them in res. It returns how many ids were collected.
+// them in res. It returns how many ids were done.
 func (s *Store) pruneInSteps(ctx context.Context, hold time.Duration, res *PruneResult, collect func(*sql.Tx, int) (sql.Result, error), steps []string) (int64, error) {
 	var total int64
 	chunk := 256
 	p := &pacer{s: s, res: res, version: -1}
 	for {
 		p.asking()
-		n, err := s.pruneStep(ctx, p, chunk, collect, steps)
+		st, err := s.pruneStep(ctx, p, chunk, hold, collect, steps)
 		if err != nil {
 			return total, interpret(err)
 		}
-		total += n
-		if n < int64(chunk) {
+		total += st.done
+		if !st.cut && st.collected < chunk {
 			p.count()
 			return total, nil
 		}
@@ -183,7 +192,11 @@ func (s *Store) pruneInSteps(ctx context.Context, hold time.Duration, res *Prune
 		if err != nil {
 			return total, err
 		}
-		chunk = nextChunk(chunk, took, hold)
+		if st.cut { // ended early for a batch: no longer than what it got done
+			chunk = max(min(chunk, 2*int(st.done)), 16)
+		} else {
+			chunk = nextChunk(chunk, took, hold)
+		}
 	}
 }
 
@@ -256,35 +269,108 @@ func nextChunk(chunk int, took, hold time.Duration) int {
 	return chunk
 }
 
-func (s *Store) pruneStep(ctx context.Context, p *pacer, chunk int, collect func(*sql.Tx, int) (sql.Result, error), steps []string) (int64, error) {
+// pruneStep is one transaction of a prune: it collects up to chunk ids
+// and runs steps on them, slice by slice.
+func (s *Store) pruneStep(ctx context.Context, p *pacer, chunk int, hold time.Duration, collect func(*sql.Tx, int) (sql.Result, error), steps []string) (pruneStepped, error) {
+	var st pruneStepped
 	tx, err := s.write(ctx)
 	if err != nil {
-		return 0, err
+		return st, err
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
 	if err := p.holding(ctx, tx); err != nil {
-		return 0, err
+		return st, err
 	}
 	if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS prune_ids (id TEXT PRIMARY KEY) WITHOUT ROWID`); err != nil {
-		return 0, err
+		return st, err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM temp.prune_ids`); err != nil {
-		return 0, err
+		return st, err
 	}
 	r, err := collect(tx.Tx, chunk)
 	if err != nil {
-		return 0, err
+		return st, err
 	}
 	n, _ := r.RowsAffected()
-	for _, q := range steps {
-		if _, err := tx.ExecContext(ctx, q); err != nil {
-			return 0, err
+	st.collected = int(n)
+	ids, err := pruneIDs(ctx, tx.Tx)
+	if err != nil {
+		return st, err
+	}
+	// In slices, in key order (neighbouring leaves), looking between
+	// slices for a batch waiting once the step has held the writer
+	// cutAfter: the step ends there and commits what it did, so that batch
+	// waits that long, not the whole step.
+	for i := 0; i < len(ids); i += pruneSliceIDs {
+		if i > 0 && s.batchWaiting.Load() > 0 && time.Since(p.began) >= s.cutAfter(hold) {
+			st.cut = true
+			break
 		}
+		lo, hi := ids[i], ids[min(i+pruneSliceIDs, len(ids))-1]
+		for _, q := range steps {
+			if _, err := tx.ExecContext(ctx, q, lo, hi); err != nil {
+				return st, err
+			}
+		}
+		st.done += int64(min(i+pruneSliceIDs, len(ids)) - i)
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM temp.prune_ids`); err != nil {
-		return 0, err
+		return st, err
 	}
-	return n, tx.Commit()
+	return st, tx.Commit()
+}
+
+// cutAfter is how long a prune step holds the writer before it ends for
+// a waiting batch: a quarter of a batch's own hold lately (at most hold),
+// so that a batch waits at most a quarter of its length behind the prune,
+// and the prune, resting four steps' lengths after, still gets about a
+// fifth of the writer beside batches that follow each other without a gap.
+// Cut at the first waiting batch, it got 4% beside slow ones, and a busy
+// ledger would hardly shrink. At least pruneCutFloor: a step costs about a
+// millisecond besides its deletes (begin, collect, commit).
+func (s *Store) cutAfter(hold time.Duration) time.Duration {
+	return min(max(s.batchHeld.get()/4, pruneCutFloor), hold)
+}
+
+// pruneCutFloor is the least a prune step holds the writer before it ends
+// for a waiting batch.
+const pruneCutFloor = 2 * time.Millisecond
+
+// heldAverage is a moving average of how long batches held the writer.
+type heldAverage struct{ ns atomic.Int64 }
+
+// note adds one batch's hold, weighing it an eighth.
+func (a *heldAverage) note(d time.Duration) {
+	old := a.ns.Load()
+	a.ns.Store(old + (int64(d)-old)/8) // one batch holds the writer at a time
+}
+
+func (a *heldAverage) get() time.Duration { return time.Duration(a.ns.Load()) }
+
+// pruneStepped is what one prune step did: ids collected, ids deleted,
+// and whether it ended early for a waiting batch.
+type pruneStepped struct {
+	collected int
+	done      int64
+	cut       bool
+}
+
+// pruneIDs reads a step's collected ids in key order.
+func pruneIDs(ctx context.Context, tx *sql.Tx) ([]string, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM temp.prune_ids ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }
 
 // vacuumInSteps hands free pages back to the file system a few at a time.

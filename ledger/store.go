@@ -115,6 +115,8 @@ type Store struct {
 	changelog              *changelogState        // nil without Config.Changelog
 	copyOf                 atomic.Pointer[string] // without Config.Changelog: the changelog keeping the file, which it may not write
 	batchAsks              atomic.Int64           // batches that asked for the writer: a prune yields to them
+	batchWaiting           atomic.Int64           // batches waiting for the writer now: a prune step ends early for them
+	batchHeld              heldAverage            // how long batches hold the writer, lately: how early a prune step ends for them
 }
 
 // checkpointState is what the background checkpoints have met.
