@@ -8,6 +8,7 @@ import (
 
 	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A renewal whose answer was lost (a timeout) wrote the key: the next,
@@ -18,23 +19,7 @@ import (
 func TestARenewalWhoseAnswerWasLostKeepsTheLease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := consumertest.RunServer(t)
-	_, js := consumertest.Connect(t, srv)
-	a, err := changelog.OpenLease(ctx, js, "PAY", "p0", "host-a:1", 3*time.Second, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// The lost answer's write: the same owner, one revision on.
-	kv, err := js.KeyValue(ctx, changelog.LeaseBucket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Put(ctx, "PAY.p0", []byte("host-a:1")); err != nil {
-		t.Fatal(err)
-	}
+	js, kv, a := heldWithALostAnswer(t)
 	if err := a.Renew(ctx); err != nil || !a.Held() {
 		t.Fatalf("a renewal after a lost answer of its own: %v, held %v", err, a.Held())
 	}
@@ -66,6 +51,25 @@ func TestARenewalWhoseAnswerWasLostKeepsTheLease(t *testing.T) {
 func TestAReleaseAfterALostRenewalAnswerFreesTheLease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
+	js, _, a := heldWithALostAnswer(t)
+	a.Release()
+	if holder, err := a.Holder(ctx); err != nil || holder != "" {
+		t.Fatalf("after the release the lease is held by %q (%v), want nobody", holder, err)
+	}
+	b, err := changelog.OpenLease(ctx, js, "PAY", "p0", "host-b:2", 5*time.Second, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Acquire(ctx); err != nil {
+		t.Fatalf("a run of another TTL after a clean stop: %v", err)
+	}
+}
+
+// heldWithALostAnswer is a lease of PAY.p0 held by host-a:1 (TTL 3s) on a
+// server of its own, with a write of the key whose answer was lost: the
+// same owner, one revision on.
+func heldWithALostAnswer(t *testing.T) (jetstream.JetStream, jetstream.KeyValue, *changelog.Lease) {
+	ctx := context.Background()
 	srv := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, srv)
 	a, err := changelog.OpenLease(ctx, js, "PAY", "p0", "host-a:1", 3*time.Second, 1)
@@ -82,15 +86,5 @@ func TestAReleaseAfterALostRenewalAnswerFreesTheLease(t *testing.T) {
 	if _, err := kv.Put(ctx, "PAY.p0", []byte("host-a:1")); err != nil {
 		t.Fatal(err)
 	}
-	a.Release()
-	if holder, err := a.Holder(ctx); err != nil || holder != "" {
-		t.Fatalf("after the release the lease is held by %q (%v), want nobody", holder, err)
-	}
-	b, err := changelog.OpenLease(ctx, js, "PAY", "p0", "host-b:2", 5*time.Second, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Acquire(ctx); err != nil {
-		t.Fatalf("a run of another TTL after a clean stop: %v", err)
-	}
+	return js, kv, a
 }
