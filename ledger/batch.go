@@ -323,7 +323,8 @@ func (s *Store) begin(ctx, txCtx context.Context, cancelTx context.CancelFunc, p
 	})
 	s.batchWaiting.Add(-1)
 	if err == nil && !late {
-		return tx, end, nil
+		held, ended := time.Now(), end
+		return tx, func() { s.batchHeld.note(time.Since(held)); ended() }, nil
 	}
 	if tx != nil {
 		tx.Rollback()
@@ -454,9 +455,7 @@ func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, sums 
 		return passEnd{}, err
 	}
 	s.guard.openBatch()
-	held := time.Now()
 	defer func() {
-		s.batchHeld.note(time.Since(held))
 		s.guard.closeBatch()
 		rec.close()
 		tx.Rollback() //nolint:errcheck // no-op after Commit
