@@ -70,8 +70,11 @@ func LeaseLogger(log *slog.Logger) LeaseOption {
 
 // OpenLease opens (creating the bucket if it is missing) the lease of the
 // partition durable of stream, for owner, with ttl. The partition's holder
-// having another TTL is refused (ErrInvalidConfig): runs of one partition
-// share its timing. Other partitions may have other TTLs.
+// having another TTL is refused (a TimingError, ErrInvalidConfig): runs of
+// one partition share its timing. Other partitions may have other TTLs.
+// With a TimingError the lease is returned too, for a run that waits for
+// the holder to go: polled with Holder, the same lease knows the bucket it
+// opened, so a bucket made again meanwhile is waited out (Acquire).
 func OpenLease(ctx context.Context, js jetstream.JetStream, stream, durable, owner string, ttl time.Duration, replicas int, opts ...LeaseOption) (*Lease, error) {
 	if owner == "" || ttl < time.Second {
 		return nil, fmt.Errorf("%w: a lease needs an owner and a TTL of 1s or more (have %q, %v)", ErrInvalidConfig, owner, ttl)
@@ -87,6 +90,10 @@ func OpenLease(ctx context.Context, js jetstream.JetStream, stream, durable, own
 		return nil, err
 	}
 	if _, err := l.Holder(ctx); err != nil {
+		var te *TimingError
+		if errors.As(err, &te) {
+			return l, err
+		}
 		return nil, err
 	}
 	return l, nil

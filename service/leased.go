@@ -78,31 +78,37 @@ func runLeased(ctx context.Context, cfg Config) error {
 func takeLease(ctx context.Context, cfg Config, js jetstream.JetStream, servers int, durable string) (*changelog.Lease, error) {
 	ttl := LeaseTTL(cfg.Consumer.Plan.WithDefaults().AckWait())
 	host, _ := os.Hostname()
+	var lease *changelog.Lease
+	err := jsretry.Do(ctx, cfg.Logger, "open the lease of "+durable, func(ctx context.Context) (err error) {
+		lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, durable, runName(host), ttl,
+			leaseReplicas(cfg, servers), changelog.LeaseLogger(cfg.Logger))
+		return err
+	})
+	// One lease polled throughout: it knows the bucket it opened, so a
+	// bucket deleted and made again meanwhile is waited out, not taken.
+	var te *changelog.TimingError
 	var until time.Time
-	for {
-		var lease *changelog.Lease
-		err := jsretry.Do(ctx, cfg.Logger, "open the lease of "+durable, func(ctx context.Context) (err error) {
-			lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, durable, runName(host), ttl,
-				leaseReplicas(cfg, servers), changelog.LeaseLogger(cfg.Logger))
-			return err
-		})
-		var te *changelog.TimingError
-		switch {
-		case err == nil:
-			return lease, waitLease(ctx, cfg, lease)
-		case !errors.As(err, &te):
-			return nil, err
-		case until.IsZero():
+	for errors.As(err, &te) {
+		if until.IsZero() {
 			until = time.Now().Add(2*te.HolderTTL + 2*time.Second)
 			cfg.Logger.InfoContext(ctx, "the durable's lease is held by a run of another timing: waiting until its holder renews it no more",
 				"stream", cfg.Stream.Name, "holder", te.Holder, "holder_ttl", te.HolderTTL, "ttl", ttl)
-		case time.Now().After(until):
+		}
+		if time.Now().After(until) {
 			return nil, err
 		}
 		if !ackwait.Sleep(ctx, ttl/4) {
 			return nil, ctx.Err()
 		}
+		err = jsretry.Do(ctx, cfg.Logger, "read the lease of "+durable, func(ctx context.Context) error {
+			_, err := lease.Holder(ctx)
+			return err
+		})
 	}
+	if err != nil {
+		return nil, err
+	}
+	return lease, waitLease(ctx, cfg, lease)
 }
 
 // waitLease takes the lease, waiting through two TTLs and 2 s while
@@ -295,6 +301,10 @@ func keepPlain(ctx context.Context, cfg Config, lease *changelog.Lease) error {
 			said = false
 		case errors.Is(err, changelog.ErrLeaseHeld):
 			return err
+		case errors.As(err, new(*changelog.TimingError)):
+			// A run of other flags took the key this run's hold lapsed from
+			// (a pause, a partition, the key deleted): it is held.
+			return fmt.Errorf("%w: %w", changelog.ErrLeaseHeld, err)
 		case !said && ctx.Err() == nil:
 			cfg.Logger.WarnContext(ctx, "the durable's lease cannot be renewed now; trying again", "stream", cfg.Stream.Name, "err", err)
 			said = true
