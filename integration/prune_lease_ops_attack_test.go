@@ -32,6 +32,20 @@ func attackOpsRun(w *world, d string, extra ...string) *proc {
 	return start(w.t, nil, append(args, extra...)...)
 }
 
+// attackOpsFirstRun publishes first of total events on a world of its
+// own, starts run with --deadline 4s and waits until it committed them.
+func attackOpsFirstRun(t *testing.T, total, first int) (*world, []event, *proc, *sql.DB) {
+	w := newWorld(t, time.Minute)
+	evs := makeEvents(randFor(t), w.pub, total)
+	w.publish(evs[:first])
+	p1 := attackOpsRun(w, "4s")
+	db := w.ledgerDB()
+	consumertest.Eventually(t, 2*time.Minute, fmt.Sprintf("the first run commits %d", first), func() bool {
+		return count(t, db, `SELECT count(*) FROM processed_messages`) == first
+	})
+	return w, evs, p1, db
+}
+
 // attackOpsLogged says whether p logged a record whose msg holds s.
 func attackOpsLogged(p *proc, s string) bool {
 	_, ok := p.record(func(r map[string]any) bool {
@@ -46,14 +60,7 @@ func attackOpsLogged(p *proc, s string) bool {
 // of another timing, then consumes everything exactly once and exits 0.
 func TestAttackPlainRunRestartedWithANewDeadlineAfterSIGKILL(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, time.Minute)
-	evs := makeEvents(randFor(t), w.pub, 200)
-	w.publish(evs[:100])
-	p1 := attackOpsRun(w, "4s")
-	db := w.ledgerDB()
-	consumertest.Eventually(t, 2*time.Minute, "the first run commits 100", func() bool {
-		return count(t, db, `SELECT count(*) FROM processed_messages`) == 100
-	})
+	w, evs, p1, db := attackOpsFirstRun(t, 200, 100)
 	p1.kill()
 	began := time.Now()
 	p2 := attackOpsRun(w, "1s")
@@ -70,14 +77,7 @@ func TestAttackPlainRunRestartedWithANewDeadlineAfterSIGKILL(t *testing.T) {
 // exactly once and exits 0.
 func TestAttackPlainRunRestartedWithANewDeadlineAfterSIGTERM(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, time.Minute)
-	evs := makeEvents(randFor(t), w.pub, 200)
-	w.publish(evs[:100])
-	p1 := attackOpsRun(w, "4s")
-	db := w.ledgerDB()
-	consumertest.Eventually(t, 2*time.Minute, "the first run commits 100", func() bool {
-		return count(t, db, `SELECT count(*) FROM processed_messages`) == 100
-	})
+	w, evs, p1, db := attackOpsFirstRun(t, 200, 100)
 	p1.stop()
 	if code := p1.wait(time.Minute); code != 0 {
 		t.Fatalf("the first run's SIGTERM: exit %d", code)
@@ -96,14 +96,7 @@ func TestAttackPlainRunRestartedWithANewDeadlineAfterSIGTERM(t *testing.T) {
 // consumes on, exactly once, and exits 0 on SIGTERM.
 func TestAttackARunOfNewFlagsBesideALiveRunIsRefused(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, time.Minute)
-	evs := makeEvents(randFor(t), w.pub, 300)
-	w.publish(evs[:100])
-	p1 := attackOpsRun(w, "4s")
-	db := w.ledgerDB()
-	consumertest.Eventually(t, 2*time.Minute, "the first run commits 100", func() bool {
-		return count(t, db, `SELECT count(*) FROM processed_messages`) == 100
-	})
+	w, evs, p1, db := attackOpsFirstRun(t, 300, 100)
 	other := worldIn(t, t.TempDir())
 	other.srv, other.js, other.pub = w.srv, w.js, w.pub
 	p2 := attackOpsRun(other, "1s")
@@ -205,14 +198,7 @@ func TestAttackALedgerPruneBesideALiveRun(t *testing.T) {
 // nothing, and the live run consumes on and exits 0.
 func TestAttackARunWaitingForAKeyOfAnotherTimingStopsCleanly(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, time.Minute)
-	evs := makeEvents(randFor(t), w.pub, 100)
-	w.publish(evs[:50])
-	p1 := attackOpsRun(w, "4s")
-	db := w.ledgerDB()
-	consumertest.Eventually(t, 2*time.Minute, "the first run commits 50", func() bool {
-		return count(t, db, `SELECT count(*) FROM processed_messages`) == 50
-	})
+	w, evs, p1, db := attackOpsFirstRun(t, 100, 50)
 	other := worldIn(t, t.TempDir())
 	other.srv, other.js, other.pub = w.srv, w.js, w.pub
 	p2 := attackOpsRun(other, "1s")
@@ -397,14 +383,7 @@ func attackOpsOwnerMidPrune(t *testing.T, op string) {
 // must never go on consuming one durable on two ledgers.
 func TestAttackAPausedRunWhoseKeyARunOfNewFlagsTookStops(t *testing.T) {
 	t.Parallel()
-	w := newWorld(t, time.Minute)
-	evs := makeEvents(randFor(t), w.pub, 300)
-	w.publish(evs[:100])
-	p1 := attackOpsRun(w, "4s")
-	db := w.ledgerDB()
-	consumertest.Eventually(t, 2*time.Minute, "the first run commits 100", func() bool {
-		return count(t, db, `SELECT count(*) FROM processed_messages`) == 100
-	})
+	w, evs, p1, db := attackOpsFirstRun(t, 300, 100)
 	other := worldIn(t, t.TempDir())
 	other.srv, other.js, other.pub = w.srv, w.js, w.pub
 	p2 := attackOpsRun(other, "1s")

@@ -85,18 +85,7 @@ func TestAttackACutPruneStepLeavesTheStandbyTheOwnersCopy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := owner.TakeOver(ctx, "log1", "a", 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	for from := 1; from <= rows; from += 100 {
-		var b []ledger.Delivery
-		for i := from; i < from+100 && i <= rows; i++ {
-			b = append(b, attackOpsDelivery(i))
-		}
-		if _, err := owner.ApplyBatch(ctx, b, attackOpsEvents, ledger.Budget{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	attackOpsOwnRows(t, owner, rows)
 	clock.advance(30 * 24 * time.Hour)
 	sameAsOwner(t, log, owner, standby)
 	entriesBefore := len(log.entries)
@@ -383,18 +372,7 @@ func TestAttackAStandbyTakesOverMidPrune(t *testing.T) {
 		return st
 	}
 	owner, standby := openOwner("owner.db"), open("standby.db")
-	if err := owner.TakeOver(ctx, "log1", "a", 0, 0); err != nil {
-		t.Fatal(err)
-	}
-	for from := 1; from <= rows; from += 100 {
-		var b []ledger.Delivery
-		for i := from; i < from+100 && i <= rows; i++ {
-			b = append(b, attackOpsDelivery(i))
-		}
-		if _, err := owner.ApplyBatch(ctx, b, attackOpsEvents, ledger.Budget{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	attackOpsOwnRows(t, owner, rows)
 	clock.advance(30 * 24 * time.Hour)
 	if _, err := attackOpsFollow(ctx, log, standby); err != nil {
 		t.Fatal(err)
@@ -592,5 +570,23 @@ func TestAttackOutboxPruneBesideWorkersSending(t *testing.T) {
 	}
 	if got := count(t, st, `SELECT count(*) FROM outbox WHERE status != 'sent'`); got != 0 {
 		t.Errorf("%d rows not sent", got)
+	}
+}
+
+// attackOpsOwnRows has owner take log1 over and apply rows deliveries in
+// batches of 100.
+func attackOpsOwnRows(t *testing.T, owner *ledger.Store, rows int) {
+	ctx := context.Background()
+	if err := owner.TakeOver(ctx, "log1", "a", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	for from := 1; from <= rows; from += 100 {
+		var b []ledger.Delivery
+		for i := from; i < from+100 && i <= rows; i++ {
+			b = append(b, attackOpsDelivery(i))
+		}
+		if _, err := owner.ApplyBatch(ctx, b, attackOpsEvents, ledger.Budget{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

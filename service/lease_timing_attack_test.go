@@ -87,10 +87,7 @@ func attackOpsAckWait(t *testing.T, js jetstream.JetStream) time.Duration {
 // durable's AckWait, and exits 0 on its stop.
 func TestAttackARunOfNewFlagsBesideALiveRunIsRefusedAndTheLiveRunGoesOn(t *testing.T) {
 	t.Parallel()
-	srv := consumertest.RunServer(t)
-	_, js := consumertest.Connect(t, srv)
-	steady := quickPlan
-	steady.Deadline = 3 * time.Second
+	srv, js, steady := attackOpsServer(t)
 	a := attackOpsPlain(t, srv, steady, nil)
 	stopA, doneA := attackOpsStart(t, a)
 	defer stopA()
@@ -131,10 +128,7 @@ func TestAttackARunOfNewFlagsBesideALiveRunIsRefusedAndTheLiveRunGoesOn(t *testi
 // exits 0 on its stop.
 func TestAttackTwoPlainRunsOfOtherFlagsStartedTogether(t *testing.T) {
 	t.Parallel()
-	srv := consumertest.RunServer(t)
-	_, js := consumertest.Connect(t, srv)
-	steady := quickPlan
-	steady.Deadline = 3 * time.Second
+	srv, js, steady := attackOpsServer(t)
 	cfgs := []Config{attackOpsPlain(t, srv, steady, nil), attackOpsPlain(t, srv, quickPlan, nil)}
 	go1 := make(chan struct{})
 	ctx, stop := context.WithCancel(t.Context())
@@ -183,10 +177,7 @@ func TestAttackTwoPlainRunsOfOtherFlagsStartedTogether(t *testing.T) {
 // started right after it finds no key of another timing to wait for.
 func TestAttackACleanStopFreesTheKeyForARunOfNewFlags(t *testing.T) {
 	t.Parallel()
-	srv := consumertest.RunServer(t)
-	_, js := consumertest.Connect(t, srv)
-	steady := quickPlan
-	steady.Deadline = 3 * time.Second
+	srv, js, steady := attackOpsServer(t)
 	a := attackOpsPlain(t, srv, steady, nil)
 	stopA, doneA := attackOpsStart(t, a)
 	defer stopA()
@@ -341,10 +332,7 @@ func TestAttackLeaseGoneUnderALiveRunWhileARunOfNewFlagsWaits(t *testing.T) {
 // both timings; the owner consumes on and exits 0.
 func TestAttackAnOwnedPartitionsHostOfAnotherDeadlineIsRefusedAtOnce(t *testing.T) {
 	t.Parallel()
-	srv := consumertest.RunServer(t)
-	_, js := consumertest.Connect(t, srv)
-	steady := quickPlan
-	steady.Deadline = 3 * time.Second
+	srv, js, steady := attackOpsServer(t)
 	ttlA := LeaseTTL(steady.WithDefaults().AckWait())
 	a := attackOpsPlain(t, srv, steady, nil)
 	a.Owner = &Owner{Name: "a", Standby: true}
@@ -374,4 +362,14 @@ func TestAttackAnOwnedPartitionsHostOfAnotherDeadlineIsRefusedAtOnce(t *testing.
 	if err := attackOpsWait(t, doneA, 2*time.Minute, "a's stop"); err != nil {
 		t.Fatalf("a's stop: %v", err)
 	}
+}
+
+// attackOpsServer is a server of the test's own, a client of it, and a
+// plan whose lease (about 5.7s) a loaded host keeps through a renewal.
+func attackOpsServer(t *testing.T) (*server.Server, jetstream.JetStream, ackwait.Plan) {
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	steady := quickPlan
+	steady.Deadline = 3 * time.Second
+	return srv, js, steady
 }
