@@ -62,28 +62,44 @@ func options(ctx context.Context, js jetstream.JetStream, st *ledger.Store, name
 
 // unconsumed is when the oldest message the durable has not handled was
 // stored (zero when it has handled everything): a copy of an id there, a
-// provider's late re-send say, must still meet its row. Without the durable,
+// provider's late re-send say, must still meet its row. Only the durable's
+// own subjects count: a partition's durable is never handed another
+// partition's messages, and counting them held a drained partition's
+// rows back behind the others'. Without the durable,
 // a consumer made later starts at the stream's start.
 func unconsumed(ctx context.Context, js jetstream.JetStream, s jetstream.Stream, name, durable string, lastSeq uint64) (time.Time, error) {
 	var floor uint64
+	filters := []string{">"}
 	cons, err := js.Consumer(ctx, name, durable)
 	switch {
 	case err == nil:
-		floor = cons.CachedInfo().AckFloor.Stream
+		info := cons.CachedInfo()
+		floor = info.AckFloor.Stream
+		if f := info.Config.FilterSubjects; len(f) > 0 {
+			filters = f
+		} else if info.Config.FilterSubject != "" {
+			filters = []string{info.Config.FilterSubject}
+		}
 	case !errors.Is(err, jetstream.ErrConsumerNotFound):
 		return time.Time{}, fmt.Errorf("prune: durable %s: %w", durable, err)
 	}
 	if floor >= lastSeq {
 		return time.Time{}, nil
 	}
-	m, err := s.GetMsg(ctx, floor+1, jetstream.WithGetMsgSubject(">"))
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return time.Time{}, nil // purged meanwhile
+	var oldest time.Time
+	for _, f := range filters {
+		m, err := s.GetMsg(ctx, floor+1, jetstream.WithGetMsgSubject(f))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // none past the floor on f (or purged meanwhile)
+		}
+		if err != nil {
+			return time.Time{}, fmt.Errorf("prune: first message of %s past the ack floor of %s: %w", f, durable, err)
+		}
+		if oldest.IsZero() || m.Time.Before(oldest) {
+			oldest = m.Time
+		}
 	}
-	if err != nil {
-		return time.Time{}, fmt.Errorf("prune: first message past the ack floor of %s: %w", durable, err)
-	}
-	return m.Time, nil
+	return oldest, nil
 }
 
 // Pruner removes ledger rows that no redelivery or republish can meet, with

@@ -151,3 +151,60 @@ func TestRetentionErrorSaysTheCallersName(t *testing.T) {
 		}
 	}
 }
+
+// A partition's durable is only handed its own subjects: a message of
+// another partition past its ack floor does not hold its retention back.
+// Before, the first message past the floor on any subject did, and a
+// drained partition's rows stayed behind the others' backlog. Its own
+// unhandled message still does.
+func TestAnotherPartitionsBacklogDoesNotHoldRowsBack(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	st, err := ledger.Open(filepath.Join(t.TempDir(), "l.db"), ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{Name: "P", Subjects: []string{"p.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	pub := func(subject string) {
+		if _, err := js.Publish(ctx, subject, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pub("p.0")
+	pub("p.0")
+	pub("p.1") // partition 1's, never handed to d0
+	c, err := js.CreateOrUpdateConsumer(ctx, "P", jetstream.ConsumerConfig{Durable: "d0", FilterSubject: "p.0", AckPolicy: jetstream.AckExplicitPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drain := func(n int) {
+		msgs, err := c.Fetch(n, jetstream.FetchMaxWait(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range msgs.Messages() {
+			if err := m.DoubleAck(ctx); err != nil {
+				t.Fatal(err)
+			}
+			n--
+		}
+		if n != 0 {
+			t.Fatalf("%d messages of p.0 not fetched", n)
+		}
+	}
+	drain(2)
+	o, err := prune.Options(ctx, js, st, "P", "d0")
+	if err != nil || !o.Unconsumed.IsZero() {
+		t.Fatalf("a drained partition beside another's backlog: Unconsumed %v (%v), want none", o.Unconsumed, err)
+	}
+	pub("p.0")
+	o, err = prune.Options(ctx, js, st, "P", "d0")
+	if err != nil || o.Unconsumed.IsZero() {
+		t.Fatalf("its own unhandled message: Unconsumed %v (%v), want its time", o.Unconsumed, err)
+	}
+}
