@@ -362,9 +362,10 @@ func attackOpsOwnerMidPrune(t *testing.T, op string) {
 		if got := total(dir, above); got != len(evs)-gone {
 			t.Errorf("%s: %d ledger rows of messages in the stream, want %d", name, got, len(evs)-gone)
 		}
-		if got, want := total(dir, below), total(ownerDir, below); got != want {
-			t.Errorf("%s: %d rows gone from the stream, the owner %d", name, got, want)
-		}
+		// Rows gone from the stream are not compared between the two: the
+		// owner's pruner goes on after the copy caught up and stopped
+		// (the ledger's TestAttackACutPruneStepLeavesTheStandbyTheOwnersCopy
+		// compares the files at one position).
 		if got := total(dir, `SELECT count(*) FROM events WHERE message_id NOT IN (SELECT message_id FROM processed_messages)`); got != 0 {
 			t.Errorf("%s: %d events rows without their ledger row", name, got)
 		}
