@@ -29,9 +29,6 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	s, err := Start(ctx, cfg)
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return nil // stopped while it started: a clean stop, as in Run
-		}
 		return err
 	}
 	defer s.Close()
