@@ -345,8 +345,8 @@ func TestAttackAStandbyTakesOverMidPrune(t *testing.T) {
 	dir := t.TempDir()
 	clock := &agingClock{now: time.Now()}
 	log := &memLog{max: 16 << 10}
-	open := func(name string) *ledger.Store {
-		st, err := ledger.Open(filepath.Join(dir, name), ledger.Config{Changelog: log, Now: clock.Now})
+	open := func(name string, cl ledger.Changelog) *ledger.Store {
+		st, err := ledger.Open(filepath.Join(dir, name), ledger.Config{Changelog: cl, Now: clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -360,18 +360,7 @@ func TestAttackAStandbyTakesOverMidPrune(t *testing.T) {
 	// Append under way then waits (the owner holding its writer, in a
 	// prune step or a batch) while the standby catches up and takes over.
 	gated := &attackOpsGate{memLog: log, open: make(chan struct{})}
-	openOwner := func(name string) *ledger.Store {
-		st, err := ledger.Open(filepath.Join(dir, name), ledger.Config{Changelog: gated, Now: clock.Now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
-		if _, err := st.DB().Exec(attackOpsEventsTable); err != nil {
-			t.Fatal(err)
-		}
-		return st
-	}
-	owner, standby := openOwner("owner.db"), open("standby.db")
+	owner, standby := open("owner.db", gated), open("standby.db", log)
 	attackOpsOwnRows(t, owner, rows)
 	clock.advance(30 * 24 * time.Hour)
 	if _, err := attackOpsFollow(ctx, log, standby); err != nil {
