@@ -193,9 +193,8 @@ func (l *Lease) read(ctx context.Context) (record, error) {
 		if err != nil {
 			return err
 		}
-		rec = record{rev: m.Sequence}
-		if m.Header.Get(kvOperation) == "" && m.Header.Get(jetstream.MarkerReasonHeader) == "" { // not deleted
-			rec.holder = string(m.Data)
+		rec = record{rev: m.Sequence, holder: keyHolder(m)}
+		if rec.holder != "" {
 			rec.ttl, _ = time.ParseDuration(m.Header.Get(headerLeaseTTL))
 		}
 		return nil
@@ -204,6 +203,15 @@ func (l *Lease) read(ctx context.Context) (record, error) {
 		return record{}, fmt.Errorf("changelog: read lease %s: %w", l.key, err)
 	}
 	return rec, l.agrees(rec)
+}
+
+// keyHolder is who the key's last message names: "" for a delete marker
+// or one the server wrote as the key expired.
+func keyHolder(m *jetstream.RawStreamMsg) string {
+	if m.Header.Get(kvOperation) != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "" {
+		return ""
+	}
+	return string(m.Data)
 }
 
 // agrees refuses a holder of this partition with another TTL.
@@ -478,7 +486,7 @@ func (l *Lease) release() {
 	s := l.stream
 	l.mu.Unlock()
 	m, err := s.GetLastMsgForSubject(ctx, l.subject)
-	if err != nil || m.Header.Get(kvOperation) != "" || m.Header.Get(jetstream.MarkerReasonHeader) != "" || string(m.Data) != l.owner {
+	if err != nil || keyHolder(m) != l.owner {
 		return // gone, deleted, or another's: nothing of this owner's to free
 	}
 	_ = l.deleteAt(ctx, m.Sequence)
