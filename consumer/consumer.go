@@ -67,7 +67,8 @@ type Config struct {
 	// Default 1s doubling to 1m.
 	Backoff ackwait.Backoff
 	// FetchWait is how long an idle consumer's pull request waits for a
-	// message; it bounds how long shutdown waits. Default 1s.
+	// message; it bounds how long shutdown waits. Default 1s, and never more
+	// than the plan's BufferWait: a message's age counts from its request.
 	FetchWait time.Duration
 	// AllowSequenceIDs makes a message without Nats-Msg-Id use
 	// SequenceID's "<stream>@<created>/<seq>" as its id (created: the

@@ -4,6 +4,7 @@ package consumer
 
 import (
 	"os"
+	"os/signal"
 	"sync"
 	"syscall"
 )
@@ -31,6 +32,12 @@ func faultStop(name string) {
 		return
 	}
 	stopped.Do(func() {
+		// A stop signal takes the threads a moment after kill returns: this
+		// goroutine waits for the SIGCONT, so it goes on after the pause.
+		cont := make(chan os.Signal, 1)
+		signal.Notify(cont, syscall.SIGCONT)
+		defer signal.Stop(cont)
 		syscall.Kill(os.Getpid(), syscall.SIGSTOP) //nolint:errcheck // the test's SIGCONT resumes it here
+		<-cont
 	})
 }

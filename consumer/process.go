@@ -17,8 +17,8 @@ type item struct {
 	msg  jetstream.Msg
 	meta *jetstream.MsgMetadata
 	id   string // its ledger id, from received
-	// since is when the server's AckWait for the message last restarted:
-	// its receipt, or an InProgress before its batch began.
+	// since is the earliest the server's AckWait for the message last
+	// restarted: its pull request, or an InProgress before its batch began.
 	since    time.Time
 	received time.Time // its receipt
 }
@@ -195,12 +195,13 @@ func (c *Consumer) admit(ctx context.Context, msgs []received) *batch {
 			_ = r.msg.Term()
 			continue
 		}
-		it := item{msg: r.msg, meta: meta, id: r.id, since: r.at, received: r.at}
-		switch c.plan.Admit(b.start.Sub(r.at)) {
+		// Its age counts from its request: a pause before its receipt counts.
+		it := item{msg: r.msg, meta: meta, id: r.id, since: r.asked, received: r.at}
+		switch c.plan.Admit(b.start.Sub(r.asked)) {
 		case ackwait.Skip:
 			c.n.stale.Add(1)
 			c.log.WarnContext(ctx, "message waited past its AckWait budget; leaving it to redelivery",
-				"stream_seq", meta.Sequence.Stream, "waited", b.start.Sub(r.at))
+				"stream_seq", meta.Sequence.Stream, "waited", b.start.Sub(r.asked))
 			continue
 		case ackwait.Refresh:
 			_ = r.msg.InProgress() // resets AckWait; if lost, the ledger still dedupes

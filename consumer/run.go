@@ -151,8 +151,13 @@ func (c *Consumer) fetchLoop(ctx context.Context, out chan<- fetched) {
 // fetcher's goroutine: parsing the reply subject and the headers there takes
 // them off the goroutine that holds the writer.
 type received struct {
-	msg     jetstream.Msg
-	at      time.Time
+	msg jetstream.Msg
+	at  time.Time // its receipt
+	// asked is when its pull request was sent: the earliest the server may
+	// have delivered it and started its AckWait. A process paused while a
+	// request was out reads, once resumed, a message whose AckWait may have
+	// run out meanwhile; its receipt alone would make it look fresh.
+	asked   time.Time
 	meta    *jetstream.MsgMetadata
 	metaErr error
 	id      string
@@ -167,26 +172,31 @@ type received struct {
 // The wait ends with ctx: stopping must not wait out a pull request (that
 // was a second at the end of every run).
 func (c *Consumer) fetch(ctx context.Context) ([]received, error) {
+	asked := time.Now()
 	b, err := c.cons.FetchNoWait(c.plan.BatchSize)
 	if err != nil {
 		return nil, err
 	}
-	if msgs, err := c.collect(b, c.plan.BatchSize); err != nil || len(msgs) > 0 {
+	if msgs, err := c.collect(b, c.plan.BatchSize, asked); err != nil || len(msgs) > 0 {
 		return msgs, err
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, c.cfg.FetchWait)
+	// A message that came at the end of the wait is as old as the wait: the
+	// wait stays within BufferWait, so it is not refreshed for that alone.
+	waitCtx, cancel := context.WithTimeout(ctx, min(c.cfg.FetchWait, c.plan.BufferWait))
 	defer cancel()
+	asked = time.Now()
 	if b, err = c.cons.Fetch(1, jetstream.FetchContext(waitCtx)); err != nil {
 		return nil, err
 	}
-	return c.collect(b, 1)
+	return c.collect(b, 1, asked)
 }
 
-// collect takes a fetch's messages, up to n.
-func (c *Consumer) collect(b jetstream.MessageBatch, n int) ([]received, error) {
+// collect takes a fetch's messages, up to n, from a request sent at asked.
+func (c *Consumer) collect(b jetstream.MessageBatch, n int, asked time.Time) ([]received, error) {
 	out := make([]received, 0, n)
 	for m := range b.Messages() {
-		r := received{msg: m, at: time.Now()}
+		faultStop("fetched") // a pause between the server's delivery and the receipt
+		r := received{msg: m, at: time.Now(), asked: asked}
 		if r.meta, r.metaErr = m.Metadata(); r.metaErr == nil {
 			r.id, r.idErr = MessageID(m.Headers(), r.meta.Stream, c.created, r.meta.Sequence.Stream, c.cfg.AllowSequenceIDs)
 		}
