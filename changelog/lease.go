@@ -335,19 +335,26 @@ func (l *Lease) Acquire(ctx context.Context) error {
 	sent := time.Now()
 	rev, err := l.write(ctx, rec.rev)
 	if wrongRevision(err) {
-		if rev, rerr := l.rewrite(ctx); rerr == nil { // our own lost answer took it
-			l.hold(rev, sent)
-			return nil
-		}
-		holder, _ := l.Holder(ctx)
-		return fmt.Errorf("%w: %s took %s first", ErrLeaseHeld, holder, l.key)
+		// Something was written after what the read saw: another's take,
+		// ours whose answer was lost (an election), or nothing new, read
+		// from a replica behind (the bucket allows direct gets).
+		sent = time.Now()
+		rev, err = l.writeAfterRead(ctx, true)
+	}
+	if err != nil && !errors.Is(err, ErrLeaseHeld) {
+		return fmt.Errorf("changelog: take lease %s: %w", l.key, err)
 	}
 	if err != nil {
-		return fmt.Errorf("changelog: take lease %s: %w", l.key, err)
+		return err
 	}
 	l.hold(rev, sent)
 	return nil
 }
+
+// takeTries is how often a write that met a newer revision reads the key
+// again and, if it is still this owner's (or free, for a take), writes
+// after that.
+const takeTries = 3
 
 // bucketAge is how long ago the bucket was made, by the server's clock.
 func bucketAge(info *jetstream.StreamInfo) time.Duration {
@@ -405,14 +412,27 @@ func (l *Lease) Renew(ctx context.Context) error {
 // next, sent with the revision before, was refused. Owner names are a
 // process's own (host and pid), so nobody else wrote it.
 func (l *Lease) rewrite(ctx context.Context) (uint64, error) {
-	rec, err := l.read(ctx)
-	if err != nil {
-		return 0, err
+	return l.writeAfterRead(ctx, false)
+}
+
+// writeAfterRead reads the key and writes it after the revision read, if
+// it names this owner (or nobody, with free): ErrLeaseHeld names another.
+// A read may come from a replica behind, so a write refused for a newer
+// revision reads again, takeTries times.
+func (l *Lease) writeAfterRead(ctx context.Context, free bool) (uint64, error) {
+	for try := 0; ; try++ {
+		rec, err := l.read(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if rec.holder != l.owner && (rec.holder != "" || !free) {
+			return 0, fmt.Errorf("%w: %q holds %s", ErrLeaseHeld, rec.holder, l.key)
+		}
+		rev, err := l.write(ctx, rec.rev)
+		if !wrongRevision(err) || try == takeTries {
+			return rev, err
+		}
 	}
-	if rec.holder != l.owner {
-		return 0, fmt.Errorf("%w: %q holds it", ErrLeaseLost, rec.holder)
-	}
-	return l.write(ctx, rec.rev)
 }
 
 // hold records the revision this owner has just written, sent at sent.
