@@ -211,6 +211,13 @@ func (l *Log) info(ctx context.Context) (*jetstream.StreamInfo, error) {
 	return s.CachedInfo(), nil
 }
 
+// Check says whether the log is still there: ErrLogGone once its stream
+// was deleted, or another of its name made since.
+func (l *Log) Check(ctx context.Context) error {
+	_, err := l.stream(ctx)
+	return err
+}
+
 // stream is the log's stream, read now; one deleted, or another of its
 // name made since (another instance), is ErrLogGone.
 func (l *Log) stream(ctx context.Context) (jetstream.Stream, error) {

@@ -470,11 +470,27 @@ func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, leas
 			rec.once(context.WithoutCancel(ctx), true) // drained: where it stops, for a hand-over
 		}, nil
 	}
-	err, cause := runKept(ctx, cfg, lease.Keep)
-	if errors.Is(cause, changelog.ErrLeaseLost) {
+	err, cause := runKept(ctx, cfg, lease.Keep, func(ctx context.Context) error { return watchLog(ctx, log) })
+	if errors.Is(cause, changelog.ErrLeaseLost) || errors.Is(cause, changelog.ErrLogGone) {
 		return errors.Join(cause, err)
 	}
 	return err
+}
+
+// logLook is how often an owner looks whether its log is still there.
+const logLook = 5 * time.Second
+
+// watchLog returns ErrLogGone once the owner's log is deleted: an owner
+// with nothing to commit learns it now, not at its next batch, and begins
+// the new log (its standby waits for that, and its pruner's entries are
+// refused meanwhile).
+func watchLog(ctx context.Context, log *changelog.Log) error {
+	for ackwait.Sleep(ctx, logLook) {
+		if err := log.Check(ctx); errors.Is(err, changelog.ErrLogGone) {
+			return err
+		}
+	}
+	return nil
 }
 
 // runKept runs cfg (Run) while keep holds the partition's lease. keep goes
@@ -482,8 +498,10 @@ func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, leas
 // batch in hand at a SIGTERM commits (through the log, on an owned
 // partition, which takes an entry only while the lease is held). A keep
 // that returns an error stops the run, which is its cause; the lease goes
-// once the run has drained, to another host at once.
-func runKept(ctx context.Context, cfg Config, keep func(context.Context) error) (err, cause error) {
+// once the run has drained, to another host at once. A watch (run for as
+// long as the run) that returns an error stops the run too, as its cause,
+// while keep goes on until the run has drained.
+func runKept(ctx context.Context, cfg Config, keep func(context.Context) error, watches ...func(context.Context) error) (err, cause error) {
 	runCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	keepCtx, stopKeeping := context.WithCancel(context.WithoutCancel(ctx))
@@ -495,8 +513,18 @@ func runKept(ctx context.Context, cfg Config, keep func(context.Context) error) 
 			stop(err) // the consumer stops fetching before the lease can pass
 		}
 	}()
+	// A watch that returns an error stops the run too, while keep goes on.
+	var watching sync.WaitGroup
+	for _, w := range watches {
+		watching.Go(func() {
+			if err := w(runCtx); err != nil {
+				stop(err)
+			}
+		})
+	}
 	err = Run(runCtx, cfg)
 	stop(nil)
+	watching.Wait()
 	stopKeeping()
 	<-kept
 	return err, context.Cause(runCtx)
