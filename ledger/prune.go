@@ -176,7 +176,7 @@ const pruneSliceIDs = 32
 func (s *Store) pruneInSteps(ctx context.Context, hold time.Duration, res *PruneResult, collect func(*sql.Tx, int) (sql.Result, error), steps []string) (int64, error) {
 	var total int64
 	chunk := 256
-	p := &pacer{s: s, res: res, version: -1}
+	p := &pacer{s: s, res: res, version: -1, shm: newWALIndexFD(s.path)}
 	for {
 		p.asking()
 		st, err := s.pruneStep(ctx, p, chunk, hold, collect, steps)
@@ -214,6 +214,7 @@ type pacer struct {
 	version int64     // PRAGMA data_version in the step before; -1 before any
 	other   bool      // another connection committed since the step before
 	began   time.Time // when the step held the writer
+	shm     *walIndexFD
 }
 
 // asking is called as a step asks for the writer.
@@ -248,7 +249,8 @@ func (p *pacer) rest(ctx context.Context) (time.Duration, error) {
 	if p.other || p.s.batchAsks.Load() != p.asked {
 		rest = pruneRest * took
 	}
-	t := time.NewTimer(rest)
+	p.checkpoint(ctx)
+	t := time.NewTimer(rest - time.Since(p.began.Add(took)))
 	defer t.Stop()
 	select {
 	case <-t.C:
@@ -256,6 +258,23 @@ func (p *pacer) rest(ctx context.Context) (time.Duration, error) {
 	case <-ctx.Done():
 		return took, ctx.Err()
 	}
+}
+
+// checkpoint copies the WAL into the database between two steps, once it
+// holds checkpointBytes, as the background checkpoint would on its next
+// tick. There it runs beside the next step and the WAL is reused from its
+// start only if a checkpoint ended while no transaction was open: a prune's
+// steps, a rest apart, never gave it that, and the WAL grew by every step
+// (43 MB of a 7 MB ledger, filling the disk the prune was to free). Here
+// it ends before the next step begins. A failure is the background
+// checkpoint's to say.
+func (p *pacer) checkpoint(ctx context.Context) {
+	if pending, ok := walPending(p.shm); !ok || pending < checkpointBytes {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, p.s.cfg.BusyTimeout)
+	defer cancel()
+	_ = p.s.checkpoint(ctx)
 }
 
 // nextChunk sizes the next step from how long the last one held the writer.
@@ -380,7 +399,7 @@ func (s *Store) vacuumInSteps(ctx context.Context, hold time.Duration, res *Prun
 		return 0, fmt.Errorf("ledger: vacuum: %w", interpret(err))
 	}
 	left, pages := before, int64(256)
-	p := &pacer{s: s, res: res, version: -1}
+	p := &pacer{s: s, res: res, version: -1, shm: newWALIndexFD(s.path)}
 	for left > 0 {
 		p.asking()
 		was := left
