@@ -212,6 +212,7 @@ func (s *Store) applyBatch(ctx context.Context, batch []Delivery, h Handler, b B
 		}
 	}
 	s.adapt.note(results)
+	s.restartLongWAL()
 	return results, done, nil
 }
 
@@ -689,4 +690,24 @@ func (s *Store) checkHandlerSQL(ctx context.Context, stmts []string) (map[string
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.tables, nil
+}
+
+// restartLongWAL copies, on the writer after a batch's commit, the few
+// frames the background checkpoint has not yet copied of a WAL grown past
+// walRestartFrames, so that the next transaction reuses the WAL from its
+// start (walRestartFrames says why). A WAL with more pending waits for the
+// background checkpoint, which looks again soon while the WAL is long.
+func (s *Store) restartLongWAL() {
+	s.walMu.Lock()
+	if s.walShm == nil {
+		s.walShm = newWALIndexFD(s.path)
+	}
+	frames, pending, ok := walFrames(s.walShm)
+	s.walMu.Unlock()
+	if !ok || frames < walRestartFrames || pending > walRestartPending && frames < walCapFrames {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.BusyTimeout)
+	defer cancel()
+	_, _ = s.writer.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)") // a failure is the background checkpoint's to say
 }

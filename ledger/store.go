@@ -97,6 +97,8 @@ type Store struct {
 	guard        *guard
 	reader       *sql.DB // query_only connections for listings and stats
 	checkpointer *sql.DB // one connection for background WAL checkpoints
+	walMu        sync.Mutex
+	walShm       *walIndexFD // the writer's look at the WAL's length (restartLongWAL)
 	log          *slog.Logger
 	stop         chan struct{}
 	stopped      chan struct{}
@@ -374,16 +376,16 @@ func (s *Store) checkpointLoop() {
 		case <-t.C:
 		}
 		s.ckpt.ticks.Add(1)
-		if cause == nil && !checkpointDue(shm, skipped+1) {
+		due, next := checkpointDue(shm, skipped+1, s.cfg.CheckpointInterval)
+		if cause == nil && !due {
 			skipped++
-			t.Reset(s.cfg.CheckpointInterval)
+			t.Reset(next)
 			continue
 		}
 		skipped = 0
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.BusyTimeout)
 		err := s.checkpoint(ctx)
 		cancel()
-		next := s.cfg.CheckpointInterval
 		switch {
 		case err != nil:
 			n := s.ckpt.failures.Add(1)
