@@ -486,6 +486,11 @@ const logLook = 5 * time.Second
 // refused meanwhile).
 func watchLog(ctx context.Context, log *changelog.Log) error {
 	for ackwait.Sleep(ctx, logLook) {
+		// Gone on two looks a second apart: a cluster electing its
+		// leaders may say "not found" for a moment.
+		if err := log.Check(ctx); !errors.Is(err, changelog.ErrLogGone) || !ackwait.Sleep(ctx, time.Second) {
+			continue
+		}
 		if err := log.Check(ctx); errors.Is(err, changelog.ErrLogGone) {
 			return err
 		}
