@@ -187,7 +187,7 @@ func setAside(h *ownedHost) bool {
 // runOutOfTheLog runs cfg's ledger out of its changelog (LeaveChangelog,
 // a plain run), publishes messages from to to-1 and stops it once its
 // ledger holds all to.
-func runOutOfTheLog(t *testing.T, js jetstream.JetStream, cfg Config, from, to int) {
+func runOutOfTheLog(t *testing.T, js jetstream.JetStream, cfg Config, from, to int, meanwhile ...func()) {
 	t.Helper()
 	cfg.Owner, cfg.Ledger.LeaveChangelog = nil, true
 	ctx, stop := context.WithCancel(t.Context())
@@ -195,17 +195,23 @@ func runOutOfTheLog(t *testing.T, js jetstream.JetStream, cfg Config, from, to i
 	go func() { done <- Run(ctx, cfg) }()
 	publish(t, js, from, to)
 	consumertest.Eventually(t, time.Minute, fmt.Sprintf("the ledger out of its log holds all %d", to), func() bool { return processed(t, cfg.DB) == to })
+	for _, f := range meanwhile {
+		f()
+	}
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("the run out of the changelog: %v", err)
 	}
 }
 
-// A standby left running while its owner's file is taken out of the log
-// (docs: stop the standbys first) takes the lease once the run out of the
-// log stops. Its copy lacks what that run applied and acknowledged, so it
-// does not own: it gives the lease up and waits, saying so, rather than
-// consume on without those messages.
+// A standby running while its owner's file is out of the log (docs: stop
+// the standbys first) lacks what the run out of the log applied and
+// acknowledged: it waits, saying so, and once that run stops and frees the
+// lease it still does not own, rather than consume on without those
+// messages. It starts once the run out of the log holds the lease: left
+// running from before, it took the lease the owner gave up as it stopped
+// whenever the run out of the log was slower to start than its 250 ms look
+// (CI's load), and then lacked nothing.
 func TestAStandbyNeverOwnsACopyLackingAcknowledgedMessages(t *testing.T) {
 	t.Parallel()
 	srv := consumertest.RunServer(t)
@@ -217,10 +223,11 @@ func TestAStandbyNeverOwnsACopyLackingAcknowledgedMessages(t *testing.T) {
 	}
 	b.halt()
 	b.cfg.Metrics = l
-	b.start()
-	waitGauges(t, "http://"+l.Addr().String()+"/metrics", `jetledger_changelog_role{role="following"} 1`)
 	a.halt()
-	runOutOfTheLog(t, js, a.cfg, 20, 30)
+	runOutOfTheLog(t, js, a.cfg, 20, 30, func() {
+		b.start()
+		waitGauges(t, "http://"+l.Addr().String()+"/metrics", "jetledger_changelog_waiting 1", `jetledger_changelog_role{role="waiting"} 1`)
+	})
 	waitGauges(t, "http://"+l.Addr().String()+"/metrics", "jetledger_changelog_waiting 1", `jetledger_changelog_role{role="waiting"} 1`)
 	publish(t, js, 30, 35)
 	if n := processed(t, b.cfg.DB); n != 20 {
