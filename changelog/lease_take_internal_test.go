@@ -44,13 +44,7 @@ func TestATakeAfterAReadFromAReplicaBehindTakesAFreeKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Release()
-	b, err := OpenLease(ctx, js, "PAY", "p0", "host-b:2", 3*time.Second, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.mu.Lock()
-	b.stream = &behindOnce{Stream: b.stream}
-	b.mu.Unlock()
+	b := leaseBehindOnce(t, js, "host-b:2")
 	if err := b.Acquire(ctx); err != nil || !b.Held() {
 		t.Fatalf("a take after a read from a replica behind, the key free: %v, held %v", err, b.Held())
 	}
@@ -59,14 +53,21 @@ func TestATakeAfterAReadFromAReplicaBehindTakesAFreeKey(t *testing.T) {
 	}
 
 	// A holder the second read finds is still a holder.
-	c, err := OpenLease(ctx, js, "PAY", "p0", "host-c:3", 3*time.Second, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.mu.Lock()
-	c.stream = &behindOnce{Stream: c.stream}
-	c.mu.Unlock()
+	c := leaseBehindOnce(t, js, "host-c:3")
 	if err := c.Acquire(ctx); !errors.Is(err, ErrLeaseHeld) || c.Held() {
 		t.Fatalf("a take after a read behind, the key held by host-b:2: %v, held %v; want ErrLeaseHeld", err, c.Held())
 	}
+}
+
+// leaseBehindOnce opens owner's lease of PAY.p0, its first read answered
+// by a replica behind.
+func leaseBehindOnce(t *testing.T, js jetstream.JetStream, owner string) *Lease {
+	l, err := OpenLease(context.Background(), js, "PAY", "p0", owner, 3*time.Second, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	l.stream = &behindOnce{Stream: l.stream}
+	l.mu.Unlock()
+	return l
 }

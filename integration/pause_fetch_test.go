@@ -22,10 +22,7 @@ func TestAPausedRunLeavesAMessageDeliveredDuringThePauseToRedelivery(t *testing.
 	evs := makeEvents(randFor(t), w.pub, 101)
 	w.publish(evs[:100])
 	arm := filepath.Join(t.TempDir(), "arm")
-	args := []string{"run", "--nats", w.srv.ClientURL(), "--db", w.db, "--stream", stream,
-		"--schema", w.schema, "--apply", balanceApply, "--log-format", "json",
-		"--deadline", "4s", "--buffer-wait", "200ms", "--commit-margin", "300ms", "--ack-margin", "200ms", "--prune-interval", "0"}
-	p := start(t, []string{"JETLEDGER_FAULT=stop-fetched", "JETLEDGER_FAULT_ARM=" + arm}, args...)
+	p := attackOpsRunEnv(w, []string{"JETLEDGER_FAULT=stop-fetched", "JETLEDGER_FAULT_ARM=" + arm}, "4s")
 	w.waitDrained(2 * time.Minute)
 	if err := os.WriteFile(arm, nil, 0o600); err != nil {
 		t.Fatal(err)

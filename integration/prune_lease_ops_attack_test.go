@@ -26,10 +26,16 @@ import (
 // rest of fastPlan) and no prune of its own.
 func attackOpsRun(w *world, d string, extra ...string) *proc {
 	w.t.Helper()
+	return attackOpsRunEnv(w, nil, d, extra...)
+}
+
+// attackOpsRunEnv is attackOpsRun with env added to the process's.
+func attackOpsRunEnv(w *world, env []string, d string, extra ...string) *proc {
+	w.t.Helper()
 	args := []string{"run", "--nats", w.srv.ClientURL(), "--db", w.db, "--stream", stream,
 		"--schema", w.schema, "--apply", balanceApply, "--log-format", "json",
 		"--deadline", d, "--buffer-wait", "200ms", "--commit-margin", "300ms", "--ack-margin", "200ms", "--prune-interval", "0"}
-	return start(w.t, nil, append(args, extra...)...)
+	return start(w.t, env, append(args, extra...)...)
 }
 
 // attackOpsFirstRun publishes first of total events on a world of its
