@@ -692,7 +692,8 @@ func (s *Store) checkHandlerSQL(ctx context.Context, stmts []string) (map[string
 	return g.tables, nil
 }
 
-// restartLongWAL copies, on the writer after a batch's commit, the few
+// restartLongWAL copies, on the writer after a batch's commit (or a
+// standby's entries), the few
 // frames the background checkpoint has not yet copied of a WAL grown past
 // walRestartFrames, so that the next transaction reuses the WAL from its
 // start (walRestartFrames says why). A WAL with more pending waits for the

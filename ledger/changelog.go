@@ -547,6 +547,7 @@ func (s *Store) ApplyEntries(ctx context.Context, log string, entries []Changelo
 	if s.changelog == nil {
 		s.copyOf.Store(&log) // a copy now, whatever it was at open
 	}
+	s.restartLongWAL() // a standby catching up writes back to back as a backlog's batches do
 	return nil
 }
 
