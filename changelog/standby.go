@@ -194,6 +194,11 @@ func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag fun
 // the log (it had no entries), or whose log has no snapshot yet, has its
 // snapshot stored before Own returns.
 func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
+	// A lease that lapsed while the copy was prepared (a slow server, a
+	// pause) is lost, not a move the table refuses: the run stands by.
+	if !lease.Held() {
+		return fmt.Errorf("%w: before the take-over, while the copy was prepared", ErrLeaseLost)
+	}
 	if err := l.Move(ctx, RoleTaking, Facts{Lease: lease}); err != nil {
 		return err
 	}
