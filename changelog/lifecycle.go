@@ -398,16 +398,23 @@ func holdsAtLeast(pos, have ledger.ChangelogPosition) bool {
 }
 
 // Gap says whether the log lacks entries after its stored snapshot (it
-// was purged, or trimmed past it): a copy behind the log's first entry
-// can go on only from a newer snapshot, which its owner should store now.
+// was purged, or trimmed past it), or there is no snapshot of this log (its
+// object or its bucket deleted): a copy behind the log's first entry, or a
+// new one, can go on only from a newer snapshot, which its owner should
+// store now. Without a snapshot a replacement standby waited for the next
+// one, up to the snapshot interval (10 min), with one copy of the
+// partition meanwhile (helper-19).
 func (l *Log) Gap(ctx context.Context) (bool, error) {
 	info, err := l.info(ctx)
 	if err != nil {
 		return false, err
 	}
 	snap, err := l.stored(ctx)
-	if err != nil || !snap.found || snap.Log != l.instance {
+	if err != nil {
 		return false, err
+	}
+	if !snap.found || snap.Log != l.instance {
+		return true, nil
 	}
 	if first := firstHeld(info.State); first != 0 {
 		return first > snap.Seq+1, nil

@@ -593,7 +593,7 @@ func keepSnapshots(ctx context.Context, cfg Config, o Owner, log *changelog.Log,
 				}
 				continue
 			}
-			cfg.Logger.WarnContext(ctx, "the changelog lacks entries after the stored snapshot (purged?): snapshotting now, for standbys behind it")
+			cfg.Logger.WarnContext(ctx, "the changelog lacks entries after the stored snapshot (purged?), or has no snapshot (deleted?): snapshotting now, for standbys behind it or new")
 		}
 		due = time.Now().Add(o.SnapshotInterval)
 		if _, err := log.Snapshot(ctx, st); err != nil {
