@@ -110,7 +110,12 @@ func (e *stop2Env) stopWith(h *stopAttackHost, fault func()) time.Duration {
 }
 
 // settled waits until every message is committed in both hosts' files and
-// no row is queued or sending.
+// no row is queued or sending. A host whose copy waits for a person, as it
+// must when the log was deleted and the other host began the new one from
+// fewer entries than its copy holds (docs/scaling.md), is left out: it
+// owns nothing and consumes nothing until then. That was this file's
+// unexplained failure: the standby, an entry behind, began the new log
+// (its rows went to review, as they must), and the old owner waited.
 func (e *stop2Env) settled(hosts ...*stopAttackHost) {
 	e.t.Helper()
 	e.dest.SetDelay(0)
@@ -122,13 +127,18 @@ func (e *stop2Env) settled(hosts ...*stopAttackHost) {
 		}
 	}()
 	consumertest.Eventually(e.t, 3*time.Minute, fmt.Sprintf("every host's file holds %d, no row queued or sending", e.published), func() bool {
+		owners := 0
 		for _, h := range hosts {
+			if strings.Contains(h.log.String(), "the new one begun from less") {
+				continue
+			}
+			owners++
 			rs := outboxRows(e.t, h.cfg.DB)
 			if processed(e.t, h.cfg.DB) != e.published || rs["queued"] != 0 || rs["sending"] != 0 {
 				return false
 			}
 		}
-		return true
+		return owners > 0
 	})
 }
 
