@@ -79,7 +79,7 @@ const (
 func checkpointDue(fd *walIndexFD, ticks int, interval time.Duration) (due bool, next time.Duration) {
 	frames, pending, ok := walFrames(fd)
 	long := ok && frames >= walRestartFrames
-	if long {
+	if long && pending > 0 { // an idle ledger's long WAL is reused at its next write
 		interval = min(interval, walLongTick)
 	}
 	return !ok || pending >= checkpointBytes || (pending > 0 && ticks >= checkpointMaxTicks) || long && pending > walRestartPending, interval
