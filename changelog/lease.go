@@ -429,11 +429,30 @@ func (l *Lease) writeAfterRead(ctx context.Context, free bool) (uint64, error) {
 			return 0, fmt.Errorf("%w: %q holds %s", ErrLeaseHeld, rec.holder, l.key)
 		}
 		rev, err := l.write(ctx, rec.rev)
-		if !wrongRevision(err) || try == takeTries {
+		if wrongRevision(err) && try == takeTries {
+			return 0, &behindError{key: l.key, tries: takeTries + 1, err: err}
+		}
+		if !wrongRevision(err) {
 			return rev, err
 		}
 	}
 }
+
+// behindError: each read of the key came from a replica behind the
+// stream (an election), so each write after it was refused. It passes
+// (jsretry.Transient): the take is tried again, not refused as held.
+type behindError struct {
+	key   string
+	tries int
+	err   error
+}
+
+func (e *behindError) Error() string {
+	return fmt.Sprintf("changelog: the lease key %s was read behind the stream on each of %d tries (a replica behind answers while a leader is elected): %v", e.key, e.tries, e.err)
+}
+
+func (e *behindError) Unwrap() error   { return e.err }
+func (e *behindError) Transient() bool { return true }
 
 // hold records the revision this owner has just written, sent at sent.
 func (l *Lease) hold(rev uint64, sent time.Time) {

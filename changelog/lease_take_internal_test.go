@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -15,11 +16,12 @@ import (
 // bucket answers, one behind during an election among them.
 type behindOnce struct {
 	jetstream.Stream
-	reads int
+	reads  int
+	always bool // every read, not only the first
 }
 
 func (b *behindOnce) GetLastMsgForSubject(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
-	if b.reads++; b.reads == 1 {
+	if b.reads++; b.reads == 1 || b.always {
 		return nil, jetstream.ErrMsgNotFound
 	}
 	return b.Stream.GetLastMsgForSubject(ctx, subject)
@@ -59,6 +61,17 @@ func TestATakeAfterAReadFromAReplicaBehindTakesAFreeKey(t *testing.T) {
 	}
 }
 
+// behindJS answers every read of every stream as a replica behind.
+type behindJS struct{ jetstream.JetStream }
+
+func (b behindJS) Stream(ctx context.Context, name string) (jetstream.Stream, error) {
+	s, err := b.JetStream.Stream(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &behindOnce{Stream: s, always: true}, nil
+}
+
 // leaseBehindOnce opens owner's lease of PAY.p0, its first read answered
 // by a replica behind.
 func leaseBehindOnce(t *testing.T, js jetstream.JetStream, owner string) *Lease {
@@ -70,4 +83,31 @@ func leaseBehindOnce(t *testing.T, js jetstream.JetStream, owner string) *Lease 
 	l.stream = &behindOnce{Stream: l.stream}
 	l.mu.Unlock()
 	return l
+}
+
+// Every read from a replica behind (an election that lasts), the key
+// written (its holder's, unseen): the take passes, to be tried again (jsretry.Transient), not refused as held, nor
+// a failure that ends the run ("take lease: wrong last sequence", CI's
+// TestRunStartsWhileStreamHasNoLeader once a take retried on its own).
+func TestATakeReadBehindEveryTimePasses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	a, err := OpenLease(ctx, js, "PAY", "p0", "host-a:1", 3*time.Second, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenLease(ctx, behindJS{js}, "PAY", "p0", "host-b:2", 3*time.Second, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = b.Acquire(ctx)
+	var behind *behindError
+	if !errors.As(err, &behind) || !jsretry.Transient(err) || errors.Is(err, ErrLeaseHeld) || b.Held() {
+		t.Fatalf("a take read behind every time: %v (transient %v, held %v); want a passing error", err, jsretry.Transient(err), b.Held())
+	}
 }

@@ -69,7 +69,8 @@ func Transient(err error) bool {
 			return true
 		}
 	}
-	return false
+	var t interface{ Transient() bool }
+	return errors.As(err, &t) && t.Transient()
 }
 
 // Do is Call for a call without a result.
