@@ -699,16 +699,22 @@ func (s *Store) checkHandlerSQL(ctx context.Context, stmts []string) (map[string
 // start (walRestartFrames says why). A WAL with more pending waits for the
 // background checkpoint, which looks again soon while the WAL is long.
 func (s *Store) restartLongWAL() {
-	s.walMu.Lock()
-	if s.walShm == nil {
-		s.walShm = newWALIndexFD(s.path)
-	}
-	frames, pending, ok := walFrames(s.walShm)
-	s.walMu.Unlock()
+	frames, pending, ok := s.walLength()
 	if !ok || frames < walRestartFrames || pending > walRestartPending && frames < walCapFrames {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.BusyTimeout)
 	defer cancel()
 	_, _ = s.writer.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)") // a failure is the background checkpoint's to say
+}
+
+// walLength is the WAL's length and what of it is not yet copied, through the
+// store's one look at its index (walFrames).
+func (s *Store) walLength() (frames uint32, pending int64, ok bool) {
+	s.walMu.Lock()
+	defer s.walMu.Unlock()
+	if s.walShm == nil {
+		s.walShm = newWALIndexFD(s.path)
+	}
+	return walFrames(s.walShm)
 }

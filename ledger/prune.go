@@ -176,7 +176,7 @@ const pruneSliceIDs = 32
 func (s *Store) pruneInSteps(ctx context.Context, hold time.Duration, res *PruneResult, collect func(*sql.Tx, int) (sql.Result, error), steps []string) (int64, error) {
 	var total int64
 	chunk := 256
-	p := &pacer{s: s, res: res, version: -1, shm: newWALIndexFD(s.path)}
+	p := &pacer{s: s, res: res, version: -1}
 	for {
 		p.asking()
 		st, err := s.pruneStep(ctx, p, chunk, hold, collect, steps)
@@ -214,7 +214,6 @@ type pacer struct {
 	version int64     // PRAGMA data_version in the step before; -1 before any
 	other   bool      // another connection committed since the step before
 	began   time.Time // when the step held the writer
-	shm     *walIndexFD
 }
 
 // asking is called as a step asks for the writer.
@@ -269,7 +268,7 @@ func (p *pacer) rest(ctx context.Context) (time.Duration, error) {
 // it ends before the next step begins. A failure is the background
 // checkpoint's to say.
 func (p *pacer) checkpoint(ctx context.Context) {
-	if pending, ok := walPending(p.shm); !ok || pending < checkpointBytes {
+	if _, pending, ok := p.s.walLength(); !ok || pending < checkpointBytes {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, p.s.cfg.BusyTimeout)
@@ -399,7 +398,7 @@ func (s *Store) vacuumInSteps(ctx context.Context, hold time.Duration, res *Prun
 		return 0, fmt.Errorf("ledger: vacuum: %w", interpret(err))
 	}
 	left, pages := before, int64(256)
-	p := &pacer{s: s, res: res, version: -1, shm: newWALIndexFD(s.path)}
+	p := &pacer{s: s, res: res, version: -1}
 	for left > 0 {
 		p.asking()
 		was := left

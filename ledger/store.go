@@ -98,7 +98,7 @@ type Store struct {
 	reader       *sql.DB // query_only connections for listings and stats
 	checkpointer *sql.DB // one connection for background WAL checkpoints
 	walMu        sync.Mutex
-	walShm       *walIndexFD // the writer's look at the WAL's length (restartLongWAL)
+	walShm       *walIndexFD // the batches' and prunes' look at the WAL (walLength)
 	log          *slog.Logger
 	stop         chan struct{}
 	stopped      chan struct{}
