@@ -341,11 +341,11 @@ func (l *Lease) Acquire(ctx context.Context) error {
 		sent = time.Now()
 		rev, err = l.writeAfterRead(ctx, true)
 	}
-	if err != nil && !errors.Is(err, ErrLeaseHeld) {
-		return fmt.Errorf("changelog: take lease %s: %w", l.key, err)
+	if errors.Is(err, ErrLeaseHeld) {
+		return err
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("changelog: take lease %s: %w", l.key, err)
 	}
 	l.hold(rev, sent)
 	return nil
@@ -429,11 +429,11 @@ func (l *Lease) writeAfterRead(ctx context.Context, free bool) (uint64, error) {
 			return 0, fmt.Errorf("%w: %q holds %s", ErrLeaseHeld, rec.holder, l.key)
 		}
 		rev, err := l.write(ctx, rec.rev)
-		if wrongRevision(err) && try == takeTries {
-			return 0, &behindError{key: l.key, tries: takeTries + 1, err: err}
-		}
 		if !wrongRevision(err) {
 			return rev, err
+		}
+		if try == takeTries {
+			return 0, &behindError{key: l.key, tries: takeTries + 1, err: err}
 		}
 	}
 }

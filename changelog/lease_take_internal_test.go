@@ -36,15 +36,7 @@ func (b *behindOnce) GetLastMsgForSubject(ctx context.Context, subject string) (
 func TestATakeAfterAReadFromAReplicaBehindTakesAFreeKey(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := consumertest.RunServer(t)
-	_, js := consumertest.Connect(t, srv)
-	a, err := OpenLease(ctx, js, "PAY", "p0", "host-a:1", 3*time.Second, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	js, a := heldByA(t)
 	a.Release()
 	b := leaseBehindOnce(t, js, "host-b:2")
 	if err := b.Acquire(ctx); err != nil || !b.Held() {
@@ -86,21 +78,13 @@ func leaseBehindOnce(t *testing.T, js jetstream.JetStream, owner string) *Lease 
 }
 
 // Every read from a replica behind (an election that lasts), the key
-// written (its holder's, unseen): the take passes, to be tried again (jsretry.Transient), not refused as held, nor
-// a failure that ends the run ("take lease: wrong last sequence", CI's
+// written (its holder's, unseen): the take passes, to be tried again
+// (jsretry.Transient), not refused as held, nor a failure that ends the run ("take lease: wrong last sequence", CI's
 // TestRunStartsWhileStreamHasNoLeader once a take retried on its own).
 func TestATakeReadBehindEveryTimePasses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	srv := consumertest.RunServer(t)
-	_, js := consumertest.Connect(t, srv)
-	a, err := OpenLease(ctx, js, "PAY", "p0", "host-a:1", 3*time.Second, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
+	js, _ := heldByA(t)
 	b, err := OpenLease(ctx, behindJS{js}, "PAY", "p0", "host-b:2", 3*time.Second, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -110,4 +94,18 @@ func TestATakeReadBehindEveryTimePasses(t *testing.T) {
 	if !errors.As(err, &behind) || !jsretry.Transient(err) || errors.Is(err, ErrLeaseHeld) || b.Held() {
 		t.Fatalf("a take read behind every time: %v (transient %v, held %v); want a passing error", err, jsretry.Transient(err), b.Held())
 	}
+}
+
+// heldByA is a server of its own whose lease PAY.p0 host-a:1 holds (TTL 3s).
+func heldByA(t *testing.T) (jetstream.JetStream, *Lease) {
+	srv := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, srv)
+	a, err := OpenLease(context.Background(), js, "PAY", "p0", "host-a:1", 3*time.Second, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return js, a
 }

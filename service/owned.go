@@ -518,7 +518,6 @@ func runKept(ctx context.Context, cfg Config, keep func(context.Context) error, 
 			stop(err) // the consumer stops fetching before the lease can pass
 		}
 	}()
-	// A watch that returns an error stops the run too, while keep goes on.
 	var watching sync.WaitGroup
 	for _, w := range watches {
 		watching.Go(func() {
