@@ -693,19 +693,62 @@ func (s *Store) checkHandlerSQL(ctx context.Context, stmts []string) (map[string
 }
 
 // restartLongWAL copies, on the writer after a batch's commit (or a
-// standby's entries), the few
-// frames the background checkpoint has not yet copied of a WAL grown past
-// walRestartFrames, so that the next transaction reuses the WAL from its
-// start (walRestartFrames says why). A WAL with more pending waits for the
-// background checkpoint, which looks again soon while the WAL is long.
+// standby's entries), the few frames the background checkpoint has not yet
+// copied of a WAL grown past walRestartFrames, so that the next
+// transaction reuses the WAL from its start (walRestartFrames says why). A
+// WAL with more pending waits for the background checkpoint, which looks
+// again soon while the WAL is long.
 func (s *Store) restartLongWAL() {
 	frames, pending, ok := s.walLength()
-	if !ok || frames < walRestartFrames || pending > walRestartPending && frames < walCapFrames {
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.BusyTimeout)
 	defer cancel()
+	s.keepWALSize(ctx, frames >= walRestartFrames)
+	if frames < walRestartFrames || pending > walRestartPending && frames < walCapFrames {
+		return
+	}
 	_, _ = s.writer.ExecContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)") // a failure is the background checkpoint's to say
+}
+
+// keepWALSize has the writer keep the WAL file's size when it reuses it
+// while the WAL is long (a backlog) and for walKeep after, and cut it back
+// to walSizeLimit otherwise (journal_size_limit). Cut back at each reuse,
+// the WAL grew again over the next batches, and a backlog of random ids
+// ran at 0.72 of its rate (BENCHMARKS.md).
+func (s *Store) keepWALSize(ctx context.Context, long bool) {
+	now := time.Now()
+	s.walMu.Lock()
+	if long {
+		s.walKeepUntil = now.Add(s.walKeep)
+	}
+	keep := now.Before(s.walKeepUntil)
+	change := keep != s.walKept
+	s.walMu.Unlock()
+	if !change {
+		return
+	}
+	limit := walSizeLimit
+	if keep {
+		limit = walKeptLimit
+	}
+	// The guard refuses this setting to anyone but the ledger: the
+	// connection first, so that no handler runs in the window.
+	conn, err := s.writer.Conn(ctx)
+	if err != nil {
+		return // tried again after the next batch
+	}
+	defer conn.Close()
+	if err := s.guard.ownStatement(func() error {
+		_, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA journal_size_limit = %d", limit))
+		return err
+	}); err != nil {
+		return
+	}
+	s.walMu.Lock()
+	s.walKept = keep
+	s.walMu.Unlock()
 }
 
 // walLength is the WAL's length and what of it is not yet copied, through the

@@ -89,7 +89,7 @@ func TestWALPendingReadsTheWALIndex(t *testing.T) {
 	if n, ok := walPending(fd); !ok || n != 0 {
 		t.Fatalf("pending %d bytes (%v) after a checkpoint", n, ok)
 	}
-	if due, _ := checkpointDue(fd, 1000, time.Second); due {
+	if due, _ := st.checkpointDue(1000, time.Second); due {
 		t.Fatal("a checkpoint is due with nothing to copy")
 	}
 }
@@ -133,7 +133,7 @@ func TestCheckpointWaitsForTheWALToFill(t *testing.T) {
 	if n, ok := walPending(fd); n > 0 && n < checkpointBytes {
 		t.Fatalf("pending %d bytes (%v) after a 5 MB write", n, ok)
 	}
-	if n, _ := walPending(fd); n > 0 && !first(checkpointDue(fd, 1, time.Second)) {
+	if n, _ := walPending(fd); n > 0 && !first(st.checkpointDue(1, time.Second)) {
 		t.Fatalf("a WAL of %d bytes is not due at the first tick", n)
 	}
 	eventually(t, "a WAL of 5 MB checkpointed", func() bool { n, ok := walPending(fd); return ok && n == 0 })

@@ -98,7 +98,10 @@ type Store struct {
 	reader       *sql.DB // query_only connections for listings and stats
 	checkpointer *sql.DB // one connection for background WAL checkpoints
 	walMu        sync.Mutex
-	walShm       *walIndexFD // the batches' and prunes' look at the WAL (walLength)
+	walShm       *walIndexFD // the one look at the WAL of batches, prunes and the checkpoint loop (walLength)
+	walKeep      time.Duration
+	walKeepUntil time.Time // the writer keeps the WAL's size until then (keepWALSize)
+	walKept      bool      // journal_size_limit is walKeptLimit
 	log          *slog.Logger
 	stop         chan struct{}
 	stopped      chan struct{}
@@ -313,7 +316,7 @@ func openDBs(file string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("ledger: open %s: %w", file, err)
 	}
 	checkpointer.SetMaxOpenConns(1)
-	return &Store{cfg: cfg, path: file, writer: writer, guard: g, reader: reader, checkpointer: checkpointer, log: cfg.Logger,
+	return &Store{cfg: cfg, path: file, writer: writer, guard: g, reader: reader, checkpointer: checkpointer, log: cfg.Logger, walKeep: walKeep,
 		stop: make(chan struct{}), stopped: make(chan struct{}), wal: walSyncer{path: file + "-wal"}}, nil
 }
 
@@ -367,7 +370,6 @@ func (s *Store) checkpointLoop() {
 	retry := ackwait.Backoff{Base: s.cfg.CheckpointInterval, Max: max(checkpointBackoffMax, s.cfg.CheckpointInterval)}
 	var cause error // the failure last said
 	var since time.Time
-	shm := newWALIndexFD(s.path) // to skip ticks while the WAL is small (walsize.go)
 	skipped := 0
 	for {
 		select {
@@ -376,7 +378,7 @@ func (s *Store) checkpointLoop() {
 		case <-t.C:
 		}
 		s.ckpt.ticks.Add(1)
-		due, next := checkpointDue(shm, skipped+1, s.cfg.CheckpointInterval)
+		due, next := s.checkpointDue(skipped+1, s.cfg.CheckpointInterval) // skips ticks while the WAL is small
 		if cause == nil && !due {
 			skipped++
 			t.Reset(next)
@@ -429,8 +431,13 @@ func (s *Store) checkpoint(ctx context.Context) error {
 func discard(c *sql.Conn) { c.Raw(func(any) error { return driver.ErrBadConn }) }
 
 // walSizeLimit is the WAL file's size kept after it is reused (SQLite's
-// journal_size_limit).
-const walSizeLimit = 16 << 20
+// journal_size_limit); walKeptLimit while batches come back to back
+// (keepWALSize), for walKeep after the WAL was last long.
+const (
+	walSizeLimit = 16 << 20
+	walKeptLimit = 1 << 30
+	walKeep      = 30 * time.Second
+)
 
 // checkpointBackoffMax bounds the wait between failing checkpoints.
 const checkpointBackoffMax = 30 * time.Second

@@ -76,8 +76,8 @@ const (
 // last checkpoint, and how long until the next tick: while the WAL is long
 // (a backlog), every walLongTick, so that little is left for the writer's
 // copy (restartLongWAL).
-func checkpointDue(fd *walIndexFD, ticks int, interval time.Duration) (due bool, next time.Duration) {
-	frames, pending, ok := walFrames(fd)
+func (s *Store) checkpointDue(ticks int, interval time.Duration) (due bool, next time.Duration) {
+	frames, pending, ok := s.walLength()
 	long := ok && frames >= walRestartFrames
 	if long && pending > 0 { // an idle ledger's long WAL is reused at its next write
 		interval = min(interval, walLongTick)
