@@ -57,6 +57,13 @@ type Lease struct {
 	heldIn  time.Time // the creation of the bucket rev was written in
 	stream  jetstream.Stream
 	created time.Time // the bucket's, telling it from one made again
+
+	// retain: the next release leaves the key as it is, at kept (Retain);
+	// resumed: the last Acquire wrote right after kept, so nobody wrote
+	// the key between (Resumed).
+	retain  bool
+	kept    uint64
+	resumed bool
 }
 
 // LeaseOption sets an optional part of a Lease.
@@ -334,6 +341,10 @@ func (l *Lease) Acquire(ctx context.Context) error {
 	}
 	sent := time.Now()
 	rev, err := l.write(ctx, rec.rev)
+	l.mu.Lock()
+	l.resumed = err == nil && l.kept != 0 && rec.holder == l.owner && rec.rev == l.kept
+	l.kept = 0
+	l.mu.Unlock()
 	if wrongRevision(err) {
 		// Something was written after what the read saw: another's take,
 		// ours whose answer was lost (an election), or nothing new, read
@@ -502,6 +513,25 @@ func (l *Lease) Keep(ctx context.Context) error {
 	}
 }
 
+// Retain has the next release (the end of Keep) leave the key as it is,
+// for this owner to take again at once (Acquire, Resumed): an owner whose
+// log was deleted begins the new one itself, and proves by the key's
+// revision that nobody held the partition between.
+func (l *Lease) Retain() {
+	l.mu.Lock()
+	l.retain = l.rev != 0 // a lease lost has nothing to keep
+	l.mu.Unlock()
+}
+
+// Resumed says whether the last Acquire took the key right after the
+// revision this owner left it at (Retain): nobody wrote it between, so
+// nobody owned the partition between.
+func (l *Lease) Resumed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.resumed && l.rev != 0
+}
+
 // release deletes the key if it is still this owner's, as nats.go's KV
 // does (a delete marker), which expires as the key would have. A renewal
 // whose answer was lost wrote a revision this owner does not know: the
@@ -510,10 +540,13 @@ func (l *Lease) Keep(ctx context.Context) error {
 // was refused until the TTL ran out after a clean stop).
 func (l *Lease) release() {
 	l.mu.Lock()
-	rev := l.rev
-	l.rev = 0
+	rev, retain := l.rev, l.retain
+	l.rev, l.retain, l.kept, l.resumed = 0, false, 0, false
+	if retain {
+		l.kept = rev
+	}
 	l.mu.Unlock()
-	if rev == 0 {
+	if rev == 0 || retain {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(2*time.Second, l.ttl))

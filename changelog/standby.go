@@ -221,7 +221,11 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 		if err != nil {
 			return err
 		}
-		err = st.TakeOver(ctx, l.instance, lease.owner, applied, last)
+		takeOver := st.TakeOver
+		if lease.Resumed() {
+			takeOver = st.TakeOverAsSoleWriter
+		}
+		err = takeOver(ctx, l.instance, lease.owner, applied, last)
 		if errors.Is(err, ErrFenced) {
 			continue
 		}

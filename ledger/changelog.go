@@ -424,6 +424,19 @@ func (s *Store) Seen(ctx context.Context) (uint64, error) {
 // it: the log starts from this file, which a snapshot must then carry to
 // standbys. Needs Config.Changelog.
 func (s *Store) TakeOver(ctx context.Context, log, owner string, applied, last uint64) error {
+	return s.takeOver(ctx, log, owner, applied, last, false)
+}
+
+// TakeOverAsSoleWriter is TakeOver by the process that owned the file's
+// earlier log and held the partition since without a break (its lease's
+// revision proves it): no other host's copy of that log can be ahead of
+// this file, so a new log begun from it leaves its queued rows as they
+// are (queuedMaybeSent).
+func (s *Store) TakeOverAsSoleWriter(ctx context.Context, log, owner string, applied, last uint64) error {
+	return s.takeOver(ctx, log, owner, applied, last, true)
+}
+
+func (s *Store) takeOver(ctx context.Context, log, owner string, applied, last uint64, sole bool) error {
 	c := s.changelog
 	if c == nil {
 		return fmt.Errorf("%w: the store was opened without a changelog", ErrInvalidConfig)
@@ -465,7 +478,7 @@ func (s *Store) TakeOver(ctx context.Context, log, owner string, applied, last u
 			c.fail(err)
 			return fmt.Errorf("ledger: take over: %w", interpret(err))
 		}
-		if err := s.queuedMaybeSent(ctx, tx, pos); err != nil {
+		if err := s.queuedMaybeSent(ctx, tx, pos, owner, sole); err != nil {
 			c.fail(err)
 			return fmt.Errorf("ledger: take over: %w", interpret(err))
 		}
@@ -481,7 +494,10 @@ func (s *Store) TakeOver(ctx context.Context, log, owner string, applied, last u
 // that log may have been ahead of this one, and sent them, in entries
 // that are gone with it. An idempotent sink sends them again with their
 // key; any other sends them nowhere: they go to review (or a lookup).
-func (s *Store) queuedMaybeSent(ctx context.Context, tx *writeTx, from ChangelogPosition) error {
+func (s *Store) queuedMaybeSent(ctx context.Context, tx *writeTx, from ChangelogPosition, owner string, sole bool) error {
+	if sole && strings.HasPrefix(from.Owner, owner+" ") {
+		return nil // the file's last take-over was this owner's too
+	}
 	reason := fmt.Sprintf("maybe sent: the partition's log began again from this copy of %s at entry %d, and another host's copy of it may have been ahead and sent this row", from.Log, from.Seq)
 	_, err := tx.ExecContext(ctx, `UPDATE outbox SET maybe_sent = 1, updated_at = ?,
 		error = ? || coalesce(' (before: ' || error || ')', '')

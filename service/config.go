@@ -123,6 +123,10 @@ type Config struct {
 	// leaseHeld: the caller holds the partition's lease (runOwned,
 	// runLeased), so Run does not take it again.
 	leaseHeld bool
+	// retainLease, when set, is called when the run ends because it lost
+	// its partition (its log gone, or refused), before its lease is let
+	// go (runOwner).
+	retainLease func()
 	// Logger receives every record. Default slog.Default().
 	Logger *slog.Logger
 }

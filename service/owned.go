@@ -450,6 +450,13 @@ func acquire(ctx context.Context, cfg Config, o Owner, lease *changelog.Lease) e
 // runOwner runs the partition while the lease is held.
 func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, lease *changelog.Lease) error {
 	cfg.Owner, cfg.leaseHeld = nil, true
+	// A log deleted under this owner: a standby keeps the lease's key as it
+	// is, and takes it again at once, which proves (by its revision) that
+	// nobody owned the partition between, so the new log it begins from its
+	// file needs no row marked maybe sent (changelog.Own).
+	if o.Standby {
+		cfg.retainLease = lease.Retain
+	}
 	// Each entry is published only while the lease is held, and a commit
 	// whose entry landed after it ended is rolled back (Log.Owned).
 	cfg.Ledger.Changelog = log.Owned(lease)
@@ -529,6 +536,9 @@ func runKept(ctx context.Context, cfg Config, keep func(context.Context) error, 
 	err = Run(runCtx, cfg)
 	stop(nil)
 	watching.Wait()
+	if cfg.retainLease != nil && (lostOwnership(err) || lostOwnership(context.Cause(runCtx))) {
+		cfg.retainLease()
+	}
 	stopKeeping()
 	<-kept
 	return err, context.Cause(runCtx)
