@@ -536,7 +536,9 @@ func runKept(ctx context.Context, cfg Config, keep func(context.Context) error, 
 	err = Run(runCtx, cfg)
 	stop(nil)
 	watching.Wait()
-	if cfg.retainLease != nil && (lostOwnership(err) || lostOwnership(context.Cause(runCtx))) {
+	// A partition lost keeps the lease's key for the take that follows;
+	// not at a stop, where the lease goes at once, for another host.
+	if cfg.retainLease != nil && ctx.Err() == nil && (lostOwnership(err) || lostOwnership(context.Cause(runCtx))) {
 		cfg.retainLease()
 	}
 	stopKeeping()
