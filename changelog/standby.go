@@ -186,6 +186,23 @@ func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag fun
 	}
 }
 
+// soleWriter says whether this owner took the lease again right after the
+// revision it left (Lease.Resumed: nobody owned the partition between)
+// and st's file stands exactly where this owner last said it stood
+// (RecordOwner at its drain): not a copy restored since, nor one that
+// moved on without it.
+func (l *Log) soleWriter(ctx context.Context, lease *Lease, st *ledger.Store) (bool, error) {
+	if !lease.Resumed() {
+		return false, nil
+	}
+	pos, err := st.ChangelogPosition(ctx)
+	if err != nil {
+		return false, err
+	}
+	said, err := l.lastOwner(ctx)
+	return err == nil && said.Owner == lease.owner && said.Log == pos.Log && said.Seq == pos.Seq, err
+}
+
 // Own makes st, opened with this log as its Config.Changelog, the
 // partition's writer once the lease is held: it applies the log's entries
 // it lacks and takes over after the last (ledger.Store.TakeOver); an entry
@@ -222,7 +239,7 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 			return err
 		}
 		takeOver := st.TakeOver
-		if lease.Resumed() {
+		if sole, err := l.soleWriter(ctx, lease, st); err == nil && sole {
 			takeOver = st.TakeOverAsSoleWriter
 		}
 		err = takeOver(ctx, l.instance, lease.owner, applied, last)
