@@ -343,7 +343,7 @@ func (l *Lease) Acquire(ctx context.Context) error {
 	rev, err := l.write(ctx, rec.rev)
 	l.mu.Lock()
 	l.resumed = err == nil && l.kept != 0 && rec.holder == l.owner && rec.rev == l.kept
-	l.kept = 0
+	l.kept, l.retain = 0, false // a new holding: a Retain of the last one (its Keep ended on a loss) is not this one's
 	l.mu.Unlock()
 	if wrongRevision(err) {
 		// Something was written after what the read saw: another's take,
