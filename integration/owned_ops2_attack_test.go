@@ -102,6 +102,14 @@ func (a *a2) finish(t *testing.T, dirs []string, hosts []*proc, evs []event, bet
 	checkAsideHeld(t, dirs[1], finals)
 }
 
+// finishApplied waits for every event of evs in the ledgers of dirs, then
+// finishes (finish).
+func (a *a2) finishApplied(t *testing.T, dirs []string, hosts []*proc, evs []event) {
+	t.Helper()
+	a.r.waitApplied("every event applied", len(evs), dirs...)
+	a.finish(t, dirs, hosts, evs, nil)
+}
+
 // judge: no process ever logged an illegal move, a panic or a Go fatal error.
 func (a *a2) judge() {
 	t := a.r.t

@@ -174,8 +174,7 @@ func TestAttack3ReplaceHostWithEmptyDisk(t *testing.T) {
 			tr.wait(t)
 			alive(t, hosts[0], "A")
 			alive(t, hosts[1], "B")
-			a.r.waitApplied("every event applied", len(evs), dirs...)
-			a.finish(t, dirs, hosts, evs, nil)
+			a.finishApplied(t, dirs, hosts, evs)
 		})
 	}
 }
@@ -255,8 +254,7 @@ func TestAttack3PurgeChangelog(t *testing.T) {
 			hosts[0] = a.start("A", dirs[0], flags[0]...)
 			a.r.publish(evs[300:])
 			alive(t, hosts[1], "B")
-			a.r.waitApplied("every event applied", len(evs), dirs...)
-			a.finish(t, dirs, hosts, evs, nil)
+			a.finishApplied(t, dirs, hosts, evs)
 		})
 	}
 }
@@ -292,8 +290,7 @@ func TestAttack3UpgradeStandbyFirst(t *testing.T) {
 			tr.wait(t)
 			alive(t, hosts[0], "A")
 			alive(t, hosts[1], "B")
-			a.r.waitApplied("every event applied", len(evs), dirs...)
-			a.finish(t, dirs, hosts, evs, nil)
+			a.finishApplied(t, dirs, hosts, evs)
 		})
 	}
 }
@@ -407,8 +404,7 @@ func TestAttack3BothHostsTogether(t *testing.T) {
 				}
 			}
 			tr.wait(t)
-			a.r.waitApplied("every event applied", len(evs), dirs...)
-			a.finish(t, dirs, hosts, evs, nil)
+			a.finishApplied(t, dirs, hosts, evs)
 		})
 	}
 	t.Run("fresh-disks", func(t *testing.T) {
@@ -432,8 +428,7 @@ func TestAttack3BothHostsTogether(t *testing.T) {
 		a.r.publish(evs[300:])
 		alive(t, hosts[0], "A")
 		alive(t, hosts[1], "B")
-		a.r.waitApplied("every event applied", len(evs), dirs...)
-		a.finish(t, dirs, hosts, evs, nil)
+		a.finishApplied(t, dirs, hosts, evs)
 	})
 }
 
@@ -466,8 +461,7 @@ func TestAttack3ChangelogDeletedAgainAndAgain(t *testing.T) {
 		alive(t, hosts[0], "A")
 		alive(t, hosts[1], "B")
 		a.r.publish(evs[200:])
-		a.r.waitApplied("every event applied", len(evs), dirs...)
-		a.finish(t, dirs, hosts, evs, nil)
+		a.finishApplied(t, dirs, hosts, evs)
 	})
 	t.Run("during-restore", func(t *testing.T) {
 		a := newA2(t, "PAY")
@@ -543,8 +537,7 @@ func TestAttack3PurgedRepeatedlyThenOwnerKilled(t *testing.T) {
 	for i := range ownedDurables {
 		a.ownerOf("end", i, hosts...)
 	}
-	a.r.waitApplied("every event applied", len(evs), dirs...)
-	a.finish(t, dirs, hosts, evs, nil)
+	a.finishApplied(t, dirs, hosts, evs)
 }
 
 // 5b: three hosts of both partitions; the owner SIGKILLed and started
@@ -666,8 +659,7 @@ func TestAttack3EmptyOwnerTakesOverBeforeItsPausedStandby(t *testing.T) {
 	a.r.publish(evs[400:])
 	alive(t, hosts[0], "A")
 	alive(t, hosts[1], "B")
-	a.r.waitApplied("every event applied", len(evs), dirs...)
-	a.finish(t, dirs, hosts, evs, nil)
+	a.finishApplied(t, dirs, hosts, evs)
 }
 
 // 5a/5b: the owner of a partition paused (SIGSTOP) for a while around
@@ -738,8 +730,7 @@ func TestAttack3LogDeletedThenOwnerReplacedEmpty(t *testing.T) {
 	for i := range ownedDurables {
 		a.ownerOf("after the deletion and the replacement", i, hosts...)
 	}
-	a.r.waitApplied("every event applied", len(evs), dirs...)
-	a.finish(t, dirs, hosts, evs, nil)
+	a.finishApplied(t, dirs, hosts, evs)
 }
 
 // 2 + 1: the changelog purged under a busy owner whose standby is paused
@@ -828,8 +819,7 @@ func TestAttack3PurgedThenOwnerReplacedBehindStandby(t *testing.T) {
 		}
 	}
 	if len(owned) == len(ownedDurables) {
-		a.r.waitApplied("every event applied", len(evs), dirs...)
-		a.finish(t, dirs, hosts, evs, nil)
+		a.finishApplied(t, dirs, hosts, evs)
 	}
 }
 
@@ -879,8 +869,7 @@ func TestAttack3BothHostsReplacedEmptyAtOnce(t *testing.T) {
 		a.ownerOf("both replaced", i, hosts...)
 	}
 	tr.wait(t)
-	a.r.waitApplied("every event applied", len(evs), dirs...)
-	a.finish(t, dirs, hosts, evs, nil)
+	a.finishApplied(t, dirs, hosts, evs)
 }
 
 // 3, with SIGKILL: both hosts on the old binary under traffic; the
@@ -910,8 +899,7 @@ func TestAttack3UpgradeStandbyFirstOwnerKilled(t *testing.T) {
 				a.ownerOf("after the owner's upgrade", i, hosts...)
 			}
 			tr.wait(t)
-			a.r.waitApplied("every event applied", len(evs), dirs...)
-			a.finish(t, dirs, hosts, evs, nil)
+			a.finishApplied(t, dirs, hosts, evs)
 		})
 	}
 }
@@ -954,8 +942,7 @@ func TestAttack3SnapshotBucketDeleted(t *testing.T) {
 				a.r.waitApplied("every event applied by B", len(evs), dirs[1])
 				hosts[0] = a.start("A", dirs[0], flags[0]...)
 			}
-			a.r.waitApplied("every event applied", len(evs), dirs...)
-			a.finish(t, dirs, hosts, evs, nil)
+			a.finishApplied(t, dirs, hosts, evs)
 		})
 	}
 }
@@ -994,8 +981,7 @@ func TestAttack3LogDeletedMidUpgrade(t *testing.T) {
 			for i := range ownedDurables {
 				a.ownerOf("after the owner's upgrade", i, hosts...)
 			}
-			a.r.waitApplied("every event applied", len(evs), dirs...)
-			a.finish(t, dirs, hosts, evs, nil)
+			a.finishApplied(t, dirs, hosts, evs)
 		})
 	}
 }

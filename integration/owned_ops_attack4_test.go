@@ -80,8 +80,7 @@ func TestAttack4LeaseBucketDeleted(t *testing.T) {
 			a.r.publish(evs[500:])
 			alive(t, hosts[0], "A")
 			alive(t, hosts[1], "B")
-			a.r.waitApplied("every event applied", len(evs), dirs...)
-			a.finish(t, dirs, hosts, evs, nil)
+			a.finishApplied(t, dirs, hosts, evs)
 		})
 	}
 }
@@ -94,14 +93,7 @@ func TestAttack4LeaseBucketDeleted(t *testing.T) {
 func TestAttack4OutboxWorkersThroughKillReplaceAndLogDeleted(t *testing.T) {
 	aaLong(t)
 	a := newA2(t, "PAY")
-	dest := webhooktest.NewDestination(t, false)
-	dest.SetDelay(20 * time.Millisecond)
-	dirs := []string{t.TempDir(), t.TempDir()}
-	flags := [][]string{webhookArgs(dest, "--changelog", "--standby", "--outbox-workers", "8"), webhookArgs(dest, "--standby", "--outbox-workers", "8")}
-	hosts := []*proc{a.start("A", dirs[0], flags[0]...), nil}
-	a.r.waitRole(hosts[0], "A", "owner", 0, 1)
-	hosts[1] = a.start("B", dirs[1], flags[1]...)
-	a.r.waitStandsBy(hosts[1], "B")
+	dest, dirs, flags, hosts := a.slowWebhookPair(t)
 	evs := makeEvents(randFor(t), a.r.pub, 900)
 	tr := a.traffic(evs[:800], 10, 30*time.Millisecond)
 	a.atLeast("the first 150 applied", 150, dirs...)
@@ -193,8 +185,7 @@ func TestAttack4SnapshotDeletedEmptyStandbySeededSoon(t *testing.T) {
 		t.Errorf("the empty standby stood by only %v after its start: the snapshot deleted is not made again at the owner's next look", took)
 	}
 	a.r.publish(evs[150:])
-	a.r.waitApplied("every event applied", len(evs), dirs...)
-	a.finish(t, dirs, hosts, evs, nil)
+	a.finishApplied(t, dirs, hosts, evs)
 }
 
 // 5. The admin API asked through the CLI the moment a run logs owner
@@ -564,8 +555,7 @@ func TestAttack4LeaseBucketDeletedAndOwnerKilled(t *testing.T) {
 	a.r.waitStandsBy(hosts[0], "A again")
 	a.r.publish(evs[400:])
 	alive(t, hosts[1], "B")
-	a.r.waitApplied("every event applied", len(evs), dirs...)
-	a.finish(t, dirs, hosts, evs, nil)
+	a.finishApplied(t, dirs, hosts, evs)
 }
 
 // 2c. The owner paused (SIGSTOP) around its lease's expiry with eight
@@ -576,14 +566,7 @@ func TestAttack4LeaseBucketDeletedAndOwnerKilled(t *testing.T) {
 func TestAttack4OwnerPausedMidSends(t *testing.T) {
 	aaLong(t)
 	a := newA2(t, "PAY")
-	dest := webhooktest.NewDestination(t, false)
-	dest.SetDelay(20 * time.Millisecond)
-	dirs := []string{t.TempDir(), t.TempDir()}
-	flags := [][]string{webhookArgs(dest, "--changelog", "--standby", "--outbox-workers", "8"), webhookArgs(dest, "--standby", "--outbox-workers", "8")}
-	hosts := []*proc{a.start("A", dirs[0], flags[0]...), nil}
-	a.r.waitRole(hosts[0], "A", "owner", 0, 1)
-	hosts[1] = a.start("B", dirs[1], flags[1]...)
-	a.r.waitStandsBy(hosts[1], "B")
+	dest, dirs, flags, hosts := a.slowWebhookPair(t)
 	evs := makeEvents(randFor(t), a.r.pub, 700)
 	tr := a.traffic(evs, 5, 25*time.Millisecond)
 	exits := 0
@@ -615,4 +598,20 @@ func TestAttack4OwnerPausedMidSends(t *testing.T) {
 	t.Logf("%d exits restarted; %d effects at the destination, %d in review", exits, len(dest.Items()), review)
 	reviewBreakdown(t, dest, rows)
 	a.finish(t, dirs, hosts, evs, nil)
+}
+
+// slowWebhookPair starts A (the owner of both partitions) and B (its
+// standby), each with eight outbox workers sending to a destination that
+// ignores keys and answers after 20 ms.
+func (a *a2) slowWebhookPair(t *testing.T) (dest *webhooktest.Destination, dirs []string, flags [][]string, hosts []*proc) {
+	t.Helper()
+	dest = webhooktest.NewDestination(t, false)
+	dest.SetDelay(20 * time.Millisecond)
+	dirs = []string{t.TempDir(), t.TempDir()}
+	flags = [][]string{webhookArgs(dest, "--changelog", "--standby", "--outbox-workers", "8"), webhookArgs(dest, "--standby", "--outbox-workers", "8")}
+	hosts = []*proc{a.start("A", dirs[0], flags[0]...), nil}
+	a.r.waitRole(hosts[0], "A", "owner", 0, 1)
+	hosts[1] = a.start("B", dirs[1], flags[1]...)
+	a.r.waitStandsBy(hosts[1], "B")
+	return dest, dirs, flags, hosts
 }
