@@ -541,6 +541,9 @@ func (l *Lease) Resumed() bool {
 func (l *Lease) release() {
 	l.mu.Lock()
 	rev, retain := l.rev, l.retain
+	if rev == 0 {
+		rev = l.kept // kept for a take that did not come (a stop): it goes now
+	}
 	l.rev, l.retain, l.kept, l.resumed = 0, false, 0, false
 	if retain {
 		l.kept = rev

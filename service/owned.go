@@ -84,6 +84,9 @@ func runOwned(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return cfg.Say(step(StepLedger, err))
 	}
+	// A key kept for the take after a lost log (Lease.Retain) goes if a
+	// stop comes first: the other host takes the partition at once.
+	defer lease.Release()
 	for {
 		err := acquire(ctx, cfg, o, lease)
 		if err == nil {
