@@ -495,8 +495,8 @@ func (s *Store) takeOver(ctx context.Context, log, owner string, applied, last u
 // that are gone with it. An idempotent sink sends them again with their
 // key; any other sends them nowhere: they go to review (or a lookup).
 func (s *Store) queuedMaybeSent(ctx context.Context, tx *writeTx, from ChangelogPosition, owner string, sole bool) error {
-	if sole && strings.HasPrefix(from.Owner, owner+" ") {
-		return nil // the file's last take-over was this owner's too
+	if name, _, _ := cutLast(from.Owner, " "); sole && name == owner {
+		return nil // the file's last take-over was this owner's too ("name time")
 	}
 	reason := fmt.Sprintf("maybe sent: the partition's log began again from this copy of %s at entry %d, and another host's copy of it may have been ahead and sent this row", from.Log, from.Seq)
 	_, err := tx.ExecContext(ctx, `UPDATE outbox SET maybe_sent = 1, updated_at = ?,
@@ -777,4 +777,12 @@ func cptr(p uintptr) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&
 
 func sqlite3Error(tls *libc.TLS, rc int32) string {
 	return fmt.Sprintf("%s (%d)", libc.GoString(sqlite3.Xsqlite3_errstr(tls, rc)), rc)
+}
+
+// cutLast is strings.Cut at the last sep.
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
 }
