@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -93,7 +94,7 @@ func TestAttack4LeaseBucketDeleted(t *testing.T) {
 func TestAttack4OutboxWorkersThroughKillReplaceAndLogDeleted(t *testing.T) {
 	aaLong(t)
 	a := newA2(t, "PAY")
-	dest, dirs, flags, hosts := a.slowWebhookPair(t)
+	dest, dirs, flags, hosts := a.slowWebhookPair(t, 20*time.Millisecond, 8)
 	evs := makeEvents(randFor(t), a.r.pub, 900)
 	tr := a.traffic(evs[:800], 10, 30*time.Millisecond)
 	a.atLeast("the first 150 applied", 150, dirs...)
@@ -491,14 +492,7 @@ func reviewBreakdown(t *testing.T, dest *webhooktest.Destination, rows []outboxR
 // the destination never received wait for a person for nothing.
 func TestAttack4LogDeletedUnderOwnerWithQueuedRows(t *testing.T) {
 	a := newA2(t, "PAY")
-	dest := webhooktest.NewDestination(t, false)
-	dest.SetDelay(150 * time.Millisecond)
-	dirs := []string{t.TempDir(), t.TempDir()}
-	flags := [][]string{webhookArgs(dest, "--changelog", "--standby", "--outbox-workers", "1"), webhookArgs(dest, "--standby", "--outbox-workers", "1")}
-	hosts := []*proc{a.start("A", dirs[0], flags[0]...), nil}
-	a.r.waitRole(hosts[0], "A", "owner", 0, 1)
-	hosts[1] = a.start("B", dirs[1], flags[1]...)
-	a.r.waitStandsBy(hosts[1], "B")
+	dest, dirs, _, hosts := a.slowWebhookPair(t, 150*time.Millisecond, 1)
 	evs := makeEvents(randFor(t), a.r.pub, 200)
 	a.r.publish(evs)
 	a.r.waitApplied("every event applied", len(evs), dirs[0])
@@ -566,7 +560,7 @@ func TestAttack4LeaseBucketDeletedAndOwnerKilled(t *testing.T) {
 func TestAttack4OwnerPausedMidSends(t *testing.T) {
 	aaLong(t)
 	a := newA2(t, "PAY")
-	dest, dirs, flags, hosts := a.slowWebhookPair(t)
+	dest, dirs, flags, hosts := a.slowWebhookPair(t, 20*time.Millisecond, 8)
 	evs := makeEvents(randFor(t), a.r.pub, 700)
 	tr := a.traffic(evs, 5, 25*time.Millisecond)
 	exits := 0
@@ -601,14 +595,15 @@ func TestAttack4OwnerPausedMidSends(t *testing.T) {
 }
 
 // slowWebhookPair starts A (the owner of both partitions) and B (its
-// standby), each with eight outbox workers sending to a destination that
-// ignores keys and answers after 20 ms.
-func (a *a2) slowWebhookPair(t *testing.T) (dest *webhooktest.Destination, dirs []string, flags [][]string, hosts []*proc) {
+// standby), each with workers outbox workers sending to a destination that
+// ignores keys and answers after delay.
+func (a *a2) slowWebhookPair(t *testing.T, delay time.Duration, workers int) (dest *webhooktest.Destination, dirs []string, flags [][]string, hosts []*proc) {
 	t.Helper()
 	dest = webhooktest.NewDestination(t, false)
-	dest.SetDelay(20 * time.Millisecond)
+	dest.SetDelay(delay)
 	dirs = []string{t.TempDir(), t.TempDir()}
-	flags = [][]string{webhookArgs(dest, "--changelog", "--standby", "--outbox-workers", "8"), webhookArgs(dest, "--standby", "--outbox-workers", "8")}
+	w := strconv.Itoa(workers)
+	flags = [][]string{webhookArgs(dest, "--changelog", "--standby", "--outbox-workers", w), webhookArgs(dest, "--standby", "--outbox-workers", w)}
 	hosts = []*proc{a.start("A", dirs[0], flags[0]...), nil}
 	a.r.waitRole(hosts[0], "A", "owner", 0, 1)
 	hosts[1] = a.start("B", dirs[1], flags[1]...)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
-	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
 )
 
 // Attack 5 on 1275ec7 (the lease key kept, Lease.Retain, when a
@@ -65,14 +64,7 @@ func TestAttack5SIGTERMRightAfterTheLogsDeletion(t *testing.T) {
 // at the revision it kept. No row sent twice, every event once.
 func TestAttack5OwnerPausedInTheRetainGap(t *testing.T) {
 	a := newA2(t, "PAY")
-	dest := webhooktest.NewDestination(t, false)
-	dest.SetDelay(150 * time.Millisecond)
-	dirs := []string{t.TempDir(), t.TempDir()}
-	flags := [][]string{webhookArgs(dest, "--changelog", "--standby", "--outbox-workers", "1"), webhookArgs(dest, "--standby", "--outbox-workers", "1")}
-	hosts := []*proc{a.start("A", dirs[0], flags[0]...), nil}
-	a.r.waitRole(hosts[0], "A", "owner", 0, 1)
-	hosts[1] = a.start("B", dirs[1], flags[1]...)
-	a.r.waitStandsBy(hosts[1], "B")
+	dest, dirs, _, hosts := a.slowWebhookPair(t, 150*time.Millisecond, 1)
 	evs := makeEvents(randFor(t), a.r.pub, 120)
 	a.r.publish(evs)
 	a.r.waitApplied("every event applied", len(evs), dirs[0])
@@ -126,14 +118,7 @@ func TestAttack5OwnerPausedInTheRetainGap(t *testing.T) {
 // queued). No row sent twice, every event once, nobody exits.
 func TestAttack5LogDeletedTwiceQuickly(t *testing.T) {
 	a := newA2(t, "PAY")
-	dest := webhooktest.NewDestination(t, false)
-	dest.SetDelay(100 * time.Millisecond)
-	dirs := []string{t.TempDir(), t.TempDir()}
-	flags := [][]string{webhookArgs(dest, "--changelog", "--standby", "--outbox-workers", "2"), webhookArgs(dest, "--standby", "--outbox-workers", "2")}
-	hosts := []*proc{a.start("A", dirs[0], flags[0]...), nil}
-	a.r.waitRole(hosts[0], "A", "owner", 0, 1)
-	hosts[1] = a.start("B", dirs[1], flags[1]...)
-	a.r.waitStandsBy(hosts[1], "B")
+	dest, dirs, _, hosts := a.slowWebhookPair(t, 100*time.Millisecond, 2)
 	evs := makeEvents(randFor(t), a.r.pub, 200)
 	tr := a.traffic(evs, 5, 10*time.Millisecond)
 	a.atLeast("the first 60 applied", 60, dirs[0])
