@@ -152,3 +152,9 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func first(due bool, _ time.Duration) bool { return due }
+
+// walPending is walFrames' pending bytes alone.
+func walPending(fd *walIndexFD) (bytes int64, ok bool) {
+	_, bytes, ok = walFrames(fd)
+	return bytes, ok
+}

@@ -8,7 +8,7 @@ import (
 
 // walIndexFD finds the descriptor SQLite has open on a database's -shm file
 // among this process's (/proc/self/fd) and reads it in place; it never opens
-// or closes one (walPending says why).
+// or closes one (walFrames says why).
 type walIndexFD struct {
 	path string // the -shm file's absolute path
 	fd   int    // the descriptor last found; -1: none

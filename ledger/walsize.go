@@ -19,7 +19,8 @@ const (
 	checkpointMaxTicks = 30
 )
 
-// walPending is the size of the WAL's frames not yet copied into the
+// walFrames is the WAL's length in frames since it was last reused from
+// its start (mxFrame), and the size of its frames not yet copied into the
 // database, read from the WAL index (the -shm file: its header's mxFrame
 // and the checkpoint's nBackfill, in the machine's byte order, as
 // https://www.sqlite.org/walformat.html lays them out) through SQLite's own
@@ -27,14 +28,7 @@ const (
 // closing any descriptor of a file drops every POSIX lock this process
 // holds on it, SQLite's included. ok is false when it cannot be read; the
 // caller checkpoints then. A read racing a commit may be off by that
-// commit: the next tick sees it.
-func walPending(fd *walIndexFD) (bytes int64, ok bool) {
-	_, bytes, ok = walFrames(fd)
-	return bytes, ok
-}
-
-// walFrames is walPending with the WAL's length in frames since it was
-// last reused from its start (mxFrame).
+// commit: the next look sees it.
 func walFrames(fd *walIndexFD) (frames uint32, pending int64, ok bool) {
 	hdr, ok := fd.read()
 	if !ok {
