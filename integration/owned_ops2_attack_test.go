@@ -110,6 +110,15 @@ func (a *a2) finishApplied(t *testing.T, dirs []string, hosts []*proc, evs []eve
 	a.finish(t, dirs, hosts, evs, nil)
 }
 
+// ownersOf waits until each partition is owned by a live run of hosts
+// (ownerOf).
+func (a *a2) ownersOf(what string, hosts ...*proc) {
+	a.r.t.Helper()
+	for i := range ownedDurables {
+		a.ownerOf(what, i, hosts...)
+	}
+}
+
 // judge: no process ever logged an illegal move, a panic or a Go fatal error.
 func (a *a2) judge() {
 	t := a.r.t
@@ -255,9 +264,7 @@ func TestAttack2SupervisorRestartsSIGKILLedOwner(t *testing.T) {
 			h := a.ownerOf(fmt.Sprintf("round %d", round), round%2, hosts...)
 			hosts[h].kill()
 			hosts[h] = a.start([]string{"A", "B"}[h], dirs[h], flags[h]...)
-			for i := range ownedDurables {
-				a.ownerOf(fmt.Sprintf("round %d, host %d restarted", round, h), i, hosts...)
-			}
+			a.ownersOf(fmt.Sprintf("round %d, host %d restarted", round, h), hosts...)
 		}
 		a.r.publish(evs[300:])
 		a.r.waitApplied("every event applied", len(evs), dirs...)
@@ -279,9 +286,7 @@ func TestAttack2BothHostsKilledAndRestartedAtOnce(t *testing.T) {
 		hosts[1].kill()
 		hosts[0] = a.start("A", dirs[0], flags[0]...)
 		hosts[1] = a.start("B", dirs[1], flags[1]...)
-		for i := range ownedDurables {
-			a.ownerOf(fmt.Sprintf("round %d: both restarted", round), i, hosts...)
-		}
+		a.ownersOf(fmt.Sprintf("round %d: both restarted", round), hosts...)
 	}
 	a.r.publish(evs[300:])
 	a.r.waitApplied("every event applied", len(evs), dirs...)
@@ -510,9 +515,7 @@ func TestAttack2BucketsDeletedThenOwnersKilled(t *testing.T) {
 		hosts[h].kill()
 		hosts[h] = a.start([]string{"A", "B"}[h], dirs[h], flags[h]...)
 		a.r.publish(evs[200+100*round : 300+100*round])
-		for i := range ownedDurables {
-			a.ownerOf(fmt.Sprintf("round %d: host %d killed and restarted", round, h), i, hosts...)
-		}
+		a.ownersOf(fmt.Sprintf("round %d: host %d killed and restarted", round, h), hosts...)
 		a.r.waitApplied(fmt.Sprintf("round %d applied", round), 300+100*round, dirs...)
 	}
 	a.finish(t, dirs, hosts, evs, nil)
@@ -536,9 +539,7 @@ func TestAttack2ChangelogDeletedThenOwnerKilled(t *testing.T) {
 	hosts[0] = a.start("A", dirs[0], flags[0]...)
 	hosts[1].kill()
 	hosts[1] = a.start("B", dirs[1], flags[1]...)
-	for i := range ownedDurables {
-		a.ownerOf("both restarted", i, hosts...)
-	}
+	a.ownersOf("both restarted", hosts...)
 	a.r.publish(evs[200:])
 	a.r.waitApplied("every event applied", len(evs), dirs...)
 	a.finish(t, dirs, hosts, evs, func() { checkFilesKept(t, dirs...) })
@@ -584,9 +585,7 @@ func TestAttack2ChangelogOnlyOwnerRestartedBesideAStandby(t *testing.T) {
 		} else {
 			t.Logf("round %d: the restarted --changelog run owns both again", round)
 		}
-		for i := range ownedDurables {
-			a.ownerOf(fmt.Sprintf("round %d", round), i, hosts...)
-		}
+		a.ownersOf(fmt.Sprintf("round %d", round), hosts...)
 	}
 	a.r.publish(evs[200:])
 	a.r.waitApplied("every event applied", len(evs), dirs...)

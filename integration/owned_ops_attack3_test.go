@@ -153,23 +153,17 @@ func TestAttack3ReplaceHostWithEmptyDisk(t *testing.T) {
 				a.r.waitStandsBy(hosts[1], "B replaced")
 			case "owner":
 				replace(0)
-				for i := range ownedDurables {
-					a.ownerOf("after the owner's replacement", i, hosts...)
-				}
+				a.ownersOf("after the owner's replacement", hosts...)
 			case "rolling":
 				replace(1)
 				a.r.waitStandsBy(hosts[1], "B replaced")
 				a.atLeast("more applied", 250, dirs...)
 				replace(0)
-				for i := range ownedDurables {
-					a.ownerOf("after both replacements", i, hosts...)
-				}
+				a.ownersOf("after both replacements", hosts...)
 			case "rolling-at-once":
 				replace(1)
 				replace(0) // B has not restored yet: the snapshot and the log are all there is
-				for i := range ownedDurables {
-					a.ownerOf("after both replacements", i, hosts...)
-				}
+				a.ownersOf("after both replacements", hosts...)
 			}
 			tr.wait(t)
 			alive(t, hosts[0], "A")
@@ -248,9 +242,7 @@ func TestAttack3PurgeChangelog(t *testing.T) {
 			// The owner lost: the standby takes over from the copy it made whole.
 			hosts[0].kill()
 			a.r.publish(evs[200:300])
-			for i := range ownedDurables {
-				a.ownerOf("B taking over", i, hosts...)
-			}
+			a.ownersOf("B taking over", hosts...)
 			hosts[0] = a.start("A", dirs[0], flags[0]...)
 			a.r.publish(evs[300:])
 			alive(t, hosts[1], "B")
@@ -268,23 +260,13 @@ func TestAttack3UpgradeStandbyFirst(t *testing.T) {
 	for _, old := range oldBins(t) {
 		t.Run(filepath.Base(filepath.Dir(filepath.Dir(old))), func(t *testing.T) {
 			a := newA2(t, "PAY")
-			dirs := []string{t.TempDir(), t.TempDir()}
-			flags := [][]string{{"--changelog", "--standby"}, {"--standby"}}
-			hosts := []*proc{a.startBin("A(old)", old, dirs[0], flags[0]...), nil}
-			a.r.waitRole(hosts[0], "A (old)", "owner", 0, 1)
-			hosts[1] = a.startBin("B(old)", old, dirs[1], flags[1]...)
-			a.r.waitStandsBy(hosts[1], "B (old)")
-			evs := makeEvents(randFor(t), a.r.pub, 600)
-			tr := a.traffic(evs, 10, 50*time.Millisecond)
-			a.atLeast("the first 100 applied on the old binaries", 100, dirs...)
+			dirs, flags, hosts, evs, tr := a.oldPairUnderTraffic(t, old)
 			stopOK(t, hosts[1], "B (old)")
 			hosts[1] = a.start("B(new)", dirs[1], flags[1]...)
 			a.r.waitStandsBy(hosts[1], "B (new)")
 			a.atLeast("more applied", 300, dirs...)
 			stopOK(t, hosts[0], "A (old)")
-			for i := range ownedDurables {
-				a.ownerOf("B (new) taking over", i, hosts...)
-			}
+			a.ownersOf("B (new) taking over", hosts...)
 			hosts[0] = a.start("A(new)", dirs[0], flags[0]...)
 			a.r.waitStandsBy(hosts[0], "A (new)")
 			tr.wait(t)
@@ -358,6 +340,23 @@ func TestAttack3UpgradeOwnerFirst(t *testing.T) {
 	}
 }
 
+// oldPairUnderTraffic starts A (the owner) and B (its standby) on the
+// older build old, sends 600 events in the background, and returns once
+// 100 are applied.
+func (a *a2) oldPairUnderTraffic(t *testing.T, old string) (dirs []string, flags [][]string, hosts []*proc, evs []event, tr *traffic) {
+	t.Helper()
+	dirs = []string{t.TempDir(), t.TempDir()}
+	flags = [][]string{{"--changelog", "--standby"}, {"--standby"}}
+	hosts = []*proc{a.startBin("A(old)", old, dirs[0], flags[0]...), nil}
+	a.r.waitRole(hosts[0], "A (old)", "owner", 0, 1)
+	hosts[1] = a.startBin("B(old)", old, dirs[1], flags[1]...)
+	a.r.waitStandsBy(hosts[1], "B (old)")
+	evs = makeEvents(randFor(t), a.r.pub, 600)
+	tr = a.traffic(evs, 10, 50*time.Millisecond)
+	a.atLeast("the first 100 applied on the old binaries", 100, dirs...)
+	return dirs, flags, hosts, evs, tr
+}
+
 // oldBins are the older builds to upgrade from (ATTACK3_OLD_BINS, comma-separated).
 func oldBins(t *testing.T) []string {
 	list := os.Getenv("ATTACK3_OLD_BINS")
@@ -399,9 +398,7 @@ func TestAttack3BothHostsTogether(t *testing.T) {
 				}
 				hosts[0] = a.start("A", dirs[0], flags[0]...)
 				hosts[1] = a.start("B", dirs[1], flags[1]...)
-				for i := range ownedDurables {
-					a.ownerOf(fmt.Sprintf("round %d: both restarted", round), i, hosts...)
-				}
+				a.ownersOf(fmt.Sprintf("round %d: both restarted", round), hosts...)
 			}
 			tr.wait(t)
 			a.finishApplied(t, dirs, hosts, evs)
@@ -422,9 +419,7 @@ func TestAttack3BothHostsTogether(t *testing.T) {
 		a.r.publish(evs[:300])
 		dirs := []string{t.TempDir(), t.TempDir()}
 		hosts := []*proc{a.start("A", dirs[0], "--standby"), a.start("B", dirs[1], "--standby")}
-		for i := range ownedDurables {
-			a.ownerOf("fresh hosts", i, hosts...)
-		}
+		a.ownersOf("fresh hosts", hosts...)
 		a.r.publish(evs[300:])
 		alive(t, hosts[0], "A")
 		alive(t, hosts[1], "B")
@@ -534,9 +529,7 @@ func TestAttack3PurgedRepeatedlyThenOwnerKilled(t *testing.T) {
 	alive(t, hosts[1], "B")
 	hosts[0] = a.start("A", dirs[0], flags[0]...)
 	a.r.publish(evs[400:])
-	for i := range ownedDurables {
-		a.ownerOf("end", i, hosts...)
-	}
+	a.ownersOf("end", hosts...)
 	a.finishApplied(t, dirs, hosts, evs)
 }
 
@@ -563,9 +556,7 @@ func TestAttack3ThreeHostsRaceForTheLease(t *testing.T) {
 		h := a.ownerOf(fmt.Sprintf("round %d", round), round%2, hosts...)
 		hosts[h].kill()
 		hosts[h] = a.start(names[h], dirs[h], flags[h]...)
-		for i := range ownedDurables {
-			a.ownerOf(fmt.Sprintf("round %d, after host %s's restart", round, names[h]), i, hosts...)
-		}
+		a.ownersOf(fmt.Sprintf("round %d, after host %s's restart", round, names[h]), hosts...)
 	}
 	tr.wait(t)
 	a.r.waitApplied("every event applied", len(evs), dirs...)
@@ -595,26 +586,14 @@ func TestAttack3UpgradeOwnerFirstWithCopies(t *testing.T) {
 	for _, old := range oldBins(t) {
 		t.Run(filepath.Base(filepath.Dir(filepath.Dir(old))), func(t *testing.T) {
 			a := newA2(t, "PAY")
-			dirs := []string{t.TempDir(), t.TempDir()}
-			flags := [][]string{{"--changelog", "--standby"}, {"--standby"}}
-			hosts := []*proc{a.startBin("A(old)", old, dirs[0], flags[0]...), nil}
-			a.r.waitRole(hosts[0], "A (old)", "owner", 0, 1)
-			hosts[1] = a.startBin("B(old)", old, dirs[1], flags[1]...)
-			a.r.waitStandsBy(hosts[1], "B (old)")
-			evs := makeEvents(randFor(t), a.r.pub, 600)
-			tr := a.traffic(evs, 10, 50*time.Millisecond)
-			a.atLeast("the first 100 applied on the old binaries", 100, dirs...)
+			dirs, flags, hosts, evs, tr := a.oldPairUnderTraffic(t, old)
 			stopOK(t, hosts[0], "A (old)")
-			for i := range ownedDurables {
-				a.ownerOf("B (old) taking over", i, hosts...)
-			}
+			a.ownersOf("B (old) taking over", hosts...)
 			hosts[0] = a.start("A(new)", dirs[0], flags[0]...)
 			a.r.waitStandsBy(hosts[0], "A (new)")
 			a.atLeast("more applied", 300, dirs...)
 			hosts[1].kill()
-			for i := range ownedDurables {
-				a.ownerOf("A (new) taking over", i, hosts...)
-			}
+			a.ownersOf("A (new) taking over", hosts...)
 			hosts[1] = a.startBin("B(old) again", old, dirs[1], flags[1]...)
 			var standing bool
 			consumertest.Eventually(t, 2*time.Minute, "the old standby standing by, or exiting", func() bool {
@@ -727,9 +706,7 @@ func TestAttack3LogDeletedThenOwnerReplacedEmpty(t *testing.T) {
 	wipe(t, dirs[0])
 	hosts[0] = a.start("A (empty)", dirs[0], flags[0]...)
 	a.r.publish(evs[200:])
-	for i := range ownedDurables {
-		a.ownerOf("after the deletion and the replacement", i, hosts...)
-	}
+	a.ownersOf("after the deletion and the replacement", hosts...)
 	a.finishApplied(t, dirs, hosts, evs)
 }
 
@@ -865,9 +842,7 @@ func TestAttack3BothHostsReplacedEmptyAtOnce(t *testing.T) {
 	wipe(t, dirs[1])
 	hosts[0] = a.start("A (empty)", dirs[0], flags[0]...)
 	hosts[1] = a.start("B (empty)", dirs[1], flags[1]...)
-	for i := range ownedDurables {
-		a.ownerOf("both replaced", i, hosts...)
-	}
+	a.ownersOf("both replaced", hosts...)
 	tr.wait(t)
 	a.finishApplied(t, dirs, hosts, evs)
 }
@@ -880,24 +855,14 @@ func TestAttack3UpgradeStandbyFirstOwnerKilled(t *testing.T) {
 	for _, old := range oldBins(t) {
 		t.Run(filepath.Base(filepath.Dir(filepath.Dir(old))), func(t *testing.T) {
 			a := newA2(t, "PAY")
-			dirs := []string{t.TempDir(), t.TempDir()}
-			flags := [][]string{{"--changelog", "--standby"}, {"--standby"}}
-			hosts := []*proc{a.startBin("A(old)", old, dirs[0], flags[0]...), nil}
-			a.r.waitRole(hosts[0], "A (old)", "owner", 0, 1)
-			hosts[1] = a.startBin("B(old)", old, dirs[1], flags[1]...)
-			a.r.waitStandsBy(hosts[1], "B (old)")
-			evs := makeEvents(randFor(t), a.r.pub, 600)
-			tr := a.traffic(evs, 10, 50*time.Millisecond)
-			a.atLeast("the first 100 applied on the old binaries", 100, dirs...)
+			dirs, flags, hosts, evs, tr := a.oldPairUnderTraffic(t, old)
 			hosts[1].kill()
 			hosts[1] = a.start("B(new)", dirs[1], flags[1]...)
 			a.r.waitStandsBy(hosts[1], "B (new)")
 			a.atLeast("more applied", 300, dirs...)
 			hosts[0].kill()
 			hosts[0] = a.start("A(new)", dirs[0], flags[0]...)
-			for i := range ownedDurables {
-				a.ownerOf("after the owner's upgrade", i, hosts...)
-			}
+			a.ownersOf("after the owner's upgrade", hosts...)
 			tr.wait(t)
 			a.finishApplied(t, dirs, hosts, evs)
 		})
@@ -978,9 +943,7 @@ func TestAttack3LogDeletedMidUpgrade(t *testing.T) {
 			}
 			hosts[0] = a.start("A(new)", dirs[0], flags[0]...)
 			a.r.publish(evs[200:])
-			for i := range ownedDurables {
-				a.ownerOf("after the owner's upgrade", i, hosts...)
-			}
+			a.ownersOf("after the owner's upgrade", hosts...)
 			a.finishApplied(t, dirs, hosts, evs)
 		})
 	}

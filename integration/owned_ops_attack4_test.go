@@ -75,9 +75,7 @@ func TestAttack4LeaseBucketDeleted(t *testing.T) {
 				})
 				a.deleteLeaseBucket()
 			}
-			for i := range ownedDurables {
-				a.ownerOf("after the lease bucket's deletion", i, hosts...)
-			}
+			a.ownersOf("after the lease bucket's deletion", hosts...)
 			a.r.publish(evs[500:])
 			alive(t, hosts[0], "A")
 			alive(t, hosts[1], "B")
@@ -101,17 +99,13 @@ func TestAttack4OutboxWorkersThroughKillReplaceAndLogDeleted(t *testing.T) {
 	h := a.ownerOf("before the kill", 0, hosts...)
 	hosts[h].kill()
 	hosts[h] = a.start([]string{"A", "B"}[h], dirs[h], flags[h]...)
-	for i := range ownedDurables {
-		a.ownerOf("after the kill", i, hosts...)
-	}
+	a.ownersOf("after the kill", hosts...)
 	a.atLeast("more applied", 400, dirs...)
 	h = a.ownerOf("before the replacement", 1, hosts...)
 	hosts[h].kill()
 	wipe(t, dirs[h])
 	hosts[h] = a.start([]string{"A", "B"}[h]+" (empty)", dirs[h], flags[h]...)
-	for i := range ownedDurables {
-		a.ownerOf("after the replacement", i, hosts...)
-	}
+	a.ownersOf("after the replacement", hosts...)
 	a.atLeast("more applied", 600, dirs...)
 	a.deleteLogs(0, 1)
 	tr.wait(t)
@@ -145,9 +139,7 @@ func TestAttack4IdleOwnerPausedAroundLeaseExpiry(t *testing.T) {
 		hosts[h].signal(syscall.SIGSTOP)
 		time.Sleep(ms * time.Millisecond) // the pause is the operation
 		hosts[h].signal(syscall.SIGCONT)
-		for i := range ownedDurables {
-			a.ownerOf(fmt.Sprintf("round %d, after a pause of %dms", round, ms), i, hosts...)
-		}
+		a.ownersOf(fmt.Sprintf("round %d, after a pause of %dms", round, ms), hosts...)
 		alive(t, hosts[0], "A")
 		alive(t, hosts[1], "B")
 		a.r.publish(evs[100+30*round : 130+30*round])
@@ -279,9 +271,7 @@ func TestAttack4TwoEmptyHostsTogetherWithWebhook(t *testing.T) {
 	evs := makeEvents(randFor(t), a.r.pub, 600)
 	a.r.publish(evs[:200])
 	hosts := []*proc{a.start("A", dirs[0], flags[0]...), a.start("B", dirs[1], flags[1]...)}
-	for i := range ownedDurables {
-		a.ownerOf("both started on empty disks", i, hosts...)
-	}
+	a.ownersOf("both started on empty disks", hosts...)
 	tr := a.traffic(evs[200:], 10, 30*time.Millisecond)
 	for round := range 2 {
 		a.atLeast(fmt.Sprintf("round %d", round), 250+150*round, dirs...)
@@ -291,9 +281,7 @@ func TestAttack4TwoEmptyHostsTogetherWithWebhook(t *testing.T) {
 		hosts[1].kill()
 		hosts[0] = a.start("A", dirs[0], flags[0]...)
 		hosts[1] = a.start("B", dirs[1], flags[1]...)
-		for i := range ownedDurables {
-			a.ownerOf(fmt.Sprintf("round %d: both restarted", round), i, hosts...)
-		}
+		a.ownersOf(fmt.Sprintf("round %d: both restarted", round), hosts...)
 	}
 	tr.wait(t)
 	alive(t, hosts[0], "A")
@@ -418,9 +406,7 @@ func TestAttack4HostsStartWhileANodeRestarts(t *testing.T) {
 		a.r.c.restart(n)
 		t.Logf("round %d: node %d restarted as the hosts start", round, n)
 		a.r.publish(evs[100+100*round : 200+100*round])
-		for i := range ownedDurables {
-			a.ownerOf(fmt.Sprintf("round %d", round), i, hosts...)
-		}
+		a.ownersOf(fmt.Sprintf("round %d", round), hosts...)
 		alive(t, hosts[0], "A")
 		alive(t, hosts[1], "B")
 		a.r.waitApplied(fmt.Sprintf("round %d applied", round), 200+100*round, dirs...)
