@@ -225,8 +225,15 @@ func readState(ctx context.Context, db *sql.DB) (fileState, error) {
 	}
 	f.pos.Seq, f.pos.Origin.Seq = uint64(seq), uint64(oseq)
 	var seen sql.NullInt64
-	err = db.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM processed_messages) + (SELECT count(*) FROM outbox) + (SELECT count(*) FROM dead_letters), `+
-		ledger.SeenExpr).Scan(&f.rows, &seen)
+	tables, err := ledger.RowTablesIn(ctx, db)
+	if err != nil {
+		return f, err
+	}
+	rows := "(SELECT count(*) FROM outbox) + (SELECT count(*) FROM dead_letters)"
+	for _, t := range tables {
+		rows += " + (SELECT count(*) FROM " + t + ")"
+	}
+	err = db.QueryRowContext(ctx, `SELECT `+rows+`, `+ledger.SeenExprOf(tables)).Scan(&f.rows, &seen)
 	if err != nil && !missingTable(err) {
 		return f, err
 	}

@@ -516,11 +516,11 @@ func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, sums 
 		}
 		return passEnd{}, fmt.Errorf("ledger: commit batch of %d: %w", len(batch), err)
 	}
-	end := passEnd{committed: true}
+	s.ids.committed(p.rows.fresh)
 	if m.pipelined {
-		end.gen = s.wal.commit()
+		return passEnd{committed: true, gen: s.wal.commit()}, nil
 	}
-	return end, nil
+	return passEnd{committed: true}, nil
 }
 
 // run applies the batch's messages in order. It returns the index of a

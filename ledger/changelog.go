@@ -373,24 +373,62 @@ func (s *Store) ChangelogPosition(ctx context.Context) (ChangelogPosition, error
 // dead-lettered, or recorded a conflict of; 0 for none. An id seen in two
 // streams has last_seq pinned (pinnedSeq), no sequence: it is left out, or
 // the copy would seem to have seen everything.
-const SeenExpr = `max(coalesce((SELECT max(max(stream_seq), coalesce(max(nullif(last_seq, 9223372036854775807)), 0)) FROM processed_messages), 0),
-	coalesce((SELECT max(stream_seq) FROM dead_letters), 0), coalesce((SELECT max(stream_seq) FROM conflicts), 0))`
+var SeenExpr = SeenExprOf(ledgerRowTables)
+
+// ledgerRowTables are the tables of ledger rows since schema 18: the rows
+// in arrival order, and those of the old layout until they age out.
+var ledgerRowTables = []string{"processed_messages", "processed_messages_v1"}
+
+// SeenExprOf is SeenExpr over the given tables of ledger rows.
+func SeenExprOf(tables []string) string {
+	parts := []string{"coalesce((SELECT max(stream_seq) FROM dead_letters), 0)", "coalesce((SELECT max(stream_seq) FROM conflicts), 0)"}
+	for _, t := range tables {
+		parts = append(parts, `coalesce((SELECT max(max(stream_seq), coalesce(max(nullif(last_seq, 9223372036854775807)), 0)) FROM `+t+`), 0)`)
+	}
+	return "max(" + strings.Join(parts, ", ") + ")"
+}
+
+// RowTablesIn lists the tables of ledger rows of the file db opens, which
+// may be of an earlier schema: before 18 processed_messages alone, keyed
+// by message_id.
+func RowTablesIn(ctx context.Context, db *sql.DB) ([]string, error) {
+	var n int
+	err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'processed_messages_v1'`).Scan(&n)
+	if err != nil || n == 0 {
+		return ledgerRowTables[:1], err
+	}
+	return ledgerRowTables, nil
+}
 
 // RemovedQuery is the highest stream sequence of a dead letter the ledger
 // removed (jetledger_removed; a file before it has none): seen too.
 const RemovedQuery = `SELECT coalesce((SELECT seq FROM jetledger_removed WHERE id = 1), 0)`
 
-// HoldsQuery says (1 or 0) whether a ledger holds the message of id :id
-// at stream sequence :seq: applied (its id), or dead-lettered or refused
-// as a conflict there.
+// HoldsQuery says (1 or 0) whether a ledger of a schema before 18 holds
+// the message of id :id at stream sequence :seq: applied (its id), or
+// dead-lettered or refused as a conflict there. HoldsIn asks any file.
 const HoldsQuery = `SELECT EXISTS (SELECT 1 FROM processed_messages WHERE message_id = :id AND :id <> '')
 	OR EXISTS (SELECT 1 FROM dead_letters WHERE stream_seq = :seq) OR EXISTS (SELECT 1 FROM conflicts WHERE stream_seq = :seq)`
 
-// HoldsIn is HoldsQuery on db.
+// HoldsIn says whether the ledger file db opens holds the message of id at
+// stream sequence seq, as HoldsQuery does, of any schema: from 18 on the
+// id is looked for in the rows of the old layout, then through the
+// fingerprints of processed_messages.
 func HoldsIn(ctx context.Context, db *sql.DB, id string, seq uint64) (bool, error) {
+	tables, err := RowTablesIn(ctx, db)
+	if err != nil {
+		return false, err
+	}
+	query := HoldsQuery
+	if len(tables) > 1 {
+		query = strings.Replace(query, "FROM processed_messages WHERE", "FROM processed_messages_v1 WHERE", 1)
+	}
 	var held bool
-	err := db.QueryRowContext(ctx, HoldsQuery, sql.Named("id", id), sql.Named("seq", int64(seq))).Scan(&held)
-	return held, err
+	err = db.QueryRowContext(ctx, query, sql.Named("id", id), sql.Named("seq", int64(seq))).Scan(&held)
+	if err != nil || held || id == "" || len(tables) == 1 {
+		return held, err
+	}
+	return holdsID(func(query string, args ...any) (*sql.Rows, error) { return db.QueryContext(ctx, query, args...) }, id)
 }
 
 // Holds says whether the ledger holds the message of id at stream
@@ -437,6 +475,7 @@ func (s *Store) TakeOverAsSoleWriter(ctx context.Context, log, owner string, app
 }
 
 func (s *Store) takeOver(ctx context.Context, log, owner string, applied, last uint64, sole bool) error {
+	s.ids.reset() // rows applied as a copy: see ApplyEntries
 	c := s.changelog
 	if c == nil {
 		return fmt.Errorf("%w: the store was opened without a changelog", ErrInvalidConfig)
@@ -563,6 +602,9 @@ func (s *Store) ApplyEntries(ctx context.Context, log string, entries []Changelo
 	if s.changelog == nil {
 		s.copyOf.Store(&log) // a copy now, whatever it was at open
 	}
+	// The entries' rows kept the owner's seqs, which this process may have
+	// used and seen gone (a standby's reads): its index starts again.
+	s.ids.reset()
 	s.restartLongWAL() // a standby catching up writes back to back as a backlog's batches do
 	return nil
 }
@@ -629,6 +671,10 @@ func dbFlag(tls *libc.TLS, db uintptr, op, on int32) (was int32, err error) {
 }
 
 func (s *Store) applyChangeset(ctx context.Context, tx *sql.Tx, changes []byte) error {
+	changes, err := toLegacyRows(changes)
+	if err != nil {
+		return err
+	}
 	db := s.guard.wd.db.Load()
 	if db == 0 {
 		return errors.New("ledger: changelog: the SQLite driver's connection handle is unknown")

@@ -162,8 +162,10 @@ func (s *Store) Conflict(ctx context.Context, id int64) (c ConflictRecord, appli
 		return c, applied, false, err
 	}
 	var seq int64
-	err = s.reader.QueryRowContext(ctx, `SELECT stream, stream_seq, subject FROM processed_messages WHERE message_id = ?`,
-		cs[0].MessageID).Scan(&applied.Stream, &seq, &applied.Subject)
+	from, key, err := s.rowOf(ctx, cs[0].MessageID)
+	if err == nil {
+		err = s.reader.QueryRowContext(ctx, `SELECT stream, stream_seq, subject FROM `+from, key).Scan(&applied.Stream, &seq, &applied.Subject)
+	}
 	applied.Sequence = uint64(seq)
 	if errors.Is(err, sql.ErrNoRows) {
 		return cs[0], AppliedFrom{}, false, nil
@@ -221,10 +223,16 @@ func (s *Store) HasProcessed(ctx context.Context, stream string, seq uint64, id 
 	var n int
 	var err error
 	if id != "" {
-		err = s.reader.QueryRowContext(ctx, `SELECT count(*) FROM processed_messages WHERE message_id = ?`, id).Scan(&n)
+		var from string
+		if from, _, err = s.rowOf(ctx, id); from != "" {
+			n = 1
+		} else if errors.Is(err, sql.ErrNoRows) {
+			err = nil
+		}
 	} else {
-		err = s.reader.QueryRowContext(ctx, `SELECT count(*) FROM processed_messages
-			WHERE stream = ?1 AND (last_seq = ?2 OR stream_seq = ?2)`, stream, int64(seq)).Scan(&n)
+		err = s.reader.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM processed_messages
+			WHERE stream = ?1 AND (last_seq = ?2 OR stream_seq = ?2)) + (SELECT count(*) FROM processed_messages_v1
+			WHERE stream = ?1 AND (last_seq = ?2 OR stream_seq = ?2))`, stream, int64(seq)).Scan(&n)
 	}
 	if err != nil {
 		return false, fmt.Errorf("ledger: look up %s/%d: %w", stream, seq, err)
@@ -329,7 +337,8 @@ func (s *Store) ClassifyUnseen(ctx context.Context, d Delivery) (Outcome, error)
 func (s *Store) AdoptSequenceIDs(ctx context.Context, stream, prefix string, created time.Time) (int64, error) {
 	old := stream + "/"
 	// The range is the primary key's: only ids starting "<stream>/" are read.
-	res, err := s.writeExec(ctx, `UPDATE OR IGNORE processed_messages SET message_id = ?1 || stream_seq
+	// Rows of those releases are all of the old layout.
+	res, err := s.writeExec(ctx, `UPDATE OR IGNORE processed_messages_v1 SET message_id = ?1 || stream_seq
 		WHERE message_id >= ?2 AND message_id < ?3 AND stream = ?4 AND message_id = ?2 || stream_seq AND processed_at >= ?5`,
 		prefix, old, stream+"0", stream, created.UnixMilli())
 	if err != nil {

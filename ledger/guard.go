@@ -65,7 +65,7 @@ var fixedPragmas = map[string]bool{
 }
 
 // ledgerTables are written only by the ledger's own statements.
-var ledgerTables = map[string]bool{"processed_messages": true, "conflicts": true, "dead_letters": true, "outbox": true, "jetledger_consumers": true, "jetledger_source_floors": true, "jetledger_changelog": true}
+var ledgerTables = map[string]bool{"processed_messages": true, "processed_messages_v1": true, "processed_runs": true, "processed_fingerprints": true, "conflicts": true, "dead_letters": true, "outbox": true, "jetledger_consumers": true, "jetledger_source_floors": true, "jetledger_changelog": true}
 
 func (g *guard) authorize(action sqlite.AuthorizerActionCode, arg1, arg2, db, _ string) sqlite.AuthorizerReturnCode {
 	if g.recording.Load() {

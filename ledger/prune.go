@@ -118,17 +118,7 @@ func (s *Store) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 	}
 	cutoff := from.Add(-max(o.Retention, o.DuplicateWindow)).UnixMilli()
 	var res PruneResult
-	// Each step collects a chunk of ids in a temporary table and deletes them
-	// everywhere; the chunk grows or shrinks to keep a step within o.Hold.
-	steps := []string{`DELETE FROM processed_messages WHERE message_id IN ` + pruneSlice}
-	for _, table := range also {
-		steps = append(steps, `DELETE FROM `+table+` WHERE message_id IN `+pruneSlice)
-	}
-	collect := func(tx *sql.Tx, limit int) (sql.Result, error) {
-		return tx.ExecContext(ctx, `INSERT INTO temp.prune_ids (id) SELECT message_id FROM processed_messages
-			WHERE stream = ? AND last_seq < ? AND last_seen_at < ? LIMIT ?`, o.Stream, int64(o.FirstSeq), cutoff, limit)
-	}
-	if res.Processed, err = s.pruneInSteps(ctx, o.Hold, &res, collect, steps); err != nil {
+	if res.Processed, err = s.pruneRows(ctx, o, cutoff, also, &res); err != nil {
 		return res, fmt.Errorf("ledger: prune processed_messages: %w", err)
 	}
 	// A cancelled row with a delete still pending is not finished business.
@@ -143,6 +133,70 @@ func (s *Store) Prune(ctx context.Context, o PruneOptions) (PruneResult, error) 
 	}
 	res.FreedPages, err = s.vacuumInSteps(ctx, o.Hold, &res)
 	return res, err
+}
+
+// pruneRows prunes the ledger rows of both layouts, then drops the runs
+// of fingerprints with no row left.
+func (s *Store) pruneRows(ctx context.Context, o PruneOptions, cutoff int64, also []string, res *PruneResult) (int64, error) {
+	// Each step collects a chunk of ids in a temporary table and deletes them
+	// everywhere; the chunk grows or shrinks to keep a step within o.Hold.
+	var total int64
+	for _, t := range ledgerRowTables {
+		seq, del := "seq", `DELETE FROM processed_messages WHERE seq IN (SELECT seq FROM temp.prune_ids WHERE id BETWEEN ?1 AND ?2)`
+		if t == "processed_messages_v1" {
+			seq, del = "NULL", `DELETE FROM processed_messages_v1 WHERE message_id IN `+pruneSlice
+		}
+		steps := []string{del}
+		for _, table := range also {
+			steps = append(steps, `DELETE FROM `+table+` WHERE message_id IN `+pruneSlice)
+		}
+		collect := func(tx *sql.Tx, limit int) (sql.Result, error) {
+			return tx.ExecContext(ctx, `INSERT OR IGNORE INTO temp.prune_ids (id, seq) SELECT message_id, `+seq+` FROM `+t+`
+				WHERE stream = ? AND last_seq < ? AND last_seen_at < ? LIMIT ?`, o.Stream, int64(o.FirstSeq), cutoff, limit)
+		}
+		n, err := s.pruneInSteps(ctx, o.Hold, res, collect, steps)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, interpret(s.dropEmptyRuns(ctx))
+}
+
+// dropEmptyRuns drops the runs of fingerprints whose rows are all pruned.
+func (s *Store) dropEmptyRuns(ctx context.Context) error {
+	tx, err := s.write(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	type run struct{ first, chunk0, chunks int64 }
+	var empty []run
+	rows, err := tx.QueryContext(ctx, `SELECT first, chunk0, length(los) / 8 FROM processed_runs r
+		WHERE NOT EXISTS (SELECT 1 FROM processed_messages WHERE seq BETWEEN r.first AND r.last)`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var r run
+		if err := rows.Scan(&r.first, &r.chunk0, &r.chunks); err != nil {
+			rows.Close()
+			return err
+		}
+		empty = append(empty, r)
+	}
+	if err := cmp.Or(rows.Err(), rows.Close()); err != nil || len(empty) == 0 {
+		return err
+	}
+	for _, r := range empty {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM processed_fingerprints WHERE chunk BETWEEN ? AND ?`, r.chunk0, r.chunk0+r.chunks-1); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM processed_runs WHERE first = ?`, r.first); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
 }
 
 // keyedTables checks that each table exists and has a message_id column, and
@@ -299,7 +353,7 @@ func (s *Store) pruneStep(ctx context.Context, p *pacer, chunk int, hold time.Du
 	if err := p.holding(ctx, tx); err != nil {
 		return st, err
 	}
-	if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS prune_ids (id TEXT PRIMARY KEY) WITHOUT ROWID`); err != nil {
+	if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS prune_ids (id TEXT PRIMARY KEY, seq INTEGER) WITHOUT ROWID`); err != nil {
 		return st, err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM temp.prune_ids`); err != nil {

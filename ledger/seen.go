@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"database/sql"
 	"fmt"
+	"maps"
 	"math"
 	"math/bits"
 	"slices"
@@ -23,6 +24,7 @@ type seen struct {
 	sum     [32]byte
 	stream  string
 	lastSeq int64 // highest sequence of a copy in stream; pinnedSeq once seen in another
+	seq     int64 // its processed_messages row; 0 for one of processed_messages_v1
 	stored  bool  // in the ledger before the pass; else inserted by flush
 	moved   bool  // a stored row whose last_seq the pass raised
 	first   *Delivery
@@ -52,9 +54,11 @@ type ledgerRows struct {
 // every batch.
 const lookupChunk = 512
 
-// lookup loads the ledger rows of the ids of batch that the pass runs.
+// lookup loads the ledger rows of the ids of batch that the pass runs:
+// from the rows of the old layout (processed_messages_v1, until they age
+// out), then from processed_messages through its index of ids.
 func (p *pass) lookup(batch []Delivery, skip []bool) error {
-	ids := make([]any, 0, len(batch))
+	ids := make([]string, 0, len(batch))
 	seenID := make(map[string]bool, len(batch))
 	for i := range batch {
 		if id := batch[i].MessageID; !skip[i] && id != "" && !seenID[id] {
@@ -66,38 +70,48 @@ func (p *pass) lookup(batch []Delivery, skip []bool) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	// An id above the ledger's greatest (the order of its primary key,
+	if err := p.lookupLegacy(ids); err != nil {
+		return err
+	}
+	ids = slices.DeleteFunc(ids, func(id string) bool { return p.rows.known[id] != nil })
+	found, err := p.s.lookupIDs(p.b.query, ids)
+	if err != nil {
+		return fmt.Errorf("ledger: look up %d ids: %w", len(ids), err)
+	}
+	maps.Copy(p.rows.known, found)
+	return nil
+}
+
+// lookupLegacy loads the rows of ids in processed_messages_v1.
+func (p *pass) lookupLegacy(ids []string) error {
+	args := make([]any, 0, len(ids))
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	// An id above the table's greatest (the order of its primary key,
 	// bytewise as Go's in a UTF-8 file) is not in it: ids that grow, as
-	// ULIDs do, need no lookup but this one.
+	// ULIDs do, need no lookup but this one, and an empty table none.
 	if p.s.utf8 {
 		greatest, err := p.greatestID()
 		if err != nil || !greatest.Valid {
 			return err
 		}
-		ids = slices.DeleteFunc(ids, func(id any) bool { return id.(string) > greatest.String })
+		args = slices.DeleteFunc(args, func(id any) bool { return id.(string) > greatest.String })
 	}
-	for len(ids) > 0 {
-		n := min(len(ids), lookupChunk)
-		size := 1 << bits.Len(uint(n-1)) // n rounded up to a power of two
-		args := ids[:n]
-		if size > n {
-			args = make([]any, size)
-			copy(args, ids[:n])
-			for i := n; i < size; i++ {
-				args[i] = ids[n-1]
-			}
+	return inChunks(args, func(args []any) error {
+		rows, err := p.b.query(`SELECT message_id, payload_sha256, stream, last_seq FROM processed_messages_v1 WHERE message_id IN (`+
+			placeholders(len(args))+`)`, args...)
+		if err != nil {
+			return fmt.Errorf("ledger: look up %d ids: %w", len(args), err)
 		}
-		if err := p.lookupChunk(args); err != nil {
-			return err
-		}
-		ids = ids[n:]
-	}
-	return nil
+		return scanSeen(rows, p.rows.known, false)
+	})
 }
 
-// greatestID is the ledger's greatest message id; not Valid if it is empty.
+// greatestID is the greatest message id of processed_messages_v1; not
+// Valid if it is empty.
 func (p *pass) greatestID() (greatest sql.NullString, err error) {
-	rows, err := p.b.query(`SELECT max(message_id) FROM processed_messages`)
+	rows, err := p.b.query(`SELECT max(message_id) FROM processed_messages_v1`)
 	if err == nil {
 		defer rows.Close()
 		if rows.Next() {
@@ -111,21 +125,89 @@ func (p *pass) greatestID() (greatest sql.NullString, err error) {
 	return greatest, nil
 }
 
-func (p *pass) lookupChunk(args []any) error {
-	rows, err := p.b.query(`SELECT message_id, payload_sha256, stream, last_seq FROM processed_messages WHERE message_id IN (`+
-		placeholders(len(args))+`)`, args...)
-	if err != nil {
-		return fmt.Errorf("ledger: look up %d ids: %w", len(args), err)
+// lookupIDs finds the processed_messages rows of ids through the index,
+// reading each candidate row and keeping those whose id is one sought.
+func (s *Store) lookupIDs(q query, ids []string) (map[string]*seen, error) {
+	found := map[string]*seen{}
+	if len(ids) == 0 {
+		return found, nil
 	}
+	cands, err := s.ids.candidates(q, ids)
+	if err != nil {
+		return nil, err
+	}
+	var args []any
+	have := map[int64]bool{}
+	for _, seqs := range cands {
+		for _, seq := range seqs {
+			if !have[seq] {
+				have[seq] = true
+				args = append(args, seq)
+			}
+		}
+	}
+	slices.SortFunc(args, func(a, b any) int { return cmp.Compare(a.(int64), b.(int64)) })
+	all := map[string]*seen{}
+	err = inChunks(args, func(args []any) error {
+		rows, err := q(`SELECT message_id, payload_sha256, stream, last_seq, seq FROM processed_messages WHERE seq IN (`+
+			placeholders(len(args))+`)`, args...)
+		if err != nil {
+			return err
+		}
+		return scanSeen(rows, all, true)
+	})
+	if err != nil {
+		return nil, err
+	}
+	for id := range cands {
+		if k := all[id]; k != nil {
+			found[id] = k
+		}
+	}
+	return found, nil
+}
+
+// inChunks calls f on args in chunks of at most lookupChunk, each rounded
+// up to a power of two, padded with a repeated value, so a few statement
+// shapes serve every batch.
+func inChunks(args []any, f func([]any) error) error {
+	for len(args) > 0 {
+		n := min(len(args), lookupChunk)
+		size := 1 << bits.Len(uint(n-1)) // n rounded up to a power of two
+		chunk := args[:n]
+		if size > n {
+			chunk = make([]any, size)
+			copy(chunk, args[:n])
+			for i := n; i < size; i++ {
+				chunk[i] = args[n-1]
+			}
+		}
+		if err := f(chunk); err != nil {
+			return err
+		}
+		args = args[n:]
+	}
+	return nil
+}
+
+// scanSeen files rows of (message_id, payload_sha256, stream, last_seq
+// [, seq]) in known, the first of an id.
+func scanSeen(rows *sql.Rows, known map[string]*seen, withSeq bool) error {
 	defer rows.Close()
 	for rows.Next() {
 		k := &seen{stored: true}
 		var sum []byte
-		if err := rows.Scan(&k.id, &sum, &k.stream, &k.lastSeq); err != nil {
+		dest := []any{&k.id, &sum, &k.stream, &k.lastSeq}
+		if withSeq {
+			dest = append(dest, &k.seq)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return fmt.Errorf("ledger: look up ids: %w", err)
 		}
 		copy(k.sum[:], sum)
-		p.rows.known[k.id] = k
+		if known[k.id] == nil {
+			known[k.id] = k
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("ledger: look up ids: %w", err)
@@ -173,8 +255,11 @@ func (p *pass) flush() error {
 		if !k.moved {
 			continue
 		}
-		if _, err := p.b.exec(`UPDATE processed_messages SET last_seq = ?, last_seen_at = ? WHERE message_id = ?`,
-			k.lastSeq, r.now, k.id); err != nil {
+		query, key := `UPDATE processed_messages SET last_seq = ?, last_seen_at = ? WHERE seq = ?`, any(k.seq)
+		if k.seq == 0 {
+			query, key = `UPDATE processed_messages_v1 SET last_seq = ?, last_seen_at = ? WHERE message_id = ?`, k.id
+		}
+		if _, err := p.b.exec(query, k.lastSeq, r.now, key); err != nil {
 			return fmt.Errorf("ledger: record copy of %s: %w", k.id, err)
 		}
 	}
@@ -192,11 +277,18 @@ func (p *pass) flush() error {
 // ledgerRowHead is the ledger row's insert up to VALUES; insertMany binds
 // its stream and time, and a subject the rows share, once per statement.
 const ledgerRowHead = `INSERT INTO processed_messages
-	(message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at) VALUES `
+	(seq, message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at) VALUES `
 
-const ledgerRowWidth = 8
+const ledgerRowWidth = 9
 
 func (p *pass) insertLedgerRows(rows []*seen) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	next, err := p.s.ids.nextSeq(p.b.query)
+	if err != nil {
+		return err
+	}
 	args := make([]any, 0, ledgerRowWidth*len(rows))
 	// Boxed once: the same value in every row costs no allocation.
 	now := any(p.rows.now)
@@ -209,10 +301,21 @@ func (p *pass) insertLedgerRows(rows []*seen) error {
 		if subject == nil || subject.(string) != d.Subject {
 			subject = d.Subject
 		}
-		args = append(args, k.id, stream, int64(d.Sequence), k.lastSeq, subject, k.sum[:], now, now)
+		k.seq = next
+		next++
+		args = append(args, k.seq, k.id, stream, int64(d.Sequence), k.lastSeq, subject, k.sum[:], now, now)
 	}
-	return insertMany(func(query string, args []any) error {
+	exec := func(query string, args ...any) error {
 		_, err := p.b.exec(query, args...)
 		return err
-	}, ledgerRowHead, "", ledgerRowWidth, args)
+	}
+	if err := insertMany(func(query string, args []any) error { return exec(query, args...) }, ledgerRowHead, "", ledgerRowWidth, args); err != nil {
+		return err
+	}
+	if first, last, pairs := p.s.ids.sealDue(next-1, rows); pairs != nil {
+		if err := writeRun(p.b.query, exec, first, last, pairs); err != nil {
+			return fmt.Errorf("seal the run of seqs %d..%d: %w", first, last, err)
+		}
+	}
+	return nil
 }

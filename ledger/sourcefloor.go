@@ -108,7 +108,8 @@ func (s *Store) SourceFloors(ctx context.Context, stream string) ([]SourceFloor,
 // RowsOf counts the processed_messages rows of stream.
 func (s *Store) RowsOf(ctx context.Context, stream string) (int64, error) {
 	var n int64
-	if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM processed_messages WHERE stream = ?`, stream).Scan(&n); err != nil {
+	if err := s.reader.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM processed_messages WHERE stream = ?1)
+		+ (SELECT count(*) FROM processed_messages_v1 WHERE stream = ?1)`, stream).Scan(&n); err != nil {
 		return 0, fmt.Errorf("ledger: rows of %s: %w", stream, interpret(err))
 	}
 	return n, nil
@@ -124,10 +125,29 @@ func (s *Store) HoldRows(ctx context.Context, stream string, seq uint64) (int64,
 	if seq > math.MaxInt64 {
 		seq = math.MaxInt64
 	}
-	r, err := s.writeExec(ctx, `UPDATE processed_messages SET last_seq = ?1 WHERE stream = ?2 AND last_seq < ?1`, int64(seq), stream)
+	var n int64
+	err := s.holdRows(ctx, stream, int64(seq), &n)
 	if err != nil {
 		return 0, fmt.Errorf("ledger: hold the rows of %s to %d: %w", stream, seq, interpret(err))
 	}
-	n, _ := r.RowsAffected()
 	return n, nil
+}
+
+// holdRows raises the rows of both tables of ledger rows, in one
+// transaction, counting them in n.
+func (s *Store) holdRows(ctx context.Context, stream string, seq int64, n *int64) error {
+	tx, err := s.write(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after Commit
+	for _, t := range ledgerRowTables {
+		r, err := tx.ExecContext(ctx, `UPDATE `+t+` SET last_seq = ?1 WHERE stream = ?2 AND last_seq < ?1`, seq, stream)
+		if err != nil {
+			return err
+		}
+		raised, _ := r.RowsAffected()
+		*n += raised
+	}
+	return tx.Commit()
 }

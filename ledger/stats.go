@@ -25,9 +25,9 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	var oldest, newest sql.NullInt64
 	var pages, pageSize int64
 	err := s.reader.QueryRowContext(ctx, `SELECT
-		(SELECT count(*) FROM processed_messages),
-		(SELECT min(processed_at) FROM processed_messages),
-		(SELECT max(processed_at) FROM processed_messages),
+		(SELECT count(*) FROM processed_messages) + (SELECT count(*) FROM processed_messages_v1),
+		(SELECT min(t) FROM (SELECT min(processed_at) t FROM processed_messages UNION ALL SELECT min(processed_at) FROM processed_messages_v1)),
+		(SELECT max(t) FROM (SELECT max(processed_at) t FROM processed_messages UNION ALL SELECT max(processed_at) FROM processed_messages_v1)),
 		(SELECT count(*) FROM conflicts),
 		(SELECT count(*) FROM dead_letters),
 		(SELECT page_count FROM pragma_page_count()),

@@ -122,6 +122,7 @@ type Store struct {
 	batchAsks              atomic.Int64           // batches that asked for the writer: a prune yields to them
 	batchWaiting           atomic.Int64           // batches waiting for the writer now: a prune step ends early for them
 	batchHeld              heldAverage            // how long batches hold the writer, lately: how early a prune step ends for them
+	ids                    idIndex                // finds processed_messages rows by id
 }
 
 // checkpointState is what the background checkpoints have met.

@@ -64,6 +64,10 @@ func prefill(ctx context.Context, path string, n int) (time.Duration, error) {
 			}
 		}
 	}
+	// As batches would have as they wrote the rows.
+	if _, err := st.SealRuns(ctx); err != nil {
+		return 0, err
+	}
 	return time.Since(start), nil
 }
 
