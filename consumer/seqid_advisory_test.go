@@ -2,6 +2,7 @@ package consumer_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"path/filepath"
 	"testing"
 	"time"
@@ -111,9 +112,14 @@ func TestSequenceIDsOfEarlierReleasesStayDuplicates(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	e.publish(t, "", `{"n":1}`)
-	// The previous build applied seq 1 under its id "EV/1" and crashed before the ack.
-	if _, err := e.st.ApplyBatch(ctx, []ledger.Delivery{{MessageID: "EV/1", Stream: "EV", Sequence: 1, Subject: "ev.x",
-		Data: []byte(`{"n":1}`), Delivered: 1}}, record, ledger.Budget{}); err != nil {
+	// The previous build applied seq 1 under its id "EV/1" and crashed
+	// before the ack. Its row is of the old layout (schema 18 renamed the
+	// table), as every row of those releases.
+	sum := sha256.Sum256([]byte(`{"n":1}`))
+	now := time.Now().UnixMilli()
+	if _, err := e.st.DB().ExecContext(ctx, `INSERT INTO processed_messages_v1
+		(message_id, stream, stream_seq, subject, payload_sha256, processed_at, last_seq, last_seen_at) VALUES ('EV/1', 'EV', 1, 'ev.x', ?, ?, 1, ?)`,
+		sum[:], now, now); err != nil {
 		t.Fatal(err)
 	}
 	// The upgraded build starts and gets the redelivery.

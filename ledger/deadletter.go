@@ -337,7 +337,9 @@ func (s *Store) ClassifyUnseen(ctx context.Context, d Delivery) (Outcome, error)
 func (s *Store) AdoptSequenceIDs(ctx context.Context, stream, prefix string, created time.Time) (int64, error) {
 	old := stream + "/"
 	// The range is the primary key's: only ids starting "<stream>/" are read.
-	// Rows of those releases are all of the old layout.
+	// Rows of those releases are all of the old layout. The rows of
+	// processed_messages are never renamed in place: the fingerprints of
+	// their run would no longer find them.
 	res, err := s.writeExec(ctx, `UPDATE OR IGNORE processed_messages_v1 SET message_id = ?1 || stream_seq
 		WHERE message_id >= ?2 AND message_id < ?3 AND stream = ?4 AND message_id = ?2 || stream_seq AND processed_at >= ?5`,
 		prefix, old, stream+"0", stream, created.UnixMilli())
