@@ -146,12 +146,9 @@ func (s *Store) pruneRows(ctx context.Context, o PruneOptions, cutoff int64, als
 		if t == "processed_messages_v1" {
 			seq, del = "NULL", `DELETE FROM processed_messages_v1 WHERE message_id IN `+pruneSlice
 		}
-		steps := []string{del}
-		for _, table := range also {
-			steps = append(steps, `DELETE FROM `+table+` WHERE message_id IN `+pruneSlice)
-		}
+		steps := append([]string{del}, also...)
 		collect := func(tx *sql.Tx, limit int) (sql.Result, error) {
-			return tx.ExecContext(ctx, `INSERT OR IGNORE INTO temp.prune_ids (id, seq) SELECT message_id, `+seq+` FROM `+t+`
+			return tx.ExecContext(ctx, `INSERT OR IGNORE INTO temp.prune_ids (id, seq, stream_seq) SELECT message_id, `+seq+`, stream_seq FROM `+t+`
 				WHERE stream = ? AND last_seq < ? AND last_seen_at < ? LIMIT ?`, o.Stream, int64(o.FirstSeq), cutoff, limit)
 		}
 		n, err := s.pruneInSteps(ctx, o.Hold, res, collect, steps)
@@ -200,18 +197,26 @@ func (s *Store) dropEmptyRuns(ctx context.Context) error {
 }
 
 // keyedTables checks that each table exists and has a message_id column, and
-// returns them quoted for SQL.
+// returns the statement of a prune step that deletes a slice's ids from it.
+// A table with a stream_seq column (the built-in handler's events) is
+// deleted from by it too: its id may have no index (sqlhandler's
+// eventsSchema), and the row's stream_seq is its ledger row's.
 func (s *Store) keyedTables(ctx context.Context, tables []string) ([]string, error) {
 	var out []string
 	for _, t := range tables {
-		var n int
-		if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info(?) WHERE name = 'message_id'`, t).Scan(&n); err != nil {
+		var n, seq int
+		if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE name = 'message_id'), count(*) FILTER (WHERE name = 'stream_seq')
+			FROM pragma_table_info(?)`, t).Scan(&n, &seq); err != nil {
 			return nil, fmt.Errorf("ledger: prune: table %q: %w", t, err)
 		}
 		if n != 1 {
 			return nil, fmt.Errorf("%w: table %q has no message_id column", ErrUnsafePrune, t)
 		}
-		out = append(out, `"`+strings.ReplaceAll(t, `"`, `""`)+`"`)
+		del := `DELETE FROM "` + strings.ReplaceAll(t, `"`, `""`) + `" WHERE message_id IN ` + pruneSlice
+		if seq == 1 {
+			del += ` AND stream_seq IN (SELECT stream_seq FROM temp.prune_ids WHERE id BETWEEN ?1 AND ?2)`
+		}
+		out = append(out, del)
 	}
 	return out, nil
 }
@@ -353,7 +358,7 @@ func (s *Store) pruneStep(ctx context.Context, p *pacer, chunk int, hold time.Du
 	if err := p.holding(ctx, tx); err != nil {
 		return st, err
 	}
-	if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS prune_ids (id TEXT PRIMARY KEY, seq INTEGER) WITHOUT ROWID`); err != nil {
+	if _, err := tx.ExecContext(ctx, `CREATE TEMP TABLE IF NOT EXISTS prune_ids (id TEXT PRIMARY KEY, seq INTEGER, stream_seq INTEGER) WITHOUT ROWID`); err != nil {
 		return st, err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM temp.prune_ids`); err != nil {

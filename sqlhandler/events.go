@@ -14,12 +14,29 @@ import (
 	"github.com/jetledger/jetledger/ledger"
 )
 
-// eventsSchema is a rowid table with a unique index on the id. It was
-// WITHOUT ROWID until v0.1.0: there a row is kept in the primary key's
-// b-tree, which stores a row over about a quarter of a page out of line,
-// so every payload of a kilobyte took a page of its own (4.7 KB a
-// message). A rowid table keeps rows of up to nearly a page inline.
+// eventsSchema is the events table a ledger gets since schema 18 of the
+// ledger: a rowid table, in the order rows are applied, with an index on
+// stream_seq (which grows) and none on message_id. The ledger keeps one
+// row per id already; a unique index on the id wrote a page of it per
+// random id (a webhook provider's, UUIDv4s, hashes), as processed_messages
+// did. A table made before keeps its unique index (eventsSchemaUnique),
+// and so does one another table's foreign key names (ensureUnique).
 const eventsSchema = `CREATE TABLE IF NOT EXISTS events (
+	message_id TEXT    NOT NULL,
+	subject    TEXT    NOT NULL,
+	stream_seq INTEGER NOT NULL,
+	data       BLOB,
+	applied_at INTEGER NOT NULL -- unix milliseconds
+);
+CREATE INDEX IF NOT EXISTS events_stream_seq ON events (stream_seq)`
+
+// eventsSchemaUnique is the events table from v0.2.0 to schema 18: a rowid
+// table with a unique index on the id. It was WITHOUT ROWID until v0.1.0:
+// there a row is kept in the primary key's b-tree, which stores a row over
+// about a quarter of a page out of line, so every payload of a kilobyte
+// took a page of its own (4.7 KB a message). A rowid table keeps rows of
+// up to nearly a page inline. A table of v0.1.0 moves to this one.
+const eventsSchemaUnique = `CREATE TABLE IF NOT EXISTS events (
 	message_id TEXT    NOT NULL UNIQUE,
 	subject    TEXT    NOT NULL,
 	stream_seq INTEGER NOT NULL,
@@ -37,8 +54,14 @@ var eventsColumns = []string{"message_id", "subject", "stream_seq", "data", "app
 // errors carry the ledger's conditions (ledger.ErrBusy: another process
 // holds the writer; ErrFull; ...).
 func createEvents(ctx context.Context, st *ledger.Store, log *slog.Logger) error {
-	if _, err := st.Exec(ctx, eventsSchema); err != nil {
-		return fmt.Errorf("create events table: %w", err)
+	var have int
+	if err := st.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'events'`).Scan(&have); err != nil {
+		return fmt.Errorf("look up the events table: %w", ledger.Interpret(err))
+	}
+	if have == 0 {
+		if _, err := st.Exec(ctx, eventsSchema); err != nil {
+			return fmt.Errorf("create events table: %w", err)
+		}
 	}
 	old, err := eventsWithoutRowid(ctx, st.DB())
 	if err != nil || !old {
@@ -158,7 +181,7 @@ func moveSteps(ctx context.Context, tx *sql.Tx) ([]string, int, error) {
 	slices.Reverse(drops) // triggers, which may name a view, before views
 	cols := strings.Join(eventsColumns, ", ")
 	steps := append(drops,
-		strings.Replace(eventsSchema, "IF NOT EXISTS events", "main."+moveTable, 1),
+		strings.Replace(eventsSchemaUnique, "IF NOT EXISTS events", "main."+moveTable, 1),
 		`INSERT INTO main.`+moveTable+` (`+cols+`) SELECT `+cols+` FROM main.events`,
 		`DROP TABLE main.events`,
 		`ALTER TABLE main.`+moveTable+` RENAME TO events`)
@@ -209,4 +232,27 @@ func checkForeignKeys(ctx context.Context, tx *sql.Tx) error {
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return s
+}
+
+// eventsUnique says whether events has a unique index on message_id alone
+// (a table made before schema 18, or one ensureUnique gave it): its row is
+// then replaced when an id comes back after its ledger row was pruned.
+// Without it, a foreign key of another table that names events(message_id)
+// gets one, as SQLite requires of a foreign key's parent.
+func eventsUnique(ctx context.Context, st *ledger.Store) (bool, error) {
+	const unique = `SELECT count(*) FROM pragma_index_list('events') il
+		WHERE il."unique" AND (SELECT group_concat(name) FROM pragma_index_info(il.name)) = 'message_id'`
+	var n, refs int
+	if err := st.DB().QueryRowContext(ctx, unique).Scan(&n); err != nil || n > 0 {
+		return n > 0, err
+	}
+	err := st.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema s, pragma_foreign_key_list(s.name) f
+		WHERE s.type = 'table' AND f."table" = 'events'`).Scan(&refs)
+	if err != nil || refs == 0 {
+		return false, err
+	}
+	if _, err := st.Exec(ctx, `CREATE UNIQUE INDEX IF NOT EXISTS events_message_id ON events (message_id)`); err != nil {
+		return false, fmt.Errorf("give events the unique index on message_id a foreign key to it needs: %w", err)
+	}
+	return true, nil
 }

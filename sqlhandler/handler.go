@@ -59,8 +59,9 @@ type Handler struct {
 	// only when nothing the handler runs reads the events table (see
 	// New), since a queued row is not visible until then.
 	later     bool
-	params    []string // the names of applyParams Apply uses
-	readsData bool     // one of them is data: the payload must be JSON
+	events    *ledger.Insert // eventsInsert, or eventsAppend for a table with no unique index on the id
+	params    []string       // the names of applyParams Apply uses
+	readsData bool           // one of them is data: the payload must be JSON
 	effect    ledger.Handler
 }
 
@@ -88,6 +89,12 @@ func New(ctx context.Context, st *ledger.Store, cfg Config) (*Handler, error) {
 	if err := createEvents(ctx, st, log); err != nil {
 		return nil, err
 	}
+	events := eventsAppend
+	if unique, err := eventsUnique(ctx, st); err != nil {
+		return nil, err
+	} else if unique {
+		events = eventsInsert
+	}
 	apply, names := cfg.Apply, cfg.Names
 	if apply != "" {
 		if err := checkApply(ctx, st, apply, names); err != nil {
@@ -99,7 +106,7 @@ func New(ctx context.Context, st *ledger.Store, cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	params := usedParams(apply)
-	return &Handler{apply: apply, applyName: name(names, "Apply"), later: later, params: params, readsData: slices.Contains(params, "data"), effect: cfg.Effect}, nil
+	return &Handler{apply: apply, applyName: name(names, "Apply"), later: later, events: events, params: params, readsData: slices.Contains(params, "data"), effect: cfg.Effect}, nil
 }
 
 // databaseCondition reports an error that is the ledger file's condition
@@ -139,6 +146,11 @@ func usedParams(apply string) []string {
 var eventsInsert = &ledger.Insert{Table: "events", Columns: []string{"message_id", "subject", "stream_seq", "data", "applied_at"},
 	OnConflict: `(message_id) DO UPDATE SET subject = excluded.subject, stream_seq = excluded.stream_seq,
 		data = excluded.data, applied_at = excluded.applied_at`}
+
+// eventsAppend is the events row of a table with no unique index on the id
+// (eventsSchema): prune deletes an id's events row with its ledger row, so
+// an id applied again after that has no row to replace.
+var eventsAppend = &ledger.Insert{Table: "events", Columns: eventsInsert.Columns}
 
 // eventsLater says whether the events row can wait for the batch's
 // multi-row insert: Apply, with the triggers it fires, does not touch the
@@ -194,9 +206,12 @@ func (h *Handler) Handle(ctx context.Context, tx *ledger.Tx, d ledger.Delivery) 
 	}
 	row := []any{d.MessageID, d.Subject, int64(d.Sequence), d.Data, tx.Time().UnixMilli()}
 	var err error
-	if h.later {
-		err = tx.InsertLater(eventsInsert, row...)
-	} else {
+	switch {
+	case h.later:
+		err = tx.InsertLater(h.events, row...)
+	case h.events.OnConflict == "":
+		_, err = tx.ExecContext(ctx, `INSERT INTO events (message_id, subject, stream_seq, data, applied_at) VALUES (?, ?, ?, ?, ?)`, row...)
+	default:
 		_, err = tx.ExecContext(ctx, `INSERT INTO events (message_id, subject, stream_seq, data, applied_at)
 			VALUES (?, ?, ?, ?, ?) ON CONFLICT `+eventsInsert.OnConflict, row...)
 	}
