@@ -160,6 +160,7 @@ type idIndex struct {
 	loaded   bool
 	runs     []*idRun // by first
 	filter   slicedFilter
+	partial  bool               // runs holds those filed before a look failed
 	sealedTo int64              // last seq of the newest run; 0: none
 	known    int64              // every row above sealedTo up to it is in open
 	open     map[uint64]int64   // fingerprint to seq, of rows above sealedTo
@@ -188,42 +189,31 @@ func (x *idIndex) addOpen(fp uint64, seq int64) {
 // (a standby's applied entries, a prune). Called with x.mu held.
 func (x *idIndex) sync(q query) error {
 	if !x.loaded {
-		x.runs, x.filter, x.sealedTo, x.known = nil, slicedFilter{}, 0, 0
+		x.runs, x.filter, x.sealedTo, x.known, x.partial = nil, slicedFilter{}, 0, 0, false
 		x.open, x.more = map[uint64]int64{}, map[uint64][]int64{}
 		x.loaded = true
 	}
+	// A look that fails (a batch past its deadline while a large index is
+	// read at start) leaves what it read: the next one goes on from there.
 	var n, newest int64
 	if err := queryRow(q, []any{&n, &newest}, `SELECT count(*), coalesce(max(first), 0) FROM processed_runs`); err != nil {
-		x.loaded = false
 		return err
 	}
-	if n != int64(len(x.runs)) || (n > 0 && newest != x.runs[len(x.runs)-1].first) {
+	if x.partial || n != int64(len(x.runs)) || (n > 0 && newest != x.runs[len(x.runs)-1].first) {
 		if err := x.loadRuns(q); err != nil {
-			x.loaded = false
 			return err
 		}
 	}
-	rows, err := q(`SELECT seq, message_id FROM processed_messages WHERE seq > ?`, max(x.known, x.sealedTo))
-	if err != nil {
-		x.loaded = false
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
+	return eachRow(q, func(rows *sql.Rows) error {
 		var seq int64
 		var id string
 		if err := rows.Scan(&seq, &id); err != nil {
-			x.loaded = false
 			return err
 		}
 		x.addOpen(fingerprint(id), seq)
 		x.known = max(x.known, seq)
-	}
-	if err := rows.Err(); err != nil {
-		x.loaded = false
-		return err
-	}
-	return nil
+		return nil
+	}, `SELECT seq, message_id FROM processed_messages WHERE seq > ? ORDER BY seq`, max(x.known, x.sealedTo))
 }
 
 // readRuns reads the sealed runs, by first.
@@ -255,22 +245,28 @@ func (x *idIndex) loadRuns(q query) error {
 	for _, r := range x.runs {
 		had[r.first] = r
 	}
+	filed := make([]*idRun, 0, len(runs))
 	for _, r := range runs {
 		if old := had[r.first]; old != nil && old.last == r.last && old.chunk0 == r.chunk0 {
 			r.slot = old.slot
 			delete(had, r.first)
+			filed = append(filed, r)
 			continue
 		}
 		r.slot = x.filter.alloc()
 		if err := x.fileRun(q, r); err != nil {
 			x.filter.free(r.slot)
+			// Keep what is filed, and the slots not freed yet.
+			x.runs, x.partial = slices.AppendSeq(filed, maps.Values(had)), true
+			slices.SortFunc(x.runs, func(a, b *idRun) int { return cmp.Compare(a.first, b.first) })
 			return err
 		}
+		filed = append(filed, r)
 	}
 	for _, r := range had {
 		x.filter.free(r.slot)
 	}
-	x.runs = runs
+	x.runs, x.partial = runs, false
 	if len(runs) > 0 && runs[len(runs)-1].last > x.sealedTo {
 		x.sealedTo = runs[len(runs)-1].last
 		x.dropOpenTo(x.sealedTo)

@@ -1,0 +1,65 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// A look that fails while the index is read (a batch past its deadline, on
+// a large ledger just opened) keeps what it read, and the next look goes
+// on from there and finds every id: no look starts the whole read again.
+func TestAnIndexReadCutShortGoesOnFromWhereItWas(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := Open(filepath.Join(t.TempDir(), "l.db"), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.writer.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+		INSERT INTO processed_messages (message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at)
+		SELECT printf('id-%08d', i), 'S', i, i, 's', randomblob(32), 0, 0 FROM n`, 3*runRows+10); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.SealRuns(ctx); err != nil || n != 3 {
+		t.Fatalf("SealRuns = %d, %v", n, err)
+	}
+	reads, failAt := 0, 0
+	q := func(query string, args ...any) (*sql.Rows, error) {
+		if strings.Contains(query, "FROM processed_fingerprints WHERE chunk BETWEEN") {
+			if reads++; reads == failAt {
+				return nil, errors.New("interrupted")
+			}
+		}
+		return st.reader.QueryContext(ctx, query, args...)
+	}
+	x := &st.ids
+	for _, fail := range []int{2, 3} {
+		failAt = fail
+		if _, err := x.candidates(q, []string{"id-00000001"}); err == nil {
+			t.Fatalf("the look failing at run %d did not fail", fail)
+		}
+	}
+	if reads != 3 {
+		t.Fatalf("the runs were read %d times over two failed looks; want 3 (one each, the first kept)", reads)
+	}
+	failAt = 0
+	ids := []string{"id-00000001", fmt.Sprintf("id-%08d", runRows+5), fmt.Sprintf("id-%08d", 2*runRows+5), fmt.Sprintf("id-%08d", 3*runRows+10)}
+	found, err := st.lookupIDs(q, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if found[id] == nil {
+			t.Errorf("%s not found after the read went on", id)
+		}
+	}
+	if reads != 5 {
+		t.Errorf("the runs were read %d times in all; want 5 (the second and third once more)", reads)
+	}
+}
