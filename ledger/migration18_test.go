@@ -3,9 +3,7 @@ package ledger
 import (
 	"context"
 	"crypto/sha256"
-	"database/sql"
 	"fmt"
-	"path/filepath"
 	"testing"
 )
 
@@ -17,20 +15,7 @@ import (
 func TestALedgerBefore18KeepsItsRows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "old.db")
-	raw, err := sql.Open("sqlite", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ms, err := migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms[:17] {
-		if _, err := raw.Exec(m.sql); err != nil {
-			t.Fatalf("%s: %v", m.name, err)
-		}
-	}
+	path, raw := databaseAt(t, 17)
 	sum := func(s string) []byte { b := sha256.Sum256([]byte(s)); return b[:] }
 	const rows = 5000
 	for i := range rows {
@@ -40,7 +25,7 @@ func TestALedgerBefore18KeepsItsRows(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := raw.Exec(`CREATE VIEW recent AS SELECT message_id FROM processed_messages; PRAGMA user_version = 17`); err != nil {
+	if _, err := raw.Exec(`CREATE VIEW recent AS SELECT message_id FROM processed_messages`); err != nil {
 		t.Fatal(err)
 	}
 	raw.Close()
