@@ -24,6 +24,7 @@ type Ledger interface {
 	HasProcessed(ctx context.Context, stream string, seq uint64, id string) (bool, error)
 	ClassifyUnseen(ctx context.Context, d ledger.Delivery) (ledger.Outcome, error)
 	AdoptSequenceIDs(ctx context.Context, stream, prefix string, created time.Time) (int64, error)
+	WarmIndex(ctx context.Context) error
 }
 
 var _ Ledger = (*ledger.Store)(nil)

@@ -28,6 +28,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 			c.log.Warn("flushing acks", "err", err)
 		}
 	}()
+	// A large ledger's index of ids is read now, not in the first batch's
+	// deadline.
+	if err := c.ledger.WarmIndex(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped meanwhile: nothing fetched, nothing to ack
+		}
+		return err
+	}
 	if c.serverMax > 0 {
 		// The server may give up on a message whose last delivery we never
 		// saw (a crash); its advisory is the only trace, so record it.

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"maps"
 	"math/bits"
@@ -602,4 +603,17 @@ func (s *Store) sealOne(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	return true, interpret(tx.Commit())
+}
+
+// WarmIndex reads the index of ids (the runs' fingerprints, the newest
+// rows) into memory now, on a reader, as the first batch after a start or
+// a take-over would: about 0.2 s a million ids. A consumer calls it before
+// its first batch, whose deadline it would otherwise spend.
+func (s *Store) WarmIndex(ctx context.Context) error {
+	s.ids.mu.Lock()
+	defer s.ids.mu.Unlock()
+	if err := s.ids.sync(func(query string, args ...any) (*sql.Rows, error) { return s.reader.QueryContext(ctx, query, args...) }); err != nil {
+		return fmt.Errorf("ledger: read the index of ids: %w", interpret(err))
+	}
+	return nil
 }

@@ -63,3 +63,32 @@ func TestAnIndexReadCutShortGoesOnFromWhereItWas(t *testing.T) {
 		t.Errorf("the runs were read %d times in all; want 5 (the second and third once more)", reads)
 	}
 }
+
+// WarmIndex reads the runs and the newest rows on a reader, so the first
+// batch after a start finds the index read.
+func TestWarmIndexReadsTheIndexBeforeTheFirstBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := Open(filepath.Join(t.TempDir(), "l.db"), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.writer.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+		INSERT INTO processed_messages (message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at)
+		SELECT printf('id-%08d', i), 'S', i, i, 's', randomblob(32), 0, 0 FROM n`, 2*runRows+7); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.SealRuns(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.WarmIndex(ctx); err != nil {
+		t.Fatal(err)
+	}
+	x := &st.ids
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if !x.loaded || x.partial || len(x.runs) != 2 || len(x.open) != 7 || x.known != 2*runRows+7 {
+		t.Fatalf("after WarmIndex: loaded %v, partial %v, %d runs (want 2), %d open rows (want 7), known %d", x.loaded, x.partial, len(x.runs), len(x.open), x.known)
+	}
+}

@@ -37,7 +37,9 @@ publish' makes them) or 32 random hex digits (--id-kind random: as webhook
 providers, UUIDv4 publishers and hashes give). With --ledger-rows N it also
 runs (c) on a ledger pre-filled with N rows of random ids (in two sorted
 sweeps: about 13 s a million rows here) over the same messages, and prints
-(c_N) and c_N/c: what a ledger that has run for a while costs.
+(c_N) and c_N/c: what a ledger that has run for a while costs. Each (c)
+reads its ledger's index of ids before its clock starts, as 'jetledger run'
+does before its first batch; the time the pre-filled one took is printed.
 
 With --prune-rows N it pre-fills a ledger with N rows past any retention,
 each with its events row, and copies it. On the first it runs the latency at

@@ -119,6 +119,11 @@ func groupAtRows(ctx context.Context, cfg Config, res *Result) error {
 		return err
 	}
 	res.LedgerRows, res.PrefillSeconds = cfg.LedgerRows, took.Seconds()
+	warm, err := warmIndex(ctx, path)
+	if err != nil {
+		return err
+	}
+	res.IndexReadSeconds = warm.Seconds()
 	cfg.progress("(c) on the ledger of %d rows (pre-filled in %s)…", cfg.LedgerRows, took.Round(time.Second))
 	stop, err := cfg.profile(".ledger-rows") // where a large ledger's time goes
 	if err != nil {
