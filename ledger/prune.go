@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -157,43 +158,53 @@ func (s *Store) pruneRows(ctx context.Context, o PruneOptions, cutoff int64, als
 			return total, err
 		}
 	}
-	return total, interpret(s.dropEmptyRuns(ctx))
+	return total, interpret(s.dropEmptyRuns(ctx, res))
 }
 
-// dropEmptyRuns drops the runs of fingerprints whose rows are all pruned.
-func (s *Store) dropEmptyRuns(ctx context.Context) error {
+// dropEmptyRuns drops the runs of fingerprints whose rows are all pruned,
+// one a transaction (about 1 MB of the changelog and 50 ms of the writer),
+// resting after each as prune's steps do: a prune that emptied 55 runs in
+// one transaction held the writer seconds, past AckWait.
+func (s *Store) dropEmptyRuns(ctx context.Context, res *PruneResult) error {
+	p := &pacer{s: s, res: res, version: -1}
+	for {
+		p.asking()
+		dropped, err := s.dropEmptyRun(ctx, p)
+		if err != nil || !dropped {
+			return err
+		}
+		if _, err := p.rest(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// dropEmptyRun drops the oldest run whose rows are all pruned, if any.
+func (s *Store) dropEmptyRun(ctx context.Context, p *pacer) (bool, error) {
 	tx, err := s.write(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after Commit
-	type run struct{ first, chunk0, chunks int64 }
-	var empty []run
-	rows, err := tx.QueryContext(ctx, `SELECT first, chunk0, length(los) / 8 FROM processed_runs r
-		WHERE NOT EXISTS (SELECT 1 FROM processed_messages WHERE seq BETWEEN r.first AND r.last)`)
+	if err := p.holding(ctx, tx); err != nil {
+		return false, err
+	}
+	var first, chunk0, chunks int64
+	err = tx.QueryRowContext(ctx, `SELECT first, chunk0, length(los) / 8 FROM processed_runs r
+		WHERE NOT EXISTS (SELECT 1 FROM processed_messages WHERE seq BETWEEN r.first AND r.last) ORDER BY first LIMIT 1`).Scan(&first, &chunk0, &chunks)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
 	if err != nil {
-		return err
+		return false, err
 	}
-	for rows.Next() {
-		var r run
-		if err := rows.Scan(&r.first, &r.chunk0, &r.chunks); err != nil {
-			rows.Close()
-			return err
-		}
-		empty = append(empty, r)
+	if _, err := tx.ExecContext(ctx, `DELETE FROM processed_fingerprints WHERE chunk BETWEEN ? AND ?`, chunk0, chunk0+chunks-1); err != nil {
+		return false, err
 	}
-	if err := cmp.Or(rows.Err(), rows.Close()); err != nil || len(empty) == 0 {
-		return err
+	if _, err := tx.ExecContext(ctx, `DELETE FROM processed_runs WHERE first = ?`, first); err != nil {
+		return false, err
 	}
-	for _, r := range empty {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM processed_fingerprints WHERE chunk BETWEEN ? AND ?`, r.chunk0, r.chunk0+r.chunks-1); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM processed_runs WHERE first = ?`, r.first); err != nil {
-			return err
-		}
-	}
-	return tx.Commit()
+	return true, tx.Commit()
 }
 
 // keyedTables checks that each table exists and has a message_id column, and
