@@ -124,7 +124,7 @@ func checkPartitionedExact(t *testing.T, ledgers []*sql.DB, evs []event) map[str
 	home := map[string]int{}
 	for i, db := range ledgers {
 		total += count(t, db, `SELECT coalesce(sum(amount), 0) FROM balances`)
-		rows += count(t, db, `SELECT count(*) FROM processed_messages`)
+		rows += count(t, db, `SELECT count(*) FROM (`+ledgerIDs(db)+`)`)
 		accounts, err := db.Query(`SELECT account FROM balances`)
 		if err != nil {
 			t.Fatal(err)
