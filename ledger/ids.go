@@ -151,13 +151,35 @@ type idRun struct {
 	slot        int
 }
 
-// chunkOf is the chunk of r that may hold fp, or -1.
-func (r *idRun) chunkOf(fp uint64) int64 {
-	i, _ := slices.BinarySearch(r.los, fp+1) // first chunk starting above fp
-	if i == 0 {
-		return -1
+// chunksOf are the chunks of r that may hold fp: the last that starts at
+// or below it, and one before when that one starts at fp itself (pairs of
+// one fingerprint, two ids sharing it, may straddle them); ok false if
+// none.
+func (r *idRun) chunksOf(fp uint64) (from, to int64, ok bool) {
+	above := sort.Search(len(r.los), func(i int) bool { return r.los[i] > fp })
+	if above == 0 {
+		return 0, 0, false
 	}
-	return r.chunk0 + int64(i-1)
+	at := sort.Search(len(r.los), func(i int) bool { return r.los[i] >= fp })
+	return r.chunk0 + int64(max(at-1, 0)), r.chunk0 + int64(above-1), true
+}
+
+// seqsIn reads the seqs of fp in run r's chunks.
+func seqsIn(q query, r *idRun, fp uint64) ([]int64, error) {
+	from, to, ok := r.chunksOf(fp)
+	if !ok {
+		return nil, nil
+	}
+	var seqs []int64
+	err := eachRow(q, func(rows *sql.Rows) error {
+		var pairs []byte
+		if err := rows.Scan(&pairs); err != nil {
+			return err
+		}
+		seqs = append(seqs, seqsOf(pairs, fp)...)
+		return nil
+	}, `SELECT pairs FROM processed_fingerprints WHERE chunk BETWEEN ? AND ?`, from, to)
+	return seqs, err
 }
 
 // query runs a statement on the connection or transaction at hand.
@@ -309,22 +331,12 @@ func holdsID(q query, id string) (bool, error) {
 	args := []any{id, 0}
 	for _, r := range runs {
 		above = max(above, r.last)
-		c := r.chunkOf(fp)
-		if c < 0 {
-			continue
-		}
-		err := eachRow(q, func(rows *sql.Rows) error {
-			var pairs []byte
-			if err := rows.Scan(&pairs); err != nil {
-				return err
-			}
-			for _, seq := range seqsOf(pairs, fp) {
-				args = append(args, seq)
-			}
-			return nil
-		}, `SELECT pairs FROM processed_fingerprints WHERE chunk = ?`, c)
+		seqs, err := seqsIn(q, r, fp)
 		if err != nil {
 			return false, err
+		}
+		for _, seq := range seqs {
+			args = append(args, seq)
 		}
 	}
 	args[1] = above
@@ -359,8 +371,8 @@ func (x *idIndex) candidates(q query, ids []string) (map[string][]int64, error) 
 	out := map[string][]int64{}
 	var slots []int
 	type look struct {
-		id    string
-		chunk int64
+		id  string
+		run *idRun
 	}
 	var looks []look
 	bySlot := map[int]*idRun{}
@@ -375,24 +387,16 @@ func (x *idIndex) candidates(q query, ids []string) (map[string][]int64, error) 
 		slots = x.filter.slots(fp, slots[:0])
 		for _, s := range slots {
 			if r := bySlot[s]; r != nil {
-				if c := r.chunkOf(fp); c >= 0 {
-					looks = append(looks, look{id, c})
-				}
+				looks = append(looks, look{id, r})
 			}
 		}
 	}
 	for _, l := range looks {
-		fp := fingerprint(l.id)
-		if err := eachRow(q, func(rows *sql.Rows) error {
-			var pairs []byte
-			if err := rows.Scan(&pairs); err != nil {
-				return err
-			}
-			out[l.id] = append(out[l.id], seqsOf(pairs, fp)...)
-			return nil
-		}, `SELECT pairs FROM processed_fingerprints WHERE chunk = ?`, l.chunk); err != nil {
+		seqs, err := seqsIn(q, l.run, fingerprint(l.id))
+		if err != nil {
 			return nil, err
 		}
+		out[l.id] = append(out[l.id], seqs...)
 	}
 	return out, nil
 }

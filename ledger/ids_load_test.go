@@ -31,7 +31,8 @@ func TestAnIndexReadCutShortGoesOnFromWhereItWas(t *testing.T) {
 	}
 	reads, failAt := 0, 0
 	q := func(query string, args ...any) (*sql.Rows, error) {
-		if strings.Contains(query, "FROM processed_fingerprints WHERE chunk BETWEEN") {
+		// A whole run's chunks: its read into the filter, not a look at one.
+		if strings.Contains(query, "FROM processed_fingerprints WHERE chunk BETWEEN") && args[1].(int64)-args[0].(int64) > 2 {
 			if reads++; reads == failAt {
 				return nil, errors.New("interrupted")
 			}
@@ -90,5 +91,30 @@ func TestWarmIndexReadsTheIndexBeforeTheFirstBatch(t *testing.T) {
 	defer x.mu.Unlock()
 	if !x.loaded || x.partial || len(x.runs) != 2 || len(x.open) != 7 || x.known != 2*runRows+7 {
 		t.Fatalf("after WarmIndex: loaded %v, partial %v, %d runs (want 2), %d open rows (want 7), known %d", x.loaded, x.partial, len(x.runs), len(x.open), x.known)
+	}
+}
+
+// A fingerprint two ids share may have its pairs at the end of one chunk
+// and the start of the next: both are read. The greatest fingerprint is
+// found too.
+func TestChunksOfAFingerprintStraddlingTwoChunks(t *testing.T) {
+	r := &idRun{chunk0: 10, los: []uint64{5, 9, 9, 20, ^uint64(0)}}
+	for _, c := range []struct {
+		fp       uint64
+		from, to int64
+		ok       bool
+	}{
+		{4, 0, 0, false},
+		{5, 10, 10, true},
+		{7, 10, 10, true},
+		{9, 10, 12, true}, // may end chunk 10, fill 11, start 12
+		{15, 12, 12, true},
+		{20, 12, 13, true},
+		{^uint64(0), 13, 14, true},
+	} {
+		from, to, ok := r.chunksOf(c.fp)
+		if from != c.from || to != c.to || ok != c.ok {
+			t.Errorf("chunksOf(%d) = %d..%d %v, want %d..%d %v", c.fp, from, to, ok, c.from, c.to, c.ok)
+		}
 	}
 }
