@@ -24,8 +24,9 @@ on disk) of (c) at each offered load of --rate for --latency-duration
 load counts) with the same figures for each stage of that time (publish
 ack, receipt, batch start, commit, commit on disk, ack sent) and each
 stage's mean over the slowest 1 %, ledger bytes per message
-(processed_messages and events, each with its index, from SQLite's dbstat,
-and the whole file), and peak RSS of this process. With
+(processed_messages with its runs of fingerprints, and events, each with
+its indexes, from SQLite's dbstat, and the whole file), and peak RSS of
+this process. With
 --rss-messages N it also runs 'jetledger run' as a child process over N
 messages already in the stream, then 'jetledger run' with its own embedded
 server (the edge default, with --memory-limit from --rss-memory-limit) while

@@ -246,16 +246,17 @@ func perMessage(ctx context.Context, cfg Config) (float64, error) {
 	return float64(n) / time.Since(start).Seconds(), nil
 }
 
-// ledgerBytes reports the bytes per message of processed_messages with its
-// indexes, of the events table with its own, and of the whole database
-// file after a checkpoint.
+// ledgerBytes reports the bytes per message of the ledger's rows with
+// their indexes (processed_messages, and its runs of fingerprints), of the
+// events table with its own, and of the whole database file after a
+// checkpoint.
 func ledgerBytes(ctx context.Context, st *ledger.Store, n int) (ledgerPerMsg, eventsPerMsg, filePerMsg float64, err error) {
 	if _, err := st.DB().ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
 		return 0, 0, 0, err
 	}
 	var ledgerTotal, eventsTotal int64
 	if err := st.DB().QueryRowContext(ctx, `SELECT
-		coalesce((SELECT sum(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master WHERE tbl_name = 'processed_messages')), 0),
+		coalesce((SELECT sum(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master WHERE tbl_name IN ('processed_messages', 'processed_runs', 'processed_fingerprints'))), 0),
 		coalesce((SELECT sum(pgsize) FROM dbstat WHERE name IN (SELECT name FROM sqlite_master WHERE tbl_name = 'events')), 0)`).Scan(&ledgerTotal, &eventsTotal); err != nil {
 		return 0, 0, 0, fmt.Errorf("dbstat: %w", err)
 	}
