@@ -33,6 +33,12 @@ func partDB(dir string, part int) string {
 // this query only: a restore renames another file into its place, which a
 // handle opened before would not see.
 func fileInt(path, q string) (int, error) {
+	return fileQuery(path, func(*sql.DB) string { return q })
+}
+
+// fileQuery reads the one integer of the query q gives for the file at
+// path, opened read-only.
+func fileQuery(path string, q func(*sql.DB) string) (int, error) {
 	if _, err := os.Stat(path); err != nil {
 		return 0, err
 	}
@@ -42,7 +48,7 @@ func fileInt(path, q string) (int, error) {
 	}
 	defer db.Close()
 	var n sql.NullInt64
-	err = db.QueryRow(q).Scan(&n)
+	err = db.QueryRow(q(db)).Scan(&n)
 	return int(n.Int64), err
 }
 
@@ -81,17 +87,7 @@ func ledgerIDList(t *testing.T, db *sql.DB) []string {
 
 // fileRows counts the ledger rows of the file at path (ledgerIDs).
 func fileRows(path string) (int, error) {
-	if _, err := os.Stat(path); err != nil {
-		return 0, err
-	}
-	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=query_only(ON)")
-	if err != nil {
-		return 0, err
-	}
-	defer db.Close()
-	var n int
-	err = db.QueryRow(`SELECT count(*) FROM (` + ledgerIDs(db) + `)`).Scan(&n)
-	return n, err
+	return fileQuery(path, func(db *sql.DB) string { return `SELECT count(*) FROM (` + ledgerIDs(db) + `)` })
 }
 
 // filePosition is the changelog position (instance and entry) of the

@@ -16,19 +16,7 @@ import (
 func TestAnIndexReadCutShortGoesOnFromWhereItWas(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := Open(filepath.Join(t.TempDir(), "l.db"), Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.writer.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-		INSERT INTO processed_messages (message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at)
-		SELECT printf('id-%08d', i), 'S', i, i, 's', randomblob(32), 0, 0 FROM n`, 3*runRows+10); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := st.SealRuns(ctx); err != nil || n != 3 {
-		t.Fatalf("SealRuns = %d, %v", n, err)
-	}
+	st := sealedStore(t, 3*runRows+10)
 	reads, failAt := 0, 0
 	q := func(query string, args ...any) (*sql.Rows, error) {
 		// A whole run's chunks: its read into the filter, not a look at one.
@@ -70,19 +58,7 @@ func TestAnIndexReadCutShortGoesOnFromWhereItWas(t *testing.T) {
 func TestWarmIndexReadsTheIndexBeforeTheFirstBatch(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := Open(filepath.Join(t.TempDir(), "l.db"), Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, err := st.writer.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
-		INSERT INTO processed_messages (message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at)
-		SELECT printf('id-%08d', i), 'S', i, i, 's', randomblob(32), 0, 0 FROM n`, 2*runRows+7); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.SealRuns(ctx); err != nil {
-		t.Fatal(err)
-	}
+	st := sealedStore(t, 2*runRows+7)
 	if err := st.WarmIndex(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -117,4 +93,25 @@ func TestChunksOfAFingerprintStraddlingTwoChunks(t *testing.T) {
 			t.Errorf("chunksOf(%d) = %d..%d %v, want %d..%d %v", c.fp, from, to, ok, c.from, c.to, c.ok)
 		}
 	}
+}
+
+// sealedStore is a ledger of rows ids id-00000001 on (a tool's rows, as
+// the bench's pre-fill writes them), their whole runs sealed.
+func sealedStore(t *testing.T, rows int) *Store {
+	t.Helper()
+	ctx := context.Background()
+	st, err := Open(filepath.Join(t.TempDir(), "l.db"), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if _, err := st.writer.ExecContext(ctx, `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+		INSERT INTO processed_messages (message_id, stream, stream_seq, last_seq, subject, payload_sha256, processed_at, last_seen_at)
+		SELECT printf('id-%08d', i), 'S', i, i, 's', randomblob(32), 0, 0 FROM n`, rows); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.SealRuns(ctx); err != nil || n != rows/runRows {
+		t.Fatalf("SealRuns = %d, %v; want %d runs", n, err, rows/runRows)
+	}
+	return st
 }
