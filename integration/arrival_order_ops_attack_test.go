@@ -348,21 +348,6 @@ func TestArrivalOrderSealedRunsThroughOps(t *testing.T) {
 	checkAsideHeld(t, dirs[1], openLedgers(t, aoPaths(dirs[0])...))
 }
 
-// aoIDs is the ledger ids of the file at path (ledgerIDs).
-func aoIDs(t *testing.T, path string) map[string]bool {
-	t.Helper()
-	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=query_only(ON)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	ids := map[string]bool{}
-	for _, id := range ledgerIDList(t, db) {
-		ids[id] = true
-	}
-	return ids
-}
-
 // aoFinish waits for every event over both tables, for the copies to
 // stand where the owners do, stops both hosts and checks both copies
 // (aoCheckExact) and the files set aside.

@@ -81,7 +81,7 @@ func TestArrivalAttackStandbyTakesOverPastARun(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := randomIDs(t, owner, runRows-10, 0)
-	last, err := attackOpsFollow(ctx, log, standby)
+	_, err := attackOpsFollow(ctx, log, standby)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,8 @@ func TestArrivalAttackStandbyTakesOverPastARun(t *testing.T) {
 		}
 	}
 	ids = append(ids, randomIDs(t, owner, 3000, uint64(len(ids)))...)
-	if last, err = attackOpsFollow(ctx, log, standby); err != nil {
+	last, err := attackOpsFollow(ctx, log, standby)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if o, s := aoRuns(t, owner), aoRuns(t, standby); len(o) != 1 || !slices.Equal(o, s) {
