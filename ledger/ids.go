@@ -236,16 +236,10 @@ func (x *idIndex) sync(q query) error {
 			return err
 		}
 	}
-	return eachRow(q, func(rows *sql.Rows) error {
-		var seq int64
-		var id string
-		if err := rows.Scan(&seq, &id); err != nil {
-			return err
-		}
-		x.addOpen(fingerprint(id), seq)
+	return eachFingerprint(q, func(fp uint64, seq int64) {
+		x.addOpen(fp, seq)
 		x.known = max(x.known, seq)
-		return nil
-	}, `SELECT seq, message_id FROM processed_messages WHERE seq > ? ORDER BY seq`, max(x.known, x.sealedTo))
+	}, `WHERE seq > ? ORDER BY seq`, max(x.known, x.sealedTo))
 }
 
 // readRuns reads the sealed runs, by first.
@@ -526,6 +520,20 @@ func queryRow(q query, dest []any, query string, args ...any) error {
 	return rows.Err()
 }
 
+// eachFingerprint calls f with the fingerprint and seq of each row of
+// processed_messages that where (a WHERE clause, and an order) selects.
+func eachFingerprint(q query, f func(fp uint64, seq int64), where string, args ...any) error {
+	return eachRow(q, func(rows *sql.Rows) error {
+		var seq int64
+		var id string
+		if err := rows.Scan(&seq, &id); err != nil {
+			return err
+		}
+		f(fingerprint(id), seq)
+		return nil
+	}, `SELECT seq, message_id FROM processed_messages `+where, args...)
+}
+
 // eachRow calls f on each row of a query.
 func eachRow(q query, f func(*sql.Rows) error, query string, args ...any) error {
 	rows, err := q(query, args...)
@@ -598,15 +606,9 @@ func (s *Store) sealOne(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	var pairs [][2]uint64
-	err = eachRow(q, func(rows *sql.Rows) error {
-		var seq int64
-		var id string
-		if err := rows.Scan(&seq, &id); err != nil {
-			return err
-		}
-		pairs = append(pairs, [2]uint64{fingerprint(id), uint64(seq)})
-		return nil
-	}, `SELECT seq, message_id FROM processed_messages WHERE seq BETWEEN ? AND ?`, first, last)
+	err = eachFingerprint(q, func(fp uint64, seq int64) {
+		pairs = append(pairs, [2]uint64{fp, uint64(seq)})
+	}, `WHERE seq BETWEEN ? AND ?`, first, last)
 	if err != nil {
 		return false, err
 	}
