@@ -57,23 +57,10 @@ func aoEvents(t *testing.T, perPart int) []event {
 	return evs
 }
 
-// aoWaitRows waits until the fullest files of each partition over dirs
-// hold n rows in all (both tables), and the durables are drained.
+// aoWaitRows is waitApplied with its own bound.
 func aoWaitRows(t *testing.T, a *a2, what string, n int, limit time.Duration, dirs ...string) {
 	t.Helper()
-	consumertest.Eventually(t, limit, fmt.Sprintf("%s (%d rows over both tables)", what, n), func() bool {
-		have := 0
-		for i := range ownedDurables {
-			most := 0
-			for _, d := range dirs {
-				if m, err := fileRows(partDB(d, i)); err == nil {
-					most = max(most, m)
-				}
-			}
-			have += most
-		}
-		return have >= n && a.r.c.drained(a.r.stream, ownedDurables...)
-	})
+	a.r.waitAppliedWithin(limit, what, n, dirs...)
 }
 
 // aoCheckExact: over the files at paths (one a partition), the balances

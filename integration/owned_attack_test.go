@@ -252,19 +252,31 @@ func checkAsideHeld(t *testing.T, dir string, finals []*sql.DB) int {
 // just after a publish, before anything was delivered.
 func (r *ownedRig) waitApplied(what string, n int, dirs ...string) {
 	r.t.Helper()
-	consumertest.Eventually(r.t, 3*time.Minute, fmt.Sprintf("%s (%d messages in the ledgers)", what, n), func() bool {
-		have := 0
-		for i := range ownedDurables {
-			most := 0
-			for _, d := range dirs {
-				if m, err := fileRows(partDB(d, i)); err == nil {
-					most = max(most, m)
-				}
-			}
-			have += most
-		}
-		return have >= n && r.c.drained(r.stream, ownedDurables...)
+	r.waitAppliedWithin(3*time.Minute, what, n, dirs...)
+}
+
+// waitAppliedWithin is waitApplied with its own bound.
+func (r *ownedRig) waitAppliedWithin(limit time.Duration, what string, n int, dirs ...string) {
+	r.t.Helper()
+	consumertest.Eventually(r.t, limit, fmt.Sprintf("%s (%d messages in the ledgers)", what, n), func() bool {
+		return fullestRows(dirs) >= n && r.c.drained(r.stream, ownedDurables...)
 	})
+}
+
+// fullestRows sums, over the partitions, the ledger rows of each one's
+// fullest file on dirs.
+func fullestRows(dirs []string) int {
+	have := 0
+	for i := range ownedDurables {
+		most := 0
+		for _, d := range dirs {
+			if m, err := fileRows(partDB(d, i)); err == nil {
+				most = max(most, m)
+			}
+		}
+		have += most
+	}
+	return have
 }
 
 // checkFilesKept: each host of dirs still has a ledger file of each partition.

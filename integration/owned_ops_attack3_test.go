@@ -80,17 +80,7 @@ func (tr *traffic) wait(t *testing.T) {
 func (a *a2) atLeast(what string, n int, dirs ...string) {
 	a.r.t.Helper()
 	consumertest.Eventually(a.r.t, 3*time.Minute, fmt.Sprintf("%s (%d messages)", what, n), func() bool {
-		have := 0
-		for i := range ownedDurables {
-			most := 0
-			for _, d := range dirs {
-				if m, err := fileRows(partDB(d, i)); err == nil {
-					most = max(most, m)
-				}
-			}
-			have += most
-		}
-		return have >= n
+		return fullestRows(dirs) >= n
 	})
 }
 
@@ -807,7 +797,8 @@ func TestAttack3PurgedThenOwnerReplacedBehindStandby(t *testing.T) {
 	}
 }
 
-// fileIDs lists the message ids of the ledger file at path.
+// fileIDs lists the message ids of the ledger file at path (ledgerIDList:
+// both tables of a file of schema 18 on).
 func fileIDs(t *testing.T, path string) []string {
 	t.Helper()
 	db, err := sql.Open("sqlite", path+"?_pragma=busy_timeout(10000)&_pragma=query_only(ON)")
@@ -815,20 +806,7 @@ func fileIDs(t *testing.T, path string) []string {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.Query(`SELECT message_id FROM processed_messages`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	return ids
+	return ledgerIDList(t, db)
 }
 
 // 1c/4: both hosts lost at once (SIGKILL, both disks wiped) with events
