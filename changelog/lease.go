@@ -64,6 +64,9 @@ type Lease struct {
 	retain  bool
 	kept    uint64
 	resumed bool
+	// doubt: a take's write ended without an answer (a stop cut it short,
+	// a timeout): it may have landed, so a release reads the key.
+	doubt bool
 }
 
 // LeaseOption sets an optional part of a Lease.
@@ -343,7 +346,12 @@ func (l *Lease) Acquire(ctx context.Context) error {
 	rev, err := l.write(ctx, rec.rev)
 	l.mu.Lock()
 	l.resumed = err == nil && l.kept != 0 && rec.holder == l.owner && rec.rev == l.kept
-	l.kept, l.retain = 0, false // a new holding: a Retain of the last one (its Keep ended on a loss) is not this one's
+	if err == nil || wrongRevision(err) {
+		// A new holding (or another's): a Retain of the last one (its Keep
+		// ended on a loss) is not this one's. A write without an answer
+		// keeps it, for a retry's Resumed and a stop's release.
+		l.kept, l.retain = 0, false
+	}
 	l.mu.Unlock()
 	if wrongRevision(err) {
 		// Something was written after what the read saw: another's take,
@@ -356,6 +364,9 @@ func (l *Lease) Acquire(ctx context.Context) error {
 		return err
 	}
 	if err != nil {
+		l.mu.Lock()
+		l.doubt = true
+		l.mu.Unlock()
 		return fmt.Errorf("changelog: take lease %s: %w", l.key, err)
 	}
 	l.hold(rev, sent)
@@ -468,7 +479,7 @@ func (e *behindError) Transient() bool { return true }
 // hold records the revision this owner has just written, sent at sent.
 func (l *Lease) hold(rev uint64, sent time.Time) {
 	l.mu.Lock()
-	l.rev, l.renewed, l.heldIn = rev, sent, l.created
+	l.rev, l.renewed, l.heldIn, l.doubt = rev, sent, l.created, false
 	l.mu.Unlock()
 }
 
@@ -534,28 +545,31 @@ func (l *Lease) Resumed() bool {
 
 // release deletes the key if it is still this owner's, as nats.go's KV
 // does (a delete marker), which expires as the key would have. A renewal
-// whose answer was lost wrote a revision this owner does not know: the
-// delete is refused then, and the key read again is deleted at its own
-// revision if it still names this owner (else a run of another timing
-// was refused until the TTL ran out after a clean stop).
+// or a take whose answer was lost wrote a revision this owner does not
+// know: the delete is refused then (or not tried, for a take: doubt), and
+// the key read again is deleted at its own revision if it still names
+// this owner (else a run of another timing was refused until the TTL ran
+// out after a clean stop).
 func (l *Lease) release() {
 	l.mu.Lock()
-	rev, retain := l.rev, l.retain
+	rev, retain, doubt := l.rev, l.retain, l.doubt
 	if rev == 0 {
 		rev = l.kept // kept for a take that did not come (a stop): it goes now
 	}
-	l.rev, l.retain, l.kept, l.resumed = 0, false, 0, false
+	l.rev, l.retain, l.kept, l.resumed, l.doubt = 0, false, 0, false, false
 	if retain {
 		l.kept = rev
 	}
 	l.mu.Unlock()
-	if rev == 0 || retain {
+	if retain || rev == 0 && !doubt {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), max(2*time.Second, l.ttl))
 	defer cancel()
-	if err := l.deleteAt(ctx, rev); err == nil || ctx.Err() != nil {
-		return // lost: the TTL lets it go
+	if rev != 0 {
+		if err := l.deleteAt(ctx, rev); err == nil || ctx.Err() != nil {
+			return // lost: the TTL lets it go
+		}
 	}
 	l.mu.Lock()
 	s := l.stream

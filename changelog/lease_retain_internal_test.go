@@ -5,6 +5,9 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/nats-io/nats.go"
 )
 
 // An owner whose log was deleted keeps its lease's key as it is (Retain)
@@ -62,4 +65,47 @@ func TestATakeAfterAnotherWriteIsNotResumed(t *testing.T) {
 	if err := a.Acquire(ctx); err != nil || a.Resumed() {
 		t.Fatalf("a take after a plain release: %v, resumed %v; want not resumed", err, a.Resumed())
 	}
+}
+
+// A stop (its context cancelled) that cuts short the take of a key this
+// owner retained, its write landed but its answer not read: the run's
+// release must still free the key, or the standby waits the TTL out for a
+// lease whose holder stopped cleanly (TestAttack5SIGTERMRightAfterTheLogsDeletion
+// under CI's load). The write is seen on the subject as it is stored, and
+// the stop comes then; whether the answer was read first varies, and the
+// key must be free either way.
+func TestAStopDuringTheTakeOfARetainedKeyFreesIt(t *testing.T) {
+	t.Parallel()
+	srv := consumertest.RunServer(t)
+	nc, js := consumertest.Connect(t, srv)
+	cut := 0
+	for range 12 {
+		a, err := OpenLease(context.Background(), js, "PAY", "p0", "host-a:1", 3*time.Second, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Acquire(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		a.Retain()
+		a.Release() // Keep's end on a lost log: the key kept
+		ctx, stop := context.WithCancel(context.Background())
+		sub, err := nc.Subscribe(a.put, func(*nats.Msg) { stop() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if a.Acquire(ctx) != nil {
+			cut++
+		}
+		_ = sub.Unsubscribe()
+		stop()
+		a.Release() // the run's deferred release
+		if holder, err := a.Holder(context.Background()); err != nil || holder != "" {
+			t.Fatalf("after a stop cut the take short (%d of these so far) and the release, the key names %q (%v), want nobody", cut, holder, err)
+		}
+	}
+	t.Logf("%d of 12 takes were cut short before their answer", cut)
 }

@@ -316,7 +316,7 @@ func (e *nemEdge) readEdge(w *nemWorld) {
 	if len(e.insts) == 0 || !info.Created.Equal(e.cur().created) {
 		inst := &nemEdgeInst{created: info.Created, hub: e.hubIdent}
 		if len(info.Config.Sources) == 1 {
-			inst.filter, inst.start = info.Config.Sources[0].FilterSubject, info.Config.Sources[0].OptStartSeq
+			inst.filter, inst.start = sourceFilterStart(info.Config)
 		} else {
 			w.m.violate("edge: EV has %d sources, want HUB alone", len(info.Config.Sources))
 		}
@@ -371,6 +371,19 @@ func (e *nemEdge) lastWanted() *hubCopy {
 		}
 	}
 	return nil
+}
+
+// sourceFilterStart is the filter and start of cfg's one source: a
+// durable source's (a consumer on the hub) are on its consumer, and the
+// copy's metadata says them; read from the source itself they were "" and
+// 0, and another site's message published last was waited for in vain.
+func sourceFilterStart(cfg jetstream.StreamConfig) (string, uint64) {
+	src := cfg.Sources[0]
+	if src.Consumer == nil {
+		return src.FilterSubject, src.OptStartSeq
+	}
+	start, _ := strconv.ParseUint(cfg.Metadata[streams.MetaSourceStart], 10, 64)
+	return cfg.Metadata[streams.MetaSourceFilter], start
 }
 
 func (e *nemEdge) caughtUp(c *hubCopy) bool {
