@@ -326,7 +326,13 @@ const errCodeWrongLastMsgID jetstream.ErrorCode = 10070
 // wrote or read last, or read now (idOf).
 func (l *Log) lastIDAt(ctx context.Context, after uint64) (string, error) {
 	if after == 0 {
-		return "", nil // an empty log: the expected sequence 0 is the check
+		// An empty log: the expected sequence 0 is the check, which a log
+		// deleted and made again (empty) passes as well. Its owner would
+		// write on into it as the log it began, which names another
+		// instance (its snapshot and its file's copy): both hosts then
+		// waited for good (TestAttack5LogDeletedTwiceQuickly under load).
+		_, err := l.stream(ctx)
+		return "", err
 	}
 	if l.lastID != "" && l.lastSeq == after {
 		return l.lastID, nil
