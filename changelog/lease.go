@@ -346,11 +346,13 @@ func (l *Lease) Acquire(ctx context.Context) error {
 	rev, err := l.write(ctx, rec.rev)
 	l.mu.Lock()
 	l.resumed = err == nil && l.kept != 0 && rec.holder == l.owner && rec.rev == l.kept
+	// A new holding (or another's): a Retain of the last one (its Keep
+	// ended on a loss) is not this one's, and a stop's release frees the
+	// key. A write without an answer keeps the revision retained, for a
+	// retry's Resumed and that release.
+	l.retain = false
 	if err == nil || wrongRevision(err) {
-		// A new holding (or another's): a Retain of the last one (its Keep
-		// ended on a loss) is not this one's. A write without an answer
-		// keeps it, for a retry's Resumed and a stop's release.
-		l.kept, l.retain = 0, false
+		l.kept = 0
 	}
 	l.mu.Unlock()
 	if wrongRevision(err) {

@@ -331,23 +331,30 @@ func (l *Log) lastIDAt(ctx context.Context, after uint64) (string, error) {
 		// write on into it as the log it began, which names another
 		// instance (its snapshot and its file's copy): both hosts then
 		// waited for good (TestAttack5LogDeletedTwiceQuickly under load).
-		_, err := l.stream(ctx)
-		return "", err
+		return "", retried(ctx, func() error { _, err := l.stream(ctx); return err })
 	}
 	if l.lastID != "" && l.lastSeq == after {
 		return l.lastID, nil
 	}
 	// Read on the first entry after a start or a take-over: a server's
 	// passing trouble must not fence the owner before it writes at all.
-	id, err := l.idOf(ctx, after)
-	for try := 1; try < 3 && jsretry.Transient(err) && ctx.Err() == nil; try++ {
-		id, err = l.idOf(ctx, after)
-	}
+	var id string
+	err := retried(ctx, func() (err error) { id, err = l.idOf(ctx, after); return err })
 	if err != nil {
 		return "", err
 	}
 	l.lastSeq, l.lastID = after, id
 	return id, nil
+}
+
+// retried runs read up to three times while it fails for a server's
+// passing trouble.
+func retried(ctx context.Context, read func() error) error {
+	err := read()
+	for try := 1; try < 3 && jsretry.Transient(err) && ctx.Err() == nil; try++ {
+		err = read()
+	}
+	return err
 }
 
 // idOf reads the message id of entry seq of this instance ("" when it is
