@@ -83,7 +83,9 @@ func (f *slicedFilter) alloc() int {
 		f.used[i] = true
 		return i
 	}
-	w := f.width + 1
+	// Wider by an eighth (at most that unused): a byte at a time, the read
+	// of 763 runs copied the whole filter 96 times (6 s of its 24).
+	w := f.width + max(1, f.width/8)
 	wider := make([]byte, filterPositions*w)
 	for p := range filterPositions {
 		copy(wider[p*w:], f.bits[p*f.width:(p+1)*f.width])
@@ -112,35 +114,45 @@ func (f *slicedFilter) free(slot int) {
 	f.used[slot] = false
 }
 
-// slots appends to out the slots whose runs may hold fp.
+// slots appends to out the slots whose runs may hold fp, in order. The
+// rows are read a word of each at a time, not a row after another: the 14
+// rows miss the CPU's cache, and read side by side their misses overlap.
+// Byte by byte and row by row they did not, and at 763 runs (50M ids) a
+// look took 5.4 us, the most of what a large ledger cost a message.
 func (f *slicedFilter) slots(fp uint64, out []int) []int {
 	if f.width == 0 {
 		return out
 	}
-	var buf [64]byte
-	acc := buf[:0]
-	if f.width > len(buf) {
-		acc = make([]byte, 0, f.width)
-	}
+	var rows [filterProbes][]byte
 	h1, h2 := probes(fp)
-	for i := range uint64(filterProbes) {
-		p := position(h1 + i*h2)
-		row := f.bits[p*f.width : (p+1)*f.width]
-		if i == 0 {
-			acc = append(acc, row...)
-			continue
-		}
-		for j := range acc {
-			acc[j] &= row[j]
-		}
+	for i := range rows {
+		p := position(h1 + uint64(i)*h2)
+		rows[i] = f.bits[p*f.width : (p+1)*f.width]
 	}
-	for j, b := range acc {
-		for b != 0 {
-			out = append(out, j*8+bits.TrailingZeros8(b))
-			b &= b - 1
+	for j := 0; j < f.width; j += 8 {
+		acc := ^uint64(0)
+		for _, r := range rows {
+			acc &= wordAt(r, j)
+		}
+		for acc != 0 {
+			out = append(out, j*8+bits.TrailingZeros64(acc))
+			acc &= acc - 1
 		}
 	}
 	return out
+}
+
+// wordAt is the little-endian word of r's bytes from j (fewer at its end):
+// its bit b is slot 8*j+b.
+func wordAt(r []byte, j int) uint64 {
+	if j+8 <= len(r) {
+		return binary.LittleEndian.Uint64(r[j:])
+	}
+	var w uint64
+	for k, b := range r[j:] {
+		w |= uint64(b) << (8 * k)
+	}
+	return w
 }
 
 // idRun is a sealed run.
