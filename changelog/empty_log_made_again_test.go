@@ -27,15 +27,7 @@ func TestTheFirstEntryOfALogDeletedAndMadeAgainEmptyIsRefused(t *testing.T) {
 	s := consumertest.RunServer(t)
 	_, js := consumertest.Connect(t, s)
 	cfg := changelog.Config{Stream: "PAY", Durable: "pay-p0"}
-	log := ensure(t, js, cfg)
-	lease, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-a", time.Minute, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	st := openLedger(t, filepath.Join(t.TempDir(), "a.db"), log.Owned(lease))
+	log, st := heldLogStore(ctx, t, js, js, cfg)
 	if last, err := log.Last(ctx); err != nil || last != 0 {
 		t.Fatalf("the log begun: last %d (%v), want empty", last, err)
 	}
@@ -44,7 +36,7 @@ func TestTheFirstEntryOfALogDeletedAndMadeAgainEmptyIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	ensure(t, js, cfg) // the other host's look makes it again
-	err = st.TakeOverAsSoleWriter(ctx, log.Instance(), "host-a", 0, 0)
+	err := st.TakeOverAsSoleWriter(ctx, log.Instance(), "host-a", 0, 0)
 	if !errors.Is(err, changelog.ErrLogGone) {
 		t.Fatalf("the take-over's entry into a log deleted and made again: %v, want ErrLogGone", err)
 	}
@@ -63,4 +55,19 @@ func TestTheFirstEntryOfALogDeletedAndMadeAgainEmptyIsRefused(t *testing.T) {
 	if amt, n := balance(t, st); n != 0 {
 		t.Fatalf("the owner's file after the refused batch: balance %d over %d messages, want nothing", amt, n)
 	}
+}
+
+// heldLogStore is the log of cfg on js, its lease held by host-a (on
+// raw), and a ledger written through it, not taken over yet.
+func heldLogStore(ctx context.Context, t *testing.T, js, raw jetstream.JetStream, cfg changelog.Config) (*changelog.Log, *ledger.Store) {
+	t.Helper()
+	log := ensure(t, js, cfg)
+	lease, err := changelog.OpenLease(ctx, raw, cfg.Stream, cfg.Durable, "host-a", time.Minute, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return log, openLedger(t, filepath.Join(t.TempDir(), "a.db"), log.Owned(lease))
 }

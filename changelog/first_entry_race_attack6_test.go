@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -64,15 +63,7 @@ func TestAttack6FirstEntryRacesTheLogMadeAgain(t *testing.T) {
 	cfg := changelog.Config{Stream: "PAY", Durable: "pay-p0"}
 	_, subject := changelog.Names(cfg.Stream, cfg.Durable)
 	js := &remakeBeforePublish{JetStream: raw, raw: raw, cfg: cfg, subject: subject}
-	log := ensure(t, js, cfg)
-	lease, err := changelog.OpenLease(ctx, raw, "PAY", "pay-p0", "host-a", time.Minute, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	st := openLedger(t, filepath.Join(t.TempDir(), "a.db"), log.Owned(lease))
+	log, st := heldLogStore(ctx, t, js, raw, cfg)
 	if last, err := log.Last(ctx); err != nil || last != 0 {
 		t.Fatalf("the log begun: last %d (%v), want empty", last, err)
 	}
@@ -130,15 +121,7 @@ func TestAttack6FirstEntryCheckSurvivesAPassingTrouble(t *testing.T) {
 	cfg := changelog.Config{Stream: "PAY", Durable: "pay-p0"}
 	name, _ := changelog.Names(cfg.Stream, cfg.Durable)
 	js := &failStreamOnce{JetStream: raw, name: name}
-	log := ensure(t, js, cfg)
-	lease, err := changelog.OpenLease(ctx, raw, "PAY", "pay-p0", "host-a", time.Minute, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := lease.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	st := openLedger(t, filepath.Join(t.TempDir(), "a.db"), log.Owned(lease))
+	log, st := heldLogStore(ctx, t, js, raw, cfg)
 	js.armed.Store(true)
 	if err := st.TakeOverAsSoleWriter(ctx, log.Instance(), "host-a", 0, 0); err != nil {
 		t.Errorf("the take-over's first entry after one look the server did not answer in time: %v (fenced %v, log gone %v)",

@@ -131,17 +131,5 @@ func TestAttack5LogDeletedTwiceQuickly(t *testing.T) {
 		}
 	}
 	a.deleteLogs(0, 1)
-	tr.wait(t)
-	dest.SetDelay(0)
-	a.r.waitApplied("every event applied", len(evs), dirs...)
-	alive(t, hosts[0], "A")
-	alive(t, hosts[1], "B")
-	o0, o1 := a.ownerOf("after two deletions", 0, hosts...), a.ownerOf("after two deletions", 1, hosts...)
-	finals := openLedgers(t, partDB(dirs[o0], 0), partDB(dirs[o1], 1))
-	waitSettled(t, finals...)
-	rows := append(outboxRows(t, finals[0]), outboxRows(t, finals[1])...)
-	review := checkSentAtMostOnce(t, dest, rows, len(evs))
-	never := reviewBreakdown(t, dest, rows)
-	t.Logf("owners after: %d %d; %d items at the destination, %d rows in review, %d of them never sent", o0, o1, len(dest.Items()), review, never)
-	a.finish(t, dirs, hosts, evs, nil)
+	a.settleWebhookPair(t, "after two deletions", tr, dest, dirs, hosts, evs)
 }
