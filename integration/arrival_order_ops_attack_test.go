@@ -219,12 +219,7 @@ func aoPaths(dir string) []string { return []string{partDB(dir, 0), partDB(dir, 
 func TestArrivalOrderSealedRunsThroughOps(t *testing.T) {
 	aaLong(t)
 	a := newA2(t, "PAY")
-	dirs := []string{t.TempDir(), t.TempDir()}
-	flags := [][]string{{"--changelog", "--standby", "--duplicate-window", "1s"}, {"--standby", "--duplicate-window", "1s"}}
-	hosts := []*proc{a.start("A", dirs[0], flags[0]...), nil}
-	a.r.waitRole(hosts[0], "A", "owner", 0, 1)
-	hosts[1] = a.start("B", dirs[1], flags[1]...)
-	a.r.waitStandsBy(hosts[1], "B")
+	dirs, flags, hosts := a.aoPair(t)
 	evs := aoEvents(t, aoPerPart())
 	byID := map[string]event{}
 	for _, e := range evs {
@@ -370,15 +365,7 @@ func TestArrivalOrderOldStandbyWaitsThenOwnerLost(t *testing.T) {
 	for _, old := range oldBins(t) {
 		t.Run(filepath.Base(filepath.Dir(filepath.Dir(old))), func(t *testing.T) {
 			a := newA2(t, "PAY")
-			dirs, flags, hosts, evs, tr := a.oldPairUnderTraffic(t, old)
-			stopOK(t, hosts[0], "A (old)")
-			a.ownersOf("B (old) taking over", hosts...)
-			hosts[0] = a.start("A(new)", dirs[0], flags[0]...)
-			a.r.waitStandsBy(hosts[0], "A (new)")
-			a.atLeast("more applied", 300, dirs...)
-			hosts[1].kill()
-			a.ownersOf("A (new) taking over", hosts...)
-			hosts[1] = a.startBin("B(old) again", old, dirs[1], flags[1]...)
+			dirs, flags, hosts, evs, tr := a.upgradedOwnerBesideOldStandby(t, old)
 			waitSaid(t, hosts[1], "the old standby says it cannot go on", copyWaits, nil, 0, 1)
 			t.Logf("the old standby: %s", grepLines(hosts[1].output(), copyWaits))
 			tr.wait(t)
@@ -455,12 +442,7 @@ func aoTop(part int, dirs ...string) int {
 func TestArrivalOrderKillsAtRunBoundaries(t *testing.T) {
 	aaLong(t)
 	a := newA2(t, "PAY")
-	dirs := []string{t.TempDir(), t.TempDir()}
-	flags := [][]string{{"--changelog", "--standby", "--duplicate-window", "1s"}, {"--standby", "--duplicate-window", "1s"}}
-	hosts := []*proc{a.start("A", dirs[0], flags[0]...), nil}
-	a.r.waitRole(hosts[0], "A", "owner", 0, 1)
-	hosts[1] = a.start("B", dirs[1], flags[1]...)
-	a.r.waitStandsBy(hosts[1], "B")
+	dirs, flags, hosts := a.aoPair(t)
 	evs := aoEvents(t, 3*aoRunRows+3000)
 	byID := map[string]event{}
 	for _, e := range evs {
@@ -582,4 +564,17 @@ func TestArrivalOrderBothKilledThenBothEmptyPastARun(t *testing.T) {
 			t.Errorf("partition %d: A's runs %v top %d, B's %v top %d", i, ra, ta, rb, tb)
 		}
 	}
+}
+
+// aoPair starts A, the owner of both partitions, and B its standby, each
+// with a duplicate window of 1 s (so that republished ids reach the ledger).
+func (a *a2) aoPair(t *testing.T) (dirs []string, flags [][]string, hosts []*proc) {
+	t.Helper()
+	dirs = []string{t.TempDir(), t.TempDir()}
+	flags = [][]string{{"--changelog", "--standby", "--duplicate-window", "1s"}, {"--standby", "--duplicate-window", "1s"}}
+	hosts = []*proc{a.start("A", dirs[0], flags[0]...), nil}
+	a.r.waitRole(hosts[0], "A", "owner", 0, 1)
+	hosts[1] = a.start("B", dirs[1], flags[1]...)
+	a.r.waitStandsBy(hosts[1], "B")
+	return dirs, flags, hosts
 }

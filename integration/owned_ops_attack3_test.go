@@ -576,15 +576,7 @@ func TestAttack3UpgradeOwnerFirstWithCopies(t *testing.T) {
 	for _, old := range oldBins(t) {
 		t.Run(filepath.Base(filepath.Dir(filepath.Dir(old))), func(t *testing.T) {
 			a := newA2(t, "PAY")
-			dirs, flags, hosts, evs, tr := a.oldPairUnderTraffic(t, old)
-			stopOK(t, hosts[0], "A (old)")
-			a.ownersOf("B (old) taking over", hosts...)
-			hosts[0] = a.start("A(new)", dirs[0], flags[0]...)
-			a.r.waitStandsBy(hosts[0], "A (new)")
-			a.atLeast("more applied", 300, dirs...)
-			hosts[1].kill()
-			a.ownersOf("A (new) taking over", hosts...)
-			hosts[1] = a.startBin("B(old) again", old, dirs[1], flags[1]...)
+			dirs, _, hosts, evs, tr := a.upgradedOwnerBesideOldStandby(t, old)
 			var standing, refusing bool
 			consumertest.Eventually(t, 2*time.Minute, "the old standby standing by, refusing the new owner's entries, or exiting", func() bool {
 				standing = standsBy(hosts[1], 0) && standsBy(hosts[1], 1)
@@ -968,4 +960,22 @@ func TestAttack3OwnerPausedSupervised(t *testing.T) {
 	supervise()
 	t.Logf("%d exits restarted by the supervisor", exits)
 	a.finish(t, dirs, hosts, evs, nil)
+}
+
+// upgradedOwnerBesideOldStandby: a pair of old's build under traffic; A
+// stopped (B takes over) and started again on this build as B's standby;
+// then B killed (A takes over) and started again on old's build beside the
+// upgraded owner.
+func (a *a2) upgradedOwnerBesideOldStandby(t *testing.T, old string) (dirs []string, flags [][]string, hosts []*proc, evs []event, tr *traffic) {
+	t.Helper()
+	dirs, flags, hosts, evs, tr = a.oldPairUnderTraffic(t, old)
+	stopOK(t, hosts[0], "A (old)")
+	a.ownersOf("B (old) taking over", hosts...)
+	hosts[0] = a.start("A(new)", dirs[0], flags[0]...)
+	a.r.waitStandsBy(hosts[0], "A (new)")
+	a.atLeast("more applied", 300, dirs...)
+	hosts[1].kill()
+	a.ownersOf("A (new) taking over", hosts...)
+	hosts[1] = a.startBin("B(old) again", old, dirs[1], flags[1]...)
+	return dirs, flags, hosts, evs, tr
 }
