@@ -31,6 +31,10 @@ type PruneRun struct {
 	Pruned         int64   `json:"rows_pruned_during"` // by the prune, over both runs beside it
 	Held           float64 `json:"prune_held_writer_seconds"`
 	Seconds        float64 `json:"prune_seconds"` // the prune's time beside the runs
+	// Stages and StagesDuring are the latency runs' stages without and
+	// beside the prune: which step the prune slows.
+	Stages       []Stage `json:"stages"`
+	StagesDuring []Stage `json:"stages_during_prune"`
 }
 
 // pruneStream is the stream of the pre-filled rows.
@@ -95,6 +99,7 @@ func pruneDuring(ctx context.Context, cfg Config) (*PruneRun, error) {
 	}
 	run.P50Ms, run.P99Ms, run.P50DuringMs, run.P99DuringMs = alone.P50Ms, alone.P99Ms, during.P50Ms, during.P99Ms
 	run.RatioP99, run.RatioPerSec = run.P99DuringMs/run.P99Ms, run.PerSecDuring/run.PerSec
+	run.Stages, run.StagesDuring = alone.Stages, during.Stages
 	return run, nil
 }
 
@@ -153,4 +158,8 @@ func (r *PruneRun) writeText(w io.Writer) {
 	fmt.Fprintf(w, "%-40s %12.2f %12.2f %8.2f\n", fmt.Sprintf("p99 ms at %d msg/s", r.Rate), r.P99Ms, r.P99DuringMs, r.RatioP99)
 	fmt.Fprintf(w, "the prune removed %d rows in %.0f s beside the runs, holding the writer %.0f %% of it (pre-fill %.0f s)\n",
 		r.Pruned, r.Seconds, 100*r.Held/max(r.Seconds, 1e-9), r.PrefillSeconds)
+	fmt.Fprintf(w, "%-40s %12s %12s\n", "stages, slowest 1 %'s mean ms", "no prune", "prune runs")
+	for i := range min(len(r.Stages), len(r.StagesDuring)) {
+		fmt.Fprintf(w, "%-40s %12.2f %12.2f\n", r.Stages[i].Name, r.Stages[i].SlowestMeanMs, r.StagesDuring[i].SlowestMeanMs)
+	}
 }
