@@ -149,8 +149,15 @@ func TestAdminAttackStandbyRefusesActionsBeforeAndAfterTakeOver(t *testing.T) {
 		return callAdmin(nc, admin.Address{Stream: r.stream, Durable: ownedDurables[0]}, "outbox.resolve",
 			admin.Act{Who: "new-ops", IDs: dry[0].IDs, Seen: time.Now(), As: ledger.StatusFailed}, &done, 30*time.Second) == nil
 	})
-	if len(done.Done) != dry[0].Matched {
+	// A try that failed (the owner still settling in, or its answer late)
+	// may have resolved rows all the same, which the try that answered
+	// then skips: each row must be resolved once, by new-ops, whichever
+	// try did it (the audit count below).
+	if len(done.Done)+done.SkippedCount != dry[0].Matched {
 		t.Fatalf("the new owner's resolve: %+v", done)
+	}
+	if done.SkippedCount > 0 {
+		t.Logf("resolved by an earlier try: %+v", done.Skipped)
 	}
 	old := r.run(dirs[0], r.c.urls(), "--standby")
 	r.waitStandsBy(old, "the old owner, restarted")
