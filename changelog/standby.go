@@ -255,6 +255,11 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 				return err
 			}
 		}
+		// A lease that lapsed during the take-over or the first snapshot
+		// (a stalled host) is lost too, not a move the table refuses.
+		if !lease.Held() {
+			return fmt.Errorf("%w: after the take-over, before owning", ErrLeaseLost)
+		}
 		return l.Move(ctx, RoleOwner, Facts{Lease: lease, TookOver: true})
 	}
 }
