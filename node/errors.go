@@ -90,6 +90,24 @@ func (e *StoreInUseError) LockFile() string { return filepath.Join(e.Dir, LockFi
 // Is makes a StoreInUseError ErrStoreLocked.
 func (e *StoreInUseError) Is(target error) bool { return target == ErrStoreLocked }
 
+// PathInUseError is LockPath's refusal of a file another process holds
+// the lock of. It is ErrStoreLocked for errors.Is.
+type PathInUseError struct {
+	Path string // the lock file
+	PID  int    // the holder's process, 0 when it had not written it yet
+}
+
+func (e *PathInUseError) Error() string {
+	owner := "another process"
+	if e.PID > 0 {
+		owner = "pid " + strconv.Itoa(e.PID)
+	}
+	return fmt.Sprintf("node: %s is locked by %s", e.Path, owner)
+}
+
+// Is makes a PathInUseError ErrStoreLocked.
+func (e *PathInUseError) Is(target error) bool { return target == ErrStoreLocked }
+
 // ListenError is Start's refusal of a client address it cannot listen on.
 // It is ErrListen for errors.Is, and unwraps to the network's error.
 type ListenError struct {

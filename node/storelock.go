@@ -25,33 +25,60 @@ type storeLock struct {
 // writes this process's pid into the lock file.
 func lockStore(dir string) (*storeLock, error) {
 	path := filepath.Join(dir, LockFile)
+	l, pid, url, err := lockAt(path)
+	if err != nil {
+		return nil, fmt.Errorf("node: lock store %s: %w", path, err)
+	}
+	if l == nil {
+		return nil, &StoreInUseError{Dir: dir, PID: pid, URL: url}
+	}
+	return l, nil
+}
+
+// LockPath takes the exclusive lock of the file at path (made if missing)
+// without waiting, and writes this process's pid into it; release gives
+// it back. Held by another process, it is a *PathInUseError. The kernel
+// drops the lock when its holder dies, however it dies.
+func LockPath(path string) (release func(), err error) {
+	l, pid, _, err := lockAt(path)
+	if err != nil {
+		return nil, fmt.Errorf("node: lock %s: %w", path, err)
+	}
+	if l == nil {
+		return nil, &PathInUseError{Path: path, PID: pid}
+	}
+	return l.Close, nil
+}
+
+// lockAt takes the lock of the file at path; nil, and the holder's pid
+// and URL as far as it wrote them, when another holds it.
+func lockAt(path string) (l *storeLock, pid int, url string, err error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("node: lock store: %w", err)
+		return nil, 0, "", err
 	}
 	held, err := flockExclusive(f)
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("node: lock store %s: %w", path, err)
+		return nil, 0, "", err
 	}
 	if !held {
 		defer f.Close()
-		inUse := &StoreInUseError{Dir: dir}
 		sc := bufio.NewScanner(io.LimitReader(f, 4096))
 		if sc.Scan() {
-			inUse.PID, _ = strconv.Atoi(strings.TrimSpace(sc.Text())) // unreadable: the owner is unnamed, still refused
+			pid, _ = strconv.Atoi(strings.TrimSpace(sc.Text())) // unreadable: the holder is unnamed, still refused
 		}
 		if sc.Scan() {
-			inUse.URL = strings.TrimSpace(sc.Text())
+			url = strings.TrimSpace(sc.Text())
 		}
-		return nil, inUse
+		return nil, pid, url, nil
 	}
-	l := &storeLock{f: f}
+	l = &storeLock{f: f}
 	if err := l.write(""); err != nil {
 		l.Close()
-		return nil, fmt.Errorf("node: lock store %s: %w", path, err)
+		return nil, 0, "", err
 	}
-	return l, nil
+	return l, 0, "", nil
 }
 
 // serving adds the server's URL to the lock file, so a refused second

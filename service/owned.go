@@ -14,6 +14,7 @@ import (
 	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/node"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,13 +55,11 @@ func LeaseTTL(ackWait time.Duration) time.Duration { return ackWait + time.Secon
 // own errors are said here; those of the Service it runs while owning
 // are said by it.
 func runOwned(ctx context.Context, cfg Config) error {
-	cfg, err := cfg.withDefaults()
-	if err == nil {
-		err = cfg.load() // SchemaFile: the standby runs it on its copy too
-	}
+	cfg, release, err := cfg.ownedBegin()
 	if err != nil {
-		return cfg.Say(err)
+		return err
 	}
+	defer release()
 	o := ownerDefaults(cfg)
 	if closeMetrics, err := cfg.listenMetrics(); err != nil {
 		return err
@@ -113,7 +112,7 @@ func runOwned(ctx context.Context, cfg Config) error {
 		if errors.Is(err, changelog.ErrWaiting) && o.Standby {
 			continue // the take-over gave the lease up (changelog.Own): its copy's step is decided again, a wait
 		}
-		if !lostOwnership(err) {
+		if !lostOwnership(err) && !connectFailed(err) {
 			return err
 		}
 		sayLost(ctx, cfg, o, err)
@@ -130,6 +129,29 @@ func runOwned(ctx context.Context, cfg Config) error {
 		}
 	}
 }
+
+// ownedBegin is cfg with its defaults and schema (SchemaFile: the standby
+// runs it on its copy too), and the lock of its ledger file, which
+// release gives back: two runs of a partition on one host's file would
+// restore, set aside and open it under each other (helper-24's twins).
+func (cfg Config) ownedBegin() (Config, func(), error) {
+	cfg, err := cfg.withDefaults()
+	if err == nil {
+		err = cfg.load()
+	}
+	if err != nil {
+		return cfg, nil, cfg.Say(err)
+	}
+	release, err := node.LockPath(cfg.DB + LedgerLockSuffix)
+	if err != nil {
+		return cfg, nil, cfg.Say(step(StepLedger, err))
+	}
+	return cfg, release, nil
+}
+
+// LedgerLockSuffix names the file beside an owned run's ledger whose lock
+// the run holds while it runs.
+const LedgerLockSuffix = ".lock"
 
 // watchOwned serves cfg.Metrics for an owned run (serveOwned) and
 // returns what each log the run opens reports to: its waits, and its role,
@@ -175,6 +197,16 @@ func stopped(ctx context.Context, cfg Config, o Owner, err error) error {
 // partition: the lease, the log's fence, or the log itself.
 func lostOwnership(err error) bool {
 	return errors.Is(err, changelog.ErrLeaseLost) || errors.Is(err, ledger.ErrNotChangelogOwner) || errors.Is(err, changelog.ErrLogGone)
+}
+
+// connectFailed says whether err, an owner's run's end, is its own
+// connection failing as it began: this process reached the server before
+// (its lease, its log), so it is the server's passing trouble (a stall, an
+// election), and a standby stands by and takes the partition again rather
+// than ending the process, and its other partitions, with it.
+func connectFailed(err error) bool {
+	var se *StepError
+	return errors.As(err, &se) && se.Step == StepConnect
 }
 
 // sayLost logs that the partition's ownership was lost, and what comes next.
