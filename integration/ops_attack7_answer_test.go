@@ -124,16 +124,8 @@ func TestOpsAttack7TakeAnswerHeld(t *testing.T) {
 	env.tr = a.traffic(env.evs, 5, 150*time.Millisecond)
 	key := "$KV." + changelog.LeaseBucket + "." + a.r.stream + "." + ownedDurables[0]
 	for round := range 6 {
-		a.atLeast(fmt.Sprintf("round %d", round), 80+100*round, env.dirs...)
-		o := a.ownerOf(fmt.Sprintf("round %d", round), 0, env.hosts...)
-		s := 1 - o
-		sprung := traps[s].arm(key)
-		env.hosts[o].kill()
-		select {
-		case <-sprung:
-		case <-time.After(2 * time.Minute):
-			t.Fatalf("round %d: %s never wrote partition 0's key after the owner's SIGKILL", round, hostNames[s])
-		}
+		s := a.killOwnerTrapped(t, env, traps, key, round)
+		o := 1 - s
 		at := time.Now()
 		if round%2 == 0 {
 			pid := env.hosts[s].cmd.Process.Pid
@@ -176,16 +168,8 @@ func TestOpsAttack7TakeOverStallsWholeHost(t *testing.T) {
 	key := "$KV." + changelog.LeaseBucket + "." + a.r.stream + "." + ownedDurables[0]
 	exits := 0
 	for round := range 4 {
-		a.atLeast(fmt.Sprintf("round %d", round), 80+100*round, env.dirs...)
-		o := a.ownerOf(fmt.Sprintf("round %d", round), 0, env.hosts...)
-		s := 1 - o
-		sprung := traps[s].arm(key)
-		env.hosts[o].kill()
-		select {
-		case <-sprung:
-		case <-time.After(2 * time.Minute):
-			t.Fatalf("round %d: %s never wrote partition 0's key after the owner's SIGKILL", round, hostNames[s])
-		}
+		s := a.killOwnerTrapped(t, env, traps, key, round)
+		o := 1 - s
 		consumertest.Eventually(t, time.Minute, hostNames[s]+" saying its take had no answer, or exiting", func() bool {
 			return said(env.hosts[s], "changelog: the standby cannot reach", []string{"take lease"}, 0) || !running(env.hosts[s])
 		})
@@ -205,4 +189,22 @@ func TestOpsAttack7TakeOverStallsWholeHost(t *testing.T) {
 	}
 	t.Logf("%d exits in the stalls, started again", exits)
 	a.settleWebhookPair(t, "after the stalls", env.tr, env.dest, env.dirs, env.hosts, env.evs)
+}
+
+// killOwnerTrapped waits for round's traffic, arms the standby's trap on
+// key, SIGKILLs partition 0's owner and waits until the standby writes
+// the key (its take, whose answer the trap holds). It returns the standby.
+func (a *a2) killOwnerTrapped(t *testing.T, env opsEnv, traps []*answerTrap, key string, round int) int {
+	t.Helper()
+	a.atLeast(fmt.Sprintf("round %d", round), 80+100*round, env.dirs...)
+	o := a.ownerOf(fmt.Sprintf("round %d", round), 0, env.hosts...)
+	s := 1 - o
+	sprung := traps[s].arm(key)
+	env.hosts[o].kill()
+	select {
+	case <-sprung:
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("round %d: %s never wrote partition 0's key after the owner's SIGKILL", round, hostNames[s])
+	}
+	return s
 }
