@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"time"
 
@@ -107,11 +108,24 @@ func openCopy(ctx context.Context, l *Log, file string, cfg ledger.Config, begin
 }
 
 // retry says that the standby cannot reach its log or lease now (the
-// server's error, err), and waits before it tries again; false once ctx
-// has ended.
+// server's error, err), or use its ledger file (the file system's or
+// the disk's), and waits before it tries again; false once ctx has ended.
 func (l *Log) retry(ctx context.Context, err error) bool {
-	l.log.WarnContext(ctx, "changelog: the standby cannot reach its log or its lease now; retrying", "log", l.name, "err", err)
+	what := "changelog: the standby cannot reach its log or its lease now; retrying"
+	if localFault(err) {
+		what = "changelog: the standby cannot use its ledger file now; retrying"
+	}
+	l.log.WarnContext(ctx, what, "log", l.name, "err", err)
 	return ackwait.Sleep(ctx, 4*PollDefault)
+}
+
+// localFault says whether err is this host's file system's or disk's,
+// not the server's: said as the network's, a person looked in vain there.
+func localFault(err error) bool {
+	var pe *fs.PathError
+	var le *os.LinkError
+	return errors.As(err, &pe) || errors.As(err, &le) || errors.Is(err, ledger.ErrIO) ||
+		errors.Is(err, ledger.ErrFull) || errors.Is(err, ledger.ErrReadOnly)
 }
 
 // follow applies the log to st until the lease is taken. A copy that may
