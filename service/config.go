@@ -123,6 +123,8 @@ type Config struct {
 	// leaseHeld: the caller holds the partition's lease (runOwned,
 	// runLeased), so Run does not take it again.
 	leaseHeld bool
+	// ledgerLocked: the run of the partitions holds DB's lock already.
+	ledgerLocked bool
 	// retainLease, when set, is called when the run ends because it lost
 	// its partition (its log gone, or refused), before its lease is let
 	// go (runOwner).

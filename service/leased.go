@@ -32,6 +32,13 @@ func runLeased(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return cfg.Say(err)
 	}
+	if cfg.Ledger.LeaveChangelog { // an owner's or standby's file: its lock, as theirs (ownedBegin)
+		release, err := cfg.lockLedger()
+		if err != nil {
+			return cfg.Say(step(StepLedger, err))
+		}
+		defer release()
+	}
 	nc, js, err := cfg.Dial(ctx, *cfg.NATS)
 	if err != nil {
 		return cfg.Say(step(StepConnect, err))

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"github.com/jetledger/jetledger/admin"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/jetledger/jetledger/ackwait"
 	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/consumer/jsretry"
+	"github.com/jetledger/jetledger/consumer/partition"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/node"
 	"github.com/nats-io/nats.go"
@@ -115,6 +117,7 @@ func runOwned(ctx context.Context, cfg Config) error {
 		if !lostOwnership(err) && !connectFailed(err) {
 			return err
 		}
+		err0 := err
 		sayLost(ctx, cfg, o, err)
 		if merr := log.Move(ctx, changelog.RoleFenced, changelog.Facts{}); merr != nil || !o.Standby {
 			return cmp.Or(merr, err)
@@ -127,8 +130,18 @@ func runOwned(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return cfg.Say(step(StepLedger, err))
 		}
+		if connectFailed(err0) && !ackwait.Sleep(ctx, redialPause) {
+			return nil // stopped while it paused: nothing of the partition held
+		}
 	}
 }
+
+// redialPause is how long an owner whose own connection failed as its run
+// began waits before it takes the partition again: a server that refuses
+// new connections (at its limit, a firewall) while the run's others live
+// had it spin 15-19 rounds a second, each a lease write and a log line
+// (helper-25).
+const redialPause = 2 * time.Second
 
 // ownedBegin is cfg with its defaults and schema (SchemaFile: the standby
 // runs it on its copy too), and the lock of its ledger file, which
@@ -142,11 +155,45 @@ func (cfg Config) ownedBegin() (Config, func(), error) {
 	if err != nil {
 		return cfg, nil, cfg.Say(err)
 	}
-	release, err := node.LockPath(cfg.DB + LedgerLockSuffix)
+	release, err := cfg.lockLedger()
 	if err != nil {
 		return cfg, nil, cfg.Say(step(StepLedger, err))
 	}
 	return cfg, release, nil
+}
+
+// lockLedger takes the lock of cfg.DB's lock file, unless the run of its
+// partitions took it already (lockPartitions).
+func (cfg Config) lockLedger() (func(), error) {
+	if cfg.ledgerLocked {
+		return func() {}, nil
+	}
+	return node.LockPath(cfg.DB + LedgerLockSuffix)
+}
+
+// lockPartitions takes the locks of the ledger files of parts that an
+// owned or leaving run opens, in the partitions' order, all or none: two
+// processes each taking its own partitions' locks could each take one and
+// both be refused the other, leaving no run of either file (helper-25).
+func lockPartitions(cfg Config, parts []int) (func(), error) {
+	var held []func()
+	release := func() {
+		for _, r := range held {
+			r()
+		}
+	}
+	if cfg.Owner == nil && !cfg.Ledger.LeaveChangelog {
+		return release, nil
+	}
+	for _, i := range slices.Sorted(slices.Values(parts)) {
+		r, err := node.LockPath(partition.Ledger(cfg.DB, i) + LedgerLockSuffix)
+		if err != nil {
+			release()
+			return nil, fmt.Errorf("partition %d: %w", i, err)
+		}
+		held = append(held, r)
+	}
+	return release, nil
 }
 
 // LedgerLockSuffix names the file beside an owned run's ledger whose lock

@@ -41,6 +41,7 @@ type Partition struct {
 	Filter  string           // partition.Filter
 	NATS    *natsconn.Config // the server the partitions share
 	Shared  *node.Node       // the embedded node RunPartitions started, nil with NATS
+	locked  bool             // RunPartitions holds the ledger file's lock (lockPartitions)
 }
 
 // Config is base run as this partition: its ledger, durable and subjects,
@@ -49,6 +50,7 @@ func (p Partition) Config(base Config) Config {
 	c := base
 	c.DB, c.Consumer.Durable, c.Consumer.FilterSubjects = p.DB, p.Durable, []string{p.Filter}
 	c.NATS, c.Shared, c.Node.StoreDir, c.Node.Leaf = p.NATS, p.Shared, "", nil
+	c.ledgerLocked = p.locked
 	// The shared server's access is RunPartitions' to set; a partition
 	// connects as its own client.
 	c.Node.Token, c.Node.Publishers, c.Node.TLS, c.Node.Insecure = "", node.PublishRole{}, node.TLSConfig{}, false
@@ -110,11 +112,16 @@ func RunPartitions(ctx context.Context, cfg Config, p Partitions) error {
 	if run == nil {
 		run = func(ctx context.Context, part Partition) error { return Run(ctx, part.Config(cfg)) }
 	}
+	release, err := lockPartitions(cfg, parts)
+	if err != nil {
+		return cfg.Say(step(StepLedger, err))
+	}
+	defer release()
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	start := func(ctx context.Context, i int) error {
 		return run(ctx, Partition{Index: i, DB: partition.Ledger(cfg.DB, i), Durable: partition.Durable(cfg.Consumer.Durable, i),
-			Filter: partition.Filter(i), NATS: conn, Shared: shared})
+			Filter: partition.Filter(i), NATS: conn, Shared: shared, locked: cfg.Owner != nil || cfg.Ledger.LeaveChangelog})
 	}
 	if shared != nil {
 		shared.DependOn(cfg.Stream.Name)
