@@ -208,39 +208,6 @@ func TestOpsAttack8LeaveOnOwnersDir(t *testing.T) {
 	a.settleWebhookPair(t, "after the leave", env.tr, env.dest, env.dirs, env.hosts, env.evs)
 }
 
-// 8.5 The owner SIGKILLed and, at once, a --leave-changelog run started
-// on the standby's directory while the standby runs there: the leave
-// (runLeased) takes no ledger lock, so only the lease stands between it
-// and the standby's live file. It must be refused; the standby owns.
-func TestOpsAttack8LeaveOnStandbysDirOwnerKilled(t *testing.T) {
-	aaLong(t)
-	a := newA2(t, "PAY")
-	env := a.opsPair(t, 400)
-	a.atLeast("before the kill", 100, env.dirs...)
-	o := a.ownerOf("before the kill", 0, env.hosts...)
-	s := 1 - o
-	env.hosts[o].kill()
-	leave := a.start(hostNames[s]+" (leave)", env.dirs[s], webhookArgs(env.dest, "--leave-changelog", "--outbox-workers", "4")...)
-	consumertest.Eventually(t, 2*time.Minute, "the leave refused, or consuming", func() bool {
-		return !running(leave) || strings.Contains(leave.output(), `"msg":"consuming"`)
-	})
-	lp, sp := leave.cmd.Process.Pid, env.hosts[s].cmd.Process.Pid
-	t.Logf("leave (pid %d) running %v, standby %s (pid %d) running %v; lease holders %d %d; the leave's lines:\n%s\nthe standby's lines:\n%s",
-		lp, running(leave), hostNames[s], sp, running(env.hosts[s]), a.holderPid(0), a.holderPid(1),
-		tail(leave.output()), grepLines(env.hosts[s].output(), "changelog:"))
-	if running(leave) {
-		t.Errorf("a --leave-changelog run on %s's directory, its standby running there, consumes: two processes on its ledger files", hostNames[s])
-		stopOK(t, leave, "the leave")
-		return
-	}
-	if !strings.Contains(leave.output(), "in use by") {
-		t.Logf("the leave was refused for the lease, not for the ledger's lock")
-	}
-	a.restart(env, o, hostNames[o])
-	a.ownersOf("after the leave", env.hosts...)
-	a.settleWebhookPair(t, "after the leave on the standby's directory", env.tr, env.dest, env.dirs, env.hosts, env.evs)
-}
-
 // 8.5b As 8.5, with the standby frozen (SIGSTOP: a paused VM, a
 // debugger) while the owner is SIGKILLed and the leave starts on its
 // directory: the leave can take the lease. The standby's process still
