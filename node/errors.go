@@ -74,10 +74,7 @@ type StoreInUseError struct {
 }
 
 func (e *StoreInUseError) Error() string {
-	owner := "another process"
-	if e.PID > 0 {
-		owner = "pid " + strconv.Itoa(e.PID)
-	}
+	owner := LockHolder(e.PID)
 	if e.URL != "" {
 		owner += ", serving " + e.URL
 	}
@@ -98,11 +95,16 @@ type PathInUseError struct {
 }
 
 func (e *PathInUseError) Error() string {
-	owner := "another process"
-	if e.PID > 0 {
-		owner = "pid " + strconv.Itoa(e.PID)
+	return fmt.Sprintf("node: %s is locked by %s", e.Path, LockHolder(e.PID))
+}
+
+// LockHolder names a lock's holder by the pid it wrote, 0 when it had
+// not written it yet.
+func LockHolder(pid int) string {
+	if pid > 0 {
+		return "pid " + strconv.Itoa(pid)
 	}
-	return fmt.Sprintf("node: %s is locked by %s", e.Path, owner)
+	return "another process"
 }
 
 // Is makes a PathInUseError ErrStoreLocked.

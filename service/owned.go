@@ -117,7 +117,7 @@ func runOwned(ctx context.Context, cfg Config) error {
 		if !lostOwnership(err) && !connectFailed(err) {
 			return err
 		}
-		err0 := err
+		lost := err
 		sayLost(ctx, cfg, o, err)
 		if merr := log.Move(ctx, changelog.RoleFenced, changelog.Facts{}); merr != nil || !o.Standby {
 			return cmp.Or(merr, err)
@@ -130,7 +130,7 @@ func runOwned(ctx context.Context, cfg Config) error {
 		if err != nil {
 			return cfg.Say(step(StepLedger, err))
 		}
-		if connectFailed(err0) && !ackwait.Sleep(ctx, redialPause) {
+		if connectFailed(lost) && !ackwait.Sleep(ctx, redialPause) {
 			return nil // stopped while it paused: nothing of the partition held
 		}
 	}

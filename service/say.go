@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/jetledger/jetledger/ledger"
@@ -45,7 +44,7 @@ func (c Config) say(err error) error {
 	)
 	switch {
 	case errors.As(err, &inUse):
-		owner, url := pidOrAnother(inUse.PID), "URL"
+		owner, url := node.LockHolder(inUse.PID), "URL"
 		if inUse.URL != "" {
 			owner += ", serving " + inUse.URL
 			url = inUse.URL
@@ -54,7 +53,7 @@ func (c Config) say(err error) error {
 			inUse.Dir, owner, inUse.LockFile(), n.Say("DB"), n.Say("Node.StoreDir"), n.Say("NATS.URL"), url)
 	case errors.As(err, &held):
 		return said(err, "ledger %s is in use by %s (lock %s): another run of this partition on this host; stop it, or give this run its own %s",
-			strings.TrimSuffix(held.Path, LedgerLockSuffix), pidOrAnother(held.PID), held.Path, n.Say("DB"))
+			strings.TrimSuffix(held.Path, LedgerLockSuffix), node.LockHolder(held.PID), held.Path, n.Say("DB"))
 	case errors.As(err, &le):
 		return said(err, "embedded server cannot listen on %s: %v; pass %s URL to use the server already there, or %s to pick another address",
 			cmp.Or(c.Node.Listen, node.DefaultListen), le.Err, n.Say("NATS.URL"), n.Say("Node.Listen"))
@@ -70,14 +69,6 @@ func (c Config) say(err error) error {
 		return said(err, "no stream captures %s %s: create one, or pass %s NAME to have %s create it", n.Say("Effects.Subject"), c.Effects.Subject, n.Say("Effects.Stream"), n.Program)
 	}
 	return sayPartitions(err, n)
-}
-
-// pidOrAnother names a lock's holder.
-func pidOrAnother(pid int) string {
-	if pid > 0 {
-		return "pid " + strconv.Itoa(pid)
-	}
-	return "another process"
 }
 
 // sayPartitions says the stream's refusals of a run partitioned otherwise
