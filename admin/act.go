@@ -133,8 +133,14 @@ func (s *Server) act(ctx context.Context, req micro.Request, check func(Act) err
 		case errors.Is(err, ledger.ErrNotFound) || errors.As(err, new(*ledger.StateError)) || errors.Is(err, outbox.ErrStillAtDestination):
 			out.skip(Skip{ID: id, Reason: err.Error()})
 		default: // the ledger failed: the error says how far the action got
-			return nil, fmt.Errorf("%d of %d rows done, %d skipped, when the ledger failed at %s (the rest untouched; list them again): %w",
-				len(out.Done), len(ids), out.SkippedCount, id, err)
+			doubt := ""
+			if errors.Is(err, ledger.ErrNotChangelogOwner) {
+				// An entry that landed as the lease ended is rolled back
+				// here and applied by the next owner from the log.
+				doubt = "; its change may be in the partition's log all the same, which the next owner applies"
+			}
+			return nil, fmt.Errorf("%d of %d rows done, %d skipped, when the ledger failed at %s%s (the rest untouched; list them again): %w",
+				len(out.Done), len(ids), out.SkippedCount, id, doubt, err)
 		}
 	}
 	return out, nil

@@ -129,6 +129,7 @@ func TestAPausedOwnersActionsAreRefusedOnceTakenOver(t *testing.T) {
 	zombie, standby, dirs, dry := reviewed(t, r, 60)
 	nc := r.c.js.Conn()
 	zombie.signal(syscall.SIGSTOP)
+	consumertest.Eventually(t, time.Minute, "the owner stopped", func() bool { return isStopped(zombie) })
 	type answer struct {
 		out admin.Acted
 		err error

@@ -64,15 +64,26 @@ func (r *ownedRig) runEnv(env []string, dir, nats string, role ...string) *proc 
 	return start(r.t, env, append(args, fastPlan...)...)
 }
 
-// isStopped says whether p's process is stopped (SIGSTOP): its state in
-// /proc is T.
+// isStopped says whether p's process is stopped (SIGSTOP): every one of
+// its threads in state T. kill returns before the stop has taken effect,
+// and a thread running meanwhile may still answer a request (CI: a paused
+// owner's admin action, sent right after the SIGSTOP, was acted on).
 func isStopped(p *proc) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
-	if err != nil {
+	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", p.cmd.Process.Pid))
+	if err != nil || len(tasks) == 0 {
 		return false
 	}
-	i := bytes.LastIndexByte(stat, ')') // the command name may hold spaces
-	return i > 0 && i+2 < len(stat) && stat[i+2] == 'T'
+	for _, task := range tasks {
+		stat, err := os.ReadFile(task)
+		if err != nil {
+			return false
+		}
+		i := bytes.LastIndexByte(stat, ')') // the command name may hold spaces
+		if i <= 0 || i+2 >= len(stat) || stat[i+2] != 'T' && stat[i+2] != 't' {
+			return false
+		}
+	}
+	return true
 }
 
 // logged says whether p logged a record with role for partition part.

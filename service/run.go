@@ -194,6 +194,11 @@ func (s *Service) consume(ctx context.Context, batches *metrics.Batches, cons *c
 	var wg sync.WaitGroup // the pruner and the metrics server, waited for on return
 	defer wg.Wait()
 	defer stop()
+	// The admin API before /healthz: a request sent the moment it
+	// answers 200 (ready) must find the endpoints.
+	if stopAdmin := s.serveAdmin(d, cons); stopAdmin != nil {
+		defer stopAdmin()
+	}
 	if c.Metrics != nil {
 		store := s.node
 		if store == nil {
@@ -219,9 +224,6 @@ func (s *Service) consume(ctx context.Context, batches *metrics.Batches, cons *c
 		// the link is up; never in the way of processing.
 		wg.Go(func() { stream.KeepHubConsumer(runCtx, s.js, s.info, s.log) })
 		wg.Go(func() { s.reportToHub(runCtx) })
-	}
-	if stopAdmin := s.serveAdmin(d, cons); stopAdmin != nil {
-		defer stopAdmin()
 	}
 	summaryDone := make(chan struct{})
 	go func() {
