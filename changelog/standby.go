@@ -168,9 +168,12 @@ func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag fun
 		if err == nil {
 			holder, err = lease.Holder(ctx)
 		}
-		if err == nil && holder == "" {
+		// A key naming this run was written by its own take whose answer
+		// was lost: taken at once, not stood by for until its TTL ends.
+		if err == nil && (holder == "" || holder == lease.owner) {
 			if err = lease.Acquire(ctx); err == nil {
-				l.log.InfoContext(ctx, "changelog: the partition had no owner: taking it over", "log", l.name, "applied", applied, "last", last)
+				// holder: "", or this run's name (its own take, whose answer was lost).
+				l.log.InfoContext(ctx, "changelog: the partition had no owner: taking it over", "log", l.name, "applied", applied, "last", last, "holder", holder)
 				return nil
 			}
 			if errors.Is(err, ErrLeaseHeld) {

@@ -90,7 +90,12 @@ func pruneDuring(ctx context.Context, cfg Config) (*PruneRun, error) {
 	cfg.progress("the same on a copy of the ledger while a prune of its rows runs…")
 	cfg.ledgerPath = copied
 	syncDisks()
+	stopProfile, err := cfg.profile(".prune") // where the prune's CPU goes, beside the batches
+	if err != nil {
+		return nil, err
+	}
 	during, err := latency(ctx, cfg, 101, run.Rate)
+	stopProfile()
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,66 @@
+package changelog_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jetledger/jetledger/changelog"
+	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/ledger"
+)
+
+// A standby's take that landed but whose answer was lost leaves the key
+// naming the standby itself. Its next look must take the partition at
+// once (the key is its own), not stand by for its own name until the
+// TTL lets the key go (a gap found by ops_attack7's held answers).
+func TestAStandbyTakesAtOnceAKeyItsOwnLostTakeWrote(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, s)
+	dir := t.TempDir()
+	cfg := changelog.Config{Stream: "PAY", Durable: "pay-p0"}
+	ttl := 30 * time.Second
+	logA := ensure(t, js, cfg)
+	leaseA, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-a", ttl, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := leaseA.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a := openLedger(t, filepath.Join(dir, "a.db"), logA)
+	if err := changelog.Own(ctx, logA, leaseA, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := logA.Snapshot(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.ApplyBatch(ctx, batch(0, 20, 0), credit, ledger.Budget{Work: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	leaseA.Release() // the owner stopped
+	// The standby's take landed; its answer never came back to it.
+	landed, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-b", ttl, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := landed.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	leaseB, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-b", ttl, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	logB := ensure(t, js, cfg)
+	if err := changelog.Standby(ctx, logB, leaseB, filepath.Join(dir, "b.db"), ledger.Config{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > ttl/2 || !leaseB.Held() {
+		t.Fatalf("the standby took %v to take a key its own take wrote (held %v), want well within the TTL %v", took, leaseB.Held(), ttl)
+	}
+}
