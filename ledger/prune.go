@@ -385,6 +385,15 @@ func (s *Store) pruneStep(ctx context.Context, p *pacer, chunk int, hold time.Du
 	if err != nil {
 		return st, err
 	}
+	// Each statement compiled once a step, not once a slice: compiling
+	// was a sixth of a prune's CPU (a profile beside the batches).
+	stmts := make([]*sql.Stmt, len(steps))
+	for i, q := range steps {
+		if stmts[i], err = tx.PrepareContext(ctx, q); err != nil {
+			return st, err
+		}
+		defer stmts[i].Close() //nolint:errcheck // closed with the transaction anyway
+	}
 	// In slices, in key order (neighbouring leaves), looking between
 	// slices for a batch waiting once the step has held the writer
 	// cutAfter: the step ends there and commits what it did, so that batch
@@ -395,8 +404,8 @@ func (s *Store) pruneStep(ctx context.Context, p *pacer, chunk int, hold time.Du
 			break
 		}
 		lo, hi := ids[i], ids[min(i+pruneSliceIDs, len(ids))-1]
-		for _, q := range steps {
-			if _, err := tx.ExecContext(ctx, q, lo, hi); err != nil {
+		for _, stmt := range stmts {
+			if _, err := stmt.ExecContext(ctx, lo, hi); err != nil {
 				return st, err
 			}
 		}
