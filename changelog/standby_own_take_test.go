@@ -24,37 +24,17 @@ func TestAStandbyTakesAtOnceAKeyItsOwnLostTakeWrote(t *testing.T) {
 	dir := t.TempDir()
 	cfg := changelog.Config{Stream: "PAY", Durable: "pay-p0"}
 	ttl := 30 * time.Second
-	logA := ensure(t, js, cfg)
-	leaseA, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-a", ttl, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := leaseA.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	a := openLedger(t, filepath.Join(dir, "a.db"), logA)
-	if err := changelog.Own(ctx, logA, leaseA, a); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := logA.Snapshot(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	_, leaseA, a := ownedWithSnapshot(t, ctx, js, cfg, filepath.Join(dir, "a.db"), "host-a", ttl)
 	if _, err := a.ApplyBatch(ctx, batch(0, 20, 0), credit, ledger.Budget{Work: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	leaseA.Release() // the owner stopped
 	// The standby's take landed; its answer never came back to it.
-	landed, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-b", ttl, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	landed := openLease(t, js, cfg.Durable, "host-b", ttl)
 	if err := landed.Acquire(ctx); err != nil {
 		t.Fatal(err)
 	}
-	leaseB, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-b", ttl, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	leaseB := openLease(t, js, cfg.Durable, "host-b", ttl)
 	began := time.Now()
 	logB := ensure(t, js, cfg)
 	if err := changelog.Standby(ctx, logB, leaseB, filepath.Join(dir, "b.db"), ledger.Config{}, nil); err != nil {

@@ -27,22 +27,7 @@ func TestStandbyTakesOverFromALostOwner(t *testing.T) {
 	dir := t.TempDir()
 	cfg := changelog.Config{Stream: "PAY", Durable: "pay-p0"}
 	ttl := 2 * time.Second
-	logA := ensure(t, js, cfg)
-	leaseA, err := changelog.OpenLease(ctx, js, "PAY", "pay-p0", "host-a", ttl, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := leaseA.Acquire(ctx); err != nil {
-		t.Fatal(err)
-	}
-	fileA := filepath.Join(dir, "a.db")
-	a := openLedger(t, fileA, logA)
-	if err := changelog.Own(ctx, logA, leaseA, a); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := logA.Snapshot(ctx, a); err != nil {
-		t.Fatal(err)
-	}
+	_, leaseA, a := ownedWithSnapshot(t, ctx, js, cfg, filepath.Join(dir, "a.db"), "host-a", ttl)
 	keepCtx, stopKeeping := context.WithCancel(ctx)
 	kept := make(chan error, 1)
 	go func() { kept <- leaseA.Keep(keepCtx) }()
@@ -107,6 +92,25 @@ func TestStandbyTakesOverFromALostOwner(t *testing.T) {
 		t.Fatalf("balance %d, want 45", a1)
 	}
 	t.Logf("take-over %v after the owner's last renewal stopped (TTL %v); the standby's lag at its first look %d", took.Round(time.Millisecond), ttl, lags[0])
+}
+
+// ownedWithSnapshot makes owner the owner of cfg's partition on a ledger
+// at file, its snapshot stored: the log, the lease held, the store.
+func ownedWithSnapshot(t *testing.T, ctx context.Context, js jetstream.JetStream, cfg changelog.Config, file, owner string, ttl time.Duration) (*changelog.Log, *changelog.Lease, *ledger.Store) {
+	t.Helper()
+	log := ensure(t, js, cfg)
+	lease := openLease(t, js, cfg.Durable, owner, ttl)
+	if err := lease.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := openLedger(t, file, log)
+	if err := changelog.Own(ctx, log, lease, st); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Snapshot(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	return log, lease, st
 }
 
 // An owner that begins the log stores its snapshot before Own returns;
