@@ -182,7 +182,7 @@ func lockPartitions(cfg Config, parts []int) (func(), error) {
 			r()
 		}
 	}
-	if cfg.Owner == nil && !cfg.Ledger.LeaveChangelog {
+	if !locksLedgers(cfg) {
 		return release, nil
 	}
 	for _, i := range slices.Sorted(slices.Values(parts)) {
@@ -195,6 +195,11 @@ func lockPartitions(cfg Config, parts []int) (func(), error) {
 	}
 	return release, nil
 }
+
+// locksLedgers says whether a run of cfg's partitions holds their ledger
+// files' locks: an owned run's, or a leaving one's (lockPartitions); a
+// partition then need not take its own (Partition.locked).
+func locksLedgers(cfg Config) bool { return cfg.Owner != nil || cfg.Ledger.LeaveChangelog }
 
 // LedgerLockSuffix names the file beside an owned run's ledger whose lock
 // the run holds while it runs.

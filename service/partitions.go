@@ -121,7 +121,7 @@ func RunPartitions(ctx context.Context, cfg Config, p Partitions) error {
 	defer stop()
 	start := func(ctx context.Context, i int) error {
 		return run(ctx, Partition{Index: i, DB: partition.Ledger(cfg.DB, i), Durable: partition.Durable(cfg.Consumer.Durable, i),
-			Filter: partition.Filter(i), NATS: conn, Shared: shared, locked: cfg.Owner != nil || cfg.Ledger.LeaveChangelog})
+			Filter: partition.Filter(i), NATS: conn, Shared: shared, locked: locksLedgers(cfg)})
 	}
 	if shared != nil {
 		shared.DependOn(cfg.Stream.Name)
