@@ -244,8 +244,7 @@ func TestOpsAttack7StopWhileTakeUnanswered(t *testing.T) {
 func roleless(p *proc, prefix string, since time.Time) bool {
 	return records(p, func(r map[string]any) bool {
 		msg, _ := r["msg"].(string)
-		at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(r["time"]))
-		return strings.HasPrefix(msg, prefix) && !at.Before(since)
+		return strings.HasPrefix(msg, prefix) && !recordTime(r).Before(since)
 	}) > 0
 }
 
@@ -303,7 +302,7 @@ func linesSince(p *proc, sub string, since time.Time) string {
 		if json.Unmarshal([]byte(l), &r) != nil {
 			continue
 		}
-		if at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(r["time"])); !at.Before(since) {
+		if !recordTime(r).Before(since) {
 			out = append(out, l)
 		}
 	}

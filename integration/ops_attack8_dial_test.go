@@ -248,8 +248,7 @@ func TestOpsAttack8WholeHostStallOwnsAgain(t *testing.T) {
 		lostAt, held := time.Since(cut), gate.held.Load()
 		consumertest.Eventually(t, 2*time.Minute, fmt.Sprintf("round %d: 3 retries said in the stall", round), func() bool {
 			return records(host, func(r map[string]any) bool {
-				at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(r["time"]))
-				return r["msg"] == "JetStream cannot answer yet (a leader being elected, a server restarting?); trying again until it does" && at.After(cut)
+				return r["msg"] == "JetStream cannot answer yet (a leader being elected, a server restarting?); trying again until it does" && recordTime(r).After(cut)
 			}) >= 3 || !running(host)
 		})
 		gate.heal()

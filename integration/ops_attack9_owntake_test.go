@@ -18,16 +18,11 @@ import (
 // ownerRecordTime is the time of p's first owner record for part at or
 // after since (zero if none).
 func ownerRecordTime(p *proc, part int, since time.Time) time.Time {
-	var first time.Time
-	p.record(func(r map[string]any) bool {
-		at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(r["time"]))
-		if r["role"] == "owner" && r["partition"] == float64(part) && !at.Before(since) {
-			first = at
-			return true
-		}
-		return false
-	})
-	return first
+	rec, ok := p.record(roleSince("owner", part, since))
+	if !ok {
+		return time.Time{}
+	}
+	return recordTime(rec)
 }
 
 // 9a. The owner SIGKILLed, the standby's take of partition 0 lands with
@@ -51,9 +46,8 @@ func TestOpsAttack9OwnTakeThenOtherRestarted(t *testing.T) {
 		consumertest.Eventually(t, time.Minute, hostNames[s]+" saying its take had no answer", func() bool {
 			return records(env.hosts[s], func(r map[string]any) bool { // this round's take, not an earlier round's
 				msg, _ := r["msg"].(string)
-				at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(r["time"]))
 				return strings.HasPrefix(msg, "changelog: the standby cannot reach") && r["partition"] == float64(0) &&
-					strings.Contains(fmt.Sprint(r["err"]), "take lease") && !at.Before(killed)
+					strings.Contains(fmt.Sprint(r["err"]), "take lease") && !recordTime(r).Before(killed)
 			}) > 0
 		})
 		pid := env.hosts[s].cmd.Process.Pid

@@ -151,10 +151,21 @@ func roleRecords(p *proc, role string, part int) int {
 // roleRecordsSince counts p's records of role for partition part logged
 // at or after since.
 func roleRecordsSince(p *proc, role string, part int, since time.Time) int {
-	return records(p, func(r map[string]any) bool {
-		at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(r["time"]))
-		return r["role"] == role && r["partition"] == float64(part) && !at.Before(since)
-	})
+	return records(p, roleSince(role, part, since))
+}
+
+// roleSince matches a record of role for partition part logged at or
+// after since.
+func roleSince(role string, part int, since time.Time) func(map[string]any) bool {
+	return func(r map[string]any) bool {
+		return r["role"] == role && r["partition"] == float64(part) && !recordTime(r).Before(since)
+	}
+}
+
+// recordTime is when a record was logged (zero if it says not).
+func recordTime(r map[string]any) time.Time {
+	at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(r["time"]))
+	return at
 }
 
 // restores counts p's records of restoring a partition's snapshot.
