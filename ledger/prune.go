@@ -426,7 +426,13 @@ func (s *Store) pruneStep(ctx context.Context, p *pacer, chunk int, hold time.Du
 // ledger would hardly shrink. At least pruneCutFloor: a step costs about a
 // millisecond besides its deletes (begin, collect, commit).
 func (s *Store) cutAfter(hold time.Duration) time.Duration {
-	return min(max(s.batchHeld.get()/4, pruneCutFloor), hold)
+	return s.batchQuarter(pruneCutFloor, hold)
+}
+
+// batchQuarter is a quarter of a batch's own hold lately, at least floor
+// and at most hold: how long a prune step may keep a batch waiting.
+func (s *Store) batchQuarter(floor, hold time.Duration) time.Duration {
+	return min(max(s.batchHeld.get()/4, floor), hold)
 }
 
 // pruneCutFloor is the least a prune step holds the writer before it ends
@@ -442,7 +448,7 @@ const pruneCutFloor = 2 * time.Millisecond
 // with 4 ms steps (BENCHMARKS.md). Beside slow batches a step has one gap
 // between two of them, and grows with them to keep the prune's share.
 func (s *Store) stepTarget(hold time.Duration) time.Duration {
-	return min(max(s.batchHeld.get()/4, pruneStepFloor), hold)
+	return s.batchQuarter(pruneStepFloor, hold)
 }
 
 // pruneStepFloor is the least hold a prune step is sized for: a step costs
