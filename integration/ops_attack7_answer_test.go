@@ -102,6 +102,16 @@ func (a *a2) trappedPair(t *testing.T) (env opsEnv, traps []*answerTrap) {
 	return env, traps
 }
 
+// trappedUnderTraffic is trappedPair with n events sent in chunks of 5
+// as it goes, and the subject of partition 0's lease key, which the traps
+// are armed for.
+func (a *a2) trappedUnderTraffic(t *testing.T, n int) (opsEnv, []*answerTrap, string) {
+	env, traps := a.trappedPair(t)
+	env.evs = makeEvents(randFor(t), a.r.pub, n)
+	env.tr = a.traffic(env.evs, 5, 150*time.Millisecond)
+	return env, traps, "$KV." + changelog.LeaseBucket + "." + a.r.stream + "." + ownedDurables[0]
+}
+
 // startVia is start through the server at url alone.
 func (a *a2) startVia(name, dir, url string, flags ...string) *proc {
 	p := a.r.run(dir, url, flags...)
@@ -119,10 +129,7 @@ func (a *a2) startVia(name, dir, url string, flags ...string) *proc {
 func TestOpsAttack7TakeAnswerHeld(t *testing.T) {
 	aaLong(t)
 	a := newA2(t, "PAY")
-	env, traps := a.trappedPair(t)
-	env.evs = makeEvents(randFor(t), a.r.pub, 900)
-	env.tr = a.traffic(env.evs, 5, 150*time.Millisecond)
-	key := "$KV." + changelog.LeaseBucket + "." + a.r.stream + "." + ownedDurables[0]
+	env, traps, key := a.trappedUnderTraffic(t, 900)
 	for round := range 6 {
 		s := a.killOwnerTrapped(t, env, traps, key, round)
 		o := 1 - s

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/consumer/consumertest"
 )
 
@@ -34,10 +33,7 @@ func ownerRecordTime(p *proc, part int, since time.Time) time.Time {
 func TestOpsAttack9OwnTakeThenOtherRestarted(t *testing.T) {
 	aaLong(t)
 	a := newA2(t, "PAY")
-	env, traps := a.trappedPair(t)
-	env.evs = makeEvents(randFor(t), a.r.pub, 500)
-	env.tr = a.traffic(env.evs, 5, 150*time.Millisecond)
-	key := "$KV." + changelog.LeaseBucket + "." + a.r.stream + "." + ownedDurables[0]
+	env, traps, key := a.trappedUnderTraffic(t, 500)
 	var times []time.Duration
 	for round := range 3 {
 		s := a.killOwnerTrapped(t, env, traps, key, round)
@@ -103,10 +99,7 @@ func TestOpsAttack9OwnTakeThenOtherRestarted(t *testing.T) {
 func TestOpsAttack9OwnTakeThenSIGKILLed(t *testing.T) {
 	aaLong(t)
 	a := newA2(t, "PAY")
-	env, traps := a.trappedPair(t)
-	env.evs = makeEvents(randFor(t), a.r.pub, 400)
-	env.tr = a.traffic(env.evs, 5, 150*time.Millisecond)
-	key := "$KV." + changelog.LeaseBucket + "." + a.r.stream + "." + ownedDurables[0]
+	env, traps, key := a.trappedUnderTraffic(t, 400)
 	for round := range 2 {
 		s := a.killOwnerTrapped(t, env, traps, key, round)
 		o := 1 - s
