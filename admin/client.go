@@ -124,10 +124,18 @@ type Found struct {
 	ID      string `json:"id"` // the micro service's
 }
 
+// DiscoverAgain is how often Discover asks again while none has answered:
+// across a cluster's routes a run's subscription reaches the other servers
+// a moment after the run serves it, so a request sent through another
+// server at once can find no one although the run is there.
+const DiscoverAgain = 200 * time.Millisecond
+
 // Discover asks every run's admin API reachable through nc (across leaf
 // links too) to say where it is (micro's $SRV.INFO), gathering the answers
 // for wait at the most, and until none has come for DiscoverQuiet after
 // the first: owners' and standbys', sorted by site, stream and durable.
+// Until one answers it asks again every DiscoverAgain; a run answering
+// twice counts once.
 func Discover(ctx context.Context, nc *nats.Conn, wait time.Duration) ([]Found, error) {
 	inbox := nc.NewRespInbox()
 	sub, err := nc.SubscribeSync(inbox)
@@ -135,33 +143,42 @@ func Discover(ctx context.Context, nc *nats.Conn, wait time.Duration) ([]Found, 
 		return nil, fmt.Errorf("admin: discover: %w", err)
 	}
 	defer sub.Unsubscribe() //nolint:errcheck // done
-	if err := nc.PublishRequest("$SRV.INFO."+ServiceName, inbox, nil); err != nil {
-		return nil, fmt.Errorf("admin: discover: %w", err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	var out []Found
+	seen := map[string]bool{}
 	for {
-		next := ctx
-		if len(out) > 0 {
-			var cancel context.CancelFunc
-			next, cancel = context.WithTimeout(ctx, DiscoverQuiet)
-			defer cancel()
+		pause := DiscoverQuiet
+		if len(out) == 0 {
+			if err := nc.PublishRequest("$SRV.INFO."+ServiceName, inbox, nil); err != nil {
+				return nil, fmt.Errorf("admin: discover: %w", err)
+			}
+			pause = DiscoverAgain
 		}
+		next, cancel := context.WithTimeout(ctx, pause)
 		msg, err := sub.NextMsgWithContext(next)
-		if err != nil {
-			break // the wait is over
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil && len(out) == 0:
+			continue // none yet: ask again
+		case err != nil:
+			return sorted(out), nil // the wait is over
 		}
 		var info micro.Info
-		if json.Unmarshal(msg.Data, &info) != nil {
+		if json.Unmarshal(msg.Data, &info) != nil || seen[info.ID] {
 			continue
 		}
+		seen[info.ID] = true
 		m := info.Metadata
 		out = append(out, Found{Address: Address{Site: m["site"], Stream: m["stream"], Durable: m["durable"], Standby: m["role"] == "standby"},
 			Role: cmp.Or(m["role"], "owner"), Version: m["version"], ID: info.ID})
 	}
+}
+
+// sorted orders found by site, stream, durable and role.
+func sorted(out []Found) []Found {
 	slices.SortFunc(out, func(a, b Found) int {
 		return cmp.Or(cmp.Compare(a.Site, b.Site), cmp.Compare(a.Stream, b.Stream), cmp.Compare(a.Durable, b.Durable), cmp.Compare(a.Role, b.Role))
 	})
-	return out, nil
+	return out
 }

@@ -46,19 +46,35 @@ func (t Target) matches(f admin.Found) bool {
 // ErrNotOne: the runs that answer are not exactly one that the target names.
 var ErrNotOne = errors.New("not exactly one run's admin API matches")
 
+// discover gathers the runs answering through nc, and those t names
+// among them: while none is, it asks again until DiscoverWait is over, as
+// the run t names may answer a moment after another (its subscription
+// still on its way across the cluster's routes).
+func discover(ctx context.Context, nc *nats.Conn, t Target) (found, match []admin.Found, err error) {
+	deadline := time.Now().Add(DiscoverWait)
+	for {
+		found, err = admin.Discover(ctx, nc, time.Until(deadline))
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, f := range found {
+			if t.matches(f) {
+				match = append(match, f)
+			}
+		}
+		if len(match) > 0 || time.Until(deadline) < admin.DiscoverAgain || ctx.Err() != nil {
+			return found, match, nil
+		}
+	}
+}
+
 // Resolve finds the one run's API t names among those answering through
 // nc (at url, said in errors): none is an error naming what was asked
 // and where; several, one listing them and the flags that tell them apart.
 func Resolve(ctx context.Context, nc *nats.Conn, url string, t Target) (admin.Address, error) {
-	found, err := admin.Discover(ctx, nc, DiscoverWait)
+	found, match, err := discover(ctx, nc, t)
 	if err != nil {
 		return admin.Address{}, err
-	}
-	var match []admin.Found
-	for _, f := range found {
-		if t.matches(f) {
-			match = append(match, f)
-		}
 	}
 	switch len(match) {
 	case 1:
@@ -236,15 +252,12 @@ type RunStatus struct {
 // names none) for its status, through nc at url: none answering is an
 // error naming what was asked and where.
 func Statuses(ctx context.Context, nc *nats.Conn, url string, t Target) ([]RunStatus, error) {
-	found, err := admin.Discover(ctx, nc, DiscoverWait)
+	found, match, err := discover(ctx, nc, t)
 	if err != nil {
 		return nil, err
 	}
 	var out []RunStatus
-	for _, f := range found {
-		if !t.matches(f) {
-			continue
-		}
+	for _, f := range match {
 		r := RunStatus{Run: f}
 		if err := admin.Call(ctx, nc, f.Address, "status", nil, &r.Status); err != nil {
 			r.Err = err.Error()
