@@ -595,7 +595,9 @@ func (l *Lease) deleteAt(ctx context.Context, rev uint64) error {
 // Owned is the log as its owner's ledger writes it
 // (ledger.Config.Changelog): an entry is published only while the lease
 // is held, and one whose publish ends after the lease did is reported
-// failed, so its transaction is rolled back, not committed. An owner
+// failed, so its transaction is rolled back, or, a pipelined batch's,
+// acknowledged by nothing (the entry kept, the batch is kept too when the
+// ledger settles it against the log). An owner
 // paused past its lease (SIGSTOP, a long GC or VM pause) that wakes with a
 // batch in hand therefore commits and acknowledges none of it: the stream
 // refuses the entry if another owner wrote since, and this check catches
@@ -608,14 +610,26 @@ type ownedLog struct {
 }
 
 func (o ownedLog) Append(ctx context.Context, after uint64, parts [][]byte) error {
+	return o.held(after, func() error { return o.Changelog.Append(ctx, after, parts) })
+}
+
+// AppendAs is Append with the entry's id chosen by the ledger
+// (ledger.EntryAppender): its pipelined batches' entries.
+func (o ownedLog) AppendAs(ctx context.Context, after uint64, id string, parts [][]byte) error {
+	return o.held(after, func() error { return o.Changelog.(*Log).AppendAs(ctx, after, id, parts) })
+}
+
+// held publishes entry after+1 with publish only while the lease is held,
+// and fails it if the lease ended meanwhile.
+func (o ownedLog) held(after uint64, publish func() error) error {
 	if !o.lease.Held() {
 		return fmt.Errorf("%w: not renewed in time; entry %d not published", ErrLeaseLost, after+1)
 	}
-	if err := o.Changelog.Append(ctx, after, parts); err != nil {
+	if err := publish(); err != nil {
 		return err
 	}
 	if !o.lease.Held() {
-		return fmt.Errorf("%w: it ended while entry %d was published: the transaction is rolled back, the log keeps the entry for the next owner", ErrLeaseLost, after+1)
+		return fmt.Errorf("%w: it ended while entry %d was published: this owner acknowledges and sends nothing of its transaction, and the log keeps the entry for the next owner", ErrLeaseLost, after+1)
 	}
 	return nil
 }

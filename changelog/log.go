@@ -240,13 +240,19 @@ func (l *Log) stream(ctx context.Context) (jetstream.Stream, error) {
 // smaller: a changeset's ids, subjects and column layout repeat, and an
 // R3 publish, which the commit waits for, costs by the byte.
 func (l *Log) Append(ctx context.Context, after uint64, parts [][]byte) error {
+	return l.AppendAs(ctx, after, ulid.Make().String(), parts)
+}
+
+// AppendAs is Append with the entry's id chosen by the caller: part i has
+// message id id.i (ledger.EntryAppender), by which a ledger that committed
+// the entry before it landed asks later whether it did (CatchUp).
+func (l *Log) AppendAs(ctx context.Context, after uint64, id string, parts [][]byte) error {
 	l.lastMu.Lock()
 	defer l.lastMu.Unlock()
 	last, err := l.lastIDAt(ctx, after)
 	if err != nil {
 		return err
 	}
-	id := ulid.Make().String()
 	for i, p := range parts {
 		m := nats.NewMsg(l.subject)
 		m.Data = p
@@ -385,6 +391,9 @@ func (l *Log) idOf(ctx context.Context, seq uint64) (string, error) {
 // another instance, or whose next entry the log no longer holds (trimmed
 // behind a snapshot), is refused with ErrNeedSnapshot.
 func (l *Log) CatchUp(ctx context.Context, st *ledger.Store) (applied, last uint64, err error) {
+	if err := l.settle(ctx, st); err != nil {
+		return 0, 0, err
+	}
 	p, err := st.ChangelogPosition(ctx)
 	if err != nil {
 		return 0, 0, err

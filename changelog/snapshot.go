@@ -74,6 +74,9 @@ func (l *Log) Snapshot(ctx context.Context, st *ledger.Store) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if err := l.copyLogged(ctx, st, copyFile); err != nil {
+		return 0, err
+	}
 	if pos.Log != l.instance {
 		return 0, fmt.Errorf("%w: the ledger is a copy of %q, not of %s", ErrNeedSnapshot, pos.Log, l.instance)
 	}

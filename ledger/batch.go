@@ -133,7 +133,7 @@ type Budget struct {
 // writer not free within b.Work: ErrBusy); then nothing was committed.
 // Otherwise results[i] is the outcome of batch[i].
 func (s *Store) ApplyBatch(ctx context.Context, batch []Delivery, h Handler, b Budget) ([]Result, error) {
-	results, _, err := s.applyBatch(ctx, batch, h, b, false)
+	results, _, err := s.applyBatch(ctx, batch, h, b, mode{})
 	return results, err
 }
 
@@ -144,12 +144,17 @@ func (s *Store) ApplyBatch(ctx context.Context, batch []Delivery, h Handler, b B
 // next batch's work instead of stalling the writer. Until Durable returns a
 // power cut can lose the batch, whole (never part of it); a crash of the
 // process alone cannot. With Config.Synchronous below FULL there is nothing
-// more to wait for.
+// more to wait for on disk.
+//
+// With a changelog, Durable also waits for the batch's entry to be in the
+// log (see EntryAppender): an error then is ErrNotChangelogOwner, and the
+// batch is undone, or kept if its entry landed after all, when the store
+// next catches up with the log (SettleUnlogged).
 func (s *Store) ApplyBatchPipelined(ctx context.Context, batch []Delivery, h Handler, b Budget) ([]Result, Pending, error) {
-	return s.applyBatch(ctx, batch, h, b, s.cfg.Synchronous == "FULL" || s.cfg.Synchronous == "EXTRA")
+	return s.applyBatch(ctx, batch, h, b, mode{pipelined: s.cfg.Synchronous == "FULL" || s.cfg.Synchronous == "EXTRA", entryPipelined: true})
 }
 
-func (s *Store) applyBatch(ctx context.Context, batch []Delivery, h Handler, b Budget, pipelined bool) ([]Result, Pending, error) {
+func (s *Store) applyBatch(ctx context.Context, batch []Delivery, h Handler, b Budget, api mode) ([]Result, Pending, error) {
 	b.Commit = cmp.Or(b.Commit, CommitTimeoutDefault)
 	var deadline time.Time
 	if b.Work > 0 {
@@ -168,7 +173,7 @@ func (s *Store) applyBatch(ctx context.Context, batch []Delivery, h Handler, b B
 	results := make([]Result, len(batch))
 	skip := make([]bool, len(batch))
 	m := s.adapt.mode()
-	m.pipelined = pipelined
+	m.pipelined, m.entryPipelined = api.pipelined, api.entryPipelined
 	var done Pending
 	for redos := 0; ; redos++ {
 		redo := redos > 0
@@ -186,7 +191,7 @@ func (s *Store) applyBatch(ctx context.Context, batch []Delivery, h Handler, b B
 			return nil, Pending{}, s.explainFull(interpret(err))
 		}
 		if end.committed {
-			done = Pending{y: &s.wal, gen: end.gen}
+			done = Pending{y: &s.wal, gen: end.gen, entry: end.entry}
 			break
 		}
 		// Everything was rolled back; the culprit keeps its Failed result
@@ -265,9 +270,12 @@ func workContext(ctx context.Context, deadline time.Time, work time.Duration) (c
 
 // mode is how a pass runs.
 type mode struct {
-	pipelined    bool // commit at synchronous=NORMAL; Pending.Durable syncs
-	savepoints   bool // one savepoint per message, so a failure costs only itself
-	deferInserts bool // InsertLater queues rows for multi-row inserts
+	pipelined bool // commit at synchronous=NORMAL; Pending.Durable syncs
+	// The changelog entry's publish overlaps the commit and the next
+	// batch; Pending.Durable waits for it.
+	entryPipelined bool
+	savepoints     bool // one savepoint per message, so a failure costs only itself
+	deferInserts   bool // InsertLater queues rows for multi-row inserts
 }
 
 // adapt picks each batch's mode from how the last ones went.
@@ -435,6 +443,7 @@ func (p *pass) optimistic() (bool, time.Time) {
 type passEnd struct {
 	committed bool
 	gen       uint64        // a pipelined commit's generation
+	entry     *flight       // a pipelined changelog entry, on its way
 	culprit   int           // a failed message whose change could not be undone alone, or -1
 	inserts   bool          // the multi-row insert of InsertLater's rows failed
 	repeated  time.Duration // the work a redo repeats: up to the culprit's start, or all of it
@@ -499,9 +508,9 @@ func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, sums 
 	var late atomic.Bool
 	timer := time.AfterFunc(commit, func() { late.Store(true); cancelTx() })
 	defer timer.Stop()
-	// With a changelog the changes go there first: refused, the batch is
-	// rolled back and nothing of it acknowledged.
-	published, err := rec.publish(txCtx, tx)
+	// With a changelog the changes go there first (pipelined: on their way,
+	// Pending.Durable waits); refused, the batch is rolled back.
+	published, entry, err := rec.publishFor(txCtx, tx, m, commit)
 	if err != nil {
 		return passEnd{}, fmt.Errorf("ledger: commit batch of %d: %w", len(batch), err)
 	}
@@ -518,9 +527,9 @@ func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, sums 
 	}
 	s.ids.committed(p.rows.fresh)
 	if m.pipelined {
-		return passEnd{committed: true, gen: s.wal.commit()}, nil
+		return passEnd{committed: true, gen: s.wal.commit(), entry: entry}, nil
 	}
-	return passEnd{committed: true}, nil
+	return passEnd{committed: true, entry: entry}, nil
 }
 
 // run applies the batch's messages in order. It returns the index of a

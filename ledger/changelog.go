@@ -66,6 +66,9 @@ type changelogState struct {
 	owner bool       // TakeOver succeeded, and nothing went wrong since
 	stale error      // why the store may not write: an Append failed
 	tls   *libc.TLS
+	// flight is the last pipelined batch's entry (publishPipelined), which
+	// may still be on its way to the log; nil: none since the store opened.
+	flight *flight
 }
 
 // recording is one write transaction's SQLite session.
@@ -157,10 +160,37 @@ func (r *recording) publish(ctx context.Context, tx execer) (done func(error), e
 		return func(error) {}, nil
 	}
 	defer r.close()
-	if sqlite3.Xsqlite3session_isempty(r.tls, r.sess) != 0 {
-		return func(error) {}, nil
+	e, err := r.entry(ctx, tx)
+	if err != nil || e.parts == nil {
+		return func(error) {}, err
 	}
 	c := r.c
+	if err := c.log.Append(ctx, e.after, e.parts); err != nil {
+		c.fail(err)
+		return nil, fmt.Errorf("%w: %w", ErrNotChangelogOwner, err)
+	}
+	return c.moveOn(e), nil
+}
+
+// entry is a transaction's changes as the log's next entries.
+type entry struct {
+	after   uint64   // the log's entry they follow
+	parts   [][]byte // nil: the transaction changed nothing
+	changes []byte   // the whole changeset
+}
+
+// entry waits for the entry before this one to be in the log, if it was
+// on its way still (a pipelined batch's), then takes the transaction's
+// changes, with the ledger's new position among them, as the log's next
+// entries.
+func (r *recording) entry(ctx context.Context, tx execer) (entry, error) {
+	c := r.c
+	if err := c.landed(ctx); err != nil {
+		return entry{}, err
+	}
+	if sqlite3.Xsqlite3session_isempty(r.tls, r.sess) != 0 {
+		return entry{}, nil
+	}
 	c.mu.Lock()
 	after := c.after
 	c.mu.Unlock()
@@ -173,10 +203,11 @@ func (r *recording) publish(ctx context.Context, tx execer) (done func(error), e
 	var changes []byte
 	for {
 		if _, err := tx.ExecContext(ctx, `UPDATE jetledger_changelog SET seq = ? WHERE id = 1`, int64(after)+int64(n)); err != nil {
-			return nil, fmt.Errorf("ledger: changelog: record the position: %w", err)
+			return entry{}, fmt.Errorf("ledger: changelog: record the position: %w", err)
 		}
+		var err error
 		if changes, err = r.changeset(); err != nil {
-			return nil, err
+			return entry{}, err
 		}
 		if need := (len(changes) + max - 1) / max; need > n {
 			n = need
@@ -188,23 +219,24 @@ func (r *recording) publish(ctx context.Context, tx execer) (done func(error), e
 	for i := range n {
 		parts = append(parts, changes[min(i*max, len(changes)):min((i+1)*max, len(changes))])
 	}
-	if err := c.log.Append(ctx, after, parts); err != nil {
-		c.fail(err)
-		return nil, fmt.Errorf("%w: %w", ErrNotChangelogOwner, err)
-	}
-	// The position moves on now, while this transaction holds the writer:
-	// its COMMIT hands the connection to the next transaction (an outbox
-	// worker's, a batch) before it returns here, and that one's entry must
-	// follow this one. The writer is the sequencer; a failed COMMIT keeps
-	// the store from writing anyway.
+	return entry{after: after, parts: parts, changes: changes}, nil
+}
+
+// moveOn moves the position past e, while this transaction holds the
+// writer: its COMMIT hands the connection to the next transaction (an
+// outbox worker's, a batch) before it returns here, and that one's entry
+// must follow this one. The writer is the sequencer; a failed COMMIT keeps
+// the store from writing anyway. The returned func takes the COMMIT's
+// error.
+func (c *changelogState) moveOn(e entry) func(error) {
 	c.mu.Lock()
-	c.after = after + uint64(n)
+	c.after = e.after + uint64(len(e.parts))
 	c.mu.Unlock()
 	return func(commitErr error) {
 		if commitErr != nil {
 			c.fail(fmt.Errorf("a commit failed after its changes went to the changelog: %w", commitErr))
 		}
-	}, nil
+	}
 }
 
 // fail keeps the store from writing until it takes over again.
@@ -480,6 +512,9 @@ func (s *Store) takeOver(ctx context.Context, log, owner string, applied, last u
 	if c == nil {
 		return fmt.Errorf("%w: the store was opened without a changelog", ErrInvalidConfig)
 	}
+	if err := s.unloggedSettled(ctx); err != nil {
+		return err
+	}
 	pos, err := s.ChangelogPosition(ctx)
 	if err != nil {
 		return err
@@ -498,7 +533,7 @@ func (s *Store) takeOver(ctx context.Context, log, owner string, applied, last u
 	}
 	after := last
 	c.mu.Lock()
-	c.after, c.owner, c.stale = after, true, nil
+	c.after, c.owner, c.stale, c.flight = after, true, nil, nil
 	c.mu.Unlock()
 	tx, err := s.write(ctx)
 	if err != nil {

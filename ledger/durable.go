@@ -33,17 +33,21 @@ type walSyncer struct {
 // Pending is a batch committed by ApplyBatchPipelined whose commit may not
 // be on disk yet.
 type Pending struct {
-	y   *walSyncer
-	gen uint64 // 0: nothing to wait for
+	y     *walSyncer
+	gen   uint64  // 0: nothing to wait for
+	entry *flight // the batch's changelog entry on its way; nil: none
 }
 
 // Durable returns once the batch's commit is on disk, as a FULL commit would
-// have been when it returned. Acknowledge nothing of the batch before.
+// have been when it returned, and its changelog entry, if it has one, is in
+// the log. Acknowledge nothing of the batch before.
 func (p Pending) Durable(ctx context.Context) error {
-	if p.gen == 0 || p.y == nil {
-		return nil
+	if p.gen != 0 && p.y != nil {
+		if err := p.y.wait(ctx, p.gen); err != nil {
+			return err
+		}
 	}
-	return p.y.wait(ctx, p.gen)
+	return p.entry.wait(ctx)
 }
 
 // commit records a pipelined commit that has returned and returns its

@@ -463,6 +463,9 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		<-s.stopped
+		if s.changelog != nil {
+			s.changelog.landed(context.Background()) //nolint:errcheck // bounded by its publish's own
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.BusyTimeout)
 		defer cancel()
 		cerr := s.checkpoint(ctx)

@@ -661,7 +661,7 @@ func (r *ownerRecord) keep(ctx context.Context) {
 func (r *ownerRecord) once(ctx context.Context, always bool) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	pos, err := r.st.ChangelogPosition(ctx)
+	pos, err := r.st.LoggedPosition(ctx)
 	if err != nil || !r.lease.Held() || pos == r.said && !always && time.Since(r.saidAt) < changelog.OwnerRewrite {
 		return
 	}
