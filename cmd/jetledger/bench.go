@@ -26,7 +26,7 @@ type benchCmd struct {
 	RSSMessages     int           `name:"rss-messages" help:"also run 'jetledger run' over this many messages, alone and with its embedded server, and report its peak RSS (0: skip)"`
 	RSSRate         int           `name:"rss-rate" placeholder:"N" help:"feed the embedded-server RSS run N messages/s, with its stream and ledger pruned as they go (--max-age 1m --duplicate-window 30s --retention 30s --prune-interval 20s), for a steady state (0: as fast as it takes them)"`
 	RSSMemoryLimit  byteSize      `name:"rss-memory-limit" default:"96MiB" placeholder:"SIZE" help:"--memory-limit of the embedded-server RSS run (0: none)"`
-	CPUProfile      string        `name:"cpuprofile" placeholder:"FILE" help:"write a CPU profile of run (c) to this file, of (c_N) to FILE.ledger-rows, and of the latency run beside a prune (--prune-rows) to FILE.prune"`
+	CPUProfile      string        `name:"cpuprofile" placeholder:"FILE" help:"write a CPU profile of run (c) to this file, of (c_N) to FILE.ledger-rows, of the latency run beside a prune (--prune-rows) to FILE.prune, and with --partitions of each (c_N) to FILE.scaleN and (c_N+cl) to FILE.scaleN-cl"`
 	Partitions      []int         `name:"partitions" sep:"," placeholder:"N" help:"run the scale benchmark instead of (a)-(d): a 3-node cluster in this process, a stream partitioned into each N in turn (such as 1,2,4)"`
 	ScaleMessages   int           `name:"scale-messages" default:"100000" help:"with --partitions: messages published for each partition count"`
 	Changelog       bool          `name:"with-changelog" help:"with --partitions: also run (c_N) with each partition's changelog, R3, and report its rate against (c_N) and the changelog bytes per message"`

@@ -120,6 +120,14 @@ type ScalePartition struct {
 	MeanBatch float64 `json:"jetledger_mean_batch"`
 	// ChangelogPerSec is the partition's rate in (c_N+cl).
 	ChangelogPerSec float64 `json:"jetledger_changelog_msgs_per_sec,omitempty"`
+	// BatchMs is a batch's mean time from its start to its commit (the
+	// writer's), and DurableMs from its commit to Pending.Durable (the
+	// WAL's sync, and with the changelog the entry's ack), in (c_N); the
+	// Changelog ones in (c_N+cl).
+	BatchMs            float64 `json:"batch_ms"`
+	DurableMs          float64 `json:"durable_ms"`
+	ChangelogBatchMs   float64 `json:"changelog_batch_ms,omitempty"`
+	ChangelogDurableMs float64 `json:"changelog_durable_ms,omitempty"`
 	// Ledger is the partition's ledger file of (c_N), under Config.Dir;
 	// ChangelogLedger that of (c_N+cl).
 	Ledger          string `json:"-"`
@@ -438,6 +446,7 @@ func partitionResults(n int, aN, cN loops) []ScalePartition {
 		if b := cN.batches[i]; b > 0 {
 			out[i].MeanBatch = float64(aN.counts[i]) / float64(b)
 		}
+		out[i].BatchMs, out[i].DurableMs = cN.batchMs(i)
 	}
 	return out
 }
@@ -456,6 +465,19 @@ type loops struct {
 	elapsed []time.Duration
 	ledgers []string
 	batches []int // committed batches, of the jetledger consumers
+	// Of the jetledger consumers' batches: the sums of start to commit and
+	// commit to durable.
+	toCommit, toDurable []time.Duration
+}
+
+// batchMs is partition i's mean batch time from start to commit, and from
+// commit to durable, in milliseconds.
+func (l loops) batchMs(i int) (commit, durable float64) {
+	if l.batches[i] == 0 {
+		return 0, 0
+	}
+	n := float64(l.batches[i])
+	return float64(l.toCommit[i].Microseconds()) / 1000 / n, float64(l.toDurable[i].Microseconds()) / 1000 / n
 }
 
 // rate is the aggregate: m messages over the time of the slowest.
@@ -541,7 +563,8 @@ func rawLoops(ctx context.Context, js []jetstream.JetStream, stream string, filt
 // stops once it has committed counts[i] messages.
 func ledgerLoops(ctx context.Context, cfg Config, js []jetstream.JetStream, stream string, counts []int, run ledgerRun) (loops, error) {
 	n := len(js)
-	l := loops{counts: counts, elapsed: make([]time.Duration, n), ledgers: make([]string, n), batches: make([]int, n)}
+	l := loops{counts: counts, elapsed: make([]time.Duration, n), ledgers: make([]string, n), batches: make([]int, n),
+		toCommit: make([]time.Duration, n), toDurable: make([]time.Duration, n)}
 	cons := make([]*consumer.Consumer, n)
 	runCtx := make([]context.Context, n)
 	cancels := make([]context.CancelFunc, n)
@@ -563,6 +586,8 @@ func ledgerLoops(ctx context.Context, cfg Config, js []jetstream.JetStream, stre
 			AfterCommit: func(r consumer.BatchReport) {
 				k := int64(len(r.Results))
 				l.batches[i]++ // AfterCommit is called from one goroutine at a time; read after Run returns
+				l.toCommit[i] += r.Committed.Sub(r.Started)
+				l.toDurable[i] += r.Durable.Sub(r.Committed)
 				if now := done.Add(k); now >= want && now-k < want {
 					l.elapsed[i] = time.Since(start) // read after Run returns
 					cancels[i]()
@@ -576,6 +601,12 @@ func ledgerLoops(ctx context.Context, cfg Config, js []jetstream.JetStream, stre
 	ctx, cancel := context.WithTimeout(ctx, scaleTimeout)
 	defer cancel()
 	errs := make(chan error, n)
+	// Where the step's time goes: the cluster's nodes are in this process.
+	stopProfile, err := cfg.profile(fmt.Sprintf(".scale%d%s", n, run.tag))
+	if err != nil {
+		return l, err
+	}
+	defer stopProfile()
 	start = time.Now()
 	for i, c := range cons {
 		if counts[i] == 0 {

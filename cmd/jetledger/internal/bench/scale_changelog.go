@@ -68,6 +68,7 @@ func changelogLoops(ctx context.Context, cfg Config, row *ScaleRow, js []jetstre
 	for i := range n {
 		row.PartitionResults[i].ChangelogPerSec = cl.partRate(i)
 		row.PartitionResults[i].ChangelogLedger = cl.ledgers[i]
+		row.PartitionResults[i].ChangelogBatchMs, row.PartitionResults[i].ChangelogDurableMs = cl.batchMs(i)
 	}
 	var bytes uint64
 	for i, name := range names {
