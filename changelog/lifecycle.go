@@ -194,7 +194,7 @@ func readFileThen(ctx context.Context, file string, then func(*sql.DB, fileState
 		}
 		return fileState{}, nil
 	}
-	db, err := sql.Open("sqlite", "file:"+file+"?mode=ro&_pragma=busy_timeout(5000)")
+	db, err := openReadOnly(file)
 	if err != nil {
 		return fileState{}, err
 	}
@@ -207,6 +207,11 @@ func readFileThen(ctx context.Context, file string, then func(*sql.DB, fileState
 		return f, then(db, f)
 	}
 	return f, nil
+}
+
+// openReadOnly opens the ledger file at file to read it, not as a store.
+func openReadOnly(file string) (*sql.DB, error) {
+	return sql.Open("sqlite", "file:"+file+"?mode=ro&_pragma=busy_timeout(5000)")
 }
 
 // readState reads a ledger file's state from db.

@@ -2,9 +2,9 @@ package changelog
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/jetledger/jetledger/ledger"
 )
@@ -139,18 +139,23 @@ func (l *Log) copyLogged(ctx context.Context, st *ledger.Store, file string) err
 }
 
 // unloggedOf reads the unlogged batch of the ledger file at file, not
-// open (ok false: none, or no file, or one of a schema before it).
+// open (ok false: none, or no file, or one of a schema before it). Only
+// that row: the rest of the file's state (readFile) counts its rows.
 func unloggedOf(ctx context.Context, file string) (u ledger.Unlogged, ok bool, err error) {
-	_, err = readFileThen(ctx, file, func(db *sql.DB, _ fileState) error {
-		if db == nil {
-			return nil
-		}
-		var err error
-		u, ok, err = ledger.ScanUnlogged(db.QueryRowContext(ctx, ledger.UnloggedQuery))
-		if missingTable(err) {
-			return nil
-		}
-		return err
-	})
-	return u, ok, err
+	if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
+		return u, false, nil
+	}
+	db, err := openReadOnly(file)
+	if err != nil {
+		return u, false, err
+	}
+	defer db.Close()
+	u, ok, err = ledger.ScanUnlogged(db.QueryRowContext(ctx, ledger.UnloggedQuery))
+	if missingTable(err) {
+		return u, false, nil
+	}
+	if err != nil {
+		return u, false, fmt.Errorf("changelog: read %s: %w", file, err)
+	}
+	return u, ok, nil
 }
