@@ -119,6 +119,7 @@ func runOwned(ctx context.Context, cfg Config) error {
 		}
 		lost := err
 		sayLost(ctx, cfg, o, err)
+		settleLost(ctx, cfg, log)
 		if merr := log.Move(ctx, changelog.RoleFenced, changelog.Facts{}); merr != nil || !o.Standby {
 			return cmp.Or(merr, err)
 		}
@@ -269,6 +270,19 @@ func sayLost(ctx context.Context, cfg Config, o Owner, err error) {
 	}
 	cfg.Logger.WarnContext(ctx, "lost the partition's ownership: this process commits and acknowledges nothing more of it; "+next,
 		"stream", cfg.Stream.Name, "durable", cfg.Consumer.Durable, "owner", o.Name, "role", "lost", "err", err)
+}
+
+// settleLost settles the file of a run that lost its partition
+// (changelog.Log.Settle): its last batch, committed while its entry was on
+// its way, is undone now if the log lacks the entry, so the file holds
+// nothing the log lacks as this process leaves it or stands by. With the
+// log out of reach, the next Prepare does it.
+func settleLost(ctx context.Context, cfg Config, log *changelog.Log) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := log.Settle(ctx, cfg.DB); err != nil {
+		cfg.Logger.WarnContext(ctx, "the ledger's last batch cannot be settled against its log now; its next start does it", "db", cfg.DB, "err", err)
+	}
 }
 
 // reopenLog opens the partition's changelog again after why: a log
