@@ -41,6 +41,24 @@ func (a *a2) a10Check(t *testing.T, when string) {
 	}
 }
 
+// a10Finish logs the settle records, lets the traffic and the webhook
+// (dest, if any) finish, checks every event once on both copies and
+// nothing sent twice, and that no process logged a bad line; it returns
+// the batches undone.
+func (a *a2) a10Finish(t *testing.T, when string, tr *traffic, dest *webhooktest.Destination, dirs []string, hosts []*proc, evs []event) (undone int) {
+	t.Helper()
+	undone, kept := a.a10Settled()
+	t.Logf("settle records over all runs: %d undone, %d kept", undone, kept)
+	if dest != nil {
+		a.settleWebhookPair(t, when, tr, dest, dirs, hosts, evs)
+	} else {
+		tr.wait(t)
+		a.finishApplied(t, dirs, hosts, evs)
+	}
+	a.a10Check(t, "end")
+	return undone
+}
+
 // a10Settled counts, over every process of a, the settle records (undone, kept).
 func (a *a2) a10Settled() (undone, kept int) {
 	a.mu.Lock()
@@ -121,15 +139,7 @@ func TestOpsAttack10KillOwnerRepeatedly(t *testing.T) {
 				t.Logf("round %d: %s killed at %d rows; restarted: %s", round, hostNames[o], n, grepLines(hosts[o].output(), "the ledger's last batch"))
 				a.a10Check(t, fmt.Sprintf("round %d", round))
 			}
-			undone, kept := a.a10Settled()
-			t.Logf("settle records over all runs: %d undone, %d kept", undone, kept)
-			if dest != nil {
-				a.settleWebhookPair(t, "after the SIGKILLs", tr, dest, dirs, hosts, evs)
-			} else {
-				tr.wait(t)
-				a.finishApplied(t, dirs, hosts, evs)
-			}
-			a.a10Check(t, "end")
+			a.a10Finish(t, "after the SIGKILLs", tr, dest, dirs, hosts, evs)
 		})
 	}
 }
@@ -203,15 +213,7 @@ func TestOpsAttack10StopOwnerInFlight(t *testing.T) {
 				t.Logf("round %d: %s woken; since: %s", round, hostNames[o], strings.Join(lines, "\n"))
 				a.a10Check(t, fmt.Sprintf("round %d", round))
 			}
-			undone, kept := a.a10Settled()
-			t.Logf("settle records over all runs: %d undone, %d kept", undone, kept)
-			if dest != nil {
-				a.settleWebhookPair(t, "after the pauses", tr, dest, dirs, hosts, evs)
-			} else {
-				tr.wait(t)
-				a.finishApplied(t, dirs, hosts, evs)
-			}
-			a.a10Check(t, "end")
+			a.a10Finish(t, "after the pauses", tr, dest, dirs, hosts, evs)
 		})
 	}
 }
@@ -253,10 +255,7 @@ func TestOpsAttack10DeleteUnderBusyOwner(t *testing.T) {
 				a.ownersOf(fmt.Sprintf("round %d: both restarted", round), hosts...)
 				a.a10Check(t, fmt.Sprintf("round %d", round))
 			}
-			undone, kept := a.a10Settled()
-			t.Logf("settle records over all runs: %d undone, %d kept", undone, kept)
-			a.settleWebhookPair(t, "after the deletions", tr, dest, dirs, hosts, evs)
-			a.a10Check(t, "end")
+			a.a10Finish(t, "after the deletions", tr, dest, dirs, hosts, evs)
 		})
 	}
 }
@@ -484,18 +483,9 @@ func TestOpsAttack10EntryHeld(t *testing.T) {
 					return standsBySince(env.hosts[o], 0, at) && standsBySince(env.hosts[o], 1, at) || logged(env.hosts[o], "owner", 1)
 				})
 			}
-			undone, kept := a.a10Settled()
-			t.Logf("settle records over all runs: %d undone, %d kept", undone, kept)
-			if undone == 0 {
+			if undone := a.a10Finish(t, "after the held entries", env.tr, env.dest, env.dirs, env.hosts, env.evs); undone == 0 {
 				t.Logf("NOTE: no batch was undone: the held entry was not a pipelined batch's, or it landed")
 			}
-			if env.dest != nil {
-				a.settleWebhookPair(t, "after the held entries", env.tr, env.dest, env.dirs, env.hosts, env.evs)
-			} else {
-				env.tr.wait(t)
-				a.finishApplied(t, env.dirs, env.hosts, env.evs)
-			}
-			a.a10Check(t, "end")
 		})
 	}
 }
