@@ -34,14 +34,7 @@ func TestAPipelinedBatchWhoseEntryNeverLandedIsUndone(t *testing.T) {
 		t.Fatal(err)
 	}
 	budget := ledger.Budget{Work: time.Minute}
-	pipelined := func(st *ledger.Store, from, n int) error {
-		_, p, err := st.ApplyBatchPipelined(ctx, batch(from, n, 0), credit, budget)
-		if err != nil {
-			return err
-		}
-		return p.Durable(ctx)
-	}
-	if err := pipelined(owner, 0, 10); err != nil {
+	if err := pipelinedBatch(owner, 0, 10); err != nil {
 		t.Fatal(err)
 	}
 	log2 := ensure(t, js, cfg)
@@ -53,10 +46,10 @@ func TestAPipelinedBatchWhoseEntryNeverLandedIsUndone(t *testing.T) {
 	if err := standby.TakeOver(ctx, log2.Instance(), "b", applied, last); err != nil {
 		t.Fatal(err)
 	}
-	if err := pipelined(standby, 100, 3); err != nil {
+	if err := pipelinedBatch(standby, 100, 3); err != nil {
 		t.Fatal(err)
 	}
-	err = pipelined(owner, 10, 5)
+	err = pipelinedBatch(owner, 10, 5)
 	if !errors.Is(err, changelog.ErrFenced) || !errors.Is(err, ledger.ErrNotChangelogOwner) {
 		t.Fatalf("the old owner's pipelined batch after the take-over: Durable = %v, want ErrFenced", err)
 	}
@@ -89,10 +82,10 @@ func TestAPipelinedBatchWhoseEntryNeverLandedIsUndone(t *testing.T) {
 	if err := owner.TakeOver(ctx, log.Instance(), "a", applied, last); err != nil {
 		t.Fatal(err)
 	}
-	if err := pipelined(owner, 200, 4); err != nil {
+	if err := pipelinedBatch(owner, 200, 4); err != nil {
 		t.Fatal(err)
 	}
-	if err := pipelined(standby, 300, 6); !errors.Is(err, changelog.ErrFenced) {
+	if err := pipelinedBatch(standby, 300, 6); !errors.Is(err, changelog.ErrFenced) {
 		t.Fatalf("the fenced standby's batch: %v", err)
 	}
 	for _, st := range []*ledger.Store{owner, standby} {
@@ -137,15 +130,7 @@ func TestABatchOfALogMadeAgainWithoutItIsUndone(t *testing.T) {
 	if err := owner.TakeOver(ctx, log.Instance(), "a", 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	budget := ledger.Budget{Work: time.Minute}
-	pipelined := func(st *ledger.Store, from, n int) error {
-		_, p, err := st.ApplyBatchPipelined(ctx, batch(from, n, 0), credit, budget)
-		if err != nil {
-			return err
-		}
-		return p.Durable(ctx)
-	}
-	if err := pipelined(owner, 0, 10); err != nil {
+	if err := pipelinedBatch(owner, 0, 10); err != nil {
 		t.Fatal(err)
 	}
 	standby := openLedger(t, bFile, ensure(t, js, cfg))
@@ -157,7 +142,7 @@ func TestABatchOfALogMadeAgainWithoutItIsUndone(t *testing.T) {
 	if err := js.DeleteStream(ctx, name); err != nil {
 		t.Fatal(err)
 	}
-	if err := pipelined(owner, 10, 5); err == nil {
+	if err := pipelinedBatch(owner, 10, 5); err == nil {
 		t.Fatal("a batch whose log was deleted under it is durable")
 	}
 	owner.Close()
@@ -187,4 +172,15 @@ func TestABatchOfALogMadeAgainWithoutItIsUndone(t *testing.T) {
 	if a, n := balance(t, stA); a != 10 || n != 10 {
 		t.Fatalf("the owner's host after the log was made again: balance %d, %d rows; want the new log's 10 and 10", a, n)
 	}
+}
+
+// pipelinedBatch applies messages from..from+n to st as run does
+// (ApplyBatchPipelined) and waits for the batch's Durable.
+func pipelinedBatch(st *ledger.Store, from, n int) error {
+	ctx := context.Background()
+	_, p, err := st.ApplyBatchPipelined(ctx, batch(from, n, 0), credit, ledger.Budget{Work: time.Minute})
+	if err != nil {
+		return err
+	}
+	return p.Durable(ctx)
 }
