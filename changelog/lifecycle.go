@@ -314,7 +314,7 @@ func (l *Log) situation(ctx context.Context, file string) (situation, error) {
 // says why nothing safe can be done now; the server's errors are
 // returned as they are, to be tried again.
 func (l *Log) Prepare(ctx context.Context, file string) (begin bool, err error) {
-	if err := l.settleFile(ctx, file); err != nil {
+	if err := l.Settle(ctx, file); err != nil {
 		return false, err
 	}
 	for restored := false; ; restored = true {

@@ -30,14 +30,11 @@ func (l *Log) settle(ctx context.Context, st *ledger.Store) error {
 	return st.SettleUnlogged(ctx, u, v == lacking)
 }
 
-// Settle settles the unlogged batch of the ledger file at file, not open,
-// as Prepare does first: a run that lost its partition leaves its file
-// holding nothing the log lacks, rather than for its next start to undo.
-func (l *Log) Settle(ctx context.Context, file string) error { return l.settleFile(ctx, file) }
-
-// settleFile is settle for the ledger file at file, not open: only a batch
-// the log lacks needs the file opened, to be undone.
-func (l *Log) settleFile(ctx context.Context, file string) error {
+// Settle settles the unlogged batch of the ledger file at file, not open
+// (Prepare does it first): only a batch the log lacks needs the file
+// opened, to be undone. A run that lost its partition and leaves calls it
+// too, so that its file holds nothing the log lacks.
+func (l *Log) Settle(ctx context.Context, file string) error {
 	u, ok, err := unloggedOf(ctx, file)
 	if err != nil || !ok {
 		return err

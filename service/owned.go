@@ -108,6 +108,7 @@ func runOwned(ctx context.Context, cfg Config) error {
 			return cfg.Say(step(StepLedger, err))
 		}
 		err = runOwner(ctx, cfg, o, log, lease)
+		settleLost(ctx, cfg, log, err)
 		if ctx.Err() != nil {
 			return stopped(ctx, cfg, o, err)
 		}
@@ -119,7 +120,6 @@ func runOwned(ctx context.Context, cfg Config) error {
 		}
 		lost := err
 		sayLost(ctx, cfg, o, err)
-		settleLost(ctx, cfg, log)
 		if merr := log.Move(ctx, changelog.RoleFenced, changelog.Facts{}); merr != nil || !o.Standby {
 			return cmp.Or(merr, err)
 		}
@@ -272,12 +272,17 @@ func sayLost(ctx context.Context, cfg Config, o Owner, err error) {
 		"stream", cfg.Stream.Name, "durable", cfg.Consumer.Durable, "owner", o.Name, "role", "lost", "err", err)
 }
 
-// settleLost settles the file of a run that lost its partition
-// (changelog.Log.Settle): its last batch, committed while its entry was on
+// settleLost settles the file of a run that lost its partition (err;
+// changelog.Log.Settle): its last batch, committed while its entry was on
 // its way, is undone now if the log lacks the entry, so the file holds
-// nothing the log lacks as this process leaves it or stands by. With the
-// log out of reach, the next Prepare does it.
-func settleLost(ctx context.Context, cfg Config, log *changelog.Log) {
+// nothing the log lacks as this process leaves it or stands by. Also when
+// the process stops with it (another partition's loss, a signal): it may
+// not Prepare this file again. With the log out of reach, the next Prepare
+// does it.
+func settleLost(ctx context.Context, cfg Config, log *changelog.Log, err error) {
+	if !lostOwnership(err) {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := log.Settle(ctx, cfg.DB); err != nil {
