@@ -44,6 +44,47 @@ func TestFilterSlotsAtEveryWidth(t *testing.T) {
 	}
 }
 
+// reserve widens the filter once for the runs a read of the index is
+// about to file, keeping every slot's bits: the allocs after it, up to
+// the runs reserved, do not widen it again.
+func TestFilterReserveWidensOnceAndKeepsEveryRun(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var f slicedFilter
+	added := map[int][]uint64{}
+	fill := func(runs int) {
+		for range runs {
+			slot := f.alloc()
+			for range 50 {
+				fp := rng.Uint64()
+				f.add(slot, fp)
+				added[slot] = append(added[slot], fp)
+			}
+		}
+	}
+	fill(11)
+	f.reserve(700)
+	width := f.width
+	if width < (11+700+7)/8 {
+		t.Fatalf("reserved 700 beside 11 runs: width %d bytes, %d slots", width, 8*width)
+	}
+	fill(700)
+	if f.width != width {
+		t.Fatalf("the filter widened from %d to %d bytes within what was reserved", width, f.width)
+	}
+	f.reserve(0)
+	f.reserve(-5)
+	if f.width != width {
+		t.Fatalf("reserving nothing widened the filter from %d to %d bytes", width, f.width)
+	}
+	for slot, fps := range added {
+		for _, fp := range fps {
+			if !slices.Contains(f.slots(fp, nil), slot) {
+				t.Fatalf("an id added to slot %d is not found there after the reserve", slot)
+			}
+		}
+	}
+}
+
 // bitBySlot is the filter's look read one bit at a time.
 func bitBySlot(f *slicedFilter, fp uint64) []int {
 	var out []int
@@ -62,4 +103,27 @@ func bitBySlot(f *slicedFilter, fp uint64) []int {
 		}
 	}
 	return out
+}
+
+// BenchmarkFilterLook is a look at a new id in the filter of a ledger of
+// 50 million ids (763 full runs), and how many runs it names falsely:
+//
+//	go test -run XXX -bench FilterLook -benchtime 2000000x ./ledger
+func BenchmarkFilterLook(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var f slicedFilter
+	for range 763 {
+		slot := f.alloc()
+		for range runRows {
+			f.add(slot, rng.Uint64())
+		}
+	}
+	var out []int
+	falses := 0
+	b.ResetTimer()
+	for range b.N {
+		out = f.slots(rng.Uint64(), out[:0])
+		falses += len(out)
+	}
+	b.ReportMetric(float64(falses)/float64(b.N), "false-runs/look")
 }
