@@ -71,6 +71,27 @@ func (a *a2) a10Settled() (undone, kept int) {
 	return undone, kept
 }
 
+// a10Pair starts an attack's two hosts: with a webhook effect per event
+// (4 workers, each send 5 ms) for kind "webhook", else without one.
+func (a *a2) a10Pair(t *testing.T, kind string) (dest *webhooktest.Destination, dirs []string, flags [][]string, hosts []*proc) {
+	if kind == "webhook" {
+		return a.slowWebhookPair(t, 5*time.Millisecond, 4)
+	}
+	dirs, flags, hosts = a.startPair()
+	return nil, dirs, flags, hosts
+}
+
+// a10Round begins a round: the last round's traffic finished, the owner
+// of partition 0 and the fullest copy's rows, then evs sent.
+func (a *a2) a10Round(t *testing.T, round int, last *traffic, evs []event, dirs []string, hosts []*proc) (tr *traffic, owner, base int) {
+	if last != nil {
+		last.wait(t)
+	}
+	owner = a.ownerOf(fmt.Sprintf("round %d", round), 0, hosts...)
+	base = fullestRows(dirs)
+	return a.traffic(evs, 5, 5*time.Millisecond), owner, base
+}
+
 // standsBySince says whether p logged standing by for part at or after since.
 func standsBySince(p *proc, part int, since time.Time) bool {
 	return records(p, func(r map[string]any) bool {
@@ -104,26 +125,14 @@ func TestOpsAttack10KillOwnerRepeatedly(t *testing.T) {
 	for _, kind := range []string{"plain", "webhook"} {
 		t.Run(kind, func(t *testing.T) {
 			a := newA2(t, "PAY")
-			var dest *webhooktest.Destination
-			var dirs []string
-			var flags [][]string
-			var hosts []*proc
-			if kind == "webhook" {
-				dest, dirs, flags, hosts = a.slowWebhookPair(t, 5*time.Millisecond, 4)
-			} else {
-				dirs, flags, hosts = a.startPair()
-			}
+			dest, dirs, flags, hosts := a.a10Pair(t, kind)
 			const rounds, per = 8, 150
 			evs := makeEvents(randFor(t), a.r.pub, rounds*per)
 			var tr *traffic
 			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 10))
 			for round := range rounds {
-				if tr != nil {
-					tr.wait(t)
-				}
-				o := a.ownerOf(fmt.Sprintf("round %d", round), 0, hosts...)
-				base := fullestRows(dirs)
-				tr = a.traffic(evs[round*per:(round+1)*per], 5, 5*time.Millisecond)
+				var o, base int
+				tr, o, base = a.a10Round(t, round, tr, evs[round*per:(round+1)*per], dirs, hosts)
 				n := base + 5 + rng.IntN(per-20)
 				a.atLeast(fmt.Sprintf("round %d: more applied", round), n, dirs...)
 				hosts[o].kill()
@@ -153,27 +162,15 @@ func TestOpsAttack10StopOwnerInFlight(t *testing.T) {
 	for _, kind := range []string{"plain", "webhook"} {
 		t.Run(kind, func(t *testing.T) {
 			a := newA2(t, "PAY")
-			var dest *webhooktest.Destination
-			var dirs []string
-			var flags [][]string
-			var hosts []*proc
-			if kind == "webhook" {
-				dest, dirs, flags, hosts = a.slowWebhookPair(t, 5*time.Millisecond, 4)
-			} else {
-				dirs, flags, hosts = a.startPair()
-			}
+			dest, dirs, flags, hosts := a.a10Pair(t, kind)
 			const rounds, per = 6, 200
 			evs := makeEvents(randFor(t), a.r.pub, rounds*per)
 			var tr *traffic
 			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
 			for round := range rounds {
-				if tr != nil {
-					tr.wait(t)
-				}
-				o := a.ownerOf(fmt.Sprintf("round %d", round), 0, hosts...)
+				var o, base int
+				tr, o, base = a.a10Round(t, round, tr, evs[round*per:(round+1)*per], dirs, hosts)
 				s := 1 - o
-				base := fullestRows(dirs)
-				tr = a.traffic(evs[round*per:(round+1)*per], 5, 5*time.Millisecond)
 				a.atLeast(fmt.Sprintf("round %d: more applied", round), base+5+rng.IntN(60), dirs...)
 				hosts[o].signal(syscall.SIGSTOP)
 				consumertest.Eventually(t, 10*time.Second, "stopped", func() bool { return isStopped(hosts[o]) })
