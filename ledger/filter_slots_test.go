@@ -85,6 +85,30 @@ func TestFilterReserveWidensOnceAndKeepsEveryRun(t *testing.T) {
 	}
 }
 
+// addRun, which a read of the index files each run with, sets exactly
+// the bits add sets for each of the run's fingerprints, at every width.
+func TestFilterAddRunSetsWhatAddSets(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	var one, many slicedFilter
+	for runs := 1; runs <= 20; runs++ {
+		a, b := one.alloc(), many.alloc()
+		if a != b {
+			t.Fatalf("run %d: slots %d and %d", runs, a, b)
+		}
+		fps := make([]uint64, 1+rng.IntN(3000))
+		for i := range fps {
+			fps[i] = rng.Uint64()
+		}
+		for _, fp := range fps {
+			one.add(a, fp)
+		}
+		many.addRun(b, fps)
+		if !slices.Equal(one.bits, many.bits) {
+			t.Fatalf("run %d (%d fingerprints, width %d): addRun set other bits than add", runs, len(fps), one.width)
+		}
+	}
+}
+
 // bitBySlot is the filter's look read one bit at a time.
 func bitBySlot(f *slicedFilter, fp uint64) []int {
 	var out []int
