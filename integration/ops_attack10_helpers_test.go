@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"fmt"
 	"strconv"
 	"sync"
 	"testing"
@@ -98,4 +99,26 @@ func (a *a2) entryTrappedPair(t *testing.T, webhook bool) (env opsEnv, traps []*
 	env.hosts[1] = a.startVia("B", env.dirs[1], traps[1].URL(), env.flags[1]...)
 	a.r.waitStandsBy(env.hosts[1], "B")
 	return env, traps
+}
+
+// heldUnderTraffic begins a round of an attack on a held entry: the last
+// round's traffic finished, the owner o of partition 0 found, its trap
+// armed on subject (its changelog's) at began, evs sent, and its first
+// entry of partition 0 held.
+func (a *a2) heldUnderTraffic(t *testing.T, env *opsEnv, traps []*entryTrap, subject string, round int, evs []event) (o int, began time.Time) {
+	if env.tr != nil {
+		env.tr.wait(t)
+	}
+	o = a.ownerOf(fmt.Sprintf("round %d", round), 0, env.hosts...)
+	base := fullestRows(env.dirs)
+	began = time.Now()
+	sprung := traps[o].arm(subject)
+	env.tr = a.traffic(evs, 5, 10*time.Millisecond)
+	a.atLeast(fmt.Sprintf("round %d: more applied", round), base+10, env.dirs...)
+	select {
+	case <-sprung:
+	case <-time.After(time.Minute):
+		t.Fatalf("round %d: %s published no entry of partition 0 within a minute", round, hostNames[o])
+	}
+	return o, began
 }

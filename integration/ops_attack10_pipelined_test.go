@@ -413,21 +413,8 @@ func TestOpsAttack10EntryHeld(t *testing.T) {
 			const rounds, per = 3, 200
 			env.evs = makeEvents(randFor(t), a.r.pub, rounds*per)
 			for round := range rounds {
-				if env.tr != nil {
-					env.tr.wait(t)
-				}
-				o := a.ownerOf(fmt.Sprintf("round %d", round), 0, env.hosts...)
+				o, began := a.heldUnderTraffic(t, &env, traps, subject, round, env.evs[round*per:(round+1)*per])
 				s := 1 - o
-				base := fullestRows(env.dirs)
-				began := time.Now()
-				sprung := traps[o].arm(subject)
-				env.tr = a.traffic(env.evs[round*per:(round+1)*per], 5, 10*time.Millisecond)
-				a.atLeast(fmt.Sprintf("round %d: more applied", round), base+10, env.dirs...)
-				select {
-				case <-sprung:
-				case <-time.After(time.Minute):
-					t.Fatalf("round %d: %s published no entry of partition 0 within a minute", round, hostNames[o])
-				}
 				held := time.Now()
 				consumertest.Eventually(t, 2*time.Minute, fmt.Sprintf("round %d: %s owning partition 0 while %s's entry is held", round, hostNames[s], hostNames[o]), func() bool {
 					return roleRecordsSince(env.hosts[s], "owner", 0, began) > 0 // it may have taken it just before the trap sprang

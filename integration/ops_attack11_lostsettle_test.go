@@ -170,21 +170,8 @@ func TestOpsAttack11SIGTERMWithTheLogOutOfReach(t *testing.T) {
 			const rounds, per = 2, 200
 			env.evs = makeEvents(randFor(t), a.r.pub, rounds*per)
 			for round := range rounds {
-				if env.tr != nil {
-					env.tr.wait(t)
-				}
-				o := a.ownerOf(fmt.Sprintf("round %d", round), 0, env.hosts...)
+				o, began := a.heldUnderTraffic(t, &env, traps, subject, round, env.evs[round*per:(round+1)*per])
 				s := 1 - o
-				base := fullestRows(env.dirs)
-				began := time.Now()
-				sprung := traps[o].arm(subject)
-				env.tr = a.traffic(env.evs[round*per:(round+1)*per], 5, 10*time.Millisecond)
-				a.atLeast(fmt.Sprintf("round %d: more applied", round), base+10, env.dirs...)
-				select {
-				case <-sprung:
-				case <-time.After(time.Minute):
-					t.Fatalf("round %d: %s published no entry of partition 0 within a minute", round, hostNames[o])
-				}
 				consumertest.Eventually(t, 2*time.Minute, fmt.Sprintf("round %d: %s owning partition 0 while %s's connection is held", round, hostNames[s], hostNames[o]), func() bool {
 					return roleRecordsSince(env.hosts[s], "owner", 0, began) > 0
 				})

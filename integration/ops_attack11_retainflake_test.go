@@ -102,59 +102,63 @@ func TestOpsAttack11RetainFlakeLoop(t *testing.T) {
 
 func a11RetainLoop(t *testing.T) {
 	for round := range 15 {
-		ok := t.Run(fmt.Sprint("round", round), func(t *testing.T) {
-			a := newA2(t, "PAY")
-			dirs, _, hosts := a.startPair()
-			evs := makeEvents(randFor(t), a.r.pub, 40)
-			a.r.publish(evs)
-			a.r.waitApplied("every event applied", len(evs), dirs[0])
-			waitSamePosition(t, "B caught up", []string{partDB(dirs[0], 0), partDB(dirs[0], 1)}, []string{partDB(dirs[1], 0), partDB(dirs[1], 1)})
-			watched := a.a11WatchKey(t, 0)
-			pidA := hosts[0].cmd.Process.Pid
-			deleted := time.Now()
-			a.deleteLogs(0)
-			deadline := time.Now().Add(2 * time.Minute)
-			for !logged(hosts[0], "lost", 0) {
-				if time.Now().After(deadline) {
-					t.Fatalf("A never logged the loss of partition 0:\n%s", tail(hosts[0].output()))
-				}
-			}
-			hosts[0].signal(syscall.SIGTERM)
-			stoppedAt := time.Now()
-			code := hosts[0].wait(time.Minute)
-			exited := time.Since(stoppedAt)
-			holder, err := a.r.leaseHolder(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			keyKept := strings.Contains(holder, fmt.Sprintf(":%d:", pidA))
-			history := a.a11KeyHistory(0)
-			a.ownerOf("B owns partition 0 after A's clean stop", 0, hosts...)
-			tookB := time.Since(stoppedAt)
-			t.Logf("deleted at %s, SIGTERM at %s; A (pid %d) exited %d %v after; key then %q; B owned %v after the SIGTERM",
-				deleted.UTC().Format("15:04:05.000000"), stoppedAt.UTC().Format("15:04:05.000000"), pidA, code, exited.Round(time.Millisecond), holder, tookB.Round(time.Millisecond))
-			if code != 0 {
-				t.Errorf("A exited %d on a clean SIGTERM right after its log's deletion", code)
-			}
-			if keyKept {
-				t.Errorf("A stopped (exit %d) with partition 0's lease key still naming it (%q); B waited %v", code, holder, tookB.Round(time.Millisecond))
-			}
-			if t.Failed() {
-				a.r.stopAll(map[string]*proc{"B": hosts[1]})
-				t.Logf("partition 0's key history (at A's exit):\n%s", history)
-				t.Logf("partition 0's key history (now):\n%s", a.a11KeyHistory(0))
-				t.Logf("partition 0's key as watched since before the deletion:\n%s", watched())
-				t.Logf("A's full output:\n%s", hosts[0].output())
-				t.Logf("B's full output:\n%s", hosts[1].output())
-			} else {
-				t.Logf("partition 0's key history:\n%s", history)
-				t.Logf("partition 0's key as watched:\n%s", watched())
-				t.Logf("A's partition-0 lines:\n%s", a11Lines(hosts[0], "\"partition\":0"))
-			}
-		})
-		if !ok {
+		if !t.Run(fmt.Sprint("round", round), sigtermRightAfterTheLogsDeletion) {
 			t.Logf("failed at round %d", round)
 			return
 		}
+	}
+}
+
+// sigtermRightAfterTheLogsDeletion is TestAttack5SIGTERMRightAfterTheLogsDeletion's
+// round: on a failure it prints the key's history (at A's exit, and as
+// watched since before the deletion) and both hosts' output.
+func sigtermRightAfterTheLogsDeletion(t *testing.T) {
+	a := newA2(t, "PAY")
+	dirs, _, hosts := a.startPair()
+	evs := makeEvents(randFor(t), a.r.pub, 40)
+	a.r.publish(evs)
+	a.r.waitApplied("every event applied", len(evs), dirs[0])
+	waitSamePosition(t, "B caught up", []string{partDB(dirs[0], 0), partDB(dirs[0], 1)}, []string{partDB(dirs[1], 0), partDB(dirs[1], 1)})
+	watched := a.a11WatchKey(t, 0)
+	pidA := hosts[0].cmd.Process.Pid
+	deleted := time.Now()
+	a.deleteLogs(0)
+	deadline := time.Now().Add(2 * time.Minute)
+	for !logged(hosts[0], "lost", 0) {
+		if time.Now().After(deadline) {
+			t.Fatalf("A never logged the loss of partition 0:\n%s", tail(hosts[0].output()))
+		}
+	}
+	hosts[0].signal(syscall.SIGTERM)
+	stoppedAt := time.Now()
+	code := hosts[0].wait(time.Minute)
+	exited := time.Since(stoppedAt)
+	holder, err := a.r.leaseHolder(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyKept := strings.Contains(holder, fmt.Sprintf(":%d:", pidA))
+	history := a.a11KeyHistory(0)
+	a.ownerOf("B owns partition 0 after A's clean stop", 0, hosts...)
+	tookB := time.Since(stoppedAt)
+	t.Logf("deleted at %s, SIGTERM at %s; A (pid %d) exited %d %v after; key then %q; B owned %v after the SIGTERM",
+		deleted.UTC().Format("15:04:05.000000"), stoppedAt.UTC().Format("15:04:05.000000"), pidA, code, exited.Round(time.Millisecond), holder, tookB.Round(time.Millisecond))
+	if code != 0 {
+		t.Errorf("A exited %d on a clean SIGTERM right after its log's deletion", code)
+	}
+	if keyKept {
+		t.Errorf("A stopped (exit %d) with partition 0's lease key still naming it (%q); B waited %v", code, holder, tookB.Round(time.Millisecond))
+	}
+	if t.Failed() {
+		a.r.stopAll(map[string]*proc{"B": hosts[1]})
+		t.Logf("partition 0's key history (at A's exit):\n%s", history)
+		t.Logf("partition 0's key history (now):\n%s", a.a11KeyHistory(0))
+		t.Logf("partition 0's key as watched since before the deletion:\n%s", watched())
+		t.Logf("A's full output:\n%s", hosts[0].output())
+		t.Logf("B's full output:\n%s", hosts[1].output())
+	} else {
+		t.Logf("partition 0's key history:\n%s", history)
+		t.Logf("partition 0's key as watched:\n%s", watched())
+		t.Logf("A's partition-0 lines:\n%s", a11Lines(hosts[0], "\"partition\":0"))
 	}
 }

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -20,43 +19,7 @@ import (
 // lease whose holder stopped cleanly (4 of 6 runs). Now a stop lets a
 // kept key go as the run ends (runOwned's deferred Lease.Release).
 func TestAttack5SIGTERMRightAfterTheLogsDeletion(t *testing.T) {
-	a := newA2(t, "PAY")
-	dirs, flags, hosts := a.startPair()
-	_ = flags
-	evs := makeEvents(randFor(t), a.r.pub, 40)
-	a.r.publish(evs)
-	a.r.waitApplied("every event applied", len(evs), dirs[0])
-	waitSamePosition(t, "B caught up", []string{partDB(dirs[0], 0), partDB(dirs[0], 1)}, []string{partDB(dirs[1], 0), partDB(dirs[1], 1)})
-	pidA := hosts[0].cmd.Process.Pid
-	watched := a.a11WatchKey(t, 0) // for a failure: it came 2 runs in 25, with too little said to find why
-	a.deleteLogs(0)
-	deadline := time.Now().Add(2 * time.Minute)
-	for !logged(hosts[0], "lost", 0) {
-		if time.Now().After(deadline) {
-			t.Fatalf("A never logged the loss of partition 0:\n%s", tail(hosts[0].output()))
-		}
-	}
-	hosts[0].signal(syscall.SIGTERM)
-	stoppedAt := time.Now()
-	code := hosts[0].wait(time.Minute)
-	holder, err := a.r.leaseHolder(0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("A (pid %d) exited %d after SIGTERM; partition 0's key then names %q; A's last lines:\n%s", pidA, code,
-		holder, grepLines(hosts[0].output(), "jetledger run:"))
-	keyKept := strings.Contains(holder, fmt.Sprintf(":%d:", pidA))
-	a.ownerOf("B owns partition 0 after A's clean stop", 0, hosts...)
-	tookB := time.Since(stoppedAt)
-	t.Logf("B owned partition 0 %v after A's SIGTERM", tookB.Round(time.Millisecond))
-	if code != 0 {
-		t.Errorf("A exited %d on a clean SIGTERM right after its log's deletion:\n%s", code, tail(hosts[0].output()))
-	}
-	if keyKept {
-		t.Errorf("A stopped cleanly (exit %d) with partition 0's lease key still naming it (%q): the key retained for a take that never came; B waited %v for a lease its holder gave up", code, holder, tookB.Round(time.Millisecond))
-		t.Logf("partition 0's key as watched since before the deletion:\n%s", watched())
-		t.Logf("A's partition-0 lines:\n%s", a11Lines(hosts[0], "\"partition\":0"))
-	}
+	sigtermRightAfterTheLogsDeletion(t) // in ops_attack11_retainflake_test.go, which loops it
 }
 
 // The owner paused (SIGSTOP) right after it lost its partition to the
