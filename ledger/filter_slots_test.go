@@ -109,6 +109,16 @@ func TestFilterAddRunSetsWhatAddSets(t *testing.T) {
 	}
 }
 
+// add files one fingerprint in slot, a bit at each probed position: what
+// addRun does for each of a run's.
+func (f *slicedFilter) add(slot int, fp uint64) {
+	h1, h2 := probes(fp)
+	for i := range uint64(filterProbes) {
+		p := position(h1 + i*h2)
+		f.bits[p*f.width+slot/8] |= 1 << (slot % 8)
+	}
+}
+
 // bitBySlot is the filter's look read one bit at a time.
 func bitBySlot(f *slicedFilter, fp uint64) []int {
 	var out []int

@@ -69,7 +69,9 @@ type slicedFilter struct {
 	width int    // bytes a position: 8*width slots
 	bits  []byte // filterPositions rows of width bytes
 	used  []bool // by slot
-	// addRun's and fileRun's buffers, kept for the next run.
+	// addRun's and fileRun's buffers (9 MiB), kept from one run to the
+	// next while a read files them, and let go after it (an edge host
+	// runs within --memory-limit).
 	fps          []uint64
 	pos, grouped []uint32
 	count        []int
@@ -127,15 +129,8 @@ func (f *slicedFilter) widen(w int) {
 	}
 }
 
-func (f *slicedFilter) add(slot int, fp uint64) {
-	h1, h2 := probes(fp)
-	for i := range uint64(filterProbes) {
-		p := position(h1 + i*h2)
-		f.bits[p*f.width+slot/8] |= 1 << (slot % 8)
-	}
-}
-
-// addRun adds a run's fingerprints to slot, as add does each: their
+// addRun adds a run's fingerprints to slot, setting the bits of each
+// one's filterProbes positions in that slot's column: their
 // probes' positions grouped first by the 1 024 rows they fall in, so that
 // the bits are set a region of the filter after another rather than at
 // random over all of it. At random, a read of 50 million ids set 850
@@ -356,6 +351,7 @@ func (x *idIndex) loadRuns(q query) error {
 		had[r.first] = r
 	}
 	x.filter.reserve(len(runs) - len(x.runs)) // at least the new ones: alloc widens for more
+	defer func() { x.filter.fps, x.filter.pos, x.filter.grouped, x.filter.count = nil, nil, nil, nil }()
 	filed := make([]*idRun, 0, len(runs))
 	for _, r := range runs {
 		if old := had[r.first]; old != nil && old.last == r.last && old.chunk0 == r.chunk0 {
