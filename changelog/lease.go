@@ -576,20 +576,11 @@ func (l *Lease) release() {
 	l.mu.Lock()
 	s := l.stream
 	l.mu.Unlock()
-	// The read may come from a replica behind (the bucket allows direct
-	// gets): a delete refused for a newer revision reads again, as a take
-	// does (writeAfterRead). Read once, a key left naming a stopped owner
-	// kept its standby waiting the TTL (TestAttack5SIGTERMRightAfterTheLogsDeletion,
-	// 2 runs in 25; the cause not caught, this the likeliest).
-	for range takeTries + 1 {
-		m, err := s.GetLastMsgForSubject(ctx, l.subject)
-		if err != nil || keyHolder(m) != l.owner {
-			return // gone, deleted, or another's: nothing of this owner's to free
-		}
-		if err := l.deleteAt(ctx, m.Sequence); !wrongRevision(err) {
-			return
-		}
+	m, err := s.GetLastMsgForSubject(ctx, l.subject)
+	if err != nil || keyHolder(m) != l.owner {
+		return // gone, deleted, or another's: nothing of this owner's to free
 	}
+	_ = l.deleteAt(ctx, m.Sequence)
 }
 
 // deleteAt writes the key's delete marker after revision rev.
