@@ -67,6 +67,9 @@ type Lease struct {
 	// doubt: a take's write ended without an answer (a stop cut it short,
 	// a timeout): it may have landed, so a release reads the key.
 	doubt bool
+	// releases counts release calls: a renewal sent before one does not
+	// hold the lease again after it (renewedAfter).
+	releases uint64
 }
 
 // LeaseOption sets an optional part of a Lease.
@@ -395,7 +398,7 @@ func bucketAge(info *jetstream.StreamInfo) time.Duration {
 // other run takes in a bucket made again before its TTL has passed.
 func (l *Lease) Renew(ctx context.Context) error {
 	l.mu.Lock()
-	rev, heldIn := l.rev, l.heldIn
+	rev, heldIn, releases := l.rev, l.heldIn, l.releases
 	l.mu.Unlock()
 	if rev == 0 {
 		return fmt.Errorf("%w: not held", ErrLeaseLost)
@@ -427,8 +430,27 @@ func (l *Lease) Renew(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("changelog: renew lease %s: %w", l.key, err)
 	}
-	l.hold(next, sent)
+	if !l.renewedAfter(releases, next, sent) {
+		return fmt.Errorf("%w: %s was released while its renewal was on its way", ErrLeaseLost, l.key)
+	}
 	return nil
+}
+
+// renewedAfter holds the revision a renewal begun at releases release
+// calls wrote, unless a release came since: the owner then believed it
+// held a lease whose key the release may have just deleted (helper-18's
+// TestAttackAReleaseRacingARenewal, 1 round in 40). The key may still
+// name it at rev (the release deleted the one before): the next release
+// reads the key, as after a take without an answer.
+func (l *Lease) renewedAfter(releases, rev uint64, sent time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.releases != releases {
+		l.doubt = true
+		return false
+	}
+	l.rev, l.renewed, l.heldIn, l.doubt = rev, sent, l.created, false
+	return true
 }
 
 // rewrite renews the key after its last revision if that names this
@@ -559,6 +581,7 @@ func (l *Lease) release() {
 		rev = l.kept // kept for a take that did not come (a stop): it goes now
 	}
 	l.rev, l.retain, l.kept, l.resumed, l.doubt = 0, false, 0, false, false
+	l.releases++
 	if retain {
 		l.kept = rev
 	}
