@@ -449,7 +449,7 @@ func (l *Lease) renewedAfter(releases, rev uint64, sent time.Time) bool {
 		l.doubt = true
 		return false
 	}
-	l.rev, l.renewed, l.heldIn, l.doubt = rev, sent, l.created, false
+	l.held(rev, sent)
 	return true
 }
 
@@ -503,8 +503,13 @@ func (e *behindError) Transient() bool { return true }
 // hold records the revision this owner has just written, sent at sent.
 func (l *Lease) hold(rev uint64, sent time.Time) {
 	l.mu.Lock()
-	l.rev, l.renewed, l.heldIn, l.doubt = rev, sent, l.created, false
+	l.held(rev, sent)
 	l.mu.Unlock()
+}
+
+// held is hold with l.mu held.
+func (l *Lease) held(rev uint64, sent time.Time) {
+	l.rev, l.renewed, l.heldIn, l.doubt = rev, sent, l.created, false
 }
 
 func (l *Lease) lose() {
