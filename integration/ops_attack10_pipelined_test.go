@@ -92,6 +92,22 @@ func (a *a2) a10Round(t *testing.T, round int, last *traffic, evs []event, dirs 
 	return a.traffic(evs, 5, 5*time.Millisecond), owner, base
 }
 
+// a10PauseUntilTakenOver SIGSTOPs owner o until the other host owns both
+// partitions and has applied 10 more events (at most upTo), and returns
+// when o was paused.
+func (a *a2) a10PauseUntilTakenOver(t *testing.T, round, o, upTo int, dirs []string, hosts []*proc) time.Time {
+	s := 1 - o
+	hosts[o].signal(syscall.SIGSTOP)
+	consumertest.Eventually(t, 10*time.Second, "stopped", func() bool { return isStopped(hosts[o]) })
+	paused := time.Now()
+	consumertest.Eventually(t, 2*time.Minute, fmt.Sprintf("round %d: %s owning both partitions", round, hostNames[s]), func() bool {
+		return roleRecordsSince(hosts[s], "owner", 0, paused) > 0 && roleRecordsSince(hosts[s], "owner", 1, paused) > 0
+	})
+	// The new owner writes over the paused one's position.
+	a.atLeast(fmt.Sprintf("round %d: applied by the new owner", round), min(fullestRows([]string{dirs[s]})+10, upTo), dirs[s])
+	return paused
+}
+
 // standsBySince says whether p logged standing by for part at or after since.
 func standsBySince(p *proc, part int, since time.Time) bool {
 	return records(p, func(r map[string]any) bool {
@@ -170,16 +186,8 @@ func TestOpsAttack10StopOwnerInFlight(t *testing.T) {
 			for round := range rounds {
 				var o, base int
 				tr, o, base = a.a10Round(t, round, tr, evs[round*per:(round+1)*per], dirs, hosts)
-				s := 1 - o
 				a.atLeast(fmt.Sprintf("round %d: more applied", round), base+5+rng.IntN(60), dirs...)
-				hosts[o].signal(syscall.SIGSTOP)
-				consumertest.Eventually(t, 10*time.Second, "stopped", func() bool { return isStopped(hosts[o]) })
-				stopped := time.Now()
-				consumertest.Eventually(t, 2*time.Minute, fmt.Sprintf("round %d: %s owning both partitions", round, hostNames[s]), func() bool {
-					return roleRecordsSince(hosts[s], "owner", 0, stopped) > 0 && roleRecordsSince(hosts[s], "owner", 1, stopped) > 0
-				})
-				// The new owner writes over the paused one's position.
-				a.atLeast(fmt.Sprintf("round %d: applied by the new owner", round), min(fullestRows([]string{dirs[s]})+10, (round+1)*per), dirs[s])
+				a.a10PauseUntilTakenOver(t, round, o, (round+1)*per, dirs, hosts)
 				woke := time.Now()
 				hosts[o].signal(syscall.SIGCONT)
 				consumertest.Eventually(t, 2*time.Minute, fmt.Sprintf("round %d: %s standing by again, or exiting", round, hostNames[o]), func() bool {

@@ -63,15 +63,8 @@ func TestOpsAttack11SIGTERMAtTheLoss(t *testing.T) {
 			for round := range rounds {
 				var o, base int
 				tr, o, base = a.a10Round(t, round, tr, evs[round*per:(round+1)*per], dirs, hosts)
-				s := 1 - o
 				a.atLeast(fmt.Sprintf("round %d: more applied", round), base+5+rng.IntN(60), dirs...)
-				hosts[o].signal(syscall.SIGSTOP)
-				consumertest.Eventually(t, 10*time.Second, "stopped", func() bool { return isStopped(hosts[o]) })
-				paused := time.Now()
-				consumertest.Eventually(t, 2*time.Minute, fmt.Sprintf("round %d: %s owning both partitions", round, hostNames[s]), func() bool {
-					return roleRecordsSince(hosts[s], "owner", 0, paused) > 0 && roleRecordsSince(hosts[s], "owner", 1, paused) > 0
-				})
-				a.atLeast(fmt.Sprintf("round %d: applied by the new owner", round), min(fullestRows([]string{dirs[s]})+10, (round+1)*per), dirs[s])
+				paused := a.a10PauseUntilTakenOver(t, round, o, (round+1)*per, dirs, hosts)
 				hosts[o].signal(syscall.SIGCONT)
 				hosts[o].signal(syscall.SIGTERM)
 				sent := time.Now()
