@@ -399,6 +399,17 @@ func (l *Lease) Release() { l.release() }
 // TTL is the lease's time to live after its last renewal.
 func (l *Lease) TTL() time.Duration { return l.ttl }
 
+// Fence refuses (ErrLeaseLost) while the lease is not held (Held): the
+// commit path of a run without a changelog (ledger.Config.Fence), which
+// a pause past the TTL would otherwise let commit a batch another run has
+// been handed meanwhile.
+func (l *Lease) Fence() error {
+	if !l.Held() {
+		return fmt.Errorf("%w: %s not renewed within %v", ErrLeaseLost, l.key, l.ttl-l.ttl/4)
+	}
+	return nil
+}
+
 // holdsAtLeast says whether a ledger at pos holds all a snapshot at have
 // holds: a later entry of the same log, or a log begun from a file that
 // held at least as much of have's.

@@ -47,12 +47,17 @@ func (c *Consumer) process(ctx context.Context, msgs []received, acks *acker) er
 	// deadline does.
 	results, pending, err := c.ledger.ApplyBatchPipelined(context.WithoutCancel(ctx), b.deliveries, c.cfg.Handler,
 		ledger.Budget{Work: c.plan.Deadline, Commit: c.plan.CommitTimeout()})
-	if errors.Is(err, ledger.ErrBusy) {
+	if busy, fenced := errors.Is(err, ledger.ErrBusy), errors.Is(err, ledger.ErrFenced); busy || fenced {
 		defer stop()
 		// The writer was not free within the batch deadline (another process
-		// holds it, and may be paused): nothing was committed, so hand the
-		// batch back for a later try instead of exiting.
-		c.log.WarnContext(ctx, "ledger busy; batch handed back for redelivery", "messages", len(b.work), "err", err)
+		// holds it, and may be paused), or the run's lease was not held at
+		// the commit (a pause past it: another run may hold the durable):
+		// nothing was committed, so hand the batch back instead of exiting.
+		what := "ledger busy; batch handed back for redelivery"
+		if fenced {
+			what = "the run's lease was not held at the commit; batch handed back for redelivery"
+		}
+		c.log.WarnContext(ctx, what, "messages", len(b.work), "err", err)
 		ackStart := time.Now()
 		for _, it := range b.work {
 			_ = it.msg.NakWithDelay(c.cfg.Backoff.Base) // lost: AckWait brings it back

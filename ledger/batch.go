@@ -510,7 +510,7 @@ func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, sums 
 	defer timer.Stop()
 	// With a changelog the changes go there first (pipelined: on their way,
 	// Pending.Durable waits); refused, the batch is rolled back.
-	published, entry, err := rec.publishFor(txCtx, tx, m, commit)
+	published, entry, err := s.fencedPublish(rec, txCtx, tx, m, commit)
 	if err != nil {
 		return passEnd{}, fmt.Errorf("ledger: commit batch of %d: %w", len(batch), err)
 	}
@@ -530,6 +530,17 @@ func (s *Store) applyOnce(beginCtx, ctx context.Context, batch []Delivery, sums 
 		return passEnd{committed: true, gen: s.wal.commit(), entry: entry}, nil
 	}
 	return passEnd{committed: true, entry: entry}, nil
+}
+
+// fencedPublish is publishFor behind Config.Fence, asked first: a fence
+// that refuses rolls the batch back before anything is published.
+func (s *Store) fencedPublish(rec *recording, ctx context.Context, tx execer, m mode, bound time.Duration) (func(error), *flight, error) {
+	if f := s.cfg.Fence; f != nil {
+		if err := f(); err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", ErrFenced, err)
+		}
+	}
+	return rec.publishFor(ctx, tx, m, bound)
 }
 
 // run applies the batch's messages in order. It returns the index of a

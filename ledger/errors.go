@@ -102,6 +102,9 @@ var (
 	// ErrBusy: another connection held the write lock past the busy
 	// timeout. Transient: try again later.
 	ErrBusy = errors.New("ledger: database is locked by another writer")
+	// ErrFenced: Config.Fence refused a batch's commit; nothing of it was
+	// applied.
+	ErrFenced = errors.New("ledger: the fence refused the commit")
 	// ErrReadOnly: the database file or its directory cannot be written.
 	ErrReadOnly = errors.New("ledger: database is read-only")
 	// ErrFull: the disk, or the database's max_page_count, is full.

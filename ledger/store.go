@@ -75,6 +75,12 @@ type Config struct {
 	// and the partition's standbys can no longer follow it (stop them
 	// first). Default false.
 	LeaveChangelog bool
+	// Fence, when set, is asked right before each batch's COMMIT
+	// (ApplyBatch, ApplyBatchPipelined): an error rolls the batch back, and
+	// the batch fails with ErrFenced wrapping it. A plain run's lease is one
+	// (a run paused past it wakes with a batch in hand that another run may
+	// have applied meanwhile). Default nil: none.
+	Fence func() error
 }
 
 // CheckpointIntervalDefault is the default Config.CheckpointInterval.

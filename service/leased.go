@@ -25,8 +25,9 @@ import (
 // would each apply what the other had committed and not acknowledged; a
 // second run waits for the lease through two TTLs (a run that stopped
 // without giving it up, SIGKILLed, lets it go within one) and is then refused,
-// naming the holder (ErrOwned). There is no fence on the commit path
-// without a changelog: a run that cannot renew stops consuming.
+// naming the holder (ErrOwned). Without a changelog the lease is the
+// commit path's fence (ledger.Config.Fence): a batch is committed only
+// while it is held, and a run that another has taken it from stops.
 func runLeased(ctx context.Context, cfg Config) error {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -63,6 +64,7 @@ func runLeased(ctx context.Context, cfg Config) error {
 		return cfg.Say(step(StepLedger, err))
 	}
 	cfg.leaseHeld = true // before the keeper's goroutine reads cfg
+	cfg.Ledger.Fence = lease.Fence
 	err, cause := runKept(ctx, cfg, func(ctx context.Context) error {
 		err := keepPlain(ctx, cfg, lease)
 		if err != nil {
