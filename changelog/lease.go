@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/jetledger/jetledger/ledger"
+	"github.com/jetledger/jetledger/natsconn"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -94,7 +94,7 @@ func OpenLease(ctx context.Context, js jetstream.JetStream, stream, durable, own
 	}
 	key := nameSafe.Replace(stream) + "." + nameSafe.Replace(durable)
 	subject := "$KV." + LeaseBucket + "." + key
-	l := &Lease{js: js, key: key, subject: subject, put: apiPrefix(js) + subject,
+	l := &Lease{js: js, key: key, subject: subject, put: natsconn.APIPrefix(js) + subject,
 		owner: owner, ttl: ttl, replicas: max(replicas, 1), log: slog.Default()}
 	for _, o := range opts {
 		o(l)
@@ -110,19 +110,6 @@ func OpenLease(ctx context.Context, js jetstream.JetStream, stream, durable, own
 		return nil, err
 	}
 	return l, nil
-}
-
-// apiPrefix is what nats.go's KV puts before a key's subject when js
-// speaks to a domain or through an API prefix.
-func apiPrefix(js jetstream.JetStream) string {
-	o := js.Options()
-	if o.Domain != "" {
-		return "$JS." + o.Domain + ".API."
-	}
-	if p := strings.TrimSuffix(o.APIPrefix, ".") + "."; p != "." && p != jetstream.DefaultAPIPrefix {
-		return p
-	}
-	return ""
 }
 
 // ensure opens the bucket, making it if it is missing (marked as made

@@ -238,3 +238,18 @@ func withoutUser(list, as string) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// APIPrefix is what nats.go's KV puts before a key's subject when js
+// speaks to a domain or through an API prefix: a KV write published by
+// hand (with a per-message TTL, which KeyValue.Put cannot set) goes to
+// APIPrefix(js) + "$KV.<bucket>.<key>".
+func APIPrefix(js jetstream.JetStream) string {
+	o := js.Options()
+	if o.Domain != "" {
+		return "$JS." + o.Domain + ".API."
+	}
+	if p := strings.TrimSuffix(o.APIPrefix, ".") + "."; p != "." && p != jetstream.DefaultAPIPrefix {
+		return p
+	}
+	return ""
+}

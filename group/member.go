@@ -1,0 +1,275 @@
+package group
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func randomTag() string { return rand.Text()[:6] }
+
+// seen is a member's record as this member last received it.
+type seen struct {
+	rec Record
+	at  time.Time // its receipt, by this host's clock
+}
+
+// Member is this run's membership of its group: it beats, watches the
+// others and the assignment, and, while it is the coordinator, writes
+// the assignment when the members change.
+type Member struct {
+	cfg Config
+	js  jetstream.JetStream
+	kv  jetstream.KeyValue
+	id  string
+
+	mu        sync.Mutex
+	parts     map[int]Part
+	leaving   bool
+	beat      uint64
+	members   map[string]seen // by id
+	assign    Assignment
+	watchFrom time.Time // when the watch had its first values
+	changed   chan struct{}
+
+	stop context.CancelFunc
+	done sync.WaitGroup
+}
+
+// Join joins the group: its bucket made if need be, this member's first
+// heartbeat written and the watch begun. Close leaves it.
+func Join(ctx context.Context, js jetstream.JetStream, cfg Config) (*Member, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	kv, err := ensureBucket(ctx, js, cfg.Replicas, cfg.MemberTTL)
+	if err != nil {
+		return nil, err
+	}
+	m := &Member{cfg: cfg, js: js, kv: kv, id: ID(cfg.Member), parts: map[int]Part{}, members: map[string]seen{}, changed: make(chan struct{}, 1)}
+	w, err := kv.WatchFiltered(ctx, []string{cfg.Name + ".>"})
+	if err != nil {
+		return nil, fmt.Errorf("group %s: watch: %w", cfg.Name, err)
+	}
+	if err := m.heartbeat(ctx); err != nil {
+		_ = w.Stop()
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	m.stop = stop
+	m.done.Go(func() { m.watch(runCtx, w) })
+	m.done.Go(func() { m.beatAndCoordinate(runCtx) })
+	return m, nil
+}
+
+// ID is this member's id, as the assignment names it.
+func (m *Member) ID() string { return m.id }
+
+// Name is this member's name (Config.Member).
+func (m *Member) Name() string { return m.cfg.Member }
+
+// Assignment is the group's assignment as last read.
+func (m *Member) Assignment() Assignment {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.assign
+}
+
+// Changed is signalled when the assignment or a member's record changes.
+func (m *Member) Changed() <-chan struct{} { return m.changed }
+
+// Report sets what the next heartbeats say of partition i; a zero Part
+// (no role) drops it.
+func (m *Member) Report(i int, p Part) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p.Role == "" {
+		delete(m.parts, i)
+		return
+	}
+	m.parts[i] = p
+}
+
+// Members are the members present now (a heartbeat received within
+// MemberTTL), by id.
+func (m *Member) Members() map[string]Record {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]Record{}
+	for id, s := range m.members {
+		if time.Since(s.at) < m.cfg.MemberTTL {
+			out[id] = s.rec
+		}
+	}
+	return out
+}
+
+// Leave says this member is leaving: the coordinator assigns its
+// partitions to the others, and this member hands them over (its caller
+// does) before it closes.
+func (m *Member) Leave(ctx context.Context) error {
+	m.mu.Lock()
+	m.leaving = true
+	m.mu.Unlock()
+	return m.heartbeat(ctx)
+}
+
+// Close stops the heartbeats and the watch and deletes this member's key:
+// the group sees it go at once.
+func (m *Member) Close() {
+	m.stop()
+	m.done.Wait()
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.MemberTTL)
+	defer cancel()
+	_ = m.kv.Delete(ctx, memberKey(m.cfg.Name, m.id)) // lost: its TTL lets it go
+}
+
+func (m *Member) heartbeat(ctx context.Context) error {
+	m.mu.Lock()
+	m.beat++
+	rec := Record{Member: m.cfg.Member, Beat: m.beat, Heartbeat: m.cfg.Heartbeat, Partitions: m.cfg.Partitions,
+		Standbys: m.cfg.Standbys, Leaving: m.leaving, Parts: maps.Clone(m.parts)}
+	m.mu.Unlock()
+	bctx, cancel := context.WithTimeout(ctx, m.cfg.Heartbeat)
+	defer cancel()
+	if err := putRecord(bctx, m.js, memberKey(m.cfg.Name, m.id), rec, m.cfg.MemberTTL); err != nil {
+		return fmt.Errorf("group %s: heartbeat of %s: %w", m.cfg.Name, m.cfg.Member, err)
+	}
+	return nil
+}
+
+// watch keeps the members' records and the assignment as they change.
+func (m *Member) watch(ctx context.Context, w jetstream.KeyWatcher) {
+	defer w.Stop() //nolint:errcheck // stopping
+	prefix := m.cfg.Name + ".m."
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case <-ctx.Done():
+			return
+		case e = <-w.Updates():
+		}
+		m.mu.Lock()
+		switch {
+		case e == nil: // the values there at the start are all in
+			m.watchFrom = time.Now()
+		case e.Key() == assignmentKey(m.cfg.Name) && e.Operation() == jetstream.KeyValuePut:
+			if a, err := decodeAssignment(e); err == nil {
+				m.assign = a
+			} else {
+				m.cfg.Logger.WarnContext(ctx, "group: an assignment that cannot be read; kept the last", "group", m.cfg.Name, "err", err)
+			}
+		case e.Key() == assignmentKey(m.cfg.Name): // deleted (an admin): made again from the members
+			m.assign = Assignment{}
+		case strings.HasPrefix(e.Key(), prefix) && e.Operation() == jetstream.KeyValuePut:
+			var rec Record
+			if err := json.Unmarshal(e.Value(), &rec); err == nil {
+				m.members[strings.TrimPrefix(e.Key(), prefix)] = seen{rec: rec, at: time.Now()}
+			}
+		case strings.HasPrefix(e.Key(), prefix):
+			delete(m.members, strings.TrimPrefix(e.Key(), prefix))
+		}
+		m.mu.Unlock()
+		select {
+		case m.changed <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// beatAndCoordinate beats every Heartbeat and, while this member is the
+// coordinator, writes the assignment its members call for.
+func (m *Member) beatAndCoordinate(ctx context.Context) {
+	t := time.NewTicker(m.cfg.Heartbeat)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := m.heartbeat(ctx)
+		switch {
+		case err != nil && !failing && ctx.Err() == nil:
+			m.cfg.Logger.WarnContext(ctx, "group: the heartbeat failed; trying again", "group", m.cfg.Name, "member", m.cfg.Member, "err", err)
+		case err == nil && failing:
+			m.cfg.Logger.InfoContext(ctx, "group: heartbeats go again", "group", m.cfg.Name, "member", m.cfg.Member)
+		}
+		failing = err != nil
+		if err == nil {
+			m.coordinate(ctx)
+		}
+	}
+}
+
+// coordinate writes a new assignment if this member is the coordinator
+// and the members it is for have changed.
+func (m *Member) coordinate(ctx context.Context) {
+	next, ok := m.nextAssignment()
+	if !ok {
+		return
+	}
+	b, err := json.Marshal(next)
+	if err == nil {
+		key := assignmentKey(m.cfg.Name)
+		if next.Revision == 0 {
+			_, err = m.kv.Create(ctx, key, b)
+		} else {
+			_, err = m.kv.Update(ctx, key, b, next.Revision)
+		}
+	}
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return // another wrote it first: the watch brings it
+	}
+	if err != nil {
+		m.cfg.Logger.WarnContext(ctx, "group: the assignment could not be written; trying again", "group", m.cfg.Name, "err", err)
+		return
+	}
+	m.cfg.Logger.InfoContext(ctx, "group: assigned the partitions", "group", m.cfg.Name, "members", next.Members, "epoch", next.Epoch)
+}
+
+// nextAssignment is the assignment to write, if this member coordinates
+// (its own heartbeat came back through the watch within MemberTTL, the
+// watch has run that long, and it is the first present member by id)
+// and the eligible members are not those of the assignment now.
+func (m *Member) nextAssignment() (Assignment, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := time.Now()
+	mine, ok := m.members[m.id]
+	if !ok || now.Sub(mine.at) >= m.cfg.MemberTTL || m.watchFrom.IsZero() || now.Sub(m.watchFrom) < m.cfg.MemberTTL || m.leaving {
+		return Assignment{}, false
+	}
+	var eligible []string
+	for id, s := range m.members {
+		present := now.Sub(s.at) < m.cfg.MemberTTL && !s.rec.Leaving && s.rec.Partitions == m.cfg.Partitions && s.rec.Standbys == m.cfg.Standbys
+		if present && id < m.id {
+			return Assignment{}, false // not the coordinator
+		}
+		if present && time.Duration(s.rec.Beat)*s.rec.Heartbeat >= m.cfg.StableAfter {
+			eligible = append(eligible, id)
+		}
+	}
+	slices.Sort(eligible)
+	a := m.assign
+	if len(eligible) == 0 || slices.Equal(eligible, a.Members) && a.Partitions == m.cfg.Partitions && a.Standbys == m.cfg.Standbys {
+		return Assignment{}, false
+	}
+	prev := a.Slots
+	if a.Partitions != m.cfg.Partitions {
+		prev = nil
+	}
+	return Assignment{Partitions: m.cfg.Partitions, Standbys: m.cfg.Standbys, Members: eligible,
+		Slots: Assign(m.cfg.Partitions, m.cfg.Standbys, eligible, prev), Epoch: a.Epoch + 1, By: m.id, Revision: a.Revision}, true
+}
