@@ -112,6 +112,27 @@ func OpenLease(ctx context.Context, js jetstream.JetStream, stream, durable, own
 	return l, nil
 }
 
+// ReadHolder says who holds the lease of stream's partition durable now:
+// "" when nobody does, or the bucket is not there. It only reads (a
+// status must not make the bucket).
+func ReadHolder(ctx context.Context, js jetstream.JetStream, stream, durable string) (string, error) {
+	s, err := js.Stream(ctx, leaseStream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return "", nil
+	}
+	var m *jetstream.RawStreamMsg
+	if err == nil {
+		m, err = s.GetLastMsgForSubject(ctx, "$KV."+LeaseBucket+"."+nameSafe.Replace(stream)+"."+nameSafe.Replace(durable))
+	}
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("changelog: read the lease of %s/%s: %w", stream, durable, err)
+	}
+	return keyHolder(m), nil
+}
+
 // ensure opens the bucket, making it if it is missing (marked as made
 // again when this lease knew one before), and has it keep this lease's
 // keys: per-key TTLs on, MaxAge never shorter than the TTL (an earlier

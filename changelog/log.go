@@ -77,6 +77,10 @@ type Config struct {
 	// wrapping ErrWaiting), and nil once it goes on: for its health and
 	// metrics. Default nil.
 	Waiting func(error)
+	// MayTake, if set, is asked before a standby takes a lease nobody
+	// holds: a group's member takes only the partitions assigned to it,
+	// and follows the others' logs. Default nil: any free lease is taken.
+	MayTake func() bool
 	// Roles keeps the run's role in the partition's lifecycle (the table
 	// of moves), across the logs it opens, and refuses a move the table
 	// lacks. Default nil: moves are not kept (a test that plays two hosts

@@ -170,7 +170,7 @@ func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag fun
 		}
 		// A key naming this run was written by its own take whose answer
 		// was lost: taken at once, not stood by for until its TTL ends.
-		if err == nil && (holder == "" || holder == lease.owner) {
+		if err == nil && (holder == "" && l.mayTake() || holder == lease.owner) {
 			if err = lease.Acquire(ctx); err == nil {
 				// holder: "", or this run's name (its own take, whose answer was lost).
 				l.log.InfoContext(ctx, "changelog: the partition had no owner: taking it over", "log", l.name, "applied", applied, "last", last, "holder", holder)
@@ -202,6 +202,9 @@ func follow(ctx context.Context, l *Log, lease *Lease, st *ledger.Store, lag fun
 		}
 	}
 }
+
+// mayTake says whether this run may take a lease nobody holds (Config.MayTake).
+func (l *Log) mayTake() bool { return l.cfg.MayTake == nil || l.cfg.MayTake() }
 
 // soleWriter says whether this owner took the lease again right after the
 // revision it left (Lease.Resumed: nobody owned the partition between)

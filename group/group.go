@@ -63,6 +63,12 @@ type Config struct {
 
 var groupName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
+// Validate refuses a Config out of range (ErrInvalidConfig), as Join does.
+func (c Config) Validate() error {
+	_, err := c.withDefaults()
+	return err
+}
+
 func (c Config) withDefaults() (Config, error) {
 	c.Heartbeat = cmp.Or(c.Heartbeat, HeartbeatDefault)
 	c.MemberTTL = cmp.Or(c.MemberTTL, MemberTTLDefault)
@@ -187,4 +193,45 @@ func putRecord(ctx context.Context, js jetstream.JetStream, key string, rec Reco
 	m.Data = b
 	_, err = js.PublishMsg(ctx, m, jetstream.WithExpectStream("KV_"+Bucket), jetstream.WithMsgTTL(keyTTL(ttl)))
 	return err
+}
+
+// Read reads a group's assignment and present members (their keys not
+// expired), once, as `group status` shows them. A group never formed
+// reads as no members and an assignment of revision 0.
+func Read(ctx context.Context, js jetstream.JetStream, name string) (Assignment, map[string]Record, error) {
+	members := map[string]Record{}
+	kv, err := js.KeyValue(ctx, Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return Assignment{}, members, nil
+	}
+	if err != nil {
+		return Assignment{}, nil, fmt.Errorf("group: bucket %s: %w", Bucket, err)
+	}
+	var a Assignment
+	if e, err := kv.Get(ctx, assignmentKey(name)); err == nil {
+		if a, err = decodeAssignment(e); err != nil {
+			return Assignment{}, nil, err
+		}
+	} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Assignment{}, nil, fmt.Errorf("group %s: read the assignment: %w", name, err)
+	}
+	keys, err := kv.ListKeysFiltered(ctx, name+".m.>")
+	if err != nil {
+		return Assignment{}, nil, fmt.Errorf("group %s: list the members: %w", name, err)
+	}
+	prefix := name + ".m."
+	for k := range keys.Keys() {
+		e, err := kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // gone since the listing
+		}
+		if err != nil {
+			return Assignment{}, nil, fmt.Errorf("group %s: read member %s: %w", name, k, err)
+		}
+		var rec Record
+		if err := json.Unmarshal(e.Value(), &rec); err == nil {
+			members[strings.TrimPrefix(k, prefix)] = rec
+		}
+	}
+	return a, members, nil
 }

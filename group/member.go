@@ -57,15 +57,19 @@ func Join(ctx context.Context, js jetstream.JetStream, cfg Config) (*Member, err
 		return nil, err
 	}
 	m := &Member{cfg: cfg, js: js, kv: kv, id: ID(cfg.Member), parts: map[int]Part{}, members: map[string]seen{}, changed: make(chan struct{}, 1)}
-	w, err := kv.WatchFiltered(ctx, []string{cfg.Name + ".>"})
+	// The watch outlives ctx: a member told to stop still watches while
+	// it hands its partitions over, until Close.
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	w, err := kv.WatchFiltered(runCtx, []string{cfg.Name + ".>"})
 	if err != nil {
+		stop()
 		return nil, fmt.Errorf("group %s: watch: %w", cfg.Name, err)
 	}
 	if err := m.heartbeat(ctx); err != nil {
+		stop()
 		_ = w.Stop()
 		return nil, err
 	}
-	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	m.stop = stop
 	m.done.Go(func() { m.watch(runCtx, w) })
 	m.done.Go(func() { m.beatAndCoordinate(runCtx) })

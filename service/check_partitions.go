@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jetledger/jetledger/consumer/partition"
+	"github.com/jetledger/jetledger/group"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -29,6 +30,9 @@ func (p Partitions) Validate(c Config) error {
 			return err
 		}
 	}
+	if err := p.validateGroup(c); err != nil {
+		return err
+	}
 	seen := map[int]bool{}
 	for _, i := range p.Named {
 		switch {
@@ -48,6 +52,28 @@ func (p Partitions) Validate(c Config) error {
 	case c.Hub != nil:
 		return refusef("%s/%s and %s do not go together: partition the hub's stream, and give each site its share with %s",
 			n.Say("Partitions.Count"), n.Say("Partitions.Named"), n.Say("Hub"), n.Say("Hub.Filter"))
+	}
+	return nil
+}
+
+// validateGroup refuses a Group that cannot run: static placement with
+// it, no NATS to share, or a group config out of range.
+func (p Partitions) validateGroup(c Config) error {
+	n, g := c.Names, p.Group
+	switch {
+	case g == nil:
+		return nil
+	case len(p.Named) > 0:
+		return refusef("%s and %s do not go together: a group's members share out every partition themselves; leave out %s (or %s, for static placement)",
+			n.Say("Partitions.Group"), n.Say("Partitions.Named"), n.Say("Partitions.Named"), n.Say("Partitions.Group"))
+	case c.NATS == nil:
+		return refusef("%s needs %s: the members of a group share one JetStream (a cluster), each on its own host", n.Say("Partitions.Group"), n.Say("NATS"))
+	case c.Metrics != nil || c.MetricsAddr != "":
+		return refusef("%s serves one consumer, and a group's member runs several: leave it out", n.Say("MetricsAddr"))
+	}
+	err := group.Config{Name: g.Name, Partitions: max(p.Count, 1), Standbys: g.Standbys, Heartbeat: g.Heartbeat, MemberTTL: g.MemberTTL, StableAfter: g.StableAfter}.Validate()
+	if err != nil {
+		return refusef("%s: %v", n.Say("Partitions.Group"), err)
 	}
 	return nil
 }

@@ -39,6 +39,14 @@ type Owner struct {
 	// SnapshotInterval is how often the owner snapshots the ledger, which
 	// bounds the changelog a new standby applies. Default 10 minutes.
 	SnapshotInterval time.Duration
+	// MayTake, if set, is asked before a standby takes a lease nobody
+	// holds (changelog.Config.MayTake): a group's member owns only what
+	// it is assigned. Default nil: any free lease is taken.
+	MayTake func() bool
+	// Observe, if set, is told each role the run moves to and each lag
+	// its copy reports: a group's member says which copies are ready to
+	// take over. Default nil.
+	Observe func(role changelog.Role, lag uint64)
 }
 
 // SnapshotIntervalDefault is Owner.SnapshotInterval's default.
@@ -222,11 +230,40 @@ func watchOwned(cfg *Config, nc *nats.Conn) (watch changelog.Config, lag func(ui
 		cfg.metricsTo, cfg.collectors, lag = m.mount, []prometheus.Collector{m.owner, m.lag, m.waiting, m.role}, m.setLag
 		watch.Waiting, observe = m.setWaiting, m.setRole
 	}
+	if o := cfg.Owner; o != nil && o.Observe != nil {
+		observe, lag = observed(o.Observe, observe, lag)
+	}
 	watch.Roles = changelog.NewRoles(cfg.Logger, observe)
 	return watch, lag, func() {
 		watch.Roles.Move(context.Background(), changelog.RoleStopped, changelog.Facts{}) //nolint:errcheck // always allowed
 		closeMetrics()
 	}, nil
+}
+
+// observed are role and lag (each nil or the metrics') told to o too.
+func observed(o func(changelog.Role, uint64), role func(changelog.Role), lag func(uint64)) (func(changelog.Role), func(uint64)) {
+	var mu sync.Mutex
+	var last changelog.Role
+	var behind uint64
+	return func(r changelog.Role) {
+			if role != nil {
+				role(r)
+			}
+			mu.Lock()
+			last = r
+			n := behind
+			mu.Unlock()
+			o(r, n)
+		}, func(n uint64) {
+			if lag != nil {
+				lag(n)
+			}
+			mu.Lock()
+			behind = n
+			r := last
+			mu.Unlock()
+			o(r, n)
+		}
 }
 
 // stopped is the outcome of an owner's run told to stop that ended with
@@ -528,7 +565,7 @@ func openOwned(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream,
 		var err error
 		if log, err = changelog.Ensure(ctx, js, changelog.Config{Stream: cfg.Stream.Name, Durable: cfg.Consumer.Durable, Replicas: o.Replicas, Logger: cfg.Logger,
 			Acked: ackedAfter(js, cfg.Stream.Name, cfg.Consumer.Durable), Waiting: watch.Waiting, Roles: watch.Roles, Schema: copySchema(cfg),
-			Copy: standbyAPI(cfg, js, &lease)}); err != nil {
+			Copy: standbyAPI(cfg, js, &lease), MayTake: o.MayTake}); err != nil {
 			return err
 		}
 		lease, err = changelog.OpenLease(ctx, js, cfg.Stream.Name, cfg.Consumer.Durable, o.Name, ttl, o.Replicas, changelog.LeaseLogger(cfg.Logger))
@@ -549,6 +586,9 @@ func openOwned(ctx context.Context, cfg Config, o Owner, js jetstream.JetStream,
 func acquire(ctx context.Context, cfg Config, o Owner, lease *changelog.Lease) error {
 	if !o.Standby {
 		return waitLease(ctx, cfg, lease)
+	}
+	if o.MayTake != nil && !o.MayTake() {
+		return fmt.Errorf("%w: the group assigns %s to another member", changelog.ErrLeaseHeld, cfg.Consumer.Durable)
 	}
 	return jsretry.Do(ctx, cfg.Logger, "take the lease of "+cfg.Consumer.Durable, lease.Acquire)
 }

@@ -30,6 +30,11 @@ type Partitions struct {
 	// Run runs one partition until ctx ends or it fails. Default: Run of
 	// the Config the partition makes of RunPartitions' (Partition.Config).
 	Run func(ctx context.Context, p Partition) error
+	// Group, when set, runs the partitions as a member of this group of
+	// hosts (each running the same command), which spreads them and their
+	// standbys over its members and moves them as members come and go.
+	// It needs NATS, and excludes Named. Default nil: Named, statically.
+	Group *Group
 }
 
 // Partition is one partition's share: its own ledger and durable, its
@@ -42,6 +47,7 @@ type Partition struct {
 	NATS    *natsconn.Config // the server the partitions share
 	Shared  *node.Node       // the embedded node RunPartitions started, nil with NATS
 	locked  bool             // RunPartitions holds the ledger file's lock (lockPartitions)
+	owner   *Owner           // a group's: this member's run of the partition (runGroup)
 }
 
 // Config is base run as this partition: its ledger, durable and subjects,
@@ -51,6 +57,13 @@ func (p Partition) Config(base Config) Config {
 	c.DB, c.Consumer.Durable, c.Consumer.FilterSubjects = p.DB, p.Durable, []string{p.Filter}
 	c.NATS, c.Shared, c.Node.StoreDir, c.Node.Leaf = p.NATS, p.Shared, "", nil
 	c.ledgerLocked = p.locked
+	if p.owner != nil {
+		o := *p.owner
+		if base.Owner != nil {
+			o.Replicas, o.SnapshotInterval = base.Owner.Replicas, base.Owner.SnapshotInterval
+		}
+		c.Owner = &o
+	}
 	// The shared server's access is RunPartitions' to set; a partition
 	// connects as its own client.
 	c.Node.Token, c.Node.Publishers, c.Node.TLS, c.Node.Insecure = "", node.PublishRole{}, node.TLSConfig{}, false
@@ -79,6 +92,9 @@ func RunPartitions(ctx context.Context, cfg Config, p Partitions) error {
 	}
 	if p.Count > 0 && p.creates(cfg) {
 		cfg.Stream.Transform, _ = p.transform(cfg) // checked by Validate
+	}
+	if p.Group != nil && cfg.Owner == nil {
+		cfg.Owner = &Owner{Standby: true} // a group's partitions are owned, and stood by
 	}
 	// Each partition's Start checks its SQL first too, but only after the
 	// server and the stream below: checked here, a bad one creates nothing.
@@ -119,15 +135,19 @@ func RunPartitions(ctx context.Context, cfg Config, p Partitions) error {
 	defer release()
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	start := func(ctx context.Context, i int) error {
-		return run(ctx, Partition{Index: i, DB: partition.Ledger(cfg.DB, i), Durable: partition.Durable(cfg.Consumer.Durable, i),
-			Filter: partition.Filter(i), NATS: conn, Shared: shared, locked: locksLedgers(cfg)})
+	part := func(i int) Partition {
+		return Partition{Index: i, DB: partition.Ledger(cfg.DB, i), Durable: partition.Durable(cfg.Consumer.Durable, i),
+			Filter: partition.Filter(i), NATS: conn, Shared: shared, locked: locksLedgers(cfg)}
 	}
 	if shared != nil {
 		shared.DependOn(cfg.Stream.Name)
 	}
 	watched := watchStore(runCtx, stop, shared, cfg.Logger, cfg.Names.Program)
-	err = partition.Run(runCtx, partition.Config{Partitions: parts, Start: start})
+	if p.Group != nil {
+		err = runGroupOn(runCtx, cfg, *p.Group, *conn, n, part, run)
+	} else {
+		err = partition.Run(runCtx, partition.Config{Partitions: parts, Start: func(ctx context.Context, i int) error { return run(ctx, part(i)) }})
+	}
 	stop()
 	return errors.Join(err, <-watched)
 }

@@ -31,6 +31,7 @@ type cli struct {
 	Status       statusCmd       `cmd:"" help:"one screen: stream, consumer vs plan, ledger, outbox, dead letters, conflicts"`
 	Fleet        fleetCmd        `cmd:"" help:"at the hub: every edge site's state, worst first; exit 1 when any needs a person"`
 	Hub          hubCmd          `cmd:"" help:"at the hub: set up what an edge site needs there (the status bucket, its effects source); idempotent"`
+	Group        groupCmd        `cmd:"" help:"a group of hosts sharing a stream's partitions (run --group): status"`
 	Console      consoleCmd      `cmd:"" help:"a web console over the admin API of every run and site the connection reaches: look, and act with sign-in"`
 	Check        checkCmd        `cmd:"" help:"verify a live consumer's AckWait against the timing plan"`
 	Health       healthCmd       `cmd:"" help:"ask a running run for its health (/healthz of --metrics): exit 1 unless healthy; a container's health check"`

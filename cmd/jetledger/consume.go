@@ -55,7 +55,7 @@ var runNames = service.Names{Program: "run", Settings: map[string]string{
 	"Consumer.Durable": "--durable", "Consumer.MaxDeliver": "--max-deliver", "Consumer.Plan.Deadline": "--deadline", "Consumer.Plan.BatchSize": "--batch",
 	"Consumer.Plan.BufferWait": "--buffer-wait", "Consumer.Plan.CommitMargin": "--commit-margin", "Consumer.Plan.AckMargin": "--ack-margin",
 	"Prune.Retention": "--retention", "Prune.OutboxRetention": "--outbox-retention", "Prune.Interval": "--prune-interval",
-	"SummaryInterval": "--summary-interval", "MetricsAddr": "--metrics", "MetricsCert": "--metrics-tls-cert", "MetricsKey": "--metrics-tls-key", "Partitions.Count": "--partitions", "Partitions.Key": "--partition-key", "Partitions.Named": "--partition",
+	"SummaryInterval": "--summary-interval", "MetricsAddr": "--metrics", "MetricsCert": "--metrics-tls-cert", "MetricsKey": "--metrics-tls-key", "Partitions.Count": "--partitions", "Partitions.Key": "--partition-key", "Partitions.Named": "--partition", "Partitions.Group": "--group",
 	"NATS": "a server to connect to (--nats, $NATS_URL or a named context)", "NATS.URL": "--nats", "NATS.Token": "--nats-token",
 	"Owner": "--changelog", "Owner.Standby": "--standby",
 	"Node.Listen": "--listen", "Node.StoreDir": "--store-dir", "Node.Token": "--embedded-token", "Node.Publishers.Tokens": "--publisher-token-file", "Node.Operators": "--operator-token-file", "Node.Viewers": "--viewer-token-file",

@@ -68,7 +68,7 @@ func TestNoFunctionOver80Lines(t *testing.T) {
 
 // The command line's measured shape: a thin shell over the library.
 const (
-	maxShellLines    = 3160 // non-test lines of cmd/jetledger, internal/bench aside (3 000 until fleet and hub, 3 100 until console, whose logic is in packages fleet and console)
+	maxShellLines    = 3240 // non-test lines of cmd/jetledger, internal/bench aside (3 000 until fleet and hub, 3 100 until console, 3 160 until group; their logic is in packages fleet, console, group and service)
 	maxShellFileLine = 250  // non-test lines of one file there
 )
 

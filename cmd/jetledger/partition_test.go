@@ -28,6 +28,13 @@ func TestPartitionFlagsUsage(t *testing.T) {
 		{append(run, "--partition", "1,1"), "--partition 1 is given twice"},
 		{append(run, "--partition", "0,1", "--metrics", "127.0.0.1:0"), "--metrics serves one consumer"},
 		{append(run, "--partition", "0", "--hub-url", "nats-leaf://127.0.0.1:7422", "--hub-stream", "H", "--edge-domain", "e"), "--partitions/--partition and --hub-url do not go together"},
+		{append(run, "--stream", "S", "--standbys", "1"), "--standbys 1 needs --group"},
+		{append(run, "--stream", "S", "--group", "g"), "--group needs a server to connect to"},
+		{append(run, "--stream", "S", "--group", "g", "--nats", "nats://127.0.0.1:1", "--partition", "0"), "--group and --partition do not go together"},
+		{append(run, "--stream", "S", "--group", "g.h", "--nats", "nats://127.0.0.1:1"), `--group: group: invalid config: group name "g.h"`},
+		{append(run, "--stream", "S", "--group", "g", "--nats", "nats://127.0.0.1:1", "--standbys=-1"), "--group: group: invalid config: group g: 1 partitions and -1 standbys"},
+		{append(run, "--stream", "S", "--group", "g", "--nats", "nats://127.0.0.1:1", "--group-stable-after", "1s"), "--group: group: invalid config: group g: stable after 1s"},
+		{append(run, "--stream", "S", "--group", "g", "--nats", "nats://127.0.0.1:1", "--metrics", "127.0.0.1:0"), "--metrics serves one consumer, and a group's member runs several"},
 	}
 	for _, tc := range tests {
 		if msg := usageMessage(t, tc.args...); !strings.HasPrefix(msg, tc.want) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -123,7 +124,7 @@ func (c *runCmd) prepare() (*webhook.Config, error) {
 		return nil, err
 	}
 	cfg := c.config(quiet, hook)
-	if err = c.check(cfg); err == nil && c.partitioned() {
+	if err = cmp.Or(c.checkGroup(cfg), c.check(cfg)); err == nil && c.partitioned() {
 		err = configUsage(c.parts().Validate(cfg))
 	}
 	return hook, err
@@ -137,8 +138,8 @@ func (c *runCmd) config(log *slog.Logger, hook *webhook.Config) service.Config {
 	cfg.SummaryInterval, cfg.MetricsAddr, cfg.MetricsCert, cfg.MetricsKey = c.SummaryInterval, c.Metrics, c.MetricsCert, c.MetricsKey
 	cfg.Outbox = service.Outbox{Workers: c.Send.OutboxWorkers, MaxAttempts: c.Send.OutboxMaxAttempts}
 	cfg.Prune = service.Prune{Interval: c.PruneInterval, Retention: c.Retention, OutboxRetention: c.OutboxRetention}
-	if c.Changelog || c.Standby {
-		cfg.Owner = &service.Owner{Standby: c.Standby, Replicas: c.Replicas}
+	if c.Changelog || c.Standby || c.Group != "" {
+		cfg.Owner = &service.Owner{Standby: c.Standby || c.Group != "", Replicas: c.Replicas}
 	}
 	cfg.Ledger.LeaveChangelog = c.Leave
 	cfg.StartAttrs = append(cfg.StartAttrs, "webhook", webhook.RedactURL(c.Webhook.URL))
