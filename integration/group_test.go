@@ -31,8 +31,9 @@ type groupWorld struct {
 }
 
 type groupHost struct {
-	dir string
-	p   *proc
+	dir     string
+	metrics string // its --metrics address
+	p       *proc
 }
 
 const (
@@ -55,8 +56,8 @@ func newGroupWorld(t *testing.T, n int) *groupWorld {
 
 // join starts a host of the group: the same command, its own directory.
 func (g *groupWorld) join() *groupHost {
-	h := &groupHost{dir: g.t.TempDir()}
-	h.p = start(g.t, nil, append([]string{"run", "--nats", g.c.urls(), "--db", filepath.Join(h.dir, "ledger.db"), "--stream", groupStream,
+	h := &groupHost{dir: g.t.TempDir(), metrics: fmt.Sprintf("127.0.0.1:%d", freePort(g.t))}
+	h.p = start(g.t, nil, append([]string{"run", "--nats", g.c.urls(), "--db", filepath.Join(h.dir, "ledger.db"), "--stream", groupStream, "--metrics", h.metrics,
 		"--subjects", "pay.*", "--partitions", strconv.Itoa(g.n), "--replicas", "3", "--group", groupName, "--standbys", "1",
 		"--group-stable-after", "5s", "--schema", g.schema, "--apply", balanceApply, "--log-format", "json"}, fastPlan...)...)
 	g.hosts = append(g.hosts, h)
@@ -402,6 +403,15 @@ func TestGroupTakesALostHostOverAndRestoresTheSpread(t *testing.T) {
 		}
 		return true
 	})
+	for _, h := range []int{1, 2, 3} {
+		_, body := get(t, "http://"+g.hosts[h].metrics+"/metrics")
+		if !strings.Contains(body, "jetledger_group_members 3") || !strings.Contains(body, "jetledger_group_partitions_without_owner 0") {
+			t.Errorf("host %d's /metrics lacks 3 members and 0 partitions without an owner:\n%s", h, grepLines(body, "jetledger_group"))
+		}
+		if code := healthzWithin(g.hosts[h].metrics, 10*time.Second); code != 200 {
+			t.Errorf("host %d's /healthz answered %d, want 200", h, code)
+		}
+	}
 	for _, h := range []int{1, 2, 3} {
 		g.hosts[h].p.signal(syscall.SIGTERM)
 	}

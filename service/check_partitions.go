@@ -46,7 +46,7 @@ func (p Partitions) Validate(c Config) error {
 		seen[i] = true
 	}
 	switch {
-	case (c.Metrics != nil || c.MetricsAddr != "") && len(p.Named) != 1:
+	case (c.Metrics != nil || c.MetricsAddr != "") && len(p.Named) != 1 && p.Group == nil:
 		return refusef("%s serves one consumer: with partitions give one %s per process (or leave out %s)",
 			n.Say("MetricsAddr"), n.Say("Partitions.Named"), n.Say("MetricsAddr"))
 	case c.Hub != nil:
@@ -68,8 +68,6 @@ func (p Partitions) validateGroup(c Config) error {
 			n.Say("Partitions.Group"), n.Say("Partitions.Named"), n.Say("Partitions.Named"), n.Say("Partitions.Group"))
 	case c.NATS == nil:
 		return refusef("%s needs %s: the members of a group share one JetStream (a cluster), each on its own host", n.Say("Partitions.Group"), n.Say("NATS"))
-	case c.Metrics != nil || c.MetricsAddr != "":
-		return refusef("%s serves one consumer, and a group's member runs several: leave it out", n.Say("MetricsAddr"))
 	}
 	err := group.Config{Name: g.Name, Partitions: max(p.Count, 1), Standbys: g.Standbys, Heartbeat: g.Heartbeat, MemberTTL: g.MemberTTL, StableAfter: g.StableAfter}.Validate()
 	if err != nil {

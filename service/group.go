@@ -11,6 +11,7 @@ import (
 	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/group"
 	"github.com/jetledger/jetledger/natsconn"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -94,6 +95,9 @@ type groupRun struct {
 	part  func(i int) Partition
 	runs  map[int]*partRun
 	seq   int
+
+	metrics *groupMetrics // nil without Config.Metrics
+	handed  int           // partitions handed over while owned
 }
 
 // runGroupOn is runGroup over its own connection to conn.
@@ -103,20 +107,28 @@ func runGroupOn(ctx context.Context, cfg Config, g Group, conn natsconn.Config, 
 		return cfg.Say(step(StepConnect, err))
 	}
 	defer nc.Close()
-	return runGroup(ctx, cfg, g, js, n, part, start)
+	return runGroup(ctx, cfg, g, nc, js, n, part, start)
 }
 
 // runGroup joins the group and runs the partitions assigned to this
 // member until ctx ends; then it leaves, handing its partitions over.
-func runGroup(ctx context.Context, cfg Config, g Group, js jetstream.JetStream, n int, part func(i int) Partition, start func(context.Context, Partition) error) error {
+func runGroup(ctx context.Context, cfg Config, g Group, nc *nats.Conn, js jetstream.JetStream, n int, part func(i int) Partition, start func(context.Context, Partition) error) error {
 	m, err := group.Join(ctx, js, group.Config{Name: g.Name, Partitions: n, Standbys: g.Standbys, Member: g.Member,
 		Heartbeat: g.Heartbeat, MemberTTL: g.memberTTL(cfg), StableAfter: g.StableAfter, Replicas: max(cfg.Stream.Limits.Replicas, 1), Logger: cfg.Logger})
 	if err != nil {
 		return step(StepLedger, err)
 	}
 	defer m.Close()
+	// Past a take-over (the lease's TTL, the member's, the damping), a
+	// partition without an owner needs a person.
+	grace := LeaseTTL(cfg.Consumer.Plan.WithDefaults().AckWait()) + g.memberTTL(cfg) + cmp.Or(g.StableAfter, group.StableAfterDefault)
+	metrics, err := serveGroup(&cfg, nc, g, grace)
+	if err != nil {
+		return err
+	}
+	defer metrics.close()
 	cfg.Logger.InfoContext(ctx, "joined the group", "group", g.Name, "member", m.Name(), "partitions", n, "standbys", g.Standbys)
-	r := &groupRun{cfg: cfg, g: g, n: n, m: m, start: start, part: part, runs: map[int]*partRun{}}
+	r := &groupRun{cfg: cfg, g: g, n: n, m: m, start: start, part: part, runs: map[int]*partRun{}, metrics: metrics}
 	tick := time.NewTicker(cmp.Or(g.Heartbeat, group.HeartbeatDefault))
 	defer tick.Stop()
 	for ctx.Err() == nil {
@@ -165,6 +177,7 @@ func (r *groupRun) reconcile(leaving bool) error {
 			r.m.Report(i, group.Part{Role: string(role), Lag: lag})
 		}
 	}
+	r.metrics.observe(r.n, a, members, r.runs, r.handed)
 	return nil
 }
 
@@ -184,6 +197,9 @@ func (r *groupRun) readyAt(members map[string]group.Record, member string, i int
 func (r *groupRun) handOver(i int, run *partRun, why string) {
 	role, _ := run.seen()
 	r.cfg.Logger.Info("group: stopping the partition here", "group", r.g.Name, "partition", i, "role", role, "why", why)
+	if role == changelog.RoleOwner || role == changelog.RoleTaking {
+		r.handed++
+	}
 	run.handing = true
 	run.cancel()
 }

@@ -63,6 +63,7 @@ func (p Partition) Config(base Config) Config {
 			o.Replicas, o.SnapshotInterval = base.Owner.Replicas, base.Owner.SnapshotInterval
 		}
 		c.Owner = &o
+		c.Metrics, c.MetricsAddr = nil, "" // the member's, one for its partitions (runGroup)
 	}
 	// The shared server's access is RunPartitions' to set; a partition
 	// connects as its own client.

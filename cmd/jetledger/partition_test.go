@@ -34,7 +34,6 @@ func TestPartitionFlagsUsage(t *testing.T) {
 		{append(run, "--stream", "S", "--group", "g.h", "--nats", "nats://127.0.0.1:1"), `--group: group: invalid config: group name "g.h"`},
 		{append(run, "--stream", "S", "--group", "g", "--nats", "nats://127.0.0.1:1", "--standbys=-1"), "--group: group: invalid config: group g: 1 partitions and -1 standbys"},
 		{append(run, "--stream", "S", "--group", "g", "--nats", "nats://127.0.0.1:1", "--group-stable-after", "1s"), "--group: group: invalid config: group g: stable after 1s"},
-		{append(run, "--stream", "S", "--group", "g", "--nats", "nats://127.0.0.1:1", "--metrics", "127.0.0.1:0"), "--metrics serves one consumer, and a group's member runs several"},
 	}
 	for _, tc := range tests {
 		if msg := usageMessage(t, tc.args...); !strings.HasPrefix(msg, tc.want) {
