@@ -32,6 +32,10 @@ var hubPasswords = map[string]string{"site": "site-pw", "hub": "hub-pw", "operat
 func startHubOfTheDocs(t *testing.T) *hub {
 	t.Helper()
 	conf := consumertest.ConfBlock(t, "../docs/edge.md")
+	// The guide shows the file deploy/ ships.
+	if file, err := os.ReadFile("../deploy/nats/hub.conf"); err != nil || strings.TrimSpace(string(file)) != strings.TrimSpace(conf) {
+		t.Fatalf("deploy/nats/hub.conf is not docs/edge.md's hub configuration (%v)", err)
+	}
 	dir := t.TempDir()
 	h := &hub{t: t, bin: natsServerBinary(t), conf: filepath.Join(dir, "hub.conf"), port: freePort(t), leafPort: freePort(t)}
 	conf = strings.NewReplacer("127.0.0.1:4222", fmt.Sprintf("127.0.0.1:%d", h.port), "127.0.0.1:7422", fmt.Sprintf("127.0.0.1:%d", h.leafPort),
