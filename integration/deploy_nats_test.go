@@ -79,7 +79,7 @@ func TestDeployKubernetesNATSConfigParses(t *testing.T) {
 	var conf string
 	for conf == "" {
 		var o struct {
-			Kind     string            `yaml:"kind"`
+			Kind     string `yaml:"kind"`
 			Metadata struct{ Name string }
 			Data     map[string]string `yaml:"data"`
 		}
