@@ -39,6 +39,7 @@ type Member struct {
 	members   map[string]seen // by id
 	assign    Assignment
 	watchFrom time.Time // when the watch had its first values
+	sawAssign bool      // the watch begun last has shown the assignment
 	changed   chan struct{}
 
 	stop context.CancelFunc
@@ -146,48 +147,106 @@ func (m *Member) heartbeat(ctx context.Context) error {
 	m.mu.Unlock()
 	bctx, cancel := context.WithTimeout(ctx, m.cfg.Heartbeat)
 	defer cancel()
-	if err := putRecord(bctx, m.js, memberKey(m.cfg.Name, m.id), rec, m.cfg.MemberTTL); err != nil {
+	err := putRecord(bctx, m.js, memberKey(m.cfg.Name, m.id), rec, m.cfg.MemberTTL)
+	if err != nil && bucketGone(bctx, m.js) {
+		// Deleted (an admin): made again, and the beat written to it. The
+		// assignment went with it; the coordinator writes one again from
+		// what the members run.
+		if _, err = ensureBucket(bctx, m.js, m.cfg.Replicas, m.cfg.MemberTTL); err == nil {
+			m.cfg.Logger.WarnContext(ctx, "group: the bucket was deleted, and is made again", "group", m.cfg.Name, "bucket", Bucket)
+			err = putRecord(bctx, m.js, memberKey(m.cfg.Name, m.id), rec, m.cfg.MemberTTL)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("group %s: heartbeat of %s: %w", m.cfg.Name, m.cfg.Member, err)
 	}
 	return nil
 }
 
+// bucketGone says whether the bucket's stream is not there (a definite
+// answer: a server that does not answer is no reason to make it).
+func bucketGone(ctx context.Context, js jetstream.JetStream) bool {
+	_, err := js.Stream(ctx, "KV_"+Bucket)
+	return errors.Is(err, jetstream.ErrStreamNotFound)
+}
+
 // watch keeps the members' records and the assignment as they change.
+// A watch silent for MemberTTL (not even this member's own heartbeats
+// came back: its bucket deleted, its consumer lost) is begun again.
 func (m *Member) watch(ctx context.Context, w jetstream.KeyWatcher) {
-	defer w.Stop() //nolint:errcheck // stopping
-	prefix := m.cfg.Name + ".m."
+	quiet := time.NewTimer(m.cfg.MemberTTL)
+	defer func() {
+		quiet.Stop()
+		if w != nil {
+			_ = w.Stop()
+		}
+	}()
 	for {
-		var e jetstream.KeyValueEntry
+		var updates <-chan jetstream.KeyValueEntry
+		if w != nil {
+			updates = w.Updates()
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case e = <-w.Updates():
+		case <-quiet.C:
+			if w != nil {
+				_ = w.Stop()
+			}
+			m.mu.Lock()
+			m.sawAssign = false // until its values at the start are in
+			m.mu.Unlock()
+			var err error
+			if w, err = m.kv.WatchFiltered(ctx, []string{m.cfg.Name + ".>"}); err != nil {
+				w = nil
+				m.cfg.Logger.WarnContext(ctx, "group: the watch of the members is lost; trying again", "group", m.cfg.Name, "err", err)
+			}
+			quiet.Reset(m.cfg.MemberTTL)
+		case e, ok := <-updates:
+			if !ok {
+				w = nil // ended: begun again when quiet
+				continue
+			}
+			quiet.Reset(m.cfg.MemberTTL)
+			m.apply(ctx, e)
 		}
-		m.mu.Lock()
-		switch {
-		case e == nil: // the values there at the start are all in
+	}
+}
+
+// apply takes one entry of the watch (nil: the values there at its start
+// are all in).
+func (m *Member) apply(ctx context.Context, e jetstream.KeyValueEntry) {
+	prefix := m.cfg.Name + ".m."
+	m.mu.Lock()
+	switch {
+	case e == nil:
+		if m.watchFrom.IsZero() {
 			m.watchFrom = time.Now()
-		case e.Key() == assignmentKey(m.cfg.Name) && e.Operation() == jetstream.KeyValuePut:
-			if a, err := decodeAssignment(e); err == nil {
-				m.assign = a
-			} else {
-				m.cfg.Logger.WarnContext(ctx, "group: an assignment that cannot be read; kept the last", "group", m.cfg.Name, "err", err)
-			}
-		case e.Key() == assignmentKey(m.cfg.Name): // deleted (an admin): made again from the members
-			m.assign = Assignment{}
-		case strings.HasPrefix(e.Key(), prefix) && e.Operation() == jetstream.KeyValuePut:
-			var rec Record
-			if err := json.Unmarshal(e.Value(), &rec); err == nil {
-				m.members[strings.TrimPrefix(e.Key(), prefix)] = seen{rec: rec, at: time.Now()}
-			}
-		case strings.HasPrefix(e.Key(), prefix):
-			delete(m.members, strings.TrimPrefix(e.Key(), prefix))
 		}
-		m.mu.Unlock()
-		select {
-		case m.changed <- struct{}{}:
-		default:
+		if !m.sawAssign { // gone with its bucket (deleted, made again): written again
+			m.assign.Revision, m.assign.Members = 0, nil
 		}
+	case e.Key() == assignmentKey(m.cfg.Name) && e.Operation() == jetstream.KeyValuePut:
+		m.sawAssign = true
+		if a, err := decodeAssignment(e); err == nil {
+			m.assign = a
+		} else {
+			m.cfg.Logger.WarnContext(ctx, "group: an assignment that cannot be read; kept the last", "group", m.cfg.Name, "err", err)
+		}
+	case e.Key() == assignmentKey(m.cfg.Name): // deleted (an admin): made again from the members
+		m.assign.Revision, m.assign.Members = 0, nil
+	case strings.HasPrefix(e.Key(), prefix) && e.Operation() == jetstream.KeyValuePut:
+		var rec Record
+		if err := json.Unmarshal(e.Value(), &rec); err == nil {
+			m.members[strings.TrimPrefix(e.Key(), prefix)] = seen{rec: rec, at: time.Now()}
+		}
+	case strings.HasPrefix(e.Key(), prefix):
+		delete(m.members, strings.TrimPrefix(e.Key(), prefix))
+	}
+	m.mu.Unlock()
+	select {
+	case m.changed <- struct{}{}:
+	default:
 	}
 }
 
@@ -234,13 +293,39 @@ func (m *Member) coordinate(ctx context.Context) {
 		}
 	}
 	if errors.Is(err, jetstream.ErrKeyExists) {
-		return // another wrote it first: the watch brings it
+		// Another wrote it first (the watch brings it), or the key is gone
+		// with a bucket deleted and made again: created at the next look.
+		if _, gerr := m.kv.Get(ctx, assignmentKey(m.cfg.Name)); errors.Is(gerr, jetstream.ErrKeyNotFound) {
+			m.mu.Lock()
+			m.assign.Revision = 0
+			m.mu.Unlock()
+		}
+		return
 	}
 	if err != nil {
 		m.cfg.Logger.WarnContext(ctx, "group: the assignment could not be written; trying again", "group", m.cfg.Name, "err", err)
 		return
 	}
 	m.cfg.Logger.InfoContext(ctx, "group: assigned the partitions", "group", m.cfg.Name, "members", next.Members, "epoch", next.Epoch)
+}
+
+// running is the spread the members say they run (their records'
+// parts), for an assignment made without the one before (its key
+// deleted): each partition's owner and followers stay where they are.
+func (m *Member) running() []Slot {
+	slots := make([]Slot, m.cfg.Partitions)
+	for _, id := range slices.Sorted(maps.Keys(m.members)) {
+		for i, p := range m.members[id].rec.Parts {
+			switch {
+			case i < 0 || i >= len(slots):
+			case p.Role == "owner" || p.Role == "taking":
+				slots[i].Owner = id
+			case p.Role == "following":
+				slots[i].Standbys = append(slots[i].Standbys, id)
+			}
+		}
+	}
+	return slots
 }
 
 // nextAssignment is the assignment to write, if this member coordinates
@@ -271,8 +356,8 @@ func (m *Member) nextAssignment() (Assignment, bool) {
 		return Assignment{}, false
 	}
 	prev := a.Slots
-	if a.Partitions != m.cfg.Partitions {
-		prev = nil
+	if a.Partitions != m.cfg.Partitions || len(prev) == 0 {
+		prev = m.running()
 	}
 	return Assignment{Partitions: m.cfg.Partitions, Standbys: m.cfg.Standbys, Members: eligible,
 		Slots: Assign(m.cfg.Partitions, m.cfg.Standbys, eligible, prev), Epoch: a.Epoch + 1, By: m.id, Revision: a.Revision}, true

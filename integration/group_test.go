@@ -28,6 +28,10 @@ type groupWorld struct {
 	schema string
 	n      int
 	hosts  []*groupHost
+	// name, durable and stable are the group's --group, --durable and
+	// --group-stable-after: "g", "jetledger" and 5s unless a test says.
+	name, durable string
+	stable        time.Duration
 }
 
 type groupHost struct {
@@ -36,10 +40,8 @@ type groupHost struct {
 	p       *proc
 }
 
-const (
-	groupStream = "PAY"
-	groupName   = "g"
-)
+// groupStream is the stream every group of the tests consumes.
+const groupStream = "PAY"
 
 func newGroupWorld(t *testing.T, n int) *groupWorld {
 	c := startCluster(t)
@@ -51,15 +53,21 @@ func newGroupWorld(t *testing.T, n int) *groupWorld {
 	if err := os.WriteFile(schema, []byte(balanceTable), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return &groupWorld{t: t, c: c, pub: pub, schema: schema, n: n}
+	return &groupWorld{t: t, c: c, pub: pub, schema: schema, n: n, name: "g", durable: "jetledger", stable: 5 * time.Second}
+}
+
+// another is a second group of n partitions on g's cluster and stream:
+// name, with durable its own.
+func (g *groupWorld) another(name, durable string, n int) *groupWorld {
+	return &groupWorld{t: g.t, c: g.c, pub: g.pub, schema: g.schema, n: n, name: name, durable: durable, stable: g.stable}
 }
 
 // join starts a host of the group: the same command, its own directory.
 func (g *groupWorld) join() *groupHost {
 	h := &groupHost{dir: g.t.TempDir(), metrics: fmt.Sprintf("127.0.0.1:%d", freePort(g.t))}
 	h.p = start(g.t, nil, append([]string{"run", "--nats", g.c.urls(), "--db", filepath.Join(h.dir, "ledger.db"), "--stream", groupStream, "--metrics", h.metrics,
-		"--subjects", "pay.*", "--partitions", strconv.Itoa(g.n), "--replicas", "3", "--group", groupName, "--standbys", "1",
-		"--group-stable-after", "5s", "--schema", g.schema, "--apply", balanceApply, "--log-format", "json"}, fastPlan...)...)
+		"--subjects", "pay.*", "--partitions", strconv.Itoa(g.n), "--replicas", "3", "--group", g.name, "--standbys", "1", "--durable", g.durable,
+		"--group-stable-after", g.stable.String(), "--schema", g.schema, "--apply", balanceApply, "--log-format", "json"}, fastPlan...)...)
 	g.hosts = append(g.hosts, h)
 	return h
 }
@@ -78,7 +86,7 @@ func (g *groupWorld) holders() []int {
 		return out
 	}
 	for i := range out {
-		e, err := kv.Get(ctx, fmt.Sprintf("%s.jetledger-p%d", groupStream, i))
+		e, err := kv.Get(ctx, fmt.Sprintf("%s.%s-p%d", groupStream, g.durable, i))
 		if err != nil {
 			continue
 		}
@@ -118,7 +126,7 @@ func (g *groupWorld) settled(timeout time.Duration, since time.Time, live ...int
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		a, _, err := group.Read(ctx, g.c.js, groupName)
+		a, _, err := group.Read(ctx, g.c.js, g.name)
 		if err != nil || len(a.Members) != len(live) {
 			return false
 		}
@@ -160,7 +168,7 @@ func (g *groupWorld) publish(evs []event) {
 func (g *groupWorld) durables() []string {
 	var ds []string
 	for i := range g.n {
-		ds = append(ds, fmt.Sprintf("jetledger-p%d", i))
+		ds = append(ds, fmt.Sprintf("%s-p%d", g.durable, i))
 	}
 	return ds
 }
@@ -325,7 +333,7 @@ func (g *groupWorld) takeOvers(at time.Time) map[int]time.Duration {
 // status runs `jetledger group status --json` and returns its slots and exit code.
 func (g *groupWorld) status() ([]map[string]any, int) {
 	g.t.Helper()
-	p := start(g.t, nil, "group", "status", "--nats", g.c.urls(), "--group", groupName, "--stream", groupStream, "--json")
+	p := start(g.t, nil, "group", "status", "--nats", g.c.urls(), "--group", g.name, "--stream", groupStream, "--durable", g.durable, "--json")
 	code := p.wait(time.Minute)
 	var st struct {
 		Slots []map[string]any `json:"slots"`
@@ -423,4 +431,97 @@ func TestGroupTakesALostHostOverAndRestoresTheSpread(t *testing.T) {
 	if _, code := g.status(); code != 1 {
 		t.Errorf("group status with every host stopped exited %d, want 1 (partitions without an owner)", code)
 	}
+}
+
+// epoch is the group's assignment epoch now.
+func (g *groupWorld) epoch() uint64 {
+	g.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a, _, err := group.Read(ctx, g.c.js, g.name)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	return a.Epoch
+}
+
+// Issue 46: a host that joins and leaves 10 times in about a minute,
+// each time for less than the damping (--group-stable-after), moves no partition: the
+// assignment and the leases stay as they were. A second group on the same
+// cluster and stream (its own durable) never sees the first's members,
+// and each applies every event once.
+func TestGroupFlappingMovesNothingAndTwoGroupsKeepApart(t *testing.T) {
+	g := newGroupWorld(t, 4)
+	g.stable = 15 * time.Second
+	o := g.another("h", "other", 4)
+	g.join()
+	g.join()
+	o.join()
+	held := g.settled(3*time.Minute, time.Time{}, 0, 1)
+	oheld := o.settled(3*time.Minute, time.Time{}, 0)
+	before := g.epoch()
+	evs := makeEvents(randFor(t), g.pub, 1000)
+	g.publish(evs[:500])
+	began := time.Now()
+	for range 10 {
+		f := g.join()
+		// A member for 4s each time: 10 times in a minute, each short of
+		// the damping's 15s.
+		consumertest.Eventually(t, time.Minute, "the flapping host a member for 4s", func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, members, err := group.Read(ctx, g.c.js, g.name)
+			rec, ok := members[group.ID(g.memberOf(len(g.hosts)-1))]
+			return err == nil && ok && time.Duration(rec.Beat)*rec.Heartbeat >= 4*time.Second
+		})
+		f.p.signal(syscall.SIGTERM)
+		if code := f.p.wait(time.Minute); code != 0 {
+			t.Fatalf("the flapping host exited %d:\n%s", code, f.p.output())
+		}
+	}
+	t.Logf("10 joins and leaves in %v", time.Since(began).Round(time.Second))
+	g.publish(evs[500:])
+	if after := g.epoch(); after != before {
+		t.Errorf("the flapping host moved the assignment from epoch %d to %d", before, after)
+	}
+	if now := g.holders(); !slices.Equal(now, held) {
+		t.Errorf("the flapping host moved partitions: held by hosts %v, then %v", held, now)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if a, members, err := group.Read(ctx, g.c.js, o.name); err != nil || len(members) != 1 || len(a.Members) != 1 {
+		t.Errorf("group %s: members %v, assigned %v (%v): want its own one", o.name, members, a.Members, err)
+	}
+	g.checkOnce(held, evs)
+	o.checkOnce(oheld, evs)
+}
+
+// Issue 46, an admin's mistake: the group's bucket deleted under a running
+// group. The members make it again, the coordinator writes the assignment
+// again from what the members run, no partition moves, and every event is
+// applied once.
+func TestGroupRidesOutItsBucketDeleted(t *testing.T) {
+	g := newGroupWorld(t, 4)
+	g.join()
+	g.join()
+	held := g.settled(3*time.Minute, time.Time{}, 0, 1)
+	evs := makeEvents(randFor(t), g.pub, 1000)
+	g.publish(evs[:500])
+	deleted := time.Now()
+	consumertest.Eventually(t, time.Minute, "the bucket deleted", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := g.c.js.DeleteKeyValue(ctx, group.Bucket)
+		return err == nil
+	})
+	g.publish(evs[500:])
+	g.settled(3*time.Minute, deleted, 0, 1)
+	if moved := g.moves(deleted); len(moved) > 0 || !slices.Equal(g.holders(), held) {
+		t.Errorf("the bucket's deletion moved partitions: %+v; held by %v, then %v", moved, held, g.holders())
+	}
+	g.checkOnce(held, evs)
+	consumertest.Eventually(t, time.Minute, "group status: every partition owned", func() bool {
+		_, code := g.status()
+		return code == 0
+	})
 }
