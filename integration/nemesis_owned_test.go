@@ -903,6 +903,14 @@ func TestNemesisOwned(t *testing.T) {
 	if os.Getenv("JETLEDGER_NEMESIS_TOPOLOGY") != topoOwned && os.Getenv("JETLEDGER_NEMESIS") != "long" {
 		t.Skip("the owned topology's nemesis runs with JETLEDGER_NEMESIS_TOPOLOGY=owned or JETLEDGER_NEMESIS=long")
 	}
+	runTopologyNemesis(t, topoOwned, replayOwned)
+}
+
+// runTopologyNemesis runs schedules of topo (short profile: 3 unless
+// JETLEDGER_NEMESIS_SCHEDULES says), or the one -nemesis.seed and
+// -nemesis.steps give; a failing one is shrunk, and replay says how to
+// run it again.
+func runTopologyNemesis(t *testing.T, topo string, replay func(nemSchedule) string) {
 	prof := nemProfileFromEnv(t)
 	if prof.Name == "short" && os.Getenv("JETLEDGER_NEMESIS_SCHEDULES") == "" {
 		prof.Schedules = 3
@@ -910,22 +918,22 @@ func TestNemesisOwned(t *testing.T) {
 	var scheds []nemSchedule
 	switch {
 	case *nemStepsFlag != "":
-		steps, err := parseSteps(*nemStepsFlag, topoOwned)
+		steps, err := parseSteps(*nemStepsFlag, topo)
 		if err != nil {
 			t.Fatalf("-nemesis.steps: %v", err)
 		}
-		scheds = []nemSchedule{{Seed: *nemSeedFlag, Topo: topoOwned, Steps: steps}}
+		scheds = []nemSchedule{{Seed: *nemSeedFlag, Topo: topo, Steps: steps}}
 	case *nemSeedFlag != 0:
-		scheds = []nemSchedule{scheduleOf(*nemSeedFlag, topoOwned, prof.Steps)}
+		scheds = []nemSchedule{scheduleOf(*nemSeedFlag, topo, prof.Steps)}
 	default:
 		timeSeed := uint64(time.Now().UnixNano())
-		t.Logf("owned nemesis, %s profile: seeds 1, 2, then time-derived seeds from %d", prof.Name, timeSeed)
+		t.Logf("%s nemesis, %s profile: seeds 1, 2, then time-derived seeds from %d", topo, prof.Name, timeSeed)
 		for i := range prof.Schedules {
 			seed := uint64(i + 1)
 			if i >= 2 {
 				seed = timeSeed + uint64(i)
 			}
-			scheds = append(scheds, scheduleOf(seed, topoOwned, prof.Steps))
+			scheds = append(scheds, scheduleOf(seed, topo, prof.Steps))
 		}
 	}
 	total := newNemStats()
@@ -942,19 +950,19 @@ func TestNemesisOwned(t *testing.T) {
 			continue
 		}
 		failed++
-		t.Errorf("owned nemesis schedule seed=%d failed after %s:\n  %s", s.Seed, time.Since(began).Round(time.Second), strings.Join(found, "\n  "))
+		t.Errorf("%s nemesis schedule seed=%d failed after %s:\n  %s", topo, s.Seed, time.Since(began).Round(time.Second), strings.Join(found, "\n  "))
 		t.Logf("its log:\n  %s", strings.Join(logs, "\n  "))
 		if len(s.Steps) > 1 && prof.Shrink > 0 {
 			shrunk, runs := shrink(t, s, prof.Shrink)
 			again, _, _ := execute(t, shrunk)
 			t.Errorf("shrunk in %d runs from %d to %d steps (seed %d, %s after the start); it fails with:\n  %s\nreplay it: %s",
-				runs, len(s.Steps), len(shrunk.Steps), s.Seed, time.Since(began).Round(time.Second), strings.Join(again, "\n  "), replayOwned(shrunk))
+				runs, len(s.Steps), len(shrunk.Steps), s.Seed, time.Since(began).Round(time.Second), strings.Join(again, "\n  "), replay(shrunk))
 		} else {
-			t.Logf("replay it: %s", replayOwned(s))
+			t.Logf("replay it: %s", replay(s))
 		}
 		if prof.StopFirst {
 			break
 		}
 	}
-	report(t, "owned nemesis report", prof, failed, total, began)
+	report(t, topo+" nemesis report", prof, failed, total, began)
 }
