@@ -2,13 +2,11 @@ package integration
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -104,13 +102,7 @@ func init() {
 				"--replicas", "3", "--duplicate-window", nemDupWindow.String(), "--group", nemGroupName, "--standbys", "1",
 				"--group-stable-after", "5s"}
 		},
-		ledgers: func(w *nemWorld) []string {
-			var out []string
-			for _, p := range w.parts() {
-				out = append(out, p.db)
-			}
-			return out
-		},
+		ledgers: partLedgers,
 		parts: func(w *nemWorld) []nemPart {
 			g := groupOf(w)
 			g.refresh(w)
@@ -120,16 +112,8 @@ func init() {
 			}
 			return out
 		},
-		subject: func(_ *nemWorld, account string) string {
-			if account == "" {
-				account = "nokey"
-			}
-			return "ev." + account
-		},
-		// As the owned topology: what acts on w.run alone, or writes an
-		// owned ledger, is left out.
-		without: map[nemKind]bool{nemKill: true, nemKillCommit: true, nemMidSend: true, nemFlags: true, nemPrune: true,
-			nemReplay: true, nemRequeue: true, nemDiscard: true, nemResolve: true, nemCancel: true, nemRetry: true, nemRecreate: true},
+		subject: partSubject,
+		without: partWithout,
 		extra: []nemWeight{{nemGroupKill, 4, between(5, 30)}, {nemGroupTerm, 3, between(5, 30)}, {nemGroupLeave, 3, between(0, 2)},
 			{nemGroupReplace, 2, between(0, 2)}, {nemGroupNode, 2, between(0, 2)}, {nemGroupBucket, 2, nil}, {nemGroupLeases, 2, nil}},
 		steps: map[nemKind]func(w *nemWorld, st nemStep){
@@ -190,14 +174,7 @@ func (g *nemGroup) stop(w *nemWorld, hosts ...int) {
 		if g.isDown(w, h) {
 			continue
 		}
-		p := g.proc(w, h)
-		code := p.wait(2 * time.Minute)
-		switch {
-		case code == -1 && strings.TrimSpace(p.output()) == "":
-			w.t.Logf("host %d: SIGTERM before it started (no output): killed by the signal", h)
-		case code != 0:
-			w.m.violate("host %d exited %d after SIGTERM, want 0: %s", h, code, lastLine(p.output()))
-		}
+		stopped(w, h, g.proc(w, h), 2*time.Minute)
 		g.setDown(w, h, true)
 	}
 }
@@ -221,25 +198,11 @@ func (g *nemGroup) pid(w *nemWorld, h int) int {
 	}
 }
 
-// holder is the running host that holds partition i's lease (its holder
-// names host:pid:tag/pI.N), -1 when none does.
+// holder is the running host that holds partition i's lease, -1 when
+// none does.
 func (g *nemGroup) holder(w *nemWorld, i int) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	kv, err := w.js.KeyValue(ctx, changelog.LeaseBucket)
-	if err != nil {
-		return -1
-	}
-	e, err := kv.Get(ctx, stream+"."+ownedDurables[i])
-	if err != nil {
-		return -1
-	}
-	f := strings.Split(strings.SplitN(string(e.Value()), "/", 2)[0], ":")
-	if len(f) < 3 {
-		return -1
-	}
-	pid, err := strconv.Atoi(f[len(f)-2])
-	if err != nil || pid == 0 {
+	pid := holderPid(w, i)
+	if pid == 0 {
 		return -1
 	}
 	for h := range nemGroupHosts {
@@ -340,48 +303,11 @@ func (g *nemGroup) waitOwned(w *nemWorld, what string) {
 }
 
 // said is host h's last warnings and errors, for a finding's report.
-func (g *nemGroup) said(w *nemWorld, h int) string {
-	p := g.proc(w, h)
-	if p == nil {
-		return "(not started)"
-	}
-	var recs []string
-	p.record(func(r map[string]any) bool {
-		if lvl, _ := r["level"].(string); lvl == "WARN" || lvl == "ERROR" {
-			recs = append(recs, fmt.Sprintf("[%v p%v] %v (err: %v)", lvl, r["partition"], r["msg"], r["err"]))
-		}
-		return false
-	})
-	if len(recs) > 4 {
-		recs = recs[len(recs)-4:]
-	}
-	if len(recs) == 0 {
-		return "no warning; last line: " + lastLine(p.output())
-	}
-	return strings.Join(recs, " | ")
-}
+func (g *nemGroup) said(w *nemWorld, h int) string { return saidBy(g.proc(w, h)) }
 
 // report logs, when the schedule has findings, each host process's
 // records of its group and partitions.
-func (g *nemGroup) report(w *nemWorld) {
-	w.m.mu.Lock()
-	n := len(w.m.violations)
-	w.m.mu.Unlock()
-	if n == 0 || w.t.Failed() {
-		return
-	}
-	for k, r := range g.runs {
-		var recs []string
-		r.p.record(func(m map[string]any) bool {
-			msg, _ := m["msg"].(string)
-			if m["role"] != nil || strings.HasPrefix(msg, "group") || strings.HasPrefix(msg, "changelog") || m["level"] == "ERROR" {
-				recs = append(recs, fmt.Sprintf("%v %v p%v %v role=%v err=%v", m["time"], m["level"], m["partition"], msg, m["role"], m["err"]))
-			}
-			return false
-		})
-		w.t.Logf("run %d (host %d, pid %d):\n    %s", k, r.host, r.p.cmd.Process.Pid, strings.Join(recs, "\n    "))
-	}
-}
+func (g *nemGroup) report(w *nemWorld) { reportRuns(w, g.runs) }
 
 // bounce stops host Arg%3 while events arrive, by SIGKILL or SIGTERM,
 // and starts it again after a while on its directory.
@@ -480,17 +406,7 @@ func (g *nemGroup) check(w *nemWorld) {
 	g.mu.Lock()
 	g.frozen = true
 	g.mu.Unlock()
-	settled := func() bool {
-		if !g.c.drained(stream, ownedDurables...) {
-			return false
-		}
-		open := 0
-		w.query(func(_ string, db *sql.DB) {
-			open += count(w.t, db, `SELECT count(*) FROM outbox WHERE status IN ('queued', 'sending')`)
-		})
-		return open == 0
-	}
-	if !poll(time.Minute, settled) {
+	if !poll(time.Minute, func() bool { return partsSettled(w, g.c) }) {
 		w.m.violate("after the drain's hand-over, not settled within 1m (durables or outbox)")
 	}
 	g.stop(w, 1, 2)
@@ -499,56 +415,27 @@ func (g *nemGroup) check(w *nemWorld) {
 }
 
 // checkCopies: one partition per account and id, and no other copy of a
-// partition holding what its final ledger lacks.
+// partition (another host's file, one a restore set aside) holding what
+// its final ledger lacks.
 func (g *nemGroup) checkCopies(w *nemWorld) {
-	finals := make([]map[string]bool, nemOwnedParts)
-	home := map[string]int{}
-	for i := range nemOwnedParts {
-		db := w.openLedger(partitionFile(g.base[g.owner[i]], i))
-		finals[i] = w.ids(db, `SELECT message_id FROM processed_messages`)
-		for acct := range w.ids(db, `SELECT account FROM balances`) {
-			if j, ok := home[acct]; ok {
-				w.m.violate("account %s is in the ledgers of partitions %d and %d", acct, j, i)
-			}
-			home[acct] = i
-		}
-		db.Close()
+	files := make([]string, nemOwnedParts)
+	for i := range files {
+		files[i] = partitionFile(g.base[g.owner[i]], i)
 	}
-	for id := range finals[0] {
-		if finals[1][id] {
-			w.m.violate("message %s is applied in the ledgers of both partitions", id)
-		}
-	}
-	compared := 0
+	finals := judgeFinals(w, files)
+	var others []string
 	for h := range nemGroupHosts {
-		files, err := filepath.Glob(filepath.Join(filepath.Dir(g.base[h]), "ledger-p*.db*"))
-		if err != nil {
-			w.t.Fatal(err)
-		}
-		for _, f := range files {
-			if strings.HasSuffix(f, "-wal") || strings.HasSuffix(f, "-shm") || strings.HasSuffix(f, "-journal") || strings.HasSuffix(f, ".lock") {
-				continue
-			}
-			i, err := strconv.Atoi(strings.TrimPrefix(strings.SplitN(filepath.Base(f), ".", 2)[0], "ledger-p"))
-			if err != nil || i < 0 || i >= nemOwnedParts || f == partitionFile(g.base[g.owner[i]], i) {
-				continue
-			}
-			compared++
-			db := w.openLedger(f)
-			var missing []string
-			for _, id := range sortedKeys(w.ids(db, `SELECT message_id FROM processed_messages`)) {
-				if !finals[i][id] {
-					missing = append(missing, id)
+		for i := range nemOwnedParts {
+			if f := partitionFile(g.base[h], i); f != files[i] {
+				if _, err := os.Stat(f); err == nil {
+					others = append(others, f)
 				}
 			}
-			db.Close()
-			if len(missing) > 0 {
-				w.m.violate("%s holds %d messages the final ledger of partition %d lacks (first %s): a copy that was the only one of them",
-					strings.TrimPrefix(f, w.dir+"/"), len(missing), i, missing[0])
-			}
 		}
+		others = append(others, setAsideFiles(w, g.base[h])...)
 	}
-	w.t.Logf("group: %d other copies compared", compared)
+	setAside := judgeCopies(w, finals, others)
+	w.t.Logf("group: %d files set aside by restores, %d other copies compared", setAside, len(others))
 }
 
 func replayGroup(s nemSchedule) string {

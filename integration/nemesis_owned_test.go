@@ -147,13 +147,7 @@ func init() {
 			}
 			return append(o.flags("0,1"), o.role[o.hostOf(w, db)]...)
 		},
-		ledgers: func(w *nemWorld) []string {
-			var out []string
-			for _, p := range w.parts() {
-				out = append(out, p.db)
-			}
-			return out
-		},
+		ledgers: partLedgers,
 		parts: func(w *nemWorld) []nemPart {
 			o := ownedOf(w)
 			o.refresh(w)
@@ -163,12 +157,7 @@ func init() {
 			}
 			return out
 		},
-		subject: func(_ *nemWorld, account string) string {
-			if account == "" {
-				account = "nokey"
-			}
-			return "ev." + account
-		},
+		subject: partSubject,
 		// Left out: the fault points and the pause act on w.run, which may
 		// own nothing (okill and omidsend pick the owner); --batch and
 		// --deadline changed on one host alone are another lease TTL,
@@ -176,8 +165,7 @@ func init() {
 		// ledger and are refused on an owned one (ledger.ErrChangelogCopy),
 		// and are taken through the owner's admin API instead (nemAPI); the
 		// stream made again stops both hosts (not modelled here).
-		without: map[nemKind]bool{nemKill: true, nemKillCommit: true, nemMidSend: true, nemFlags: true, nemPrune: true,
-			nemReplay: true, nemRequeue: true, nemDiscard: true, nemResolve: true, nemCancel: true, nemRetry: true, nemRecreate: true},
+		without: partWithout,
 		extra: []nemWeight{{nemOwnedKill, 4, between(5, 30)}, {nemOwnedMidSend, 2, nil}, {nemOwnedNode, 3, between(0, 2)},
 			{nemOwnedReplace, 2, between(0, 1)}, {nemOwnedCLDel, 2, between(0, 2)}, {nemOwnedCLPurge, 2, between(0, 2)},
 			{nemOwnedLeases, 2, nil}, {nemOwnedSchema, 2, nil}, {nemOwnedTwice, 2, nil}, {nemOwnedLeave, 2, between(0, 1)}},
@@ -259,17 +247,7 @@ func (o *nemOwned) stop(w *nemWorld, hosts ...int) {
 		if o.isDown(w, h) {
 			continue
 		}
-		p := o.proc(w, h)
-		code := p.wait(time.Minute)
-		switch {
-		case code == -1 && strings.TrimSpace(p.output()) == "":
-			// Killed by the signal before it had said a word: SIGTERM came
-			// while the program was still initialising its packages,
-			// before main handles signals (a run a step had just started).
-			w.t.Logf("host %d: SIGTERM before it started (no output): killed by the signal", h)
-		case code != 0:
-			w.m.violate("host %d exited %d after SIGTERM, want 0: %s", h, code, lastLine(p.output()))
-		}
+		stopped(w, h, o.proc(w, h), time.Minute)
 		o.setDown(w, h, true)
 	}
 }
@@ -296,22 +274,8 @@ func (o *nemOwned) pid(w *nemWorld, h int) int {
 // holder is the running host that holds partition i's lease, -1 when
 // none does (no holder, the bucket gone, a dead process's lease).
 func (o *nemOwned) holder(w *nemWorld, i int) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	kv, err := w.js.KeyValue(ctx, changelog.LeaseBucket)
-	if err != nil {
-		return -1
-	}
-	e, err := kv.Get(ctx, stream+"."+ownedDurables[i])
-	if err != nil {
-		return -1
-	}
-	f := strings.Split(string(e.Value()), ":") // host:pid:tag (service.runName)
-	if len(f) < 3 {
-		return -1
-	}
-	pid, err := strconv.Atoi(f[len(f)-2])
-	if err != nil || pid == 0 {
+	pid := holderPid(w, i)
+	if pid == 0 {
 		return -1
 	}
 	for h := range o.base {
@@ -470,54 +434,11 @@ func (o *nemOwned) diagnose(w *nemWorld) string {
 }
 
 // said is host h's last warnings and errors, for a finding's report.
-func (o *nemOwned) said(w *nemWorld, h int) string {
-	p := o.proc(w, h)
-	if p == nil {
-		return "(not started)"
-	}
-	var recs []string
-	p.record(func(r map[string]any) bool {
-		if lvl, _ := r["level"].(string); lvl == "WARN" || lvl == "ERROR" {
-			s := fmt.Sprintf("[%v p%v] %v", lvl, r["partition"], r["msg"])
-			if e, ok := r["err"]; ok {
-				s += fmt.Sprintf(" (err: %v)", e)
-			}
-			recs = append(recs, s)
-		}
-		return false
-	})
-	if len(recs) > 4 {
-		recs = recs[len(recs)-4:]
-	}
-	if len(recs) == 0 {
-		return "no warning; last line: " + lastLine(p.output())
-	}
-	return strings.Join(recs, " | ")
-}
+func (o *nemOwned) said(w *nemWorld, h int) string { return saidBy(o.proc(w, h)) }
 
 // report logs, when the schedule has findings, each host process's
 // records about its partitions' ownership, log and files.
-func (o *nemOwned) report(w *nemWorld) {
-	w.m.mu.Lock()
-	n := len(w.m.violations)
-	w.m.mu.Unlock()
-	if n == 0 || w.t.Failed() { // a harness failure logs every process's output already
-		return
-	}
-	for k, r := range o.runs {
-		var recs []string
-		r.p.record(func(m map[string]any) bool {
-			msg, _ := m["msg"].(string)
-			lvl, _ := m["level"].(string)
-			if m["role"] != nil || strings.HasPrefix(msg, "changelog") || strings.Contains(msg, "partition's") || lvl == "ERROR" {
-				b, _ := json.Marshal(m)
-				recs = append(recs, string(b))
-			}
-			return false
-		})
-		w.t.Logf("run %d (host %d, pid %d):\n    %s", k, r.host, r.p.cmd.Process.Pid, strings.Join(recs, "\n    "))
-	}
-}
+func (o *nemOwned) report(w *nemWorld) { reportRuns(w, o.runs) }
 
 // killOwner SIGKILLs the owner of partition Arg%2 while events arrive;
 // it stays down a while (the other host takes over once its lease ends)
@@ -776,8 +697,12 @@ func (o *nemOwned) leave(w *nemWorld, i int) {
 
 // settled: both durables drained and no outbox row queued or sending in
 // the partitions' current ledgers.
-func (o *nemOwned) settled(w *nemWorld) bool {
-	if !o.c.drained(stream, ownedDurables...) {
+func (o *nemOwned) settled(w *nemWorld) bool { return partsSettled(w, o.c) }
+
+// partsSettled: the partitions' durables drained on c, and no outbox row
+// queued or sending in their current ledgers.
+func partsSettled(w *nemWorld, c *cluster) bool {
+	if !c.drained(stream, ownedDurables...) {
 		return false
 	}
 	open := 0
@@ -813,29 +738,11 @@ func (o *nemOwned) check(w *nemWorld) {
 	o.stop(w, 1)
 	w.t.Logf("final owners: partition 0 host %d, partition 1 host %d", o.owner[0], o.owner[1])
 
-	// One partition per account and id, each ledger only its partition's
-	// subjects.
-	finals := make([]map[string]bool, nemOwnedParts)
-	home := map[string]int{}
-	for i := range nemOwnedParts {
-		db := w.openLedger(partitionFile(o.base[o.owner[i]], i))
-		finals[i] = w.ids(db, `SELECT message_id FROM processed_messages`)
-		for acct := range w.ids(db, `SELECT account FROM balances`) {
-			if j, ok := home[acct]; ok {
-				w.m.violate("account %s is in the ledgers of partitions %d and %d", acct, j, i)
-			}
-			home[acct] = i
-		}
-		if n := count(w.t, db, `SELECT count(*) FROM processed_messages WHERE subject NOT LIKE ?`, fmt.Sprintf("%d.%%", i)); n != 0 {
-			w.m.violate("partition %d's final ledger holds %d messages of other partitions", i, n)
-		}
-		db.Close()
+	finals := make([]string, nemOwnedParts)
+	for i := range finals {
+		finals[i] = partitionFile(o.base[o.owner[i]], i)
 	}
-	for id := range finals[0] {
-		if finals[1][id] {
-			w.m.violate("message %s is applied in the ledgers of both partitions", id)
-		}
-	}
+	ids := judgeFinals(w, finals)
 
 	// No host's file of a partition gone, and no other copy holding what
 	// the final ledger lacks: the other host's file, and every file a
@@ -852,20 +759,66 @@ func (o *nemOwned) check(w *nemWorld) {
 				others = append(others, f)
 			}
 		}
-		aside, err := filepath.Glob(filepath.Join(filepath.Dir(o.base[h]), "ledger-p*.db.replaced-*"))
-		if err != nil {
-			w.t.Fatal(err)
+		others = append(others, setAsideFiles(w, o.base[h])...)
+	}
+	setAside := judgeCopies(w, ids, others)
+	w.t.Logf("owned: %d files set aside by restores, %d other copies compared", setAside, len(others))
+}
+
+// judgeFinals: over the final ledgers of the partitions (files[i]: of
+// partition i), every account and id in one, each only its partition's
+// subjects. It returns each one's ids.
+func judgeFinals(w *nemWorld, files []string) []map[string]bool {
+	finals := make([]map[string]bool, len(files))
+	home := map[string]int{}
+	for i, f := range files {
+		db := w.openLedger(f)
+		finals[i] = w.ids(db, `SELECT message_id FROM processed_messages`)
+		for acct := range w.ids(db, `SELECT account FROM balances`) {
+			if j, ok := home[acct]; ok {
+				w.m.violate("account %s is in the ledgers of partitions %d and %d", acct, j, i)
+			}
+			home[acct] = i
 		}
-		for _, f := range aside {
-			if !strings.HasSuffix(f, "-wal") && !strings.HasSuffix(f, "-shm") && !strings.HasSuffix(f, "-journal") {
-				others = append(others, f)
+		if n := count(w.t, db, `SELECT count(*) FROM processed_messages WHERE subject NOT LIKE ?`, fmt.Sprintf("%d.%%", i)); n != 0 {
+			w.m.violate("partition %d's final ledger holds %d messages of other partitions", i, n)
+		}
+		db.Close()
+	}
+	for i := range finals {
+		for id := range finals[i] {
+			for j := i + 1; j < len(finals); j++ {
+				if finals[j][id] {
+					w.m.violate("message %s is applied in the ledgers of partitions %d and %d", id, i, j)
+				}
 			}
 		}
 	}
-	setAside := 0
+	return finals
+}
+
+// setAsideFiles are the files a restore set aside beside base.
+func setAsideFiles(w *nemWorld, base string) []string {
+	aside, err := filepath.Glob(filepath.Join(filepath.Dir(base), "ledger-p*.db.replaced-*"))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var out []string
+	for _, f := range aside {
+		if !strings.HasSuffix(f, "-wal") && !strings.HasSuffix(f, "-shm") && !strings.HasSuffix(f, "-journal") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// judgeCopies: no file of others (a partition's copy: ledger-pI.db…)
+// holds a message its partition's final ledger (finals[I]) lacks. It
+// returns how many were files a restore set aside.
+func judgeCopies(w *nemWorld, finals []map[string]bool, others []string) (setAside int) {
 	for _, f := range others {
 		i, err := strconv.Atoi(strings.TrimPrefix(strings.SplitN(filepath.Base(f), ".", 2)[0], "ledger-p"))
-		if err != nil || i < 0 || i >= nemOwnedParts {
+		if err != nil || i < 0 || i >= len(finals) {
 			w.t.Fatalf("%s: not a partition's ledger", f)
 		}
 		if strings.Contains(f, ".replaced-") {
@@ -884,7 +837,113 @@ func (o *nemOwned) check(w *nemWorld) {
 				strings.TrimPrefix(f, w.dir+"/"), len(missing), i, missing[0])
 		}
 	}
-	w.t.Logf("owned: %d files set aside by restores, %d other copies compared", setAside, len(others))
+	return setAside
+}
+
+// partLedgers, partSubject and partWithout are what the owned and group
+// topologies share: the partitions' ledgers, the subject of an account,
+// and the common steps left out (what acts on w.run alone, or writes an
+// owned ledger, which is refused by design).
+func partLedgers(w *nemWorld) []string {
+	var out []string
+	for _, p := range w.parts() {
+		out = append(out, p.db)
+	}
+	return out
+}
+
+func partSubject(_ *nemWorld, account string) string {
+	if account == "" {
+		account = "nokey"
+	}
+	return "ev." + account
+}
+
+var partWithout = map[nemKind]bool{nemKill: true, nemKillCommit: true, nemMidSend: true, nemFlags: true, nemPrune: true,
+	nemReplay: true, nemRequeue: true, nemDiscard: true, nemResolve: true, nemCancel: true, nemRetry: true, nemRecreate: true}
+
+// holderPid is the process id partition i's lease names (its holder is
+// host:pid:tag, service.runName, and a group's run adds /pI.N), 0 for none.
+func holderPid(w *nemWorld, i int) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	kv, err := w.js.KeyValue(ctx, changelog.LeaseBucket)
+	if err != nil {
+		return 0
+	}
+	e, err := kv.Get(ctx, stream+"."+ownedDurables[i])
+	if err != nil {
+		return 0
+	}
+	f := strings.Split(strings.SplitN(string(e.Value()), "/", 2)[0], ":")
+	if len(f) < 3 {
+		return 0
+	}
+	pid, _ := strconv.Atoi(f[len(f)-2])
+	return pid
+}
+
+// stopped waits for host h's process p, SIGTERMed, to exit 0.
+func stopped(w *nemWorld, h int, p *proc, timeout time.Duration) {
+	code := p.wait(timeout)
+	switch {
+	case code == -1 && strings.TrimSpace(p.output()) == "":
+		// Killed by the signal before it had said a word: SIGTERM came
+		// while the program was still initialising its packages, before
+		// main handles signals (a run a step had just started).
+		w.t.Logf("host %d: SIGTERM before it started (no output): killed by the signal", h)
+	case code != 0:
+		w.m.violate("host %d exited %d after SIGTERM, want 0: %s", h, code, lastLine(p.output()))
+	}
+}
+
+// saidBy is p's last warnings and errors, for a finding's report.
+func saidBy(p *proc) string {
+	if p == nil {
+		return "(not started)"
+	}
+	var recs []string
+	p.record(func(r map[string]any) bool {
+		if lvl, _ := r["level"].(string); lvl == "WARN" || lvl == "ERROR" {
+			s := fmt.Sprintf("[%v p%v] %v", lvl, r["partition"], r["msg"])
+			if e, ok := r["err"]; ok {
+				s += fmt.Sprintf(" (err: %v)", e)
+			}
+			recs = append(recs, s)
+		}
+		return false
+	})
+	if len(recs) > 4 {
+		recs = recs[len(recs)-4:]
+	}
+	if len(recs) == 0 {
+		return "no warning; last line: " + lastLine(p.output())
+	}
+	return strings.Join(recs, " | ")
+}
+
+// reportRuns logs, when the schedule has findings, each host process's
+// records about its group, its partitions' ownership, log and files.
+func reportRuns(w *nemWorld, runs []nemOwnedRun) {
+	w.m.mu.Lock()
+	n := len(w.m.violations)
+	w.m.mu.Unlock()
+	if n == 0 || w.t.Failed() { // a harness failure logs every process's output already
+		return
+	}
+	for k, r := range runs {
+		var recs []string
+		r.p.record(func(m map[string]any) bool {
+			msg, _ := m["msg"].(string)
+			lvl, _ := m["level"].(string)
+			if m["role"] != nil || strings.HasPrefix(msg, "changelog") || strings.HasPrefix(msg, "group") || strings.Contains(msg, "partition's") || lvl == "ERROR" {
+				b, _ := json.Marshal(m)
+				recs = append(recs, string(b))
+			}
+			return false
+		})
+		w.t.Logf("run %d (host %d, pid %d):\n    %s", k, r.host, r.p.cmd.Process.Pid, strings.Join(recs, "\n    "))
+	}
 }
 
 func replayOwned(s nemSchedule) string {
