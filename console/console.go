@@ -207,6 +207,7 @@ func (h *Handler) routes() {
 	m.HandleFunc("GET /attention", h.signed(h.attentionPage))
 	m.HandleFunc("GET /site/{site}", h.signed(h.sitePage))
 	m.HandleFunc("GET /graphs", h.signed(h.graphsPage))
+	m.HandleFunc("GET /groups", h.signed(h.groupsPage))
 	m.HandleFunc("GET /outbox/{site}/{stream}/{durable}/{id}", h.signed(h.outboxPage))
 	m.HandleFunc("GET /dlq/{site}/{stream}/{durable}/{id}", h.signed(h.dlqPage))
 	m.HandleFunc("GET /conflict/{site}/{stream}/{durable}/{id}", h.signed(h.conflictPage))

@@ -82,7 +82,7 @@ func (v view) Operator() bool { return v.Session != nil && v.Session.Role == Rol
 // polling) gets its main only.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, page string, se *session, data any) {
 	p := h.pages[page]
-	v := view{Prefix: h.prefix, Session: se, Title: page, Live: slices.Contains([]string{"sites", "attention", "site", "graphs"}, page), Now: time.Now(), Data: data}
+	v := view{Prefix: h.prefix, Session: se, Title: page, Live: slices.Contains([]string{"sites", "attention", "site", "graphs", "groups"}, page), Now: time.Now(), Data: data}
 	name := "layout.html"
 	if r.Header.Get("X-Console-Fragment") != "" {
 		name = "main"

@@ -41,6 +41,9 @@ type Config struct {
 	// has too few members). Every member must say the same: a member that
 	// does not is left out of the assignment. Partitions is required.
 	Partitions, Standbys int
+	// Stream and Durable are what the members consume (partition I on
+	// <Durable>-p<I>), said in their records for `group status`. Optional.
+	Stream, Durable string
 	// Member names this run in the group, and is the first part of the
 	// name its partitions' leases carry. Default host:pid:tag.
 	Member string
@@ -108,6 +111,8 @@ type Record struct {
 	Heartbeat  time.Duration `json:"heartbeat"`
 	Partitions int           `json:"partitions"`
 	Standbys   int           `json:"standbys"`
+	Stream     string        `json:"stream,omitempty"`
+	Durable    string        `json:"durable,omitempty"`
 	// Leaving: stopping, it hands its partitions over first.
 	Leaving bool         `json:"leaving,omitempty"`
 	Parts   map[int]Part `json:"parts,omitempty"`

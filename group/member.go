@@ -143,7 +143,7 @@ func (m *Member) heartbeat(ctx context.Context) error {
 	m.mu.Lock()
 	m.beat++
 	rec := Record{Member: m.cfg.Member, Beat: m.beat, Heartbeat: m.cfg.Heartbeat, Partitions: m.cfg.Partitions,
-		Standbys: m.cfg.Standbys, Leaving: m.leaving, Parts: maps.Clone(m.parts)}
+		Standbys: m.cfg.Standbys, Stream: m.cfg.Stream, Durable: m.cfg.Durable, Leaving: m.leaving, Parts: maps.Clone(m.parts)}
 	m.mu.Unlock()
 	bctx, cancel := context.WithTimeout(ctx, m.cfg.Heartbeat)
 	defer cancel()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/changelog"
+	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/group"
 	"github.com/jetledger/jetledger/natsconn"
 	"github.com/nats-io/nats.go"
@@ -114,6 +115,7 @@ func runGroupOn(ctx context.Context, cfg Config, g Group, conn natsconn.Config, 
 // member until ctx ends; then it leaves, handing its partitions over.
 func runGroup(ctx context.Context, cfg Config, g Group, nc *nats.Conn, js jetstream.JetStream, n int, part func(i int) Partition, start func(context.Context, Partition) error) error {
 	m, err := group.Join(ctx, js, group.Config{Name: g.Name, Partitions: n, Standbys: g.Standbys, Member: g.Member,
+		Stream: cfg.Stream.Name, Durable: cmp.Or(cfg.Consumer.Durable, consumer.DurableDefault),
 		Heartbeat: g.Heartbeat, MemberTTL: g.memberTTL(cfg), StableAfter: g.StableAfter, Replicas: max(cfg.Stream.Limits.Replicas, 1), Logger: cfg.Logger})
 	if err != nil {
 		return step(StepLedger, err)

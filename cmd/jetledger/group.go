@@ -5,7 +5,6 @@ import (
 	"context"
 
 	"github.com/jetledger/jetledger/group"
-	"github.com/jetledger/jetledger/service"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -27,14 +26,14 @@ type groupCmd struct {
 type groupStatusCmd struct {
 	NATS    natsFlags `embed:"" group:"nats"`
 	Group   string    `name:"group" required:"" placeholder:"NAME" help:"the group (run --group)"`
-	Stream  string    `name:"stream" required:"" placeholder:"NAME" help:"the partitioned stream the group consumes (run --stream)"`
-	Durable string    `name:"durable" default:"jetledger" placeholder:"NAME" help:"the durable whose partitions the group runs (run --durable): partition I's is <durable>-p<I>"`
+	Stream  string    `name:"stream" placeholder:"NAME" help:"the partitioned stream the group consumes (run --stream); default: the one its members say"`
+	Durable string    `name:"durable" placeholder:"NAME" help:"the durable whose partitions the group runs (run --durable; partition I's is <durable>-p<I>); default: the one its members say"`
 	jsonFlag
 }
 
 func (c *groupStatusCmd) Run(inv *invocation) error {
 	return withHub(inv, c.NATS, func(ctx context.Context, js jetstream.JetStream) error {
-		st, err := service.ReadGroup(ctx, js, c.Group, c.Stream, c.Durable)
+		st, err := group.ReadStatus(ctx, js, c.Group, c.Stream, c.Durable)
 		if err != nil {
 			return err
 		}
