@@ -331,18 +331,16 @@ func (g *groupWorld) takeOvers(at time.Time) map[int]time.Duration {
 }
 
 // status runs `jetledger group status --json` and returns its slots and exit code.
-func (g *groupWorld) status() ([]map[string]any, int) {
+func (g *groupWorld) status() (group.Status, int) {
 	g.t.Helper()
-	p := start(g.t, nil, "group", "status", "--nats", g.c.urls(), "--group", g.name, "--stream", groupStream, "--durable", g.durable, "--json")
+	p := start(g.t, nil, "group", "status", "--nats", g.c.urls(), "--group", g.name, "--json")
 	code := p.wait(time.Minute)
-	var st struct {
-		Slots []map[string]any `json:"slots"`
-	}
+	var st group.Status
 	out := p.output()
 	if i := strings.Index(out, "{"); i >= 0 {
 		_ = json.NewDecoder(strings.NewReader(out[i:])).Decode(&st)
 	}
-	return st.Slots, code
+	return st, code
 }
 
 // Issue 46: a host SIGKILLed with its files deleted: its partitions are
@@ -400,12 +398,16 @@ func TestGroupTakesALostHostOverAndRestoresTheSpread(t *testing.T) {
 	}
 	g.checkOnce(held, evs)
 	consumertest.Eventually(t, 2*time.Minute, "group status: every partition owned, each standby following", func() bool {
-		slots, code := g.status()
-		if code != 0 || len(slots) != 6 {
+		st, code := g.status()
+		if code != 0 || len(st.Slots) != 6 || st.Stream != groupStream {
 			return false
 		}
-		for _, s := range slots {
-			if s["state"] != "owned" {
+		following := map[string]map[int]group.Part{}
+		for _, m := range st.Members {
+			following[m.Member] = m.Parts
+		}
+		for _, s := range st.Slots {
+			if s.State != group.SlotOwned || len(s.Standbys) != 1 || following[s.Standbys[0]][s.Partition].Role != "following" {
 				return false
 			}
 		}
