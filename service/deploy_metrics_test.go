@@ -146,7 +146,9 @@ func TestTheDashboardAndAlertRulesNameExportedMetrics(t *testing.T) {
 	edge.Hub = &Hub{Stream: "H", Domain: "hub"}
 	edgeText := scrape(t, serve(t, edge), "jetledger_hub_link_up 1")
 
-	names := exported(ownerText, edgeText)
+	groupText := scrape(t, serveGroupMember(t, srv.ClientURL()), "jetledger_group_members 1", "jetledger_group_partitions_without_owner 0")
+
+	names := exported(ownerText, edgeText, groupText)
 	token := regexp.MustCompile(`\bjetledger_[a-z_]+\b`)
 	for _, q := range queries(t) {
 		for _, name := range token.FindAllString(q, -1) {
@@ -159,7 +161,7 @@ func TestTheDashboardAndAlertRulesNameExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	for _, text := range []string{ownerText, edgeText} {
+	for _, text := range []string{ownerText, edgeText, groupText} {
 		problems, err := promlint.New(strings.NewReader(text)).Lint()
 		if err != nil {
 			t.Fatal(err)
@@ -169,6 +171,27 @@ func TestTheDashboardAndAlertRulesNameExportedMetrics(t *testing.T) {
 		}
 	}
 	promtool(t)
+}
+
+// serveGroupMember runs a group of one member of a stream in two
+// partitions, on the server at url, with its metrics served until the
+// test ends, and returns their URL.
+func serveGroupMember(t *testing.T, url string) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(t, t.TempDir())
+	cfg.NATS, cfg.Metrics = &natsconn.Config{URL: url}, l
+	cfg.Stream.Name, cfg.Stream.Subjects = "G", []string{"g.*"}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- RunPartitions(ctx, cfg, Partitions{Count: 2, Key: 1, Group: &Group{Name: "g", StableAfter: 5 * time.Second}})
+	}()
+	t.Cleanup(func() { stop(); <-done })
+	return "http://" + l.Addr().String() + "/metrics"
 }
 
 // promtool checks the rules and runs their tests, or says it cannot.
