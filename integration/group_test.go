@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/outbox/webhook/webhooktest"
 	"github.com/jetledger/jetledger/group"
 	"github.com/jetledger/jetledger/publisher"
 )
@@ -32,6 +33,7 @@ type groupWorld struct {
 	// --group-stable-after: "g", "jetledger" and 5s unless a test says.
 	name, durable string
 	stable        time.Duration
+	dest          *webhooktest.Destination // the hosts' webhook, when set
 }
 
 type groupHost struct {
@@ -67,9 +69,41 @@ func (g *groupWorld) join() *groupHost {
 	h := &groupHost{dir: g.t.TempDir(), metrics: fmt.Sprintf("127.0.0.1:%d", freePort(g.t))}
 	h.p = start(g.t, nil, append([]string{"run", "--nats", g.c.urls(), "--db", filepath.Join(h.dir, "ledger.db"), "--stream", groupStream, "--metrics", h.metrics,
 		"--subjects", "pay.*", "--partitions", strconv.Itoa(g.n), "--replicas", "3", "--group", g.name, "--standbys", "1", "--durable", g.durable,
-		"--group-stable-after", g.stable.String(), "--schema", g.schema, "--apply", balanceApply, "--log-format", "json"}, fastPlan...)...)
+		"--group-stable-after", g.stable.String(), "--schema", g.schema, "--apply", balanceApply, "--log-format", "json"}, g.effectArgs()...)...)
 	g.hosts = append(g.hosts, h)
 	return h
+}
+
+// effectArgs are the plan's flags, and the webhook's when the group has one.
+func (g *groupWorld) effectArgs() []string {
+	if g.dest == nil {
+		return fastPlan
+	}
+	return webhookArgs(g.dest, fastPlan...)
+}
+
+// effectsOnce waits until each of evs has its effect at the destination,
+// and fails if any has two.
+func (g *groupWorld) effectsOnce(evs []event) {
+	g.t.Helper()
+	var seen map[string]int
+	consumertest.Eventually(g.t, 2*time.Minute, "an effect at the destination for every event", func() bool {
+		seen = map[string]int{}
+		for _, it := range g.dest.Items() {
+			seen[it.MessageID]++
+		}
+		for _, e := range evs {
+			if seen[e.ID] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for id, n := range seen {
+		if n > 1 {
+			g.t.Errorf("message %s's effect is at the destination %d times", id, n)
+		}
+	}
 }
 
 // holders are the hosts (indexes into g.hosts) holding each partition's
@@ -253,9 +287,11 @@ func owned(held []int, hosts int) []int {
 // partitions 3/3/2, with a standby each, and apply every event once; a
 // fourth joins and partitions move to it by a hand-over while events
 // flow; a host SIGTERMed hands its partitions over and exits 0, without
-// a wait of AckWait. Every event is applied once throughout.
+// a wait of AckWait. Every event is applied once throughout, and its
+// effect (a webhook) sent once.
 func TestGroupSpreadsJoinsAndLeaves(t *testing.T) {
 	g := newGroupWorld(t, 8)
+	g.dest = webhooktest.NewDestination(t, false)
 	for range 3 {
 		g.join()
 	}
@@ -300,6 +336,7 @@ func TestGroupSpreadsJoinsAndLeaves(t *testing.T) {
 		}
 	}
 	g.checkOnce(held, evs)
+	g.effectsOnce(evs)
 	for _, h := range live {
 		g.hosts[h].p.signal(syscall.SIGTERM)
 	}
