@@ -177,6 +177,7 @@ type Consumer struct {
 	maxDeliver     int
 	n              counters
 	warnSeqIDs     sync.Once
+	fenced         atomic.Bool // a batch was fenced since the last commit (sayHandedBack)
 }
 
 // New validates cfg, then binds to the durable consumer or creates it with
