@@ -10,6 +10,7 @@ import (
 
 	"github.com/jetledger/jetledger/changelog"
 	"github.com/jetledger/jetledger/consumer"
+	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/jetledger/jetledger/group"
 	"github.com/jetledger/jetledger/natsconn"
 	"github.com/nats-io/nats.go"
@@ -114,9 +115,19 @@ func runGroupOn(ctx context.Context, cfg Config, g Group, conn natsconn.Config, 
 // runGroup joins the group and runs the partitions assigned to this
 // member until ctx ends; then it leaves, handing its partitions over.
 func runGroup(ctx context.Context, cfg Config, g Group, nc *nats.Conn, js jetstream.JetStream, n int, part func(i int) Partition, start func(context.Context, Partition) error) error {
-	m, err := group.Join(ctx, js, group.Config{Name: g.Name, Partitions: n, Standbys: g.Standbys, Member: g.Member,
+	gcfg := group.Config{Name: g.Name, Partitions: n, Standbys: g.Standbys, Member: g.Member,
 		Stream: cfg.Stream.Name, Durable: cmp.Or(cfg.Consumer.Durable, consumer.DurableDefault),
-		Heartbeat: g.Heartbeat, MemberTTL: g.memberTTL(cfg), StableAfter: g.StableAfter, Replicas: max(cfg.Stream.Limits.Replicas, 1), Logger: cfg.Logger})
+		Heartbeat: g.Heartbeat, MemberTTL: g.memberTTL(cfg), StableAfter: g.StableAfter, Replicas: max(cfg.Stream.Limits.Replicas, 1), Logger: cfg.Logger}
+	// A cluster electing a leader, or a node just restarted, does not
+	// answer at once: waited for (the group nemesis's host that exited 1
+	// on "bucket JETLEDGER_GROUPS: context deadline exceeded").
+	m, err := jsretry.Call(ctx, cfg.Logger, "join group "+g.Name, func(ctx context.Context) (*group.Member, error) { return group.Join(ctx, js, gcfg) })
+	if ctx.Err() != nil {
+		if m != nil {
+			m.Close()
+		}
+		return nil
+	}
 	if err != nil {
 		return step(StepLedger, err)
 	}
