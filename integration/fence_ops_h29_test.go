@@ -215,4 +215,3 @@ func TestAttackH29PlainRunRidesOutLeaseBucketFailovers(t *testing.T) {
 	t.Logf("%d published (%d uncertain); applied %.0f, duplicates %.0f, batches %.0f; %d batches handed back by the fence",
 		len(sent), len(pubs.uncertain), totals["applied"], totals["duplicates"], totals["batches"], h29Fenced(run))
 }
-
