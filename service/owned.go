@@ -624,7 +624,10 @@ func runOwner(ctx context.Context, cfg Config, o Owner, log *changelog.Log, leas
 		}, nil
 	}
 	err, cause := runKept(ctx, cfg, lease.Keep, func(ctx context.Context) error { return watchLog(ctx, log) })
-	if errors.Is(cause, changelog.ErrLeaseLost) || errors.Is(cause, changelog.ErrLogGone) {
+	// A take-over that gave the lease up itself (changelog.Own: ErrWaiting)
+	// lost nothing: a renewal on its way as it did ends Keep lost
+	// (Lease.renewedAfter), which is not this run's loss to settle or say.
+	if (errors.Is(cause, changelog.ErrLeaseLost) || errors.Is(cause, changelog.ErrLogGone)) && !errors.Is(err, changelog.ErrWaiting) {
 		return errors.Join(cause, err)
 	}
 	return err
