@@ -36,6 +36,7 @@ type Member struct {
 	parts     map[int]Part
 	leaving   bool
 	beat      uint64
+	beatAt    time.Time       // when the last heartbeat was written
 	members   map[string]seen // by id
 	assign    Assignment
 	watchFrom time.Time // when the watch had its first values
@@ -141,6 +142,12 @@ func (m *Member) Close() {
 
 func (m *Member) heartbeat(ctx context.Context) error {
 	m.mu.Lock()
+	if !m.beatAt.IsZero() && time.Since(m.beatAt) >= m.cfg.MemberTTL {
+		// Out of the group for a member TTL (a pause, a cut): a member
+		// again from now, damped as a new one (helper-30: a member back
+		// from a pause was given partitions under a second after).
+		m.beat = 0
+	}
 	m.beat++
 	rec := Record{Member: m.cfg.Member, Beat: m.beat, Heartbeat: m.cfg.Heartbeat, Partitions: m.cfg.Partitions,
 		Standbys: m.cfg.Standbys, Stream: m.cfg.Stream, Durable: m.cfg.Durable, Leaving: m.leaving, Parts: maps.Clone(m.parts)}
@@ -160,6 +167,9 @@ func (m *Member) heartbeat(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("group %s: heartbeat of %s: %w", m.cfg.Name, m.cfg.Member, err)
 	}
+	m.mu.Lock()
+	m.beatAt = time.Now()
+	m.mu.Unlock()
 	return nil
 }
 
@@ -309,6 +319,40 @@ func (m *Member) coordinate(ctx context.Context) {
 	m.cfg.Logger.InfoContext(ctx, "group: assigned the partitions", "group", m.cfg.Name, "members", next.Members, "epoch", next.Epoch)
 }
 
+func (m *Member) sameShape(partitions, standbys int) bool {
+	return partitions == m.cfg.Partitions && standbys == m.cfg.Standbys
+}
+
+// odd says whether this member's shape (Partitions, Standbys) is not the
+// group's: the assignment's, while a present member other than this one
+// keeps to it. An odd member neither coordinates nor is assigned; it once
+// wrote its own assignment, the coordinator wrote the group's back, and
+// partitions moved every second (helper-30). With m.mu held.
+func (m *Member) odd(now time.Time) bool {
+	a := m.assign
+	if a.Revision == 0 || m.sameShape(a.Partitions, a.Standbys) {
+		return false
+	}
+	for id, s := range m.members {
+		if id != m.id && now.Sub(s.at) < m.cfg.MemberTTL && !s.rec.Leaving && s.rec.Partitions == a.Partitions && s.rec.Standbys == a.Standbys {
+			return true
+		}
+	}
+	return false
+}
+
+// Mismatch is an ErrShape naming the group's shape while this member's is
+// not it (odd), once the watch has shown the group; nil otherwise.
+func (m *Member) Mismatch() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.watchFrom.IsZero() || !m.odd(time.Now()) {
+		return nil
+	}
+	return fmt.Errorf("%w: group %s has %d partitions with %d standbys each, and members run them so; this run says %d and %d: give every member the same, or stop them all to change it",
+		ErrShape, m.cfg.Name, m.assign.Partitions, m.assign.Standbys, m.cfg.Partitions, m.cfg.Standbys)
+}
+
 // running is the spread the members say they run (their records'
 // parts), for an assignment made without the one before (its key
 // deleted): each partition's owner and followers stay where they are.
@@ -337,22 +381,25 @@ func (m *Member) nextAssignment() (Assignment, bool) {
 	defer m.mu.Unlock()
 	now := time.Now()
 	mine, ok := m.members[m.id]
-	if !ok || now.Sub(mine.at) >= m.cfg.MemberTTL || m.watchFrom.IsZero() || now.Sub(m.watchFrom) < m.cfg.MemberTTL || m.leaving {
+	if !ok || now.Sub(mine.at) >= m.cfg.MemberTTL || m.watchFrom.IsZero() || now.Sub(m.watchFrom) < m.cfg.MemberTTL || m.leaving || m.odd(now) {
 		return Assignment{}, false
 	}
+	// The damping holds a member back only from joining the assignment:
+	// one in it stays while present, so members all back from an outage
+	// (each damped as new again) do not shrink it one by one.
 	var eligible []string
 	for id, s := range m.members {
-		present := now.Sub(s.at) < m.cfg.MemberTTL && !s.rec.Leaving && s.rec.Partitions == m.cfg.Partitions && s.rec.Standbys == m.cfg.Standbys
+		present := now.Sub(s.at) < m.cfg.MemberTTL && !s.rec.Leaving && m.sameShape(s.rec.Partitions, s.rec.Standbys)
 		if present && id < m.id {
 			return Assignment{}, false // not the coordinator
 		}
-		if present && time.Duration(s.rec.Beat)*s.rec.Heartbeat >= m.cfg.StableAfter {
+		if present && (time.Duration(s.rec.Beat)*s.rec.Heartbeat >= m.cfg.StableAfter || slices.Contains(m.assign.Members, id)) {
 			eligible = append(eligible, id)
 		}
 	}
 	slices.Sort(eligible)
 	a := m.assign
-	if len(eligible) == 0 || slices.Equal(eligible, a.Members) && a.Partitions == m.cfg.Partitions && a.Standbys == m.cfg.Standbys {
+	if len(eligible) == 0 || slices.Equal(eligible, a.Members) && m.sameShape(a.Partitions, a.Standbys) {
 		return Assignment{}, false
 	}
 	prev := a.Slots

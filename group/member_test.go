@@ -125,3 +125,32 @@ func TestJoinRefusesABadConfig(t *testing.T) {
 		}
 	}
 }
+
+// A member of another shape (here --standbys 2 in a group of 1) neither
+// coordinates, though first by id, nor is assigned, and says so
+// (ErrShape); once the group's members have gone, its shape is the
+// group's. It once wrote its own assignment, the coordinator wrote the
+// group's back, and partitions moved every second (helper-30).
+func TestAMemberOfAnotherShapeIsLeftOut(t *testing.T) {
+	t.Parallel()
+	_, js := consumertest.Connect(t, consumertest.RunServer(t))
+	a, b := join(t, js, fast("g", "b:1")), join(t, js, fast("g", "c:1"))
+	first := assignedTo(t, []*group.Member{a, b}, a.ID(), b.ID())
+	odd := fast("g", "a:0")
+	odd.Standbys = 2
+	o := join(t, js, odd)
+	consumertest.Eventually(t, time.Minute, "the odd member told of its shape", func() bool { return errors.Is(o.Mismatch(), group.ErrShape) })
+	consumertest.Eventually(t, time.Minute, "the odd member a member past twice the damping", func() bool {
+		rec, ok := a.Members()[o.ID()]
+		return ok && time.Duration(rec.Beat)*rec.Heartbeat >= 2*odd.StableAfter
+	})
+	if got := a.Assignment(); got.Epoch != first.Epoch || slices.Contains(got.Members, o.ID()) {
+		t.Fatalf("the odd member changed the assignment: epoch %d -> %d, members %v", first.Epoch, got.Epoch, got.Members)
+	}
+	a.Close()
+	b.Close()
+	consumertest.Eventually(t, time.Minute, "the odd member's shape the group's once alone", func() bool {
+		got := o.Assignment()
+		return got.Standbys == 2 && slices.Equal(got.Members, []string{o.ID()}) && o.Mismatch() == nil
+	})
+}

@@ -46,6 +46,7 @@ const (
 	SlotOwned   = "owned"   // its lease is its assigned owner's
 	SlotMoving  = "moving"  // its lease is another member's: a hand-over under way
 	SlotUnowned = "unowned" // nobody holds its lease: nothing consumes it (attention)
+	SlotOutside = "outside" // a run that is no member holds its lease (a static --partition run): the group cannot own it (attention)
 )
 
 // SlotStatus is one partition: who is assigned, who holds it.
@@ -95,6 +96,8 @@ func ReadStatus(ctx context.Context, js jetstream.JetStream, name, stream, durab
 		switch {
 		case slot.Holder == "":
 			slot.State = SlotUnowned
+		case !slices.ContainsFunc(st.Members, func(m MemberStatus) bool { return m.Member == slot.Holder }):
+			slot.State = SlotOutside
 		case slot.Holder != slot.Owner:
 			slot.State = SlotMoving
 		default:
@@ -115,10 +118,13 @@ func cmpName(names map[string]string, id string) string {
 // Attention is an error naming what needs a person: a group without
 // members, partitions nobody holds. Nil when nothing does.
 func (s Status) Attention() error {
-	var unowned []string
+	var unowned, outside []string
 	for _, sl := range s.Slots {
-		if sl.State == SlotUnowned {
+		switch sl.State {
+		case SlotUnowned:
 			unowned = append(unowned, strconv.Itoa(sl.Partition))
+		case SlotOutside:
+			outside = append(outside, fmt.Sprintf("%d (%s)", sl.Partition, sl.Holder))
 		}
 	}
 	switch {
@@ -126,6 +132,8 @@ func (s Status) Attention() error {
 		return fmt.Errorf("group %s has no member: nothing runs its partitions", s.Group)
 	case len(unowned) > 0:
 		return fmt.Errorf("group %s: partition %s of %d has no owner: nothing consumes it", s.Group, strings.Join(unowned, ", "), s.Partitions)
+	case len(outside) > 0:
+		return fmt.Errorf("group %s: partition %s held by a run outside the group (a static --partition run?): the group's owner cannot take it while that run holds it; stop that run", s.Group, strings.Join(outside, ", "))
 	}
 	return nil
 }

@@ -145,9 +145,15 @@ func runGroup(ctx context.Context, cfg Config, g Group, nc *nats.Conn, js jetstr
 	tick := time.NewTicker(cmp.Or(g.Heartbeat, group.HeartbeatDefault))
 	defer tick.Stop()
 	for ctx.Err() == nil {
-		if err := r.reconcile(false); err != nil {
+		// Another shape than the group's members run is refused: left out,
+		// it would run nothing while it seemed to run.
+		err := m.Mismatch()
+		if err == nil {
+			err = r.reconcile(false)
+		}
+		if err != nil {
 			r.stopAll()
-			return err
+			return step(StepLedger, err)
 		}
 		select {
 		case <-ctx.Done():

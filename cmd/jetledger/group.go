@@ -14,9 +14,10 @@ stream's partitions by itself (see docs/scaling.md). With --nats or --context
 to the cluster, status lists the members present (their keys in the bucket
 ` + group.Bucket + ` not expired), how long each has been a member and what it
 runs, then each partition: owned (its lease is its assigned owner's), moving
-(another member's: a hand-over under way) or unowned (nobody holds its lease:
-nothing consumes it). Exit 1 when a partition is unowned or the group has no
-member.`
+(another member's: a hand-over under way), outside (a run that is no member
+holds it, such as a static --partition run) or unowned (nobody holds its
+lease: nothing consumes it). Exit 1 when a partition is unowned or outside,
+or the group has no member.`
 
 // groupCmd is `jetledger group`.
 type groupCmd struct {
