@@ -132,6 +132,29 @@ func (g *groupWorld) statusOwned(timeout time.Duration) {
 	}
 }
 
+// h30Group is a group of k hosts on n partitions, settled: the hosts
+// live (0 to k-1) and each partition's holder.
+func h30Group(t *testing.T, n, k int) (*groupWorld, []int, []int) {
+	t.Helper()
+	g := newGroupWorld(t, n)
+	g.joinAll(k)
+	var live []int
+	for h := range k {
+		live = append(live, h)
+	}
+	return g, live, g.settled(3*time.Minute, time.Time{}, live...)
+}
+
+// h30End: every event applied once over the holders held, no partition
+// without a holder for long, status owned, the hosts live stopped (exit 0).
+func (g *groupWorld) h30End(held []int, evs []event, free *unownedWatch, live ...int) {
+	g.t.Helper()
+	g.checkOnce(held, evs)
+	free.check(g.t)
+	g.statusOwned(time.Minute)
+	g.stopAll(live...)
+}
+
 // stopAll SIGTERMs the hosts live and wants each to exit 0.
 func (g *groupWorld) stopAll(live ...int) {
 	g.t.Helper()
@@ -191,10 +214,7 @@ func mostOwnerH30(held []int) int {
 // back each time, and every event is applied once.
 func TestH30GroupMemberRestartedFiveTimes(t *testing.T) {
 	h30Long(t)
-	g := newGroupWorld(t, 4)
-	g.joinAll(3)
-	live := []int{0, 1, 2}
-	held := g.settled(3*time.Minute, time.Time{}, live...)
+	g, live, held := h30Group(t, 4, 3)
 	evs := makeEvents(randFor(t), g.pub, 3000)
 	g.publish(evs[:500])
 	free := g.watchUnowned()
@@ -215,10 +235,7 @@ func TestH30GroupMemberRestartedFiveTimes(t *testing.T) {
 		held = g.settled(2*time.Minute, at, live...)
 		t.Logf("round %d: settled in %v, holders %v", r, time.Since(at).Round(time.Millisecond), held)
 	}
-	g.checkOnce(held, evs)
-	free.check(t)
-	g.statusOwned(time.Minute)
-	g.stopAll(live...)
+	g.h30End(held, evs, free, live...)
 }
 
 // 2. The member owning the most partitions SIGKILLed and restarted on its
@@ -226,10 +243,7 @@ func TestH30GroupMemberRestartedFiveTimes(t *testing.T) {
 // deleted and a new host joined in its place.
 func TestH30GroupMostOwnerKilledRestartedThenReplaced(t *testing.T) {
 	h30Long(t)
-	g := newGroupWorld(t, 6)
-	g.joinAll(3)
-	live := []int{0, 1, 2}
-	held := g.settled(3*time.Minute, time.Time{}, live...)
+	g, live, held := h30Group(t, 6, 3)
 	evs := makeEvents(randFor(t), g.pub, 2000)
 	g.publish(evs[:500])
 	free := g.watchUnowned()
@@ -261,20 +275,14 @@ func TestH30GroupMostOwnerKilledRestartedThenReplaced(t *testing.T) {
 	g.publish(evs[1600:])
 	held = g.settled(2*time.Minute, at, live...)
 	t.Logf("replaced with a new directory: settled %v after the kill, holders %v", time.Since(at).Round(time.Millisecond), held)
-	g.checkOnce(held, evs)
-	free.check(t)
-	g.statusOwned(time.Minute)
-	g.stopAll(live...)
+	g.h30End(held, evs, free, live...)
 }
 
 // 3. A NATS node SIGKILLed and restarted under the group, twice: first
 // the leader of the lease bucket, then the leader of the group's bucket.
 func TestH30GroupRidesOutANodeKilled(t *testing.T) {
 	h30Long(t)
-	g := newGroupWorld(t, 4)
-	g.joinAll(3)
-	live := []int{0, 1, 2}
-	held := g.settled(3*time.Minute, time.Time{}, live...)
+	g, live, held := h30Group(t, 4, 3)
 	evs := makeEvents(randFor(t), g.pub, 1500)
 	g.publish(evs[:500])
 	g.checkOnce(held, evs[:500]) // steady: every owner consuming before the first kill
@@ -293,10 +301,7 @@ func TestH30GroupRidesOutANodeKilled(t *testing.T) {
 		held = g.settled(2*time.Minute, at, live...)
 		t.Logf("round %d: settled %v after the kill, holders %v", r, time.Since(at).Round(time.Millisecond), held)
 	}
-	g.checkOnce(held, evs)
-	free.check(t)
-	g.statusOwned(time.Minute)
-	g.stopAll(live...)
+	g.h30End(held, evs, free, live...)
 }
 
 // 4. A member SIGSTOPped past its lease and member TTL, then SIGCONTed:
@@ -305,10 +310,7 @@ func TestH30GroupRidesOutANodeKilled(t *testing.T) {
 // exit, and every event is applied once.
 func TestH30GroupMemberPausedPastItsTTLs(t *testing.T) {
 	h30Long(t)
-	g := newGroupWorld(t, 4)
-	g.joinAll(3)
-	live := []int{0, 1, 2}
-	held := g.settled(3*time.Minute, time.Time{}, live...)
+	g, live, held := h30Group(t, 4, 3)
 	evs := makeEvents(randFor(t), g.pub, 1500)
 	g.publish(evs[:500])
 	g.checkOnce(held, evs[:500]) // steady: every owner consuming before the pause
@@ -341,10 +343,7 @@ func TestH30GroupMemberPausedPastItsTTLs(t *testing.T) {
 	}
 	g.publish(evs[1000:])
 	held = g.settled(2*time.Minute, resumed, live...)
-	g.checkOnce(held, evs)
-	free.check(t)
-	g.statusOwned(time.Minute)
-	g.stopAll(live...)
+	g.h30End(held, evs, free, live...)
 }
 
 // 5. Deleted under a running group: the assignment key, then the lease
@@ -352,10 +351,7 @@ func TestH30GroupMemberPausedPastItsTTLs(t *testing.T) {
 // settles again, status says owned and every event is applied once.
 func TestH30GroupRidesOutDeletions(t *testing.T) {
 	h30Long(t)
-	g := newGroupWorld(t, 4)
-	g.joinAll(3)
-	live := []int{0, 1, 2}
-	held := g.settled(3*time.Minute, time.Time{}, live...)
+	g, live, held := h30Group(t, 4, 3)
 	evs := makeEvents(randFor(t), g.pub, 2000)
 	g.publish(evs[:500])
 	free := g.watchUnowned()
@@ -399,10 +395,7 @@ func TestH30GroupRidesOutDeletions(t *testing.T) {
 	g.publish(evs[1500:])
 	held = g.settled(2*time.Minute, at, live...)
 	t.Logf("changelog %s deleted: settled %v after, holders %v", name, time.Since(at).Round(time.Millisecond), held)
-	g.checkOnce(held, evs)
-	free.check(t)
-	g.statusOwned(time.Minute)
-	g.stopAll(live...)
+	g.h30End(held, evs, free, live...)
 }
 
 // 6a. A member started with another --standbys than the group's is left
@@ -411,10 +404,7 @@ func TestH30GroupRidesOutDeletions(t *testing.T) {
 // stream's is refused (exit non-zero).
 func TestH30GroupMemberOfOtherCountsIsLeftOut(t *testing.T) {
 	h30Long(t)
-	g := newGroupWorld(t, 4)
-	g.joinAll(2)
-	live := []int{0, 1}
-	held := g.settled(3*time.Minute, time.Time{}, live...)
+	g, live, held := h30Group(t, 4, 2)
 	evs := makeEvents(randFor(t), g.pub, 1000)
 	g.publish(evs[:500])
 	free := g.watchUnowned()
@@ -536,10 +526,7 @@ func TestH30GroupTwoHostsOnOneDirectory(t *testing.T) {
 // run is SIGTERMed the group owns partition 0 again.
 func TestH30GroupBesideAStaticStandby(t *testing.T) {
 	h30Long(t)
-	g := newGroupWorld(t, 4)
-	g.joinAll(3)
-	live := []int{0, 1, 2}
-	held := g.settled(3*time.Minute, time.Time{}, live...)
+	g, live, held := h30Group(t, 4, 3)
 	evs := makeEvents(randFor(t), g.pub, 1500)
 	g.publish(evs[:500])
 	free := g.watchUnowned()
@@ -584,10 +571,7 @@ func TestH30GroupBesideAStaticStandby(t *testing.T) {
 	}
 	g.publish(evs[1000:])
 	held = g.settled(2*time.Minute, at, live...)
-	g.checkOnce(held, evs)
-	free.check(t)
-	g.statusOwned(time.Minute)
-	g.stopAll(live...)
+	g.h30End(held, evs, free, live...)
 }
 
 // 3b. A NATS node (the lease bucket's leader) SIGKILLed during the
@@ -615,10 +599,7 @@ func TestH30GroupNodeKilledAtFirstStart(t *testing.T) {
 	g.everyPartitionHeld(90 * time.Second)
 	held = g.settled(2*time.Minute, at, live...)
 	t.Logf("settled %v after the kill, holders %v", time.Since(at).Round(time.Millisecond), held)
-	g.checkOnce(held, evs)
-	free.check(t)
-	g.statusOwned(time.Minute)
-	g.stopAll(live...)
+	g.h30End(held, evs, free, live...)
 }
 
 // everyPartitionHeld waits until every partition's lease is held by a
