@@ -106,9 +106,12 @@ type Part struct {
 type Record struct {
 	Member string `json:"member"`
 	// Beat counts its heartbeats since it joined, and Heartbeat is their
-	// interval: how long it has been a member, by its own clock.
+	// interval. Up is how long it has been a member without a break, by
+	// its own monotonic clock: what the damping counts (beats bunch up
+	// after a pause, when a ticker's missed tick fires at once).
 	Beat       uint64        `json:"beat"`
 	Heartbeat  time.Duration `json:"heartbeat"`
+	Up         time.Duration `json:"up"`
 	Partitions int           `json:"partitions"`
 	Standbys   int           `json:"standbys"`
 	Stream     string        `json:"stream,omitempty"`

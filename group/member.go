@@ -37,6 +37,7 @@ type Member struct {
 	leaving   bool
 	beat      uint64
 	beatAt    time.Time       // when the last heartbeat was written
+	since     time.Time       // when this member joined, or joined again after a break
 	members   map[string]seen // by id
 	assign    Assignment
 	watchFrom time.Time // when the watch had its first values
@@ -148,8 +149,11 @@ func (m *Member) heartbeat(ctx context.Context) error {
 		// from a pause was given partitions under a second after).
 		m.beat = 0
 	}
+	if m.beat == 0 {
+		m.since = time.Now()
+	}
 	m.beat++
-	rec := Record{Member: m.cfg.Member, Beat: m.beat, Heartbeat: m.cfg.Heartbeat, Partitions: m.cfg.Partitions,
+	rec := Record{Member: m.cfg.Member, Beat: m.beat, Heartbeat: m.cfg.Heartbeat, Up: time.Since(m.since), Partitions: m.cfg.Partitions,
 		Standbys: m.cfg.Standbys, Stream: m.cfg.Stream, Durable: m.cfg.Durable, Leaving: m.leaving, Parts: maps.Clone(m.parts)}
 	m.mu.Unlock()
 	bctx, cancel := context.WithTimeout(ctx, m.cfg.Heartbeat)
@@ -393,7 +397,7 @@ func (m *Member) nextAssignment() (Assignment, bool) {
 		if present && id < m.id {
 			return Assignment{}, false // not the coordinator
 		}
-		if present && (time.Duration(s.rec.Beat)*s.rec.Heartbeat >= m.cfg.StableAfter || slices.Contains(m.assign.Members, id)) {
+		if present && (s.rec.Up >= m.cfg.StableAfter || slices.Contains(m.assign.Members, id)) {
 			eligible = append(eligible, id)
 		}
 	}

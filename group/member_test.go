@@ -142,7 +142,7 @@ func TestAMemberOfAnotherShapeIsLeftOut(t *testing.T) {
 	consumertest.Eventually(t, time.Minute, "the odd member told of its shape", func() bool { return errors.Is(o.Mismatch(), group.ErrShape) })
 	consumertest.Eventually(t, time.Minute, "the odd member a member past twice the damping", func() bool {
 		rec, ok := a.Members()[o.ID()]
-		return ok && time.Duration(rec.Beat)*rec.Heartbeat >= 2*odd.StableAfter
+		return ok && rec.Up >= 2*odd.StableAfter
 	})
 	if got := a.Assignment(); got.Epoch != first.Epoch || slices.Contains(got.Members, o.ID()) {
 		t.Fatalf("the odd member changed the assignment: epoch %d -> %d, members %v", first.Epoch, got.Epoch, got.Members)

@@ -73,7 +73,7 @@ func ReadStatus(ctx context.Context, js jetstream.JetStream, name, stream, durab
 		names[id] = rec.Member
 		st.Partitions = max(st.Partitions, rec.Partitions)
 		st.Stream, st.Durable = cmp.Or(st.Stream, rec.Stream), cmp.Or(st.Durable, rec.Durable)
-		st.Members = append(st.Members, MemberStatus{Member: rec.Member, Up: time.Duration(rec.Beat) * rec.Heartbeat,
+		st.Members = append(st.Members, MemberStatus{Member: rec.Member, Up: rec.Up,
 			Leaving: rec.Leaving, Assigned: slices.Contains(a.Members, id), Parts: rec.Parts})
 	}
 	slices.SortFunc(st.Members, func(x, y MemberStatus) int { return strings.Compare(x.Member, y.Member) })

@@ -511,7 +511,7 @@ func TestGroupFlappingMovesNothingAndTwoGroupsKeepApart(t *testing.T) {
 			defer cancel()
 			_, members, err := group.Read(ctx, g.c.js, g.name)
 			rec, ok := members[group.ID(g.memberOf(len(g.hosts)-1))]
-			return err == nil && ok && time.Duration(rec.Beat)*rec.Heartbeat >= 4*time.Second
+			return err == nil && ok && rec.Up >= 4*time.Second
 		})
 		f.p.signal(syscall.SIGTERM)
 		if code := f.p.wait(time.Minute); code != 0 {
