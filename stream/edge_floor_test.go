@@ -15,6 +15,7 @@ import (
 
 	"github.com/jetledger/jetledger/consumer"
 	"github.com/jetledger/jetledger/consumer/consumertest"
+	"github.com/jetledger/jetledger/consumer/jsretry"
 	"github.com/jetledger/jetledger/consumer/prune"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/stream"
@@ -414,7 +415,8 @@ func testEdgeStreamMadeByHandBelowTheFloorIsRefused(t *testing.T, site string) {
 		if err := w.ejs.DeleteStream(ctx, "EDGE"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.ejs.CreateStream(ctx, jetstream.StreamConfig{Name: "EDGE", Duplicates: time.Minute, Sources: []*jetstream.StreamSource{&src}}); err != nil {
+		// Made again at once: the old store may still be going (10049).
+		if _, err := jsretry.CreateStream(ctx, w.ejs, jetstream.StreamConfig{Name: "EDGE", Duplicates: time.Minute, Sources: []*jetstream.StreamSource{&src}}); err != nil {
 			t.Fatal(err)
 		}
 	}
