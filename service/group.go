@@ -216,7 +216,7 @@ func (r *groupRun) readyAt(members map[string]group.Record, member string, i int
 func (r *groupRun) handOver(i int, run *partRun, why string) {
 	role, _ := run.seen()
 	r.cfg.Logger.Info("group: stopping the partition here", "group", r.g.Name, "partition", i, "role", role, "why", why)
-	if role == changelog.RoleOwner || role == changelog.RoleTaking {
+	if r.owns(run) {
 		r.handed++
 	}
 	run.handing = true
