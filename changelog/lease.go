@@ -265,18 +265,11 @@ func (l *Lease) write(ctx context.Context, after uint64) (uint64, error) {
 	m.Data = []byte(l.owner)
 	m.Header.Set(headerLeaseTTL, l.ttl.String())
 	ack, err := l.js.PublishMsg(ctx, m, jetstream.WithExpectStream(leaseStream), jetstream.WithExpectLastSequencePerSubject(after),
-		jetstream.WithMsgTTL(keyTTL(l.ttl)), jetstream.WithRetryAttempts(0))
+		jetstream.WithMsgTTL(natsconn.KeyTTL(l.ttl)), jetstream.WithRetryAttempts(0))
 	if err != nil {
 		return 0, err
 	}
 	return ack.Sequence, nil
-}
-
-// keyTTL is ttl in whole seconds, rounded up: the server counts a
-// per-message TTL in seconds, and one cut short would free a lease its
-// owner still holds.
-func keyTTL(ttl time.Duration) time.Duration {
-	return (ttl + time.Second - 1).Truncate(time.Second)
 }
 
 // retrying runs op, and once more after the bucket is made again if op
@@ -624,7 +617,7 @@ func (l *Lease) deleteAt(ctx context.Context, rev uint64) error {
 	m := nats.NewMsg(l.put)
 	m.Header.Set(kvOperation, "DEL")
 	_, err := l.js.PublishMsg(ctx, m, jetstream.WithExpectStream(leaseStream), jetstream.WithExpectLastSequencePerSubject(rev),
-		jetstream.WithMsgTTL(keyTTL(l.ttl)), jetstream.WithRetryAttempts(0))
+		jetstream.WithMsgTTL(natsconn.KeyTTL(l.ttl)), jetstream.WithRetryAttempts(0))
 	return err
 }
 

@@ -160,16 +160,13 @@ func ID(member string) string {
 func memberKey(group, id string) string { return group + ".m." + id }
 func assignmentKey(group string) string { return group + ".assignment" }
 
-// keyTTL is d in whole seconds, rounded up (the server's unit).
-func keyTTL(d time.Duration) time.Duration { return (d + time.Second - 1).Truncate(time.Second) }
-
 // ensureBucket opens the bucket, making it if it is missing, with per-key
 // TTLs and markers for keys that expire (a watcher sees a member go).
 func ensureBucket(ctx context.Context, js jetstream.JetStream, replicas int, ttl time.Duration) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, Bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: Bucket, History: 1, Replicas: replicas,
-			LimitMarkerTTL: max(keyTTL(ttl), time.Second), Description: "jetledger: the groups' members and assignments"})
+			LimitMarkerTTL: max(natsconn.KeyTTL(ttl), time.Second), Description: "jetledger: the groups' members and assignments"})
 		if errors.Is(err, jetstream.ErrBucketExists) {
 			kv, err = js.KeyValue(ctx, Bucket)
 		}
@@ -199,7 +196,7 @@ func putRecord(ctx context.Context, js jetstream.JetStream, key string, rec Reco
 	}
 	m := nats.NewMsg(natsconn.APIPrefix(js) + "$KV." + Bucket + "." + key)
 	m.Data = b
-	_, err = js.PublishMsg(ctx, m, jetstream.WithExpectStream("KV_"+Bucket), jetstream.WithMsgTTL(keyTTL(ttl)))
+	_, err = js.PublishMsg(ctx, m, jetstream.WithExpectStream("KV_"+Bucket), jetstream.WithMsgTTL(natsconn.KeyTTL(ttl)))
 	return err
 }
 

@@ -253,3 +253,10 @@ func APIPrefix(js jetstream.JetStream) string {
 	}
 	return ""
 }
+
+// KeyTTL is ttl in whole seconds, rounded up, for a per-message TTL
+// (Nats-TTL): the server counts it in seconds, and one cut short would
+// free a key (a lease, a member's heartbeat) its writer still holds.
+func KeyTTL(ttl time.Duration) time.Duration {
+	return (ttl + time.Second - 1).Truncate(time.Second)
+}
