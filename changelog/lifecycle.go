@@ -59,6 +59,11 @@ func (s situation) noLog() bool         { return s.file.pos.Log == "" }
 func (s situation) holds(n uint64) bool { return n == s.last || (s.first != 0 && s.first <= n+1) }
 func (s situation) snapOurs() bool      { return s.snap.found && s.snap.Log == s.log }
 
+// begunEmpty: the snapshot is of this log's entry 0, which says the log
+// began from a ledger with nothing in it (snapshotBegunEmpty): a fresh
+// file is that ledger, and follows the log from its first entry.
+func (s situation) begunEmpty() bool { return s.snapOurs() && s.snap.Seq == 0 }
+
 // left: a file taken out of its log (LeaveChangelog), which may have
 // changed outside it since; its origin is where it left.
 func (s situation) left() bool { return s.noLog() && s.file.pos.Origin.Log != "" }
@@ -87,6 +92,10 @@ var lifecycle = []rule{
 		func(s situation) string {
 			return fmt.Sprintf("the file holds entry %d, the log holds entries from %d and the snapshot through %d: the entries between were purged or trimmed; the owner's next snapshot ends this wait", s.file.pos.Seq, s.first, s.snap.Seq)
 		}},
+	{"no ledger yet, a log begun from none", func(s situation) bool { return s.file.fresh() && s.begunEmpty() && s.first == 1 }, stepFollow, nil},
+	{"no ledger yet, an empty log about to begin from none", func(s situation) bool {
+		return s.file.fresh() && s.begunEmpty() && s.last == 0
+	}, stepBegin, nil},
 	{"no ledger yet, a snapshot", func(s situation) bool { return s.file.fresh() && s.snap.found }, stepRestore, nil},
 	{"no ledger yet, no snapshot, nothing acknowledged, an empty log", func(s situation) bool {
 		return s.file.fresh() && s.last == 0 && s.acked == 0

@@ -103,21 +103,8 @@ func (l *Log) Snapshot(ctx context.Context, st *ledger.Store) (uint64, error) {
 	case prev == pos.Seq && prev > 0:
 		return pos.Seq, nil // nothing new since
 	}
-	obs, err := l.snapshots(ctx)
-	if err != nil {
+	if err := l.put(ctx, copyFile, pos); err != nil {
 		return 0, err
-	}
-	f, err := os.Open(copyFile)
-	if err != nil {
-		return 0, fmt.Errorf("changelog: snapshot: %w", err)
-	}
-	defer f.Close()
-	meta := jetstream.ObjectMeta{Name: l.name, Description: "jetledger: the ledger of " + l.cfg.Stream + "/" + l.cfg.Durable,
-		Metadata: map[string]string{metaLog: l.instance, metaSeq: strconv.FormatUint(pos.Seq, 10),
-			metaFromLog: pos.Origin.Log, metaFromSeq: strconv.FormatUint(pos.Origin.Seq, 10),
-			MetaStream: l.cfg.Stream, MetaDurable: l.cfg.Durable}}
-	if _, err := obs.Put(ctx, meta, f); err != nil {
-		return 0, fmt.Errorf("changelog: store the snapshot of %s: %w", l.name, err)
 	}
 	if prev > 0 {
 		s, err := l.js.Stream(ctx, l.name)
@@ -131,6 +118,56 @@ func (l *Log) Snapshot(ctx context.Context, st *ledger.Store) (uint64, error) {
 		}
 	}
 	return pos.Seq, nil
+}
+
+// put stores the ledger file copyFile as the partition's snapshot of
+// entry pos.Seq of this log.
+func (l *Log) put(ctx context.Context, copyFile string, pos ledger.ChangelogPosition) error {
+	obs, err := l.snapshots(ctx)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(copyFile)
+	if err != nil {
+		return fmt.Errorf("changelog: snapshot: %w", err)
+	}
+	defer f.Close()
+	meta := jetstream.ObjectMeta{Name: l.name, Description: "jetledger: the ledger of " + l.cfg.Stream + "/" + l.cfg.Durable,
+		Metadata: map[string]string{metaLog: l.instance, metaSeq: strconv.FormatUint(pos.Seq, 10),
+			metaFromLog: pos.Origin.Log, metaFromSeq: strconv.FormatUint(pos.Origin.Seq, 10),
+			MetaStream: l.cfg.Stream, MetaDurable: l.cfg.Durable}}
+	if _, err := obs.Put(ctx, meta, f); err != nil {
+		return fmt.Errorf("changelog: store the snapshot of %s: %w", l.name, err)
+	}
+	return nil
+}
+
+// snapshotBegunEmpty stores, for st about to begin this log with nothing
+// in it, a snapshot of the log's entry 0: the empty ledger the log
+// begins from. Stored before the take-over entry, it says the log began
+// from nothing, so a fresh copy follows the log from its first entry
+// (begunEmpty) even if the owner is lost before its first snapshot; until
+// then every fresh copy waited for a person. Stored only where there is
+// no snapshot at all, and only of a ledger with nothing in it: a ledger
+// with rows begins the log with them, which no entry carries.
+func (l *Log) snapshotBegunEmpty(ctx context.Context, st *ledger.Store) error {
+	f, err := readState(ctx, st.DB())
+	if err != nil || !f.empty() {
+		return err
+	}
+	if have, err := l.stored(ctx); err != nil || have.found {
+		return err
+	}
+	dir, err := os.MkdirTemp(filepath.Dir(st.Path()), ".snapshot-")
+	if err != nil {
+		return fmt.Errorf("changelog: snapshot: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	copyFile := filepath.Join(dir, "ledger.db")
+	if _, err := st.Backup(ctx, copyFile, ledger.BackupOptions{}); err != nil {
+		return fmt.Errorf("changelog: snapshot: %w", err)
+	}
+	return l.put(ctx, copyFile, ledger.ChangelogPosition{Log: l.instance})
 }
 
 // Restore puts the partition's latest snapshot at file, if there is one

@@ -258,6 +258,14 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 		if err != nil {
 			return err
 		}
+		if last == 0 {
+			// Said before the take-over entry: a fresh copy may follow
+			// the log from it even if this owner is lost before the
+			// snapshot below.
+			if err := l.untilStored(ctx, lease, func() error { return l.snapshotBegunEmpty(ctx, st) }); err != nil {
+				return err
+			}
+		}
 		takeOver := st.TakeOver
 		if sole, err := l.soleWriter(ctx, lease, st); err == nil && sole {
 			takeOver = st.TakeOverAsSoleWriter
@@ -271,7 +279,7 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 		}
 		l.log.InfoContext(ctx, "changelog: took the log over: every entry after this one is this owner's", "log", l.name, "after", last)
 		if last == 0 || !l.hasSnapshot(ctx) {
-			if err := l.firstSnapshot(ctx, lease, st); err != nil {
+			if err := l.untilStored(ctx, lease, func() error { _, err := l.Snapshot(ctx, st); return err }); err != nil {
 				return err
 			}
 		}
@@ -318,14 +326,14 @@ func LacksAcked(ctx context.Context, st *ledger.Store, acked func(ctx context.Co
 	return seen, first, err
 }
 
-// firstSnapshot stores the snapshot of a ledger that has just begun the
-// log, or whose log has none yet, before its owner consumes anything: the
-// rows its file held before the log are in no entry, and a standby starts
-// from a snapshot only. It tries again every few seconds while the lease
-// is held.
-func (l *Log) firstSnapshot(ctx context.Context, lease *Lease, st *ledger.Store) error {
+// untilStored stores, with store, the snapshot of a ledger that begins
+// the log, or whose log has none yet, before its owner consumes anything:
+// the rows its file held before the log are in no entry, and a standby
+// starts from a snapshot only. It tries again every few seconds while the
+// lease is held.
+func (l *Log) untilStored(ctx context.Context, lease *Lease, store func() error) error {
 	for waited := false; ; waited = true {
-		_, err := l.Snapshot(ctx, st)
+		err := store()
 		if err == nil {
 			if waited && l.cfg.Waiting != nil {
 				l.cfg.Waiting(nil)

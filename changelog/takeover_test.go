@@ -117,7 +117,9 @@ func ownedWithSnapshot(t *testing.T, ctx context.Context, js jetstream.JetStream
 // while it cannot (here its snapshot bucket answers nothing) Own does not
 // return, so nothing is consumed. Once that owner is gone a standby does
 // not take the partition over from the log alone, which lacks the rows
-// the owner's file held before: it waits, saying why.
+// the owner's file held before (a plain ledger joining its log): it
+// waits, saying why. (An owner whose file held nothing says so before
+// its take-over: TestAFreshStandbyTakesOverALogWhoseFirstOwnerWasLost….)
 func TestNoTakeOverWithoutASnapshot(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -135,6 +137,11 @@ func TestNoTakeOverWithoutASnapshot(t *testing.T) {
 	if err := leaseA.Acquire(ctx); err != nil {
 		t.Fatal(err)
 	}
+	plain := openLedger(t, filepath.Join(dir, "a.db"), nil)
+	if _, err := plain.ApplyBatch(ctx, batch(0, 5, 0), credit, ledger.Budget{Work: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	plain.Close()
 	a := openLedger(t, filepath.Join(dir, "a.db"), log)
 	ownCtx, cancelOwn := context.WithTimeout(ctx, 3*time.Second)
 	defer cancelOwn()
