@@ -672,13 +672,6 @@ func (g *groupWorld) joinAll(k int) {
 // event applied once.
 func TestH30GroupFirstOwnerLostAtItsTakeOver(t *testing.T) {
 	h30Long(t)
-	if os.Getenv("JETLEDGER_KNOWN_GAPS") == "" {
-		// A log holding only its first owner's take-over entry, no snapshot
-		// and nothing acknowledged, is waited on by every fresh copy
-		// (changelog/lifecycle.go, "no ledger yet, no snapshot"): the
-		// partition is unowned until a person deletes its changelog.
-		t.Skip("a known gap (issue 46's note): set JETLEDGER_KNOWN_GAPS=1 to run it")
-	}
 	g := newGroupWorld(t, 4)
 	g.joinAll(3)
 	victim, part := -1, -1
