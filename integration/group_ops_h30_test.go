@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,12 +37,7 @@ const h30Unowned = 20 * time.Second
 // joinIn starts a host of the group in dir (kept: a restart on the same
 // files), with partitions and standbys as given.
 func (g *groupWorld) joinIn(dir string, partitions, standbys int) *groupHost {
-	h := &groupHost{dir: dir, metrics: fmt.Sprintf("127.0.0.1:%d", freePort(g.t))}
-	h.p = start(g.t, nil, append([]string{"run", "--nats", g.c.urls(), "--db", filepath.Join(h.dir, "ledger.db"), "--stream", groupStream, "--metrics", h.metrics,
-		"--subjects", "pay.*", "--partitions", strconv.Itoa(partitions), "--replicas", "3", "--group", g.name, "--standbys", strconv.Itoa(standbys), "--durable", g.durable,
-		"--group-stable-after", g.stable.String(), "--schema", g.schema, "--apply", balanceApply, "--log-format", "json"}, fastPlan...)...)
-	g.hosts = append(g.hosts, h)
-	return h
+	return g.joinWith(binPath, dir, partitions, standbys)
 }
 
 // unownedWatch samples every partition's lease holder and keeps, per
@@ -626,10 +620,24 @@ func (g *groupWorld) everyPartitionHeld(timeout time.Duration) {
 		}
 		if time.Now().After(deadline) {
 			slots, code := g.status()
+			g.dumpTails(g.liveHosts())
 			g.t.Fatalf("after %v a partition still has no lease holder: holders %v; group status exit %d, slots %v", timeout, h, code, slots)
 		}
 		time.Sleep(time.Second)
 	}
+}
+
+// liveHosts are the hosts whose process has not exited.
+func (g *groupWorld) liveHosts() []int {
+	var live []int
+	for h, host := range g.hosts {
+		select {
+		case <-host.p.done:
+		default:
+			live = append(live, h)
+		}
+	}
+	return live
 }
 
 // joinAll starts k hosts at once, as a deployment does. A host that

@@ -65,10 +65,14 @@ func (g *groupWorld) another(name, durable string, n int) *groupWorld {
 }
 
 // join starts a host of the group: the same command, its own directory.
-func (g *groupWorld) join() *groupHost {
-	h := &groupHost{dir: g.t.TempDir(), metrics: fmt.Sprintf("127.0.0.1:%d", freePort(g.t))}
-	h.p = start(g.t, nil, append([]string{"run", "--nats", g.c.urls(), "--db", filepath.Join(h.dir, "ledger.db"), "--stream", groupStream, "--metrics", h.metrics,
-		"--subjects", "pay.*", "--partitions", strconv.Itoa(g.n), "--replicas", "3", "--group", g.name, "--standbys", "1", "--durable", g.durable,
+func (g *groupWorld) join() *groupHost { return g.joinWith(binPath, g.t.TempDir(), g.n, 1) }
+
+// joinWith starts a host of the group running the binary bin in dir (a
+// restart when dir is kept), with partitions and standbys as given.
+func (g *groupWorld) joinWith(bin, dir string, partitions, standbys int) *groupHost {
+	h := &groupHost{dir: dir, metrics: fmt.Sprintf("127.0.0.1:%d", freePort(g.t))}
+	h.p = startCmd(g.t, bin, nil, nil, append([]string{"run", "--nats", g.c.urls(), "--db", filepath.Join(h.dir, "ledger.db"), "--stream", groupStream, "--metrics", h.metrics,
+		"--subjects", "pay.*", "--partitions", strconv.Itoa(partitions), "--replicas", "3", "--group", g.name, "--standbys", strconv.Itoa(standbys), "--durable", g.durable,
 		"--group-stable-after", g.stable.String(), "--schema", g.schema, "--apply", balanceApply, "--log-format", "json"}, g.effectArgs()...)...)
 	g.hosts = append(g.hosts, h)
 	return h
@@ -150,7 +154,7 @@ func (g *groupWorld) hostOf(holder string) int {
 func (g *groupWorld) settled(timeout time.Duration, since time.Time, live ...int) []int {
 	g.t.Helper()
 	var held []int
-	consumertest.Eventually(g.t, timeout, fmt.Sprintf("the group settled on hosts %v", live), func() bool {
+	ok := poll(timeout, func() bool {
 		for _, h := range live {
 			select {
 			case <-g.hosts[h].p.done:
@@ -177,7 +181,19 @@ func (g *groupWorld) settled(timeout time.Duration, since time.Time, live ...int
 		}
 		return true
 	})
+	if !ok {
+		g.dumpTails(live)
+		slots, code := g.status()
+		g.t.Fatalf("the group never settled on hosts %v within %v: holders %v; group status exit %d, %+v", live, timeout, held, code, slots)
+	}
 	return held
+}
+
+// dumpTails logs the last lines of the hosts live: what a wait said.
+func (g *groupWorld) dumpTails(live []int) {
+	for _, h := range live {
+		g.t.Logf("host %d's last lines:\n%s", h, tailH30(g.hosts[h].p.output(), 25))
+	}
 }
 
 // memberOf is host h's member name, from a lease it holds.
