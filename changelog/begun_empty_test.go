@@ -2,6 +2,7 @@ package changelog_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"log/slog"
 	"path/filepath"
@@ -79,6 +80,12 @@ func TestAFreshStandbyTakesOverALogWhoseFirstOwnerWasLostBeforeItsSnapshot(t *te
 	ctxKeep, stopKeep := context.WithCancel(ctx)
 	defer func() { stopKeep(); <-kept }()
 	go func() { kept <- leaseB.Keep(ctxKeep) }()
+	// B's copy has the tables A made outside the log (a handler's: here
+	// balances), from A's snapshot of entry 0: entries carry no schema.
+	var tables int
+	if err := stB0(t, fileB).QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'balances'`).Scan(&tables); err != nil || tables != 1 {
+		t.Fatalf("host B's copy has %d balances tables (%v): it lacks the table host A made outside the log", tables, err)
+	}
 	stB := openLedger(t, fileB, logB)
 	if err := changelog.Own(ctx, logB, leaseB, stB); err != nil {
 		t.Fatal(err)
@@ -93,6 +100,17 @@ func TestAFreshStandbyTakesOverALogWhoseFirstOwnerWasLostBeforeItsSnapshot(t *te
 	if err != nil || pos.Log != logA.Instance() || pos.Seq < 3 {
 		t.Fatalf("host B's position %+v (%v), want entry 3 or later of A's log %s", pos, err, logA.Instance())
 	}
+}
+
+// stB0 opens the ledger file at file to read it, not as a store.
+func stB0(t *testing.T, file string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+file+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
 }
 
 // stallAt is a log handler that, at the first record whose message

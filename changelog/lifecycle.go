@@ -54,6 +54,11 @@ type rule struct {
 	why   func(s situation) string
 }
 
+// begunFromNone is the rule whose restore leaves a file that still
+// matches it, and then follows the log: the snapshot of entry 0 is a
+// ledger with nothing in it, which reads as no ledger yet.
+const begunFromNone = "no ledger yet, a log begun from none"
+
 func (s situation) ours() bool          { return s.file.pos.Log == s.log }
 func (s situation) noLog() bool         { return s.file.pos.Log == "" }
 func (s situation) holds(n uint64) bool { return n == s.last || (s.first != 0 && s.first <= n+1) }
@@ -61,7 +66,8 @@ func (s situation) snapOurs() bool      { return s.snap.found && s.snap.Log == s
 
 // begunEmpty: the snapshot is of this log's entry 0, which says the log
 // began from a ledger with nothing in it (snapshotBegunEmpty): a fresh
-// file is that ledger, and follows the log from its first entry.
+// file restores it, for the tables the owner made outside the log (its
+// handler's), and follows the log from its first entry.
 func (s situation) begunEmpty() bool { return s.snapOurs() && s.snap.Seq == 0 }
 
 // left: a file taken out of its log (LeaveChangelog), which may have
@@ -92,7 +98,7 @@ var lifecycle = []rule{
 		func(s situation) string {
 			return fmt.Sprintf("the file holds entry %d, the log holds entries from %d and the snapshot through %d: the entries between were purged or trimmed; the owner's next snapshot ends this wait", s.file.pos.Seq, s.first, s.snap.Seq)
 		}},
-	{"no ledger yet, a log begun from none", func(s situation) bool { return s.file.fresh() && s.begunEmpty() && s.first == 1 }, stepFollow, nil},
+	{begunFromNone, func(s situation) bool { return s.file.fresh() && s.begunEmpty() && s.first == 1 }, stepRestore, nil},
 	{"no ledger yet, an empty log about to begin from none", func(s situation) bool {
 		return s.file.fresh() && s.begunEmpty() && s.last == 0
 	}, stepBegin, nil},
@@ -203,14 +209,14 @@ func readFileThen(ctx context.Context, file string, then func(*sql.DB, fileState
 		}
 		return fileState{}, nil
 	}
-	db, err := openReadOnly(file)
+	db, err := openToRead(ctx, file)
 	if err != nil {
 		return fileState{}, err
 	}
 	defer db.Close()
 	f, err := readState(ctx, db)
 	if err != nil {
-		return f, fmt.Errorf("changelog: read %s: %w", file, err)
+		return f, fmt.Errorf("changelog: read %s: %w", file, ledger.Interpret(err))
 	}
 	if then != nil {
 		return f, then(db, f)
@@ -221,6 +227,50 @@ func readFileThen(ctx context.Context, file string, then func(*sql.DB, fileState
 // openReadOnly opens the ledger file at file to read it, not as a store.
 func openReadOnly(file string) (*sql.DB, error) {
 	return sql.Open("sqlite", "file:"+file+"?mode=ro&_pragma=busy_timeout(5000)")
+}
+
+// openToRead opens the ledger file at file, not open as a store, to read
+// it (openReadOnly), once a hot journal is rolled back (rollBack).
+func openToRead(ctx context.Context, file string) (*sql.DB, error) {
+	db, err := openReadOnly(file)
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&n); !hotJournal(err) {
+		return db, nil // any other error is the reads' to say
+	}
+	db.Close()
+	return rollBack(ctx, file)
+}
+
+// hotJournal: a read-only connection met a rollback journal it may not
+// roll back (SQLITE_READONLY_ROLLBACK): a process lost mid-transaction on
+// a file not in WAL mode yet, as a ledger is while it is made.
+func hotJournal(err error) bool {
+	var e interface{ Code() int }
+	return errors.As(err, &e) && e.Code() == 776
+}
+
+// rollBack has SQLite roll the hot journal of file back, as any
+// read-write open's first read does, and opens it again to read: what the
+// lost transaction wrote is undone, the file as it was before. The file
+// is not open as a store here; without this every read-only look failed
+// and the host never ran the partition again.
+func rollBack(ctx context.Context, file string) (*sql.DB, error) {
+	rw, err := sql.Open("sqlite", "file:"+file+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		return nil, err
+	}
+	var n int
+	err = rw.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema`).Scan(&n)
+	if cerr := rw.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("roll back the journal a lost transaction left: %w", err)
+	}
+	return openReadOnly(file)
 }
 
 // readState reads a ledger file's state from db.
@@ -332,7 +382,10 @@ func (l *Log) Prepare(ctx context.Context, file string) (begin bool, err error) 
 			return false, err
 		}
 		r, err := decide(s)
-		if restored && err == nil && r.step == stepRestore {
+		switch {
+		case restored && err == nil && r.step == stepRestore && r.name == begunFromNone:
+			r.step = stepFollow
+		case restored && err == nil && r.step == stepRestore:
 			r.step, err = stepWait, fmt.Errorf("%w (%s): the restored snapshot still does not fit (entry %d of %s)", ErrWaiting, r.name, s.snap.Seq, s.snap.Log)
 		}
 		if merr := l.Move(ctx, roleOf[r.step], Facts{Step: r.step}); merr != nil {

@@ -52,7 +52,7 @@ func TestLifecycleDecides(t *testing.T) {
 		{"no file, a log with entries and no snapshot", situation{log: L, last: 4}, stepWait, true},
 		// Gap C: the log's first owner said it began from an empty ledger
 		// (a snapshot of entry 0), and was lost before its first snapshot.
-		{"no file, a log begun from none", situation{snap: snap(L, 0, ledger.ChangelogOrigin{}), log: L, first: 1, last: 1}, stepFollow, false},
+		{"no file, a log begun from none", situation{snap: snap(L, 0, ledger.ChangelogOrigin{}), log: L, first: 1, last: 1}, stepRestore, false}, // then follows (Prepare)
 		{"no file, a log about to begin from none", situation{snap: snap(L, 0, ledger.ChangelogOrigin{}), log: L}, stepBegin, false},
 		{"no file, a log about to begin from none, messages acked", situation{snap: snap(L, 0, ledger.ChangelogOrigin{}), log: L, acked: 5}, stepWait, true},
 		{"no file, a log begun from none, trimmed", situation{snap: snap(L, 0, ledger.ChangelogOrigin{}), log: L, first: 3, last: 4}, stepRestore, false},

@@ -147,7 +147,7 @@ func unloggedOf(ctx context.Context, file string) (u ledger.Unlogged, ok bool, e
 	if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
 		return u, false, nil
 	}
-	db, err := openReadOnly(file)
+	db, err := openToRead(ctx, file)
 	if err != nil {
 		return u, false, err
 	}
