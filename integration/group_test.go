@@ -68,12 +68,13 @@ func (g *groupWorld) another(name, durable string, n int) *groupWorld {
 func (g *groupWorld) join() *groupHost { return g.joinWith(binPath, g.t.TempDir(), g.n, 1) }
 
 // joinWith starts a host of the group running the binary bin in dir (a
-// restart when dir is kept), with partitions and standbys as given.
-func (g *groupWorld) joinWith(bin, dir string, partitions, standbys int) *groupHost {
+// restart when dir is kept), with partitions and standbys as given, and
+// the flags extra.
+func (g *groupWorld) joinWith(bin, dir string, partitions, standbys int, extra ...string) *groupHost {
 	h := &groupHost{dir: dir, metrics: fmt.Sprintf("127.0.0.1:%d", freePort(g.t))}
 	h.p = startCmd(g.t, bin, nil, nil, append([]string{"run", "--nats", g.c.urls(), "--db", filepath.Join(h.dir, "ledger.db"), "--stream", groupStream, "--metrics", h.metrics,
 		"--subjects", "pay.*", "--partitions", strconv.Itoa(partitions), "--replicas", "3", "--group", g.name, "--standbys", strconv.Itoa(standbys), "--durable", g.durable,
-		"--group-stable-after", g.stable.String(), "--schema", g.schema, "--apply", balanceApply, "--log-format", "json"}, g.effectArgs()...)...)
+		"--group-stable-after", g.stable.String(), "--schema", g.schema, "--apply", balanceApply, "--log-format", "json"}, append(g.effectArgs(), extra...)...)...)
 	g.hosts = append(g.hosts, h)
 	return h
 }
