@@ -67,14 +67,6 @@ func (g *groupWorld) outboxH31(held []int) []outboxRow {
 	return rows
 }
 
-// holderNameH31 is partition i's lease holder ("" for none).
-func (g *groupWorld) holderNameH31(i int) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	h, _ := changelog.ReadHolder(ctx, g.c.js, groupStream, fmt.Sprintf("%s-p%d", g.durable, i))
-	return h
-}
-
 // pollH31 reports whether cond came true within timeout, asking every
 // half second (cond may start a process: group status).
 func pollH31(timeout time.Duration, cond func() bool) bool {
@@ -524,7 +516,7 @@ func TestH31GroupOutboxWorkersFour(t *testing.T) {
 		g.joinH31("", "--outbox-workers", "4")
 	}
 	g.waitJoinedH31(2*time.Minute, 0, 1, 2)
-	held := g.settled(3*time.Minute, time.Time{}, 0, 1, 2)
+	g.settled(3*time.Minute, time.Time{}, 0, 1, 2)
 	defer func() {
 		if t.Failed() {
 			g.saveLogsH31()
@@ -536,7 +528,7 @@ func TestH31GroupOutboxWorkersFour(t *testing.T) {
 	joined := time.Now()
 	g.joinH31("", "--outbox-workers", "4")
 	g.publish(evs[1000:2000])
-	held = g.settled(3*time.Minute, joined, 0, 1, 2, 3)
+	held := g.settled(3*time.Minute, joined, 0, 1, 2, 3)
 	for _, m := range g.moves(joined) {
 		t.Logf("join: partition %d from host %d to host %d: paused %v", m.partition, m.from, m.to, m.pause.Round(time.Millisecond))
 	}

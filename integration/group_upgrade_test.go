@@ -29,7 +29,7 @@ func TestGroupRollingUpgradeFromAnOlderBuild(t *testing.T) {
 			free := g.watchUnowned()
 			evs := makeEvents(randFor(t), g.pub, 800)
 			g.publish(evs[:200])
-			at := time.Now()
+			var at time.Time
 			for i, h := range []int{0, 1, 2} {
 				g.hosts[h].p.signal(syscall.SIGTERM)
 				if code := g.hosts[h].p.wait(2 * time.Minute); code != 0 {
