@@ -58,6 +58,11 @@ type Config struct {
 	// and goes more often than this never moves a partition). A member
 	// lost or leaving is taken out at once. At least MemberTTL. Default 10s.
 	StableAfter time.Duration
+	// Files are the partitions whose ledger file this member holds, said
+	// in its record: a partition whose assigned copies all wait (a log
+	// purged past them, say) is given to a member holding a file of it,
+	// whose copy may go on. Optional.
+	Files []int
 	// Replicas of the bucket when this member makes it. Default 1.
 	Replicas int
 	// Logger. Default slog.Default().
@@ -119,6 +124,8 @@ type Record struct {
 	// Leaving: stopping, it hands its partitions over first.
 	Leaving bool         `json:"leaving,omitempty"`
 	Parts   map[int]Part `json:"parts,omitempty"`
+	// Files: the partitions whose ledger file it holds (Config.Files).
+	Files []int `json:"files,omitempty"`
 }
 
 // Assignment is the group's agreed spread of its partitions, written by

@@ -154,7 +154,7 @@ func (m *Member) heartbeat(ctx context.Context) error {
 	}
 	m.beat++
 	rec := Record{Member: m.cfg.Member, Beat: m.beat, Heartbeat: m.cfg.Heartbeat, Up: time.Since(m.since), Partitions: m.cfg.Partitions,
-		Standbys: m.cfg.Standbys, Stream: m.cfg.Stream, Durable: m.cfg.Durable, Leaving: m.leaving, Parts: maps.Clone(m.parts)}
+		Standbys: m.cfg.Standbys, Stream: m.cfg.Stream, Durable: m.cfg.Durable, Leaving: m.leaving, Parts: maps.Clone(m.parts), Files: m.cfg.Files}
 	m.mu.Unlock()
 	bctx, cancel := context.WithTimeout(ctx, m.cfg.Heartbeat)
 	defer cancel()
@@ -403,8 +403,15 @@ func (m *Member) nextAssignment() (Assignment, bool) {
 	}
 	slices.Sort(eligible)
 	a := m.assign
-	if len(eligible) == 0 || slices.Equal(eligible, a.Members) && m.sameShape(a.Partitions, a.Standbys) {
+	if len(eligible) == 0 {
 		return Assignment{}, false
+	}
+	if slices.Equal(eligible, a.Members) && m.sameShape(a.Partitions, a.Standbys) {
+		slots, ok := m.rescued(a.Slots, eligible)
+		if ok {
+			m.cfg.Logger.Warn("group: every assigned copy of a partition waits: it is given to a member holding a file of it", "group", m.cfg.Name, "epoch", a.Epoch+1)
+		}
+		return Assignment{Partitions: a.Partitions, Standbys: a.Standbys, Members: a.Members, Slots: slots, Epoch: a.Epoch + 1, By: m.id, Revision: a.Revision}, ok
 	}
 	prev := a.Slots
 	if a.Partitions != m.cfg.Partitions || len(prev) == 0 {
@@ -412,4 +419,44 @@ func (m *Member) nextAssignment() (Assignment, bool) {
 	}
 	return Assignment{Partitions: m.cfg.Partitions, Standbys: m.cfg.Standbys, Members: eligible,
 		Slots: Assign(m.cfg.Partitions, m.cfg.Standbys, eligible, prev), Epoch: a.Epoch + 1, By: m.id, Revision: a.Revision}, true
+}
+
+// rescued gives each slot whose assigned copies all wait (each says so in
+// its record: a log purged past them, a copy lacking what was
+// acknowledged) to the first eligible member, by id, that is not in the
+// slot and holds a ledger file of the partition: its copy may be the one
+// that goes on (the lost owner back on its files), where the group would
+// otherwise leave the partition unowned for good. Those in the slot stay
+// as its standbys, so each member is tried once; the lifecycle decides
+// whether its copy may own. The copies' next assignment (Assign) trims the
+// standbys again.
+func (m *Member) rescued(slots []Slot, eligible []string) ([]Slot, bool) {
+	var out []Slot
+	for i, s := range slots {
+		in := append([]string{s.Owner}, s.Standbys...)
+		if s.Owner == "" || !m.allWait(i, in) {
+			continue
+		}
+		for _, id := range eligible {
+			if slices.Contains(in, id) || !slices.Contains(m.members[id].rec.Files, i) {
+				continue
+			}
+			if out == nil {
+				out = slices.Clone(slots)
+			}
+			out[i] = Slot{Owner: id, Standbys: in}
+			break
+		}
+	}
+	return out, out != nil
+}
+
+// allWait says whether every member of ids says its copy of partition i waits.
+func (m *Member) allWait(i int, ids []string) bool {
+	for _, id := range ids {
+		if st, ok := m.members[id]; !ok || st.rec.Parts[i].Role != "waiting" {
+			return false
+		}
+	}
+	return true
 }

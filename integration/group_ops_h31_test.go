@@ -291,12 +291,6 @@ func TestH31GroupAllHostsSIGTERMedAtOnce(t *testing.T) {
 // should end the wait.
 func TestH31GroupChangelogPurgedUnderIt(t *testing.T) {
 	h30Long(t)
-	if os.Getenv("JETLEDGER_KNOWN_GAPS") == "" {
-		// The copies left wait for the owner's next snapshot, which never
-		// comes: the lost owner restarted on its files is not assigned
-		// the partition, and never opens it (issue 46's note).
-		t.Skip("a known gap (issue 46's note): set JETLEDGER_KNOWN_GAPS=1 to run it")
-	}
 	g, live, held := h30Group(t, 4, 3)
 	defer func() {
 		if t.Failed() {

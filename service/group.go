@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -117,7 +118,7 @@ func runGroupOn(ctx context.Context, cfg Config, g Group, conn natsconn.Config, 
 func runGroup(ctx context.Context, cfg Config, g Group, nc *nats.Conn, js jetstream.JetStream, n int, part func(i int) Partition, start func(context.Context, Partition) error) error {
 	gcfg := group.Config{Name: g.Name, Partitions: n, Standbys: g.Standbys, Member: g.Member,
 		Stream: cfg.Stream.Name, Durable: cmp.Or(cfg.Consumer.Durable, consumer.DurableDefault),
-		Heartbeat: g.Heartbeat, MemberTTL: g.memberTTL(cfg), StableAfter: g.StableAfter, Replicas: max(cfg.Stream.Limits.Replicas, 1), Logger: cfg.Logger}
+		Heartbeat: g.Heartbeat, MemberTTL: g.memberTTL(cfg), StableAfter: g.StableAfter, Replicas: max(cfg.Stream.Limits.Replicas, 1), Logger: cfg.Logger, Files: heldFiles(n, part)}
 	// A cluster electing a leader, or a node just restarted, does not
 	// answer at once: waited for (the group nemesis's host that exited 1
 	// on "bucket JETLEDGER_GROUPS: context deadline exceeded").
@@ -297,4 +298,17 @@ func (r *groupRun) stopAll() {
 	if len(errs) > 0 {
 		r.cfg.Logger.Warn("group: partitions ended with errors as the member stopped", "group", r.g.Name, "err", errors.Join(errs...))
 	}
+}
+
+// heldFiles are the partitions whose ledger file is in this run's
+// directory, for its record: one of them whose assigned copies all wait
+// may be given to this member (group.Config.Files).
+func heldFiles(n int, part func(i int) Partition) []int {
+	var held []int
+	for i := range n {
+		if _, err := os.Stat(part(i).DB); err == nil {
+			held = append(held, i)
+		}
+	}
+	return held
 }
