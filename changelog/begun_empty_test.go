@@ -19,10 +19,10 @@ import (
 // A new partition's first owner lost right after its take-over's entry,
 // before its first snapshot (helper-30's gap C): the log held one entry
 // and no snapshot, and every fresh copy waited for a person ("no ledger
-// yet, no snapshot"). The owner now says, before that entry, that the log
-// begins from an empty ledger (a snapshot of entry 0): a fresh standby
-// follows the log from its first entry, takes the partition over and
-// consumes.
+// yet, no snapshot"). The owner now says in that entry that the log
+// begins from an empty ledger (HeaderBegun): a fresh standby follows the
+// log from its first entry, with the run's schema on its copy, takes the
+// partition over and consumes.
 func TestAFreshStandbyTakesOverALogWhoseFirstOwnerWasLostBeforeItsSnapshot(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -64,6 +64,10 @@ func TestAFreshStandbyTakesOverALogWhoseFirstOwnerWasLostBeforeItsSnapshot(t *te
 	defer stopB()
 	var waited error
 	cfgB := cfg
+	cfgB.Schema = func(ctx context.Context, st *ledger.Store) error { // the run's, as on every copy
+		_, err := st.Exec(ctx, `CREATE TABLE IF NOT EXISTS balances (account TEXT PRIMARY KEY, amount INTEGER NOT NULL)`)
+		return err
+	}
 	cfgB.Waiting = func(err error) {
 		if err != nil && waited == nil {
 			waited = err
@@ -80,11 +84,10 @@ func TestAFreshStandbyTakesOverALogWhoseFirstOwnerWasLostBeforeItsSnapshot(t *te
 	ctxKeep, stopKeep := context.WithCancel(ctx)
 	defer func() { stopKeep(); <-kept }()
 	go func() { kept <- leaseB.Keep(ctxKeep) }()
-	// B's copy has the tables A made outside the log (a handler's: here
-	// balances), from A's snapshot of entry 0: entries carry no schema.
+	// B's copy has the run's tables (Schema): entries carry no schema.
 	var tables int
 	if err := stB0(t, fileB).QueryRow(`SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'balances'`).Scan(&tables); err != nil || tables != 1 {
-		t.Fatalf("host B's copy has %d balances tables (%v): it lacks the table host A made outside the log", tables, err)
+		t.Fatalf("host B's copy has %d balances tables (%v): it lacks the run's table", tables, err)
 	}
 	stB := openLedger(t, fileB, logB)
 	if err := changelog.Own(ctx, logB, leaseB, stB); err != nil {

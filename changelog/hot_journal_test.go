@@ -18,7 +18,8 @@ import (
 // of the lifecycle failed, and the host never ran the partition again
 // (helper-31's 1c; a kill at a random instant of a ledger's making left
 // this in 38 of 300). The look rolls the journal back, as any read-write
-// open would, and the file is what it was before: here, nothing.
+// open would, and the file is what it was before: here, nothing. The
+// file and its journal are kept aside first.
 func TestALedgerFileCutWhileItWasMadeIsRolledBackNotWaitedOn(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -34,6 +35,10 @@ func TestALedgerFileCutWhileItWasMadeIsRolledBackNotWaitedOn(t *testing.T) {
 	}
 	if _, err := os.Stat(file + "-journal"); !os.IsNotExist(err) {
 		t.Fatalf("the hot journal is still there: %v", err)
+	}
+	kept, _ := filepath.Glob(file + ".rolled-back-*")
+	if len(kept) != 2 {
+		t.Fatalf("kept before the rollback: %v; want the file and its journal", kept)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -37,6 +38,7 @@ type situation struct {
 	first, last uint64        // the log's first entry held (0: none) and its last
 	acked       uint64        // a message the durable acknowledged that the file has not seen (stream sequence); 0: none or unknown
 	owner       OwnerPosition // where the partition's owner said its ledger stood last (zero: never said)
+	begunEmpty  bool          // the log's first entry says it began from a ledger with nothing in it (HeaderBegun)
 }
 
 // behindOwner: the file is a copy of the log its owner said it stood
@@ -54,21 +56,10 @@ type rule struct {
 	why   func(s situation) string
 }
 
-// begunFromNone is the rule whose restore leaves a file that still
-// matches it, and then follows the log: the snapshot of entry 0 is a
-// ledger with nothing in it, which reads as no ledger yet.
-const begunFromNone = "no ledger yet, a log begun from none"
-
 func (s situation) ours() bool          { return s.file.pos.Log == s.log }
 func (s situation) noLog() bool         { return s.file.pos.Log == "" }
 func (s situation) holds(n uint64) bool { return n == s.last || (s.first != 0 && s.first <= n+1) }
 func (s situation) snapOurs() bool      { return s.snap.found && s.snap.Log == s.log }
-
-// begunEmpty: the snapshot is of this log's entry 0, which says the log
-// began from a ledger with nothing in it (snapshotBegunEmpty): a fresh
-// file restores it, for the tables the owner made outside the log (its
-// handler's), and follows the log from its first entry.
-func (s situation) begunEmpty() bool { return s.snapOurs() && s.snap.Seq == 0 }
 
 // left: a file taken out of its log (LeaveChangelog), which may have
 // changed outside it since; its origin is where it left.
@@ -98,11 +89,10 @@ var lifecycle = []rule{
 		func(s situation) string {
 			return fmt.Sprintf("the file holds entry %d, the log holds entries from %d and the snapshot through %d: the entries between were purged or trimmed; the owner's next snapshot ends this wait", s.file.pos.Seq, s.first, s.snap.Seq)
 		}},
-	{begunFromNone, func(s situation) bool { return s.file.fresh() && s.begunEmpty() && s.first == 1 }, stepRestore, nil},
-	{"no ledger yet, an empty log about to begin from none", func(s situation) bool {
-		return s.file.fresh() && s.begunEmpty() && s.last == 0
-	}, stepBegin, nil},
 	{"no ledger yet, a snapshot", func(s situation) bool { return s.file.fresh() && s.snap.found }, stepRestore, nil},
+	// Its first owner lost before its first snapshot: the log holds all
+	// it did, from a ledger with nothing in it (HeaderBegun).
+	{"no ledger yet, a log begun from none", func(s situation) bool { return s.file.fresh() && s.begunEmpty && s.first == 1 }, stepFollow, nil},
 	{"no ledger yet, no snapshot, nothing acknowledged, an empty log", func(s situation) bool {
 		return s.file.fresh() && s.last == 0 && s.acked == 0
 	}, stepBegin, nil},
@@ -256,8 +246,16 @@ func hotJournal(err error) bool {
 // read-write open's first read does, and opens it again to read: what the
 // lost transaction wrote is undone, the file as it was before. The file
 // is not open as a store here; without this every read-only look failed
-// and the host never ran the partition again.
+// and the host never ran the partition again. The file and its journal
+// are copied aside first (file.rolled-back-TIME): a journal that is not
+// the file's own (a file copied in over a cut one) would truncate it.
 func rollBack(ctx context.Context, file string) (*sql.DB, error) {
+	aside := file + ".rolled-back-" + time.Now().UTC().Format("20060102T150405.000")
+	for _, suffix := range []string{"", "-journal"} {
+		if err := copyPath(file+suffix, aside+suffix); err != nil {
+			return nil, fmt.Errorf("changelog: keep %s before its journal is rolled back: %w", file, err)
+		}
+	}
 	rw, err := sql.Open("sqlite", "file:"+file+"?_pragma=busy_timeout(5000)")
 	if err != nil {
 		return nil, err
@@ -271,6 +269,28 @@ func rollBack(ctx context.Context, file string) (*sql.DB, error) {
 		return nil, fmt.Errorf("roll back the journal a lost transaction left: %w", err)
 	}
 	return openReadOnly(file)
+}
+
+// copyPath copies the file at from to to, synced.
+func copyPath(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return err
+	}
+	if err := dst.Sync(); err != nil {
+		dst.Close()
+		return err
+	}
+	return dst.Close()
 }
 
 // readState reads a ledger file's state from db.
@@ -356,6 +376,12 @@ func (l *Log) situation(ctx context.Context, file string) (situation, error) {
 		return s, err
 	}
 	s.last, s.first = info.State.LastSeq, firstHeld(info.State)
+	// Read only where it decides: a new copy, no snapshot, the first entry held.
+	if s.file.fresh() && !s.snap.found && s.first == 1 {
+		if s.begunEmpty, err = l.begunEmpty(ctx); err != nil {
+			return s, err
+		}
+	}
 	// What the owner said matters only to a copy of a log that is gone:
 	// read then alone, so that a bad key stops nothing else.
 	if s.last == 0 && s.file.pos.Log != "" && s.file.pos.Log != s.log {
@@ -382,10 +408,7 @@ func (l *Log) Prepare(ctx context.Context, file string) (begin bool, err error) 
 			return false, err
 		}
 		r, err := decide(s)
-		switch {
-		case restored && err == nil && r.step == stepRestore && r.name == begunFromNone:
-			r.step = stepFollow
-		case restored && err == nil && r.step == stepRestore:
+		if restored && err == nil && r.step == stepRestore {
 			r.step, err = stepWait, fmt.Errorf("%w (%s): the restored snapshot still does not fit (entry %d of %s)", ErrWaiting, r.name, s.snap.Seq, s.snap.Log)
 		}
 		if merr := l.Move(ctx, roleOf[r.step], Facts{Step: r.step}); merr != nil {

@@ -50,13 +50,11 @@ func TestLifecycleDecides(t *testing.T) {
 		// Item 4: no file, the log and snapshot gone, messages acknowledged: never begin from nothing.
 		{"no file, nothing stored, messages acked", situation{log: L, acked: 50}, stepWait, true},
 		{"no file, a log with entries and no snapshot", situation{log: L, last: 4}, stepWait, true},
-		// Gap C: the log's first owner said it began from an empty ledger
-		// (a snapshot of entry 0), and was lost before its first snapshot.
-		{"no file, a log begun from none", situation{snap: snap(L, 0, ledger.ChangelogOrigin{}), log: L, first: 1, last: 1}, stepRestore, false}, // then follows (Prepare)
-		{"no file, a log about to begin from none", situation{snap: snap(L, 0, ledger.ChangelogOrigin{}), log: L}, stepBegin, false},
-		{"no file, a log about to begin from none, messages acked", situation{snap: snap(L, 0, ledger.ChangelogOrigin{}), log: L, acked: 5}, stepWait, true},
-		{"no file, a log begun from none, trimmed", situation{snap: snap(L, 0, ledger.ChangelogOrigin{}), log: L, first: 3, last: 4}, stepRestore, false},
-		{"a plain ledger, a log begun from none", situation{file: fileState{exists: true, rows: 30, seen: 30}, snap: snap(L, 0, ledger.ChangelogOrigin{}), log: L, first: 1, last: 4}, stepRestore, false},
+		// Gap C: the log's first entry says it began from an empty ledger
+		// (HeaderBegun), and its owner was lost before its first snapshot.
+		{"no file, a log begun from none", situation{log: L, first: 1, last: 1, begunEmpty: true}, stepFollow, false},
+		{"no file, a log begun from none, its first entry trimmed", situation{log: L, first: 3, last: 4, begunEmpty: true}, stepWait, true},
+		{"a plain ledger, a log begun from none", situation{file: fileState{exists: true, rows: 30, seen: 30}, log: L, first: 1, last: 4, begunEmpty: true}, stepWait, true},
 		{"a plain ledger joins its empty log", situation{file: file("", 0, 40), log: L}, stepBegin, false},
 		// Item 5: a ledger rebuilt by replay, joining a log that has a snapshot, gives way to it (set aside).
 		{"a plain ledger, the partition has a snapshot", situation{file: fileState{exists: true, rows: 30, seen: 30}, snap: snap(L, 9, ledger.ChangelogOrigin{}), log: L, last: 20}, stepRestore, false},

@@ -30,7 +30,14 @@ const (
 	HeaderFirst    = "Jetledger-Entry-First"
 	HeaderParts    = "Jetledger-Entry-Parts"
 	HeaderEncoding = "Jetledger-Entry-Encoding"
-	EncodingS2     = "s2"
+	// HeaderBegun on a log's first entry says what its owner began it
+	// from: BegunEmpty, a ledger with nothing in it, which a new copy is,
+	// so it may follow the log from there (the lifecycle's "no ledger yet,
+	// a log begun from none"). In the entry itself, it lands only with the
+	// entry, fenced as it is: no late word can say it of another's log.
+	HeaderBegun = "Jetledger-Log-Begun-From"
+	BegunEmpty  = "empty"
+	EncodingS2  = "s2"
 )
 
 // MaxEntryDefault is the most bytes of changes one message carries, well
@@ -101,6 +108,11 @@ type Log struct {
 	subject  string
 	instance string
 	log      *slog.Logger
+
+	// beginEmpty: the store about to take this log over begins it from
+	// a ledger with nothing in it (Own), said on entry 1 (HeaderBegun).
+	// Under lastMu.
+	beginEmpty bool
 
 	readMu sync.Mutex // one catch-up at a time reads rd
 	rd     *reader
@@ -268,6 +280,9 @@ func (l *Log) AppendAs(ctx context.Context, after uint64, id string, parts [][]b
 		m.Header.Set(jetstream.MsgIDHeader, msgID)
 		m.Header.Set(HeaderFirst, strconv.FormatUint(after+1, 10))
 		m.Header.Set(HeaderParts, strconv.Itoa(len(parts)))
+		if after+uint64(i) == 0 && l.beginEmpty {
+			m.Header.Set(HeaderBegun, BegunEmpty)
+		}
 		ack, err := l.publish(ctx, m, after+uint64(i), last)
 		l.lastID = "" // unknown until this part is known to have landed
 		if refused(err) {
@@ -386,6 +401,23 @@ func (l *Log) idOf(ctx context.Context, seq uint64) (string, error) {
 		return "", nil
 	}
 	return msg.Header.Get(jetstream.MsgIDHeader), nil
+}
+
+// begunEmpty says whether the log's first entry says it began from a
+// ledger with nothing in it (HeaderBegun); false when it is not held.
+func (l *Log) begunEmpty(ctx context.Context) (bool, error) {
+	s, err := l.stream(ctx)
+	if err != nil {
+		return false, err
+	}
+	msg, err := s.GetMsg(ctx, 1)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("changelog: %s: its first entry: %w", l.name, err)
+	}
+	return msg.Header.Get(HeaderBegun) == BegunEmpty, nil
 }
 
 // CatchUp applies to st every whole entry of the log after st's position

@@ -142,34 +142,6 @@ func (l *Log) put(ctx context.Context, copyFile string, pos ledger.ChangelogPosi
 	return nil
 }
 
-// snapshotBegunEmpty stores, for st about to begin this log with nothing
-// in it, a snapshot of the log's entry 0: the empty ledger the log
-// begins from. Stored before the take-over entry, it says the log began
-// from nothing, so a fresh copy follows the log from its first entry
-// (begunEmpty) even if the owner is lost before its first snapshot; until
-// then every fresh copy waited for a person. Stored only where there is
-// no snapshot at all, and only of a ledger with nothing in it: a ledger
-// with rows begins the log with them, which no entry carries.
-func (l *Log) snapshotBegunEmpty(ctx context.Context, st *ledger.Store) error {
-	f, err := readState(ctx, st.DB())
-	if err != nil || !f.empty() {
-		return err
-	}
-	if have, err := l.stored(ctx); err != nil || have.found {
-		return err
-	}
-	dir, err := os.MkdirTemp(filepath.Dir(st.Path()), ".snapshot-")
-	if err != nil {
-		return fmt.Errorf("changelog: snapshot: %w", err)
-	}
-	defer os.RemoveAll(dir)
-	copyFile := filepath.Join(dir, "ledger.db")
-	if _, err := st.Backup(ctx, copyFile, ledger.BackupOptions{}); err != nil {
-		return fmt.Errorf("changelog: snapshot: %w", err)
-	}
-	return l.put(ctx, copyFile, ledger.ChangelogPosition{Log: l.instance})
-}
-
 // Restore puts the partition's latest snapshot at file, if there is one
 // (false: none yet). What is at file goes aside (file.replaced-TIME, with
 // its -wal), unless it is a copy of the snapshot's own log behind it,

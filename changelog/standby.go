@@ -258,19 +258,15 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 		if err != nil {
 			return err
 		}
-		if last == 0 {
-			// Said before the take-over entry: a fresh copy may follow
-			// the log from it even if this owner is lost before the
-			// snapshot below.
-			if err := l.untilStored(ctx, lease, func() error { return l.snapshotBegunEmpty(ctx, st) }); err != nil {
-				return err
-			}
+		if err := l.beginsEmpty(ctx, st, last); err != nil {
+			return err
 		}
 		takeOver := st.TakeOver
 		if sole, err := l.soleWriter(ctx, lease, st); err == nil && sole {
 			takeOver = st.TakeOverAsSoleWriter
 		}
 		err = takeOver(ctx, l.instance, lease.owner, applied, last)
+		l.setBeginEmpty(false)
 		if errors.Is(err, ErrFenced) {
 			continue
 		}
@@ -290,6 +286,30 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 		}
 		return l.Move(ctx, RoleOwner, Facts{Lease: lease, TookOver: true})
 	}
+}
+
+// beginsEmpty has the take-over's entry say the log begins from a ledger
+// with nothing in it (HeaderBegun) when st is one and the log is empty
+// (last 0): a new copy then follows the log from its first entry, even if
+// this owner is lost before its first snapshot, where every new copy
+// waited for a person (gap C). Said in the entry, fenced with it.
+func (l *Log) beginsEmpty(ctx context.Context, st *ledger.Store, last uint64) error {
+	empty := false
+	if last == 0 {
+		f, err := readState(ctx, st.DB())
+		if err != nil {
+			return err
+		}
+		empty = f.empty()
+	}
+	l.setBeginEmpty(empty)
+	return nil
+}
+
+func (l *Log) setBeginEmpty(on bool) {
+	l.lastMu.Lock()
+	l.beginEmpty = on
+	l.lastMu.Unlock()
 }
 
 // errLogMoved: the log has entries after those a take-over applied (a

@@ -17,6 +17,7 @@ import (
 	"github.com/jetledger/jetledger/consumer/partition"
 	"github.com/jetledger/jetledger/ledger"
 	"github.com/jetledger/jetledger/node"
+	"github.com/jetledger/jetledger/sqlhandler"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -363,14 +364,16 @@ func prepareOwned(ctx context.Context, cfg Config, o Owner, log *changelog.Log, 
 	return err
 }
 
-// copySchema runs the run's schema on a standby's copy (changelog.Config.Schema).
+// copySchema runs the run's schema on a standby's copy, and makes the
+// handler's tables (changelog.Config.Schema).
 func copySchema(cfg Config) func(context.Context, *ledger.Store) error {
-	if cfg.SQL.Schema == "" {
-		return nil
-	}
 	return func(ctx context.Context, st *ledger.Store) error {
-		_, err := st.Exec(ctx, cfg.SQL.Schema)
-		return err
+		if cfg.SQL.Schema != "" {
+			if _, err := st.Exec(ctx, cfg.SQL.Schema); err != nil {
+				return err
+			}
+		}
+		return sqlhandler.CopyTables(ctx, st)
 	}
 }
 

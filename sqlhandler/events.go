@@ -48,20 +48,33 @@ const eventsSchemaUnique = `CREATE TABLE IF NOT EXISTS events (
 // layout it has had.
 var eventsColumns = []string{"message_id", "subject", "stream_seq", "data", "applied_at"}
 
+// CopyTables makes the tables New makes on a ledger outside its
+// changelog (the events table), where there are none: a standby's copy
+// runs it with the run's schema, as no changelog entry carries a table,
+// and a copy that follows a log from its first entry (no snapshot yet)
+// applies the owner's rows to them.
+func CopyTables(ctx context.Context, st *ledger.Store) error {
+	var have int
+	if err := st.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'events'`).Scan(&have); err != nil {
+		return fmt.Errorf("look up the events table: %w", ledger.Interpret(err))
+	}
+	if have > 0 {
+		return nil
+	}
+	if _, err := st.Exec(ctx, eventsSchema); err != nil {
+		return fmt.Errorf("create events table: %w", err)
+	}
+	return nil
+}
+
 // createEvents creates the events table, or moves an existing one of the
 // old layout (WITHOUT ROWID) to the new, keeping its rows, indexes and
 // triggers, in one transaction: a crash leaves the old table whole. Its
 // errors carry the ledger's conditions (ledger.ErrBusy: another process
 // holds the writer; ErrFull; ...).
 func createEvents(ctx context.Context, st *ledger.Store, log *slog.Logger) error {
-	var have int
-	if err := st.DB().QueryRowContext(ctx, `SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = 'events'`).Scan(&have); err != nil {
-		return fmt.Errorf("look up the events table: %w", ledger.Interpret(err))
-	}
-	if have == 0 {
-		if _, err := st.Exec(ctx, eventsSchema); err != nil {
-			return fmt.Errorf("create events table: %w", err)
-		}
+	if err := CopyTables(ctx, st); err != nil {
+		return err
 	}
 	old, err := eventsWithoutRowid(ctx, st.DB())
 	if err != nil || !old {
