@@ -137,3 +137,62 @@ func (h *stallAt) Handle(_ context.Context, r slog.Record) error {
 }
 func (h *stallAt) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *stallAt) WithGroup(string) slog.Handler      { return h }
+
+// The first entry says the log began from an empty ledger only when it
+// did: a ledger with rows (a plain one joining its log) begins it without
+// the word, so no new copy follows its log from nothing (it would lack
+// those rows), and a later entry never carries it.
+func TestOnlyAnEmptyLedgersFirstEntrySaysSo(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s := consumertest.RunServer(t)
+	_, js := consumertest.Connect(t, s)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		durable string
+		rows    int
+		want    string
+	}{{"pay-p0", 0, changelog.BegunEmpty}, {"pay-p1", 5, ""}} {
+		cfg := changelog.Config{Stream: "PAY", Durable: tc.durable}
+		file := filepath.Join(dir, tc.durable+".db")
+		if tc.rows > 0 {
+			plain := openLedger(t, file, nil)
+			if _, err := plain.ApplyBatch(ctx, batch(0, tc.rows, 0), credit, ledger.Budget{Work: time.Minute}); err != nil {
+				t.Fatal(err)
+			}
+			plain.Close()
+		}
+		log := ensure(t, js, cfg)
+		lease := openLease(t, js, tc.durable, "host-a", 30*time.Second)
+		if err := lease.Acquire(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st := openLedger(t, file, log)
+		if err := changelog.Own(ctx, log, lease, st); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.ApplyBatch(ctx, batch(100, 3, 0), credit, ledger.Budget{Work: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		name, _ := changelog.Names("PAY", tc.durable)
+		stream, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seq := uint64(1); seq <= 2; seq++ {
+			m, err := stream.GetMsg(ctx, seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := tc.want
+			if seq > 1 {
+				want = ""
+			}
+			if got := m.Header.Get(changelog.HeaderBegun); got != want {
+				t.Errorf("%s (%d rows before its log): entry %d says %s %q, want %q", tc.durable, tc.rows, seq, changelog.HeaderBegun, got, want)
+			}
+		}
+		lease.Release()
+	}
+}
