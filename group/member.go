@@ -421,32 +421,40 @@ func (m *Member) nextAssignment() (Assignment, bool) {
 		Slots: Assign(m.cfg.Partitions, m.cfg.Standbys, eligible, prev), Epoch: a.Epoch + 1, By: m.id, Revision: a.Revision}, true
 }
 
-// rescued gives each slot whose assigned copies all wait (each says so in
-// its record: a log purged past them, a copy lacking what was
-// acknowledged) to the first eligible member, by id, that is not in the
-// slot and holds a ledger file of the partition: its copy may be the one
-// that goes on (the lost owner back on its files), where the group would
-// otherwise leave the partition unowned for good. Those in the slot stay
-// as its standbys, so each member is tried once; the lifecycle decides
-// whether its copy may own. The copies' next assignment (Assign) trims the
-// standbys again.
+// rescued gives each slot whose owner's copy waits (it says so in its
+// record: a log purged past it, a copy lacking what was acknowledged) to
+// a standby of the slot whose copy follows; where every copy of the slot
+// waits, to the first eligible member, by id, that is not in the slot and
+// holds a ledger file of the partition: its copy may be the one that goes
+// on (the lost owner back on its files), where the group would otherwise
+// leave the partition unowned for good. Those in the slot stay as its
+// standbys, so each member is tried once; the lifecycle decides whether a
+// copy may own, as it does for a static standby. The next assignment
+// (Assign) trims the standbys again.
 func (m *Member) rescued(slots []Slot, eligible []string) ([]Slot, bool) {
 	var out []Slot
 	for i, s := range slots {
-		in := append([]string{s.Owner}, s.Standbys...)
-		if s.Owner == "" || !m.allWait(i, in) {
+		if s.Owner == "" || !m.allWait(i, []string{s.Owner}) {
 			continue
 		}
-		for _, id := range eligible {
-			if slices.Contains(in, id) || !slices.Contains(m.members[id].rec.Files, i) {
-				continue
+		next := Slot{}
+		if f := slices.IndexFunc(s.Standbys, func(id string) bool { return m.says(id, i, "following") }); f >= 0 {
+			next = Slot{Owner: s.Standbys[f], Standbys: append([]string{s.Owner}, slices.Delete(slices.Clone(s.Standbys), f, f+1)...)}
+		} else if in := append([]string{s.Owner}, s.Standbys...); m.allWait(i, in) {
+			for _, id := range eligible {
+				if !slices.Contains(in, id) && slices.Contains(m.members[id].rec.Files, i) {
+					next = Slot{Owner: id, Standbys: in}
+					break
+				}
 			}
-			if out == nil {
-				out = slices.Clone(slots)
-			}
-			out[i] = Slot{Owner: id, Standbys: in}
-			break
 		}
+		if next.Owner == "" {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(slots)
+		}
+		out[i] = next
 	}
 	return out, out != nil
 }
@@ -454,9 +462,15 @@ func (m *Member) rescued(slots []Slot, eligible []string) ([]Slot, bool) {
 // allWait says whether every member of ids says its copy of partition i waits.
 func (m *Member) allWait(i int, ids []string) bool {
 	for _, id := range ids {
-		if st, ok := m.members[id]; !ok || st.rec.Parts[i].Role != "waiting" {
+		if !m.says(id, i, "waiting") {
 			return false
 		}
 	}
 	return true
+}
+
+// says whether member id says its copy of partition i is in role.
+func (m *Member) says(id string, i int, role string) bool {
+	st, ok := m.members[id]
+	return ok && st.rec.Parts[i].Role == role
 }
