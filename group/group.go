@@ -58,11 +58,11 @@ type Config struct {
 	// and goes more often than this never moves a partition). A member
 	// lost or leaving is taken out at once. At least MemberTTL. Default 10s.
 	StableAfter time.Duration
-	// Files are the partitions whose ledger file this member holds, said
-	// in its record: a partition whose assigned copies all wait (a log
-	// purged past them, say) is given to a member holding a file of it,
-	// whose copy may go on. Optional.
-	Files []int
+	// Files, asked at each heartbeat, are the partitions whose ledger file
+	// this member holds, said in its record: a partition whose assigned
+	// copies all wait (a log purged past them, say) is given to a member
+	// holding a file of it, whose copy may go on. Optional.
+	Files func() []int
 	// Replicas of the bucket when this member makes it. Default 1.
 	Replicas int
 	// Logger. Default slog.Default().

@@ -142,6 +142,10 @@ func (m *Member) Close() {
 }
 
 func (m *Member) heartbeat(ctx context.Context) error {
+	var files []int
+	if m.cfg.Files != nil {
+		files = m.cfg.Files() // the file system's, outside the lock
+	}
 	m.mu.Lock()
 	if !m.beatAt.IsZero() && time.Since(m.beatAt) >= m.cfg.MemberTTL {
 		// Out of the group for a member TTL (a pause, a cut): a member
@@ -154,7 +158,7 @@ func (m *Member) heartbeat(ctx context.Context) error {
 	}
 	m.beat++
 	rec := Record{Member: m.cfg.Member, Beat: m.beat, Heartbeat: m.cfg.Heartbeat, Up: time.Since(m.since), Partitions: m.cfg.Partitions,
-		Standbys: m.cfg.Standbys, Stream: m.cfg.Stream, Durable: m.cfg.Durable, Leaving: m.leaving, Parts: maps.Clone(m.parts), Files: m.cfg.Files}
+		Standbys: m.cfg.Standbys, Stream: m.cfg.Stream, Durable: m.cfg.Durable, Leaving: m.leaving, Parts: maps.Clone(m.parts), Files: files}
 	m.mu.Unlock()
 	bctx, cancel := context.WithTimeout(ctx, m.cfg.Heartbeat)
 	defer cancel()

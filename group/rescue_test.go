@@ -20,7 +20,7 @@ func TestAPartitionWhoseCopiesAllWaitGoesToAMemberHoldingItsFile(t *testing.T) {
 	_, js := consumertest.Connect(t, consumertest.RunServer(t))
 	cfg := func(member string, files ...int) group.Config {
 		c := fast("g", member)
-		c.Partitions, c.Files = 2, files
+		c.Partitions, c.Files = 2, func() []int { return files }
 		return c
 	}
 	ms := []*group.Member{join(t, js, cfg("a:1", 0, 1)), join(t, js, cfg("b:1", 0, 1)), join(t, js, cfg("c:1", 0, 1))}

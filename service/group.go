@@ -118,7 +118,7 @@ func runGroupOn(ctx context.Context, cfg Config, g Group, conn natsconn.Config, 
 func runGroup(ctx context.Context, cfg Config, g Group, nc *nats.Conn, js jetstream.JetStream, n int, part func(i int) Partition, start func(context.Context, Partition) error) error {
 	gcfg := group.Config{Name: g.Name, Partitions: n, Standbys: g.Standbys, Member: g.Member,
 		Stream: cfg.Stream.Name, Durable: cmp.Or(cfg.Consumer.Durable, consumer.DurableDefault),
-		Heartbeat: g.Heartbeat, MemberTTL: g.memberTTL(cfg), StableAfter: g.StableAfter, Replicas: max(cfg.Stream.Limits.Replicas, 1), Logger: cfg.Logger, Files: heldFiles(n, part)}
+		Heartbeat: g.Heartbeat, MemberTTL: g.memberTTL(cfg), StableAfter: g.StableAfter, Replicas: max(cfg.Stream.Limits.Replicas, 1), Logger: cfg.Logger, Files: func() []int { return heldFiles(n, part) }}
 	// A cluster electing a leader, or a node just restarted, does not
 	// answer at once: waited for (the group nemesis's host that exited 1
 	// on "bucket JETLEDGER_GROUPS: context deadline exceeded").
@@ -301,8 +301,8 @@ func (r *groupRun) stopAll() {
 }
 
 // heldFiles are the partitions whose ledger file is in this run's
-// directory, for its record: one of them whose assigned copies all wait
-// may be given to this member (group.Config.Files).
+// directory now, for its record at each heartbeat: one of them whose
+// assigned copies all wait may be given to this member (group.Config.Files).
 func heldFiles(n int, part func(i int) Partition) []int {
 	var held []int
 	for i := range n {
