@@ -30,6 +30,10 @@ const (
 	stepWait                // none of these is safe: wait, and say why
 )
 
+// begunFromNoneOn turns the rule "no ledger yet, a log begun from none"
+// on (gap C); off while a CI failure is explained (issue 46's note).
+const begunFromNoneOn = false
+
 // situation is what a step is decided on.
 type situation struct {
 	file        fileState
@@ -91,8 +95,10 @@ var lifecycle = []rule{
 		}},
 	{"no ledger yet, a snapshot", func(s situation) bool { return s.file.fresh() && s.snap.found }, stepRestore, nil},
 	// Its first owner lost before its first snapshot: the log holds all
-	// it did, from a ledger with nothing in it (HeaderBegun).
-	{"no ledger yet, a log begun from none", func(s situation) bool { return s.file.fresh() && s.begunEmpty && s.first == 1 }, stepFollow, nil},
+	// it did, from a ledger with nothing in it (HeaderBegun). Off until
+	// CI's TestAMigratedPartitionWaitsForItsFirstSnapshot is explained: a
+	// migrated ledger's standby followed its log instead of waiting.
+	{"no ledger yet, a log begun from none", func(s situation) bool { return begunFromNoneOn && s.file.fresh() && s.begunEmpty && s.first == 1 }, stepFollow, nil},
 	{"no ledger yet, no snapshot, nothing acknowledged, an empty log", func(s situation) bool {
 		return s.file.fresh() && s.last == 0 && s.acked == 0
 	}, stepBegin, nil},

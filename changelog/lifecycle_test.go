@@ -52,7 +52,7 @@ func TestLifecycleDecides(t *testing.T) {
 		{"no file, a log with entries and no snapshot", situation{log: L, last: 4}, stepWait, true},
 		// Gap C: the log's first entry says it began from an empty ledger
 		// (HeaderBegun), and its owner was lost before its first snapshot.
-		{"no file, a log begun from none", situation{log: L, first: 1, last: 1, begunEmpty: true}, stepFollow, false},
+		{"no file, a log begun from none (the rule off: begunFromNoneOn)", situation{log: L, first: 1, last: 1, begunEmpty: true}, stepWait, true},
 		{"no file, a log begun from none, its first entry trimmed", situation{log: L, first: 3, last: 4, begunEmpty: true}, stepWait, true},
 		{"a plain ledger, a log begun from none", situation{file: fileState{exists: true, rows: 30, seen: 30}, log: L, first: 1, last: 4, begunEmpty: true}, stepWait, true},
 		{"a plain ledger joins its empty log", situation{file: file("", 0, 40), log: L}, stepBegin, false},

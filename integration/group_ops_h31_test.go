@@ -67,6 +67,23 @@ func (g *groupWorld) outboxH31(held []int) []outboxRow {
 	return rows
 }
 
+// h31Group is h30Group's group of 3 hosts on n partitions, its hosts'
+// logs saved if the test fails, with events made and the first 500 of
+// them applied once.
+func h31Group(t *testing.T, n, events int) (*groupWorld, []int, []int, []event) {
+	t.Helper()
+	g, live, held := h30Group(t, n, 3)
+	t.Cleanup(func() {
+		if t.Failed() {
+			g.saveLogsH31()
+		}
+	})
+	evs := makeEvents(randFor(t), g.pub, events)
+	g.publish(evs[:500])
+	g.checkOnce(held, evs[:500])
+	return g, live, held, evs
+}
+
 // pollH31 reports whether cond came true within timeout, asking every
 // half second (cond may start a process: group status).
 func pollH31(timeout time.Duration, cond func() bool) bool {
@@ -291,15 +308,7 @@ func TestH31GroupAllHostsSIGTERMedAtOnce(t *testing.T) {
 // should end the wait.
 func TestH31GroupChangelogPurgedUnderIt(t *testing.T) {
 	h30Long(t)
-	g, live, held := h30Group(t, 4, 3)
-	defer func() {
-		if t.Failed() {
-			g.saveLogsH31()
-		}
-	}()
-	evs := makeEvents(randFor(t), g.pub, 2000)
-	g.publish(evs[:500])
-	g.checkOnce(held, evs[:500])
+	g, live, held, evs := h31Group(t, 4, 2000)
 
 	const part = 1
 	owner := held[part]
@@ -386,15 +395,7 @@ func TestH31GroupChangelogPurgedUnderIt(t *testing.T) {
 // again within a few minutes, every event once, status owned.
 func TestH31GroupSnapshotsBucketDeletedThenOwnerKilled(t *testing.T) {
 	h30Long(t)
-	g, live, held := h30Group(t, 6, 3)
-	defer func() {
-		if t.Failed() {
-			g.saveLogsH31()
-		}
-	}()
-	evs := makeEvents(randFor(t), g.pub, 2000)
-	g.publish(evs[:500])
-	g.checkOnce(held, evs[:500])
+	g, live, held, evs := h31Group(t, 6, 2000)
 	free := g.watchUnowned()
 
 	g.publish(evs[500:1000])
@@ -418,22 +419,7 @@ func TestH31GroupSnapshotsBucketDeletedThenOwnerKilled(t *testing.T) {
 	g.join()
 	live = replaceH30(live, victim, len(g.hosts)-1)
 	g.publish(evs[1500:])
-	if !pollH31(3*time.Minute, func() bool {
-		st, code := g.status()
-		if code != 0 || len(st.Slots) != g.n {
-			return false
-		}
-		following := map[string]map[int]group.Part{}
-		for _, m := range st.Members {
-			following[m.Member] = m.Parts
-		}
-		for _, s := range st.Slots {
-			if s.State != group.SlotOwned || len(s.Standbys) != 1 || following[s.Standbys[0]][s.Partition].Role != "following" {
-				return false
-			}
-		}
-		return true
-	}) {
+	if !pollH31(3*time.Minute, func() bool { return g.ownedAndFollowed(g.status()) }) {
 		st, code := g.status()
 		t.Fatalf("3 minutes after the fresh host joined, not every partition is owned with its standby following:\n%s\nthe hosts:\n%s",
 			statusLinesH31(st, code), g.grepHostsH31(30, "cannot go on", "snapshot", "restor"))
@@ -607,15 +593,7 @@ func plantHotJournalH31(t *testing.T, file string) {
 // partitions (a read-write open rolls the journal back), not exit.
 func TestH31GroupHostRestartedOnFilesCutAtCreation(t *testing.T) {
 	h30Long(t)
-	g, live, held := h30Group(t, 4, 3)
-	defer func() {
-		if t.Failed() {
-			g.saveLogsH31()
-		}
-	}()
-	evs := makeEvents(randFor(t), g.pub, 1000)
-	g.publish(evs[:500])
-	g.checkOnce(held, evs[:500])
+	g, live, _, evs := h31Group(t, 4, 1000)
 
 	victim := 2
 	at := time.Now()
@@ -660,7 +638,7 @@ func TestH31GroupHostRestartedOnFilesCutAtCreation(t *testing.T) {
 	if bad := g.grepHostsH31(2, "readonly database"); bad != "" {
 		t.Errorf("yet the host back cannot open its files:\n%s", bad)
 	}
-	held = g.settled(3*time.Minute, at, live...)
+	held := g.settled(3*time.Minute, at, live...)
 	t.Logf("the host back on files cut at their creation: settled %v after the kill, holders %v", time.Since(at).Round(time.Millisecond), held)
 	g.checkOnce(held, evs)
 	g.statusOwned(time.Minute)

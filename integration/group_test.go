@@ -111,6 +111,24 @@ func (g *groupWorld) effectsOnce(evs []event) {
 	}
 }
 
+// ownedAndFollowed says whether group status (st, its exit code) has
+// every partition owned and its one standby following.
+func (g *groupWorld) ownedAndFollowed(st group.Status, code int) bool {
+	if code != 0 || len(st.Slots) != g.n {
+		return false
+	}
+	following := map[string]map[int]group.Part{}
+	for _, m := range st.Members {
+		following[m.Member] = m.Parts
+	}
+	for _, s := range st.Slots {
+		if s.State != group.SlotOwned || len(s.Standbys) != 1 || following[s.Standbys[0]][s.Partition].Role != "following" {
+			return false
+		}
+	}
+	return true
+}
+
 // holders are the hosts (indexes into g.hosts) holding each partition's
 // lease, -1 where none does or the holder is no host of the test.
 func (g *groupWorld) holders() []int {
@@ -453,19 +471,7 @@ func TestGroupTakesALostHostOverAndRestoresTheSpread(t *testing.T) {
 	g.checkOnce(held, evs)
 	consumertest.Eventually(t, 2*time.Minute, "group status: every partition owned, each standby following", func() bool {
 		st, code := g.status()
-		if code != 0 || len(st.Slots) != 6 || st.Stream != groupStream {
-			return false
-		}
-		following := map[string]map[int]group.Part{}
-		for _, m := range st.Members {
-			following[m.Member] = m.Parts
-		}
-		for _, s := range st.Slots {
-			if s.State != group.SlotOwned || len(s.Standbys) != 1 || following[s.Standbys[0]][s.Partition].Role != "following" {
-				return false
-			}
-		}
-		return true
+		return st.Stream == groupStream && g.ownedAndFollowed(st, code)
 	})
 	for _, h := range []int{1, 2, 3} {
 		_, body := get(t, "http://"+g.hosts[h].metrics+"/metrics")
