@@ -382,8 +382,9 @@ func (l *Log) situation(ctx context.Context, file string) (situation, error) {
 		return s, err
 	}
 	s.last, s.first = info.State.LastSeq, firstHeld(info.State)
-	// Read only where it decides: a new copy, no snapshot, the first entry held.
-	if s.file.fresh() && !s.snap.found && s.first == 1 {
+	// Read only where it decides: the rule on, a new copy, no snapshot,
+	// the first entry held.
+	if begunFromNoneOn && s.file.fresh() && !s.snap.found && s.first == 1 {
 		if s.begunEmpty, err = l.begunEmpty(ctx); err != nil {
 			return s, err
 		}

@@ -275,7 +275,7 @@ func Own(ctx context.Context, l *Log, lease *Lease, st *ledger.Store) error {
 		}
 		l.log.InfoContext(ctx, "changelog: took the log over: every entry after this one is this owner's", "log", l.name, "after", last)
 		if last == 0 || !l.hasSnapshot(ctx) {
-			if err := l.untilStored(ctx, lease, func() error { _, err := l.Snapshot(ctx, st); return err }); err != nil {
+			if err := l.firstSnapshot(ctx, lease, st); err != nil {
 				return err
 			}
 		}
@@ -300,13 +300,9 @@ func (l *Log) beginsEmpty(ctx context.Context, st *ledger.Store, last uint64) er
 		if err != nil {
 			return err
 		}
-		// And nothing seen, by the store itself: a migrated ledger's rows
-		// once read as none here (CI on f35e153).
-		seen, err := st.Seen(ctx)
-		if err != nil {
-			return err
-		}
-		empty = f.empty() && seen == 0
+		// And nothing seen (a migrated ledger's rows once read as none
+		// here: CI on f35e153).
+		empty = f.empty() && f.seen == 0
 	}
 	l.setBeginEmpty(empty)
 	return nil
@@ -352,14 +348,14 @@ func LacksAcked(ctx context.Context, st *ledger.Store, acked func(ctx context.Co
 	return seen, first, err
 }
 
-// untilStored stores, with store, the snapshot of a ledger that begins
-// the log, or whose log has none yet, before its owner consumes anything:
-// the rows its file held before the log are in no entry, and a standby
-// starts from a snapshot only. It tries again every few seconds while the
-// lease is held.
-func (l *Log) untilStored(ctx context.Context, lease *Lease, store func() error) error {
+// firstSnapshot stores the snapshot of a ledger that has just begun the
+// log, or whose log has none yet, before its owner consumes anything: the
+// rows its file held before the log are in no entry, and a standby starts
+// from a snapshot only. It tries again every few seconds while the lease
+// is held.
+func (l *Log) firstSnapshot(ctx context.Context, lease *Lease, st *ledger.Store) error {
 	for waited := false; ; waited = true {
-		err := store()
+		_, err := l.Snapshot(ctx, st)
 		if err == nil {
 			if waited && l.cfg.Waiting != nil {
 				l.cfg.Waiting(nil)
