@@ -84,6 +84,25 @@ func h31Group(t *testing.T, n, events int) (*groupWorld, []int, []int, []event) 
 	return g, live, held, evs
 }
 
+// restartAllH31 starts hosts 0-2 again on their files, publishes evs
+// from 1000 on, and waits until every partition is held and the group
+// settled since at; every event applied once, no effect sent twice. It
+// returns the hosts live and the rows in review.
+func (g *groupWorld) restartAllH31(at time.Time, what string, evs []event) ([]int, int) {
+	g.t.Helper()
+	for h := range 3 {
+		g.joinH31(g.hosts[h].dir)
+	}
+	live := []int{3, 4, 5}
+	g.waitJoinedH31(2*time.Minute, live...)
+	g.publish(evs[1000:])
+	g.everyPartitionHeld(3 * time.Minute)
+	held := g.settled(3*time.Minute, at, live...)
+	g.t.Logf("restarted on the same files: settled %v after %s, holders %v", time.Since(at).Round(time.Millisecond), what, held)
+	g.checkOnce(held, evs)
+	return live, checkSentAtMostOnce(g.t, g.dest, g.outboxH31(held), len(evs))
+}
+
 // pollH31 reports whether cond came true within timeout, asking every
 // half second (cond may start a process: group status).
 func pollH31(timeout time.Duration, cond func() bool) bool {
@@ -193,17 +212,7 @@ func h31AllKilled(t *testing.T, consuming bool) {
 	if !consuming {
 		g.publish(evs[:1000])
 	}
-	for h := range 3 {
-		g.joinH31(g.hosts[h].dir)
-	}
-	live := []int{3, 4, 5}
-	g.waitJoinedH31(2*time.Minute, live...)
-	g.publish(evs[1000:])
-	g.everyPartitionHeld(3 * time.Minute)
-	held := g.settled(3*time.Minute, killed, live...)
-	t.Logf("restarted on the same files: settled %v after the kill, holders %v", time.Since(killed).Round(time.Millisecond), held)
-	g.checkOnce(held, evs)
-	review := checkSentAtMostOnce(t, g.dest, g.outboxH31(held), len(evs))
+	live, review := g.restartAllH31(killed, "the kill", evs)
 	t.Logf("%d effects at the destination, %d rows in review", len(g.dest.Items()), review)
 	g.statusOwned(2 * time.Minute)
 	g.stopAll(live...)
@@ -281,17 +290,7 @@ func TestH31GroupAllHostsSIGTERMedAtOnce(t *testing.T) {
 			t.Logf("while leaving: partition %d from host %d to host %d in %v", m.partition, m.from, m.to, m.pause.Round(time.Millisecond))
 		}
 	}
-	for h := range 3 {
-		g.joinH31(g.hosts[h].dir)
-	}
-	live := []int{3, 4, 5}
-	g.waitJoinedH31(2*time.Minute, live...)
-	g.publish(evs[1000:])
-	g.everyPartitionHeld(3 * time.Minute)
-	held := g.settled(3*time.Minute, stopped, live...)
-	t.Logf("restarted on the same files: settled %v after the SIGTERM, holders %v", time.Since(stopped).Round(time.Millisecond), held)
-	g.checkOnce(held, evs)
-	review := checkSentAtMostOnce(t, g.dest, g.outboxH31(held), len(evs))
+	live, review := g.restartAllH31(stopped, "the SIGTERM", evs)
 	if review > 0 {
 		t.Errorf("%d effects in review after clean stops only (SIGTERM): none was cut mid-send", review)
 	}
